@@ -1,0 +1,3 @@
+"""The installed lowkiq version."""
+
+__version__ = "0.1.0"
