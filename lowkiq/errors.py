@@ -1,0 +1,31 @@
+"""The one exception hierarchy of lowkiq."""
+
+from __future__ import annotations
+
+
+class LowkiqError(Exception):
+    """Base class of every error lowkiq raises on purpose."""
+
+
+class ConfigurationError(LowkiqError):
+    """A setting or a worker class attribute has a bad name or value."""
+
+
+class InvalidJob(LowkiqError, ValueError):
+    """A job given to ``perform_async`` is malformed; nothing of that call was enqueued.
+
+    ``index`` is the job's position in the list and ``field`` the offending key.
+    """
+
+    def __init__(self, index: int, field: str, message: str) -> None:
+        self.index = index
+        self.field = field
+        super().__init__(f"job {index}: {field!r} {message}")
+
+
+class InvalidQuery(LowkiqError, ValueError):
+    """A query bound or limit that Redis would reject."""
+
+
+class RedisUnavailable(LowkiqError, ConnectionError):
+    """Redis could not be reached; the operation did not happen."""

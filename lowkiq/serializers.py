@@ -1,0 +1,55 @@
+"""Payload and error serializers, bundled so storage code never reads global settings."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+def dump_json(payload: Any) -> bytes:
+    """Canonical JSON: sorted keys and fixed separators, so equal values give equal bytes."""
+    return json.dumps(
+        payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode()
+
+
+def load_json(data: bytes) -> Any:
+    """Inverse of :func:`dump_json`."""
+    return json.loads(data)
+
+
+def format_error(exc: BaseException) -> str:
+    """Default error text stored with a failed job: ``str(exc)``."""
+    return str(exc)
+
+
+def identity(value: Any) -> Any:
+    """Return the value unchanged (the default ``dump_error``/``load_error``)."""
+    return value
+
+
+@dataclass(frozen=True)
+class Codec:
+    """How payloads and error texts are turned into Redis bytes and back."""
+
+    dump_payload: Callable[[Any], bytes | str] = dump_json
+    load_payload: Callable[[bytes], Any] = load_json
+    dump_error: Callable[[str], bytes | str] = identity
+    load_error: Callable[[Any], str] = identity
+
+    def payload_bytes(self, payload: Any) -> bytes:
+        """Serialize one payload to bytes (``str`` results are UTF-8 encoded)."""
+        data = self.dump_payload(payload)
+        return data.encode() if isinstance(data, str) else bytes(data)
+
+    def error_bytes(self, text: str) -> bytes:
+        """Serialize one error text to bytes."""
+        data = self.dump_error(text)
+        return data.encode() if isinstance(data, str) else bytes(data)
+
+    def error_text(self, data: bytes) -> str:
+        """Deserialize an error stored by :meth:`error_bytes`."""
+        value = self.load_error(data)
+        return value.decode(errors="replace") if isinstance(value, bytes) else str(value)

@@ -1,0 +1,1 @@
+"""Job storage on Redis: key names, Lua scripts, writes, reads, bulk actions, metrics."""

@@ -1,0 +1,47 @@
+"""The payloads of one job packed into one string (a *blob*).
+
+A blob is repeated ``struct('>dI')`` (score, length) followed by the payload
+bytes, ascending by score.  The Lua side (``lua/_common.lua``) reads and
+writes the same format, so merging payloads never leaves Redis.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+
+_HEADER = struct.Struct(">dI")
+
+
+def pack(payloads: Iterable[tuple[bytes, float]]) -> bytes:
+    """Pack ``(payload, score)`` pairs; equal payloads keep the smallest score."""
+    best: dict[bytes, float] = {}
+    for payload, score in payloads:
+        known = best.get(payload)
+        if known is None or score < known:
+            best[payload] = score
+    ordered = sorted(best.items(), key=lambda item: (item[1], item[0]))
+    return b"".join(_HEADER.pack(score, len(payload)) + payload for payload, score in ordered)
+
+
+def pack_one(payload: bytes, score: float) -> bytes:
+    """Pack a single payload (the common case of ``perform_async``)."""
+    return _HEADER.pack(score, len(payload)) + payload
+
+
+def unpack(blob: bytes) -> list[tuple[bytes, float]]:
+    """Unpack a blob into ``(payload, score)`` pairs, ascending by score."""
+    pairs = []
+    offset, size = 0, len(blob)
+    while offset < size:
+        score, length = _HEADER.unpack_from(blob, offset)
+        offset += _HEADER.size
+        pairs.append((blob[offset : offset + length], score))
+        offset += length
+    return pairs
+
+
+def split_member(member: bytes) -> tuple[str, bytes]:
+    """Split a lex-zset member ``id\\0blob`` into the id and the blob."""
+    id_bytes, _, blob = member.partition(b"\0")
+    return id_bytes.decode(), blob

@@ -1,0 +1,136 @@
+"""Every Redis key name of lowkiq, built in this one place.
+
+All keys of one queue share the hash tag ``{queue_name}``, so a Lua script that
+touches several of them stays in one Redis Cluster slot.  The Lua scripts get
+the queue's prefix as ``KEYS[1]`` and build the same names through
+:func:`lua_prelude`, which is generated from :data:`SUFFIXES` below.
+
+Layout of one queue (``P`` = ``lowkiq:{name}:``):
+
+========================  =====  ==========================================
+key                       type   content
+========================  =====  ==========================================
+P fresh_lex_zset          zset   score 0, member ``id \\0 blob``, jobs with retry_count -1
+P retry_lex_zset          zset   score 0, member ``id \\0 blob``, jobs with retry_count >= 0
+P retry_count_zset        zset   id -> retry_count, for jobs in retry_lex_zset
+P errors_hash             hash   id -> last error, for jobs in retry_lex_zset
+P perform_in_zset:<s>     zset   id -> perform_in, every queued job of shard s
+P processing_hash:<s>     hash   id -> packed job, the batch shard s is running
+P wake_list:<s>           list   at most one element: "shard s has new due work"
+P morgue_lex_zset         zset   score 0, member ``id \\0 blob``, dead jobs
+P morgue_updated_at_zset  zset   id -> updated_at, dead jobs
+P morgue_errors_hash      hash   id -> error, dead jobs
+P processed_counter       str    jobs processed successfully
+P failed_counter          str    jobs whose batch failed
+========================  =====  ==========================================
+
+A *blob* is the job's payloads: repeated ``>d`` score, ``>I`` length, payload
+bytes, ascending by score (see :mod:`lowkiq.storage.blob`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NAMESPACE = "lowkiq"
+
+#: Key suffix of each structure; shard keys get ``:<shard>`` appended.
+SUFFIXES = {
+    "fresh_lex_zset": "fresh",
+    "retry_lex_zset": "retry",
+    "retry_count_zset": "retry_count",
+    "errors_hash": "errors",
+    "perform_in_zset": "perform_in:",
+    "processing_hash": "processing:",
+    "wake_list": "wake:",
+    "morgue_lex_zset": "morgue",
+    "morgue_updated_at_zset": "morgue_updated_at",
+    "morgue_errors_hash": "morgue_errors",
+    "processed_counter": "processed",
+    "failed_counter": "failed",
+}
+
+SHARDED = {"perform_in_zset", "processing_hash", "wake_list"}
+
+
+@dataclass(frozen=True)
+class QueueKeys:
+    """The key names of one queue."""
+
+    queue_name: str
+
+    @property
+    def prefix(self) -> str:
+        """``lowkiq:{queue_name}:``; passed to every script as ``KEYS[1]``."""
+        return f"{NAMESPACE}:{{{self.queue_name}}}:"
+
+    def _key(self, name: str) -> str:
+        return self.prefix + SUFFIXES[name]
+
+    @property
+    def fresh_lex_zset(self) -> str:
+        """Jobs never failed (retry_count -1), members ``id\\0blob``."""
+        return self._key("fresh_lex_zset")
+
+    @property
+    def retry_lex_zset(self) -> str:
+        """Jobs waiting for a retry (retry_count >= 0), members ``id\\0blob``."""
+        return self._key("retry_lex_zset")
+
+    @property
+    def retry_count_zset(self) -> str:
+        """id -> retry_count of the jobs in :attr:`retry_lex_zset`."""
+        return self._key("retry_count_zset")
+
+    @property
+    def errors_hash(self) -> str:
+        """id -> last error of the jobs in :attr:`retry_lex_zset`."""
+        return self._key("errors_hash")
+
+    def perform_in_zset(self, shard: int) -> str:
+        """id -> perform_in of every queued job of one shard."""
+        return f"{self._key('perform_in_zset')}{shard}"
+
+    def processing_hash(self, shard: int) -> str:
+        """id -> packed job: the batch one shard is running."""
+        return f"{self._key('processing_hash')}{shard}"
+
+    def wake_list(self, shard: int) -> str:
+        """A one-element list pushed when a shard gets due work; threads block on it."""
+        return f"{self._key('wake_list')}{shard}"
+
+    @property
+    def morgue_lex_zset(self) -> str:
+        """Dead jobs, members ``id\\0blob``."""
+        return self._key("morgue_lex_zset")
+
+    @property
+    def morgue_updated_at_zset(self) -> str:
+        """id -> when the dead job last entered the morgue."""
+        return self._key("morgue_updated_at_zset")
+
+    @property
+    def morgue_errors_hash(self) -> str:
+        """id -> the dead job's error."""
+        return self._key("morgue_errors_hash")
+
+    @property
+    def processed_counter(self) -> str:
+        """Count of jobs processed successfully."""
+        return self._key("processed_counter")
+
+    @property
+    def failed_counter(self) -> str:
+        """Count of jobs whose batch failed."""
+        return self._key("failed_counter")
+
+
+def lua_prelude() -> str:
+    """Lua that defines ``K.<name>`` (or ``K.<name>(shard)``) from the prefix in ``KEYS[1]``."""
+    lines = ["local P = KEYS[1]", "local K = {}"]
+    for name, suffix in SUFFIXES.items():
+        if name in SHARDED:
+            lines.append(f'K.{name} = function(s) return P .. "{suffix}" .. s end')
+        else:
+            lines.append(f'K.{name} = P .. "{suffix}"')
+    return "\n".join(lines) + "\n"

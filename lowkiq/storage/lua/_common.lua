@@ -1,0 +1,189 @@
+-- Shared helpers, prepended to every script after the generated key prelude
+-- (lowkiq/storage/keys.py: lua_prelude), so `K` and `P` are in scope.
+--
+-- Job layout: a queued job lives in K.fresh_lex_zset (retry_count -1) or in
+-- K.retry_lex_zset (retry_count >= 0, with K.retry_count_zset and
+-- K.errors_hash), as member `id \0 blob`, and in K.perform_in_zset(shard).
+-- A blob is repeated struct('>dI4') score, length, then payload bytes,
+-- ascending by score.
+
+local HEADER = '>dI4'
+local HEADER_SIZE = 12
+
+local function blob_pairs(blob)
+  local pairs_ = {}
+  local pos = 1
+  local size = #blob
+  while pos <= size do
+    local score, len = struct.unpack(HEADER, blob, pos)
+    pos = pos + HEADER_SIZE
+    pairs_[#pairs_ + 1] = {score, string.sub(blob, pos, pos + len - 1)}
+    pos = pos + len
+  end
+  return pairs_
+end
+
+local function blob_pack(pairs_)
+  local parts = {}
+  for i, pair in ipairs(pairs_) do
+    parts[i] = struct.pack(HEADER, pair[1], #pair[2]) .. pair[2]
+  end
+  return table.concat(parts)
+end
+
+-- Union of two blobs; equal payloads keep the smallest score.
+local function blob_merge(a, b)
+  if a == b then return a end
+  local best = {}
+  for _, blob in ipairs({a, b}) do
+    for _, pair in ipairs(blob_pairs(blob)) do
+      local known = best[pair[2]]
+      if known == nil or pair[1] < known then best[pair[2]] = pair[1] end
+    end
+  end
+  local merged = {}
+  for payload, score in pairs(best) do merged[#merged + 1] = {score, payload} end
+  table.sort(merged, function(x, y)
+    if x[1] ~= y[1] then return x[1] < y[1] end
+    return x[2] < y[2]
+  end)
+  return blob_pack(merged)
+end
+
+-- The first (smallest score) payload as a blob, and the rest as a blob.
+local function blob_split_first(blob)
+  local _, len = struct.unpack(HEADER, blob, 1)
+  local cut = HEADER_SIZE + len
+  return string.sub(blob, 1, cut), string.sub(blob, cut + 1)
+end
+
+local function find_member(zset, id)
+  return redis.call('zrangebylex', zset, '[' .. id .. '\0', '(' .. id .. '\1', 'limit', 0, 1)[1]
+end
+
+local function blob_of(member, id)
+  return string.sub(member, #id + 2)
+end
+
+-- A queued job: its lex member and whether it is a retry, or nil.
+local function find_queued(id)
+  local member = find_member(K.fresh_lex_zset, id)
+  if member then return member, false end
+  member = find_member(K.retry_lex_zset, id)
+  if member then return member, true end
+  return nil, false
+end
+
+local function remove_queued(id, shard, member, is_retry)
+  redis.call('zrem', K.perform_in_zset(shard), id)
+  if is_retry then
+    redis.call('zrem', K.retry_lex_zset, member)
+    redis.call('zrem', K.retry_count_zset, id)
+    redis.call('hdel', K.errors_hash, id)
+  else
+    redis.call('zrem', K.fresh_lex_zset, member)
+  end
+end
+
+local woken = {}
+-- Tell the thread serving `shard` that due work arrived (at most one element).
+local function wake(shard)
+  if woken[shard] then return end
+  woken[shard] = true
+  local list = K.wake_list(shard)
+  if redis.call('llen', list) == 0 then redis.call('rpush', list, '1') end
+end
+
+-- perform_in is a string (exact); error is a string or nil.
+local function write_queued(id, shard, blob, perform_in, retry_count, error, now)
+  if retry_count < 0 then
+    redis.call('zadd', K.fresh_lex_zset, 0, id .. '\0' .. blob)
+  else
+    redis.call('zadd', K.retry_lex_zset, 0, id .. '\0' .. blob)
+    redis.call('zadd', K.retry_count_zset, retry_count, id)
+    if error then redis.call('hset', K.errors_hash, id, error) end
+  end
+  redis.call('zadd', K.perform_in_zset(shard), perform_in, id)
+  if tonumber(perform_in) <= tonumber(now) then wake(shard) end
+end
+
+-- Merge a job into the queue.  keep_schedule: the queued job (if any) keeps
+-- its perform_in, retry_count and error (SPEC rule 2); otherwise the incoming
+-- values win (rules 3 and 4).  Payloads always merge as a union.
+local function queue_merge(id, shard, blob, perform_in, retry_count, error, keep_schedule, now)
+  local member, is_retry = find_queued(id)
+  if member then
+    local merged = blob_merge(blob_of(member, id), blob)
+    if keep_schedule then
+      local lex = is_retry and K.retry_lex_zset or K.fresh_lex_zset
+      local updated = id .. '\0' .. merged
+      if updated ~= member then
+        redis.call('zrem', lex, member)
+        redis.call('zadd', lex, 0, updated)
+      end
+      return
+    end
+    remove_queued(id, shard, member, is_retry)
+    blob = merged
+  end
+  write_queued(id, shard, blob, perform_in, retry_count, error, now)
+end
+
+-- Merge payloads into the morgue entry of `id`; updated_at = now.
+local function morgue_merge(id, blob, error, now)
+  local member = find_member(K.morgue_lex_zset, id)
+  if member then
+    redis.call('zrem', K.morgue_lex_zset, member)
+    blob = blob_merge(blob_of(member, id), blob)
+  end
+  redis.call('zadd', K.morgue_lex_zset, 0, id .. '\0' .. blob)
+  redis.call('zadd', K.morgue_updated_at_zset, now, id)
+  if error then
+    redis.call('hset', K.morgue_errors_hash, id, error)
+  else
+    redis.call('hdel', K.morgue_errors_hash, id)
+  end
+end
+
+local function morgue_remove(id)
+  local member = find_member(K.morgue_lex_zset, id)
+  if not member then return nil end
+  redis.call('zrem', K.morgue_lex_zset, member)
+  redis.call('zrem', K.morgue_updated_at_zset, id)
+  redis.call('hdel', K.morgue_errors_hash, id)
+  return blob_of(member, id)
+end
+
+-- A job in a processing area: struct('>di4i4') perform_in, retry_count,
+-- error length (-1: none), then the error, then the blob.
+local PROCESSING_HEADER = '>di4i4'
+local PROCESSING_HEADER_SIZE = 16
+
+local function processing_pack(perform_in, retry_count, error, blob)
+  local err_len = error and #error or -1
+  return struct.pack(PROCESSING_HEADER, tonumber(perform_in), retry_count, err_len)
+    .. (error or '') .. blob
+end
+
+-- perform_in (exact string), retry_count, error or nil, blob
+local function processing_unpack(value)
+  local perform_in, retry_count, err_len = struct.unpack(PROCESSING_HEADER, value, 1)
+  local pos = PROCESSING_HEADER_SIZE + 1
+  local error = nil
+  if err_len >= 0 then
+    error = string.sub(value, pos, pos + err_len - 1)
+    pos = pos + err_len
+  end
+  return string.format('%.17g', perform_in), retry_count, error, string.sub(value, pos)
+end
+
+-- Clear a shard's processing area as done; returns how many jobs it held.
+local function ack_processing(shard)
+  local processing = K.processing_hash(shard)
+  local count = redis.call('hlen', processing)
+  if count > 0 then
+    redis.call('del', processing)
+    redis.call('incrby', K.processed_counter, count)
+  end
+  return count
+end

@@ -1,0 +1,15 @@
+-- delete_failed: delete queued jobs with retry_count >= 0.
+-- KEYS[1]  queue prefix
+-- ARGV[1+2i..2+2i]  id, shard
+-- Writes: queue keys
+-- Returns: the number of jobs deleted
+local deleted = 0
+for i = 1, #ARGV, 2 do
+  local id = ARGV[i]
+  local member = find_member(K.retry_lex_zset, id)
+  if member then
+    remove_queued(id, ARGV[i + 1], member, true)
+    deleted = deleted + 1
+  end
+end
+return deleted

@@ -1,0 +1,33 @@
+-- fail: the shard's batch raised; retry each job or move it to the morgue (SPEC §4).
+-- KEYS[1]  queue prefix
+-- ARGV[1]  shard
+-- ARGV[2]  now
+-- ARGV[3]  error (already serialized)
+-- ARGV[4]  max_retry_count
+-- ARGV[5+2i..6+2i]  id, perform_in of its retry (now + retry_in(retry_count + 1))
+-- Writes: processing_hash(shard), queue keys, morgue keys, failed_counter
+-- Returns: flat list id, blob of the payload each job sent to the morgue
+local shard, now, error, max_retry_count = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local processing = K.processing_hash(shard)
+local dead = {}
+for i = 5, #ARGV, 2 do
+  local id, retry_at = ARGV[i], ARGV[i + 1]
+  local value = redis.call('hget', processing, id)
+  if value then
+    local _, retry_count, _, blob = processing_unpack(value)
+    retry_count = retry_count + 1
+    if retry_count >= max_retry_count then
+      local first, rest = blob_split_first(blob)
+      morgue_merge(id, first, error, now)
+      dead[#dead + 1] = id
+      dead[#dead + 1] = first
+      if rest ~= '' then queue_merge(id, shard, rest, now, -1, nil, false, now) end
+    else
+      queue_merge(id, shard, blob, retry_at, retry_count, error, false, now)
+    end
+  end
+end
+local count = redis.call('hlen', processing)
+redis.call('del', processing)
+redis.call('incrby', K.failed_counter, count)
+return dead

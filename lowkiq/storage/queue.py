@@ -1,0 +1,164 @@
+"""Writes to one queue: push, pop, ack, fail, restore.
+
+Each method is one Lua script call, so every state change is atomic and a
+crash between two calls leaves the queue consistent (see SPEC §4).
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from lowkiq.serializers import Codec
+from lowkiq.storage import blob
+from lowkiq.storage.keys import QueueKeys
+from lowkiq.storage.scripts import Scripts
+
+# A processing-area value: perform_in, retry_count, error length (-1: none).
+PROCESSING_HEADER = struct.Struct(">dii")
+
+
+def _now(now: float | None) -> float:
+    return time.time() if now is None else now
+
+
+def shard_of(job_id: str, shards_count: int) -> int:
+    """The shard of a job id: ``crc32(id) % shards_count``."""
+    return zlib.crc32(job_id.encode()) % shards_count
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A validated job ready to push: serialized payload, numeric score and perform_in."""
+
+    id: str
+    payload: bytes
+    score: float
+    perform_in: float
+
+
+@dataclass(frozen=True)
+class PoppedJob:
+    """A job taken into a shard's processing area by :meth:`Queue.pop`."""
+
+    id: str
+    retry_count: int
+    payloads: list[Any] = field(default_factory=list)
+
+
+class Queue:
+    """The storage of one worker's queue, bound to one Redis client."""
+
+    def __init__(
+        self, client: redis.Redis, name: str, shards_count: int, codec: Codec | None = None
+    ) -> None:
+        self.client = client
+        self.name = name
+        self.shards_count = shards_count
+        self.codec = codec or Codec()
+        self.keys = QueueKeys(name)
+        self.scripts = Scripts.for_client(client)
+
+    def shard_of(self, job_id: str) -> int:
+        """The shard this queue keeps ``job_id`` in."""
+        return shard_of(job_id, self.shards_count)
+
+    def run(self, script_name: str, *args: Any) -> Any:
+        """Run one of the queue's Lua scripts with ``args`` as ``ARGV``."""
+        script = getattr(self.scripts, script_name)
+        return script(keys=[self.keys.prefix], args=args)
+
+    def push(self, jobs: Sequence[NewJob], now: float | None = None) -> None:
+        """Enqueue jobs in one round trip; same-id jobs merge (SPEC §3 rule 2)."""
+        merged: dict[str, tuple[float, list[tuple[bytes, float]]]] = {}
+        for job in jobs:
+            entry = merged.get(job.id)
+            if entry is None:
+                merged[job.id] = (job.perform_in, [(job.payload, job.score)])
+            else:
+                entry[1].append((job.payload, job.score))
+        args: list[Any] = [_now(now)]
+        for job_id, (perform_in, payloads) in merged.items():
+            packed = blob.pack_one(*payloads[0]) if len(payloads) == 1 else blob.pack(payloads)
+            args += (job_id, self.shard_of(job_id), perform_in, packed)
+        self.run("push", *args)
+
+    def pop(
+        self, shard: int, limit: int, now: float | None = None, ack_previous: bool = False
+    ) -> list[PoppedJob] | None:
+        """Move up to ``limit`` due jobs of ``shard`` into its processing area.
+
+        With ``ack_previous`` the shard's previous batch is acked first, in the
+        same script.  Returns ``None`` while the processing area still holds a
+        batch (it must be acked, failed or restored first), else the popped
+        jobs, earliest ``perform_in`` first (an empty list when nothing is due).
+        """
+        reply = self.run("pop", shard, _now(now), limit, 1 if ack_previous else 0)
+        if reply is None:
+            return None
+        load = self.codec.load_payload
+        return [
+            PoppedJob(
+                id=reply[i].decode(),
+                retry_count=int(reply[i + 1]),
+                payloads=[load(payload) for payload, _ in blob.unpack(reply[i + 2])],
+            )
+            for i in range(0, len(reply), 3)
+        ]
+
+    def ack(self, shard: int) -> int:
+        """The batch of ``shard`` succeeded: clear its processing area; returns its size."""
+        return self.run("ack", shard)
+
+    def fail(
+        self,
+        shard: int,
+        batch: Sequence[PoppedJob],
+        error: str,
+        retry_in: Callable[[int], float],
+        max_retry_count: int,
+        now: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """The batch of ``shard`` raised: retry or bury each job, atomically (SPEC §4).
+
+        ``retry_in(retry_count)`` gives each job's delay.  Returns the jobs sent
+        to the morgue as ``{"id", "payloads", "error"}`` for ``retries_exhausted``.
+        """
+        now = _now(now)
+        args: list[Any] = [shard, now, self.codec.error_bytes(error), max_retry_count]
+        for job in batch:
+            args += (job.id, now + float(retry_in(job.retry_count + 1)))
+        reply = self.run("fail", *args)
+        load = self.codec.load_payload
+        return [
+            {
+                "id": reply[i].decode(),
+                "payloads": [load(payload) for payload, _ in blob.unpack(reply[i + 1])],
+                "error": error,
+            }
+            for i in range(0, len(reply), 2)
+        ]
+
+    def restore(self, shard: int, now: float | None = None) -> int:
+        """Put a processing area left by a crash back into the queue; returns its size."""
+        return self.run("restore", shard, _now(now))
+
+    def processing_sizes(self, shards: Sequence[int]) -> list[int]:
+        """How many jobs each shard's processing area holds (0: none)."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in shards:
+            pipe.hlen(self.keys.processing_hash(shard))
+        return [int(size) for size in pipe.execute()]
+
+    def earliest_perform_in(self, shards: Sequence[int]) -> list[float | None]:
+        """The earliest ``perform_in`` queued in each shard, or ``None`` when it is empty."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in shards:
+            pipe.zrange(self.keys.perform_in_zset(shard), 0, 0, withscores=True)
+        return [heads[0][1] if heads else None for heads in pipe.execute()]

@@ -1,0 +1,166 @@
+"""The ``lowkiq.Worker`` base class: defaults, ``perform_async`` and the per-queue views."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from functools import reduce
+from typing import Any, ClassVar
+
+import redis
+
+from lowkiq.errors import ConfigurationError, InvalidJob, RedisUnavailable
+from lowkiq.settings import settings
+from lowkiq.storage.actions import Actions
+from lowkiq.storage.metrics import queue_metrics
+from lowkiq.storage.queries import Queries
+from lowkiq.storage.queue import NewJob, Queue
+
+JOB_FIELDS = ("id", "payload", "score", "perform_in")
+
+
+class Worker:
+    """Subclass to define a queue and how its jobs are processed.
+
+    Each subclass owns one queue named ``queue_name`` (default: the class
+    name), split into ``shards_count`` shards; one thread at a time processes
+    a shard, popping up to ``batch_size`` due jobs per call of :meth:`perform`.
+    """
+
+    shards_count: ClassVar[int] = 5
+    batch_size: ClassVar[int] = 1
+    max_retry_count: ClassVar[int] = 25
+    queue_name: ClassVar[str] = "Worker"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "queue_name" not in cls.__dict__:
+            cls.queue_name = cls.__name__
+        cls.validate()
+
+    @classmethod
+    def validate(cls) -> None:
+        """Raise :class:`ConfigurationError` naming a bad class attribute."""
+        for name, minimum in (("shards_count", 1), ("batch_size", 1), ("max_retry_count", 0)):
+            value = getattr(cls, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ConfigurationError(
+                    f"{cls.__name__}.{name} must be an integer >= {minimum}, got {value!r}"
+                )
+        name = cls.queue_name
+        if not isinstance(name, str) or not name or any(c in name for c in "{}\0"):
+            raise ConfigurationError(
+                f"{cls.__name__}.queue_name must be a non-empty string without braces, got {name!r}"
+            )
+
+    # -- processing hooks ------------------------------------------------
+
+    @classmethod
+    def retry_in(cls, retry_count: int) -> float:
+        """Seconds before retry number ``retry_count`` (0 for the first failure)."""
+        return retry_count**4 + 15 + random.randrange(30) * (retry_count + 1)
+
+    @classmethod
+    def retries_exhausted(cls, jobs: list[dict[str, Any]]) -> None:
+        """Called with the jobs (``{"id", "payloads", "error"}``) just moved to the morgue."""
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        """Process a batch: ``{id: [payload, ...]}``, payloads ascending by score."""
+        raise NotImplementedError(f"{cls.__name__}.perform is not defined")
+
+    # -- enqueueing --------------------------------------------------------
+
+    @classmethod
+    def perform_async(cls, jobs: Sequence[dict[str, Any]]) -> None:
+        """Enqueue jobs ``{"id", "payload"?, "score"?, "perform_in"?}`` in one round trip.
+
+        The whole list is validated first: one bad job raises
+        :class:`~lowkiq.errors.InvalidJob` and nothing is enqueued.  Client
+        middlewares ``mw(worker, jobs, call_next)`` wrap the enqueue.
+        """
+
+        def enqueue(worker: type[Worker], final_jobs: Sequence[dict[str, Any]]) -> None:
+            worker._push(final_jobs)
+
+        chain = reduce(
+            lambda call_next, mw: lambda w, j: mw(w, j, call_next),
+            reversed(settings.client_middlewares),
+            enqueue,
+        )
+        chain(cls, jobs)
+
+    @classmethod
+    def _push(cls, jobs: Sequence[dict[str, Any]]) -> None:
+        queue = cls.queue()
+        new_jobs = validate_jobs(jobs, queue.codec.payload_bytes, time.time())
+        if not new_jobs:
+            return
+        try:
+            queue.push(new_jobs)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise RedisUnavailable(
+                f"{cls.__name__}.perform_async: Redis is unreachable, "
+                f"{len(new_jobs)} job(s) were not enqueued: {exc}"
+            ) from exc
+
+    # -- storage views -----------------------------------------------------
+
+    @classmethod
+    def queue(cls, client: redis.Redis | None = None) -> Queue:
+        """This worker's queue storage, on ``client`` or the shared client."""
+        return Queue(client or settings.client(), cls.queue_name, cls.shards_count, settings.codec)
+
+    @classmethod
+    def queries(cls) -> Queries:
+        """Read-only views of the queue (fetch, range_by_*, processing_data)."""
+        return Queries(cls.queue())
+
+    @classmethod
+    def actions(cls) -> Actions:
+        """Bulk operations on the queue and its morgue."""
+        return Actions(cls.queue())
+
+    @classmethod
+    def metrics(cls) -> dict[str, Any]:
+        """``length``, ``fresh``, ``retries``, ``morgue_length``, ``lag``, ``processed``,
+        ``failed``, ``busy``."""
+        return queue_metrics(cls.queue())
+
+
+def _number(index: int, field: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidJob(index, field, f"must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise InvalidJob(index, field, f"must be finite, got {value!r}")
+    return float(value)
+
+
+def validate_jobs(
+    jobs: Sequence[dict[str, Any]], dump: Callable[[Any], bytes], now: float
+) -> list[NewJob]:
+    """Check and normalize every job before anything is written (SPEC §2 defaults)."""
+    if isinstance(jobs, (dict, str, bytes)) or not isinstance(jobs, Sequence):
+        raise InvalidJob(0, "jobs", f"must be a list of job dicts, got {type(jobs).__name__}")
+    result = []
+    for index, job in enumerate(jobs):
+        if not isinstance(job, dict):
+            raise InvalidJob(index, "job", f"must be a dict, got {job!r}")
+        for key in job:
+            if key not in JOB_FIELDS:
+                raise InvalidJob(index, key, f"is not a job field (fields: {', '.join(JOB_FIELDS)})")
+        if "id" not in job or job["id"] is None:
+            raise InvalidJob(index, "id", "is required")
+        job_id = str(job["id"])
+        if "\0" in job_id:
+            raise InvalidJob(index, "id", "must not contain NUL characters")
+        try:
+            payload = dump(job.get("payload", ""))
+        except Exception as exc:
+            raise InvalidJob(index, "payload", f"cannot be serialized: {exc}") from exc
+        score = _number(index, "score", job.get("score", now))
+        perform_in = _number(index, "perform_in", job.get("perform_in", now))
+        result.append(NewJob(job_id, payload, score, perform_in))
+    return result
