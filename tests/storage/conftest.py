@@ -1,0 +1,72 @@
+"""Worker classes and helpers shared by the storage tests.
+
+Every fixture here depends on ``redis_client``, so each test starts on a
+flushed database with ``lowkiq.settings`` pointed at it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+import lowkiq
+from lowkiq.storage.queue import Queue
+
+#: A fixed clock for tests that pass ``now`` explicitly (2023-11-14T22:13:20Z).
+NOW = 1_700_000_000.0
+
+
+def retry_in(retry_count: int) -> float:
+    """The deterministic delay of the test workers: 10 s, 20 s, 30 s, ..."""
+    return 10.0 * (retry_count + 1)
+
+
+@pytest.fixture
+def worker(redis_client: redis.Redis) -> type[lowkiq.Worker]:
+    """A one-shard worker (every id in shard 0), batch size 10, three tries, registered."""
+
+    class OrderWorker(lowkiq.Worker):
+        shards_count = 1
+        batch_size = 10
+        max_retry_count = 3
+
+        @classmethod
+        def retry_in(cls, retry_count: int) -> float:
+            return retry_in(retry_count)
+
+    lowkiq.settings.workers = [OrderWorker]
+    return OrderWorker
+
+
+@pytest.fixture
+def sharded_worker(redis_client: redis.Redis) -> type[lowkiq.Worker]:
+    """A five-shard worker, batch size 3, registered."""
+
+    class ShipmentWorker(lowkiq.Worker):
+        shards_count = 5
+        batch_size = 3
+
+    lowkiq.settings.workers = [ShipmentWorker]
+    return ShipmentWorker
+
+
+@pytest.fixture
+def queue(worker: type[lowkiq.Worker]) -> Queue:
+    """The storage of :func:`worker`'s queue."""
+    return worker.queue()
+
+
+@pytest.fixture
+def fail_batch(queue: Queue, worker: type[lowkiq.Worker]) -> Callable[..., list[dict[str, Any]]]:
+    """Pop shard 0 of :func:`worker` at ``now`` and fail the batch with ``error``."""
+
+    def fail(now: float = NOW, error: str = "boom") -> list[dict[str, Any]]:
+        batch = queue.pop(0, worker.batch_size, now=now)
+        assert batch, "nothing was due"
+        return queue.fail(0, batch, error, retry_in, worker.max_retry_count, now=now)
+
+    return fail
+
