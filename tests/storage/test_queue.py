@@ -1,0 +1,306 @@
+"""Processing of SPEC §4 through the storage layer: pop, ack, fail and restore."""
+
+from __future__ import annotations
+
+import time
+
+from conftest import NOW, retry_in
+
+from lowkiq.storage.queue import PoppedJob
+
+
+def test_pop_takes_due_jobs_earliest_perform_in_first_up_to_the_limit(worker, queue):
+    worker.perform_async(
+        [
+            {"id": "c", "payload": "c", "perform_in": NOW - 10},
+            {"id": "a", "payload": "a", "perform_in": NOW - 30},
+            {"id": "later", "payload": "x", "perform_in": NOW + 1},
+            {"id": "b", "payload": "b", "perform_in": NOW - 20},
+            {"id": "d", "payload": "d", "perform_in": NOW},
+        ]
+    )
+    first = queue.pop(0, 3, now=NOW)
+    assert [job.id for job in first] == ["a", "b", "c"]
+    queue.ack(0)
+    assert [job.id for job in queue.pop(0, 3, now=NOW)] == ["d"]
+    queue.ack(0)
+    assert queue.pop(0, 3, now=NOW) == []
+    assert [job["id"] for job in worker.queries().fetch(["later"])] == ["later"]
+
+
+def test_pop_returns_an_empty_list_when_nothing_is_due(worker, queue):
+    assert queue.pop(0, 10, now=NOW) == []
+    worker.perform_async([{"id": 1, "perform_in": NOW + 60}])
+    assert queue.pop(0, 10, now=NOW) == []
+    assert worker.metrics()["busy"] == 0
+
+
+def test_popped_job_holds_id_retry_count_and_payloads_ascending_by_score(worker, queue):
+    worker.perform_async(
+        [
+            {"id": 42, "payload": {"v": 2}, "score": 20, "perform_in": NOW - 1},
+            {"id": 42, "payload": {"v": 1}, "score": 10, "perform_in": NOW - 1},
+            {"id": 42, "payload": [3], "score": 30, "perform_in": NOW - 1},
+        ]
+    )
+    assert queue.pop(0, 10, now=NOW) == [
+        PoppedJob(id="42", retry_count=-1, payloads=[{"v": 1}, {"v": 2}, [3]])
+    ]
+
+
+def test_default_payload_is_the_empty_string(worker, queue):
+    worker.perform_async([{"id": 1, "perform_in": NOW - 1}])
+    assert queue.pop(0, 10, now=NOW)[0].payloads == [""]
+
+
+def test_popped_jobs_move_to_the_processing_area(worker, queue):
+    worker.perform_async([{"id": "a", "payload": "p", "score": 1, "perform_in": NOW - 1}])
+    queue.pop(0, 10, now=NOW)
+    assert worker.queries().fetch(["a"]) == []
+    assert worker.queries().processing_data() == [
+        {"id": "a", "payloads": [["p", 1.0]], "perform_in": NOW - 1, "retry_count": -1}
+    ]
+    assert worker.metrics()["busy"] == 1
+    assert worker.metrics()["length"] == 0
+
+
+def test_pop_returns_none_while_the_processing_area_is_occupied(worker, queue):
+    worker.perform_async([{"id": i, "perform_in": NOW - 1} for i in range(3)])
+    assert len(queue.pop(0, 1, now=NOW)) == 1
+    assert queue.pop(0, 1, now=NOW) is None
+    assert worker.metrics()["fresh"] == 2
+
+
+def test_pop_with_ack_previous_acks_then_pops(worker, queue):
+    worker.perform_async(
+        [{"id": "a", "perform_in": NOW - 2}, {"id": "b", "perform_in": NOW - 1}]
+    )
+    assert [job.id for job in queue.pop(0, 1, now=NOW)] == ["a"]
+    assert [job.id for job in queue.pop(0, 1, now=NOW, ack_previous=True)] == ["b"]
+    assert worker.metrics()["processed"] == 1
+    assert [job["id"] for job in worker.queries().processing_data()] == ["b"]
+
+
+def test_ack_clears_the_processing_area_and_counts_processed(worker, queue):
+    worker.perform_async([{"id": i, "perform_in": NOW - 1} for i in range(4)])
+    queue.pop(0, 3, now=NOW)
+    assert queue.ack(0) == 3
+    assert worker.queries().processing_data() == []
+    metrics = worker.metrics()
+    assert (metrics["processed"], metrics["busy"], metrics["failed"]) == (3, 0, 0)
+    queue.pop(0, 3, now=NOW)
+    queue.ack(0)
+    assert worker.metrics()["processed"] == 4
+    assert queue.ack(0) == 0
+    assert worker.metrics()["processed"] == 4
+
+
+def test_a_new_job_of_a_running_id_waits_in_the_queue(worker, queue):
+    worker.perform_async([{"id": "a", "payload": 1, "perform_in": NOW - 1}])
+    queue.pop(0, 10, now=NOW)
+    worker.perform_async([{"id": "a", "payload": 2, "score": 5, "perform_in": NOW - 1}])
+    assert queue.pop(0, 10, now=NOW) is None
+    queue.ack(0)
+    [job] = worker.queries().fetch(["a"])
+    assert job["payloads"] == [[2, 5.0]]
+    assert job["retry_count"] == -1
+
+
+def test_failure_schedules_a_retry(worker, queue):
+    worker.perform_async(
+        [
+            {"id": "a", "payload": "p", "score": 1, "perform_in": NOW - 1},
+            {"id": "b", "payload": "q", "score": 2, "perform_in": NOW - 1},
+        ]
+    )
+    batch = queue.pop(0, 10, now=NOW)
+    dead = queue.fail(0, batch, "ValueError: bad", retry_in, 3, now=NOW)
+
+    assert dead == []
+    assert worker.queries().processing_data() == []
+    jobs = worker.queries().fetch(["a", "b"])
+    assert jobs == [
+        {
+            "id": "a",
+            "payloads": [["p", 1.0]],
+            "perform_in": NOW + retry_in(0),
+            "retry_count": 0,
+            "error": "ValueError: bad",
+        },
+        {
+            "id": "b",
+            "payloads": [["q", 2.0]],
+            "perform_in": NOW + retry_in(0),
+            "retry_count": 0,
+            "error": "ValueError: bad",
+        },
+    ]
+    metrics = worker.metrics()
+    assert (metrics["failed"], metrics["processed"], metrics["retries"]) == (2, 0, 2)
+
+
+def test_retry_states_follow_the_table(worker, queue):
+    """new: -1 / given perform_in; failed once: 0 / now + retry_in(0); again: 1 / now + retry_in(1)."""
+    worker.perform_async([{"id": "a", "perform_in": NOW - 5}])
+    [job] = worker.queries().fetch(["a"])
+    assert (job["retry_count"], job["perform_in"]) == (-1, NOW - 5)
+
+    calls = []
+
+    def recording_retry_in(retry_count):
+        calls.append(retry_count)
+        return retry_in(retry_count)
+
+    queue.fail(0, queue.pop(0, 10, now=NOW), "e", recording_retry_in, 5, now=NOW)
+    [job] = worker.queries().fetch(["a"])
+    assert (job["retry_count"], job["perform_in"]) == (0, NOW + retry_in(0))
+
+    later = NOW + 100
+    [popped] = queue.pop(0, 10, now=later)
+    assert popped.retry_count == 0
+    queue.fail(0, [popped], "e", recording_retry_in, 5, now=later)
+    [job] = worker.queries().fetch(["a"])
+    assert (job["retry_count"], job["perform_in"]) == (1, later + retry_in(1))
+    assert calls == [0, 1]
+
+
+def test_a_job_never_failed_has_no_error_and_a_default_perform_in_of_now(worker):
+    before = time.time()
+    worker.perform_async([{"id": "a"}])
+    [job] = worker.queries().fetch(["a"])
+    assert before <= job["perform_in"] <= time.time()
+    assert job["retry_count"] == -1
+    assert "error" not in job
+
+
+def test_exhausted_retries_send_the_oldest_payload_to_the_morgue(worker, queue):
+    worker.perform_async(
+        [
+            {"id": "a", "payload": "oldest", "score": 1, "perform_in": NOW - 1},
+            {"id": "a", "payload": "newer", "score": 2, "perform_in": NOW - 1},
+            {"id": "a", "payload": "newest", "score": 3, "perform_in": NOW - 1},
+        ]
+    )
+    dead = queue.fail(0, queue.pop(0, 10, now=NOW), "fatal", retry_in, 0, now=NOW)
+
+    assert dead == [{"id": "a", "payloads": ["oldest"], "error": "fatal"}]
+    assert worker.queries().morgue_fetch(["a"]) == [
+        {"id": "a", "payloads": [["oldest", 1.0]], "updated_at": NOW, "error": "fatal"}
+    ]
+    assert worker.queries().fetch(["a"]) == [
+        {
+            "id": "a",
+            "payloads": [["newer", 2.0], ["newest", 3.0]],
+            "perform_in": NOW,
+            "retry_count": -1,
+        }
+    ]
+    metrics = worker.metrics()
+    assert (metrics["morgue_length"], metrics["fresh"], metrics["failed"]) == (1, 1, 1)
+
+
+def test_exhausted_retries_of_a_single_payload_leave_nothing_queued(worker, queue):
+    worker.perform_async([{"id": "a", "payload": "only", "score": 1, "perform_in": NOW - 1}])
+    dead = queue.fail(0, queue.pop(0, 10, now=NOW), "fatal", retry_in, 0, now=NOW)
+    assert dead == [{"id": "a", "payloads": ["only"], "error": "fatal"}]
+    assert worker.queries().fetch(["a"]) == []
+    assert worker.metrics()["length"] == 0
+
+
+def test_morgue_when_retry_count_reaches_max_retry_count(worker, queue):
+    """With max_retry_count 2: failures 1 and 2 retry (retry_count 0, 1), failure 3 buries."""
+    worker.perform_async([{"id": "a", "payload": "p", "score": 1, "perform_in": NOW - 1}])
+    now = NOW
+    for expected_retry_count in (0, 1):
+        assert queue.fail(0, queue.pop(0, 10, now=now), "e", retry_in, 2, now=now) == []
+        assert worker.queries().fetch(["a"])[0]["retry_count"] == expected_retry_count
+        now += 1000
+    assert queue.fail(0, queue.pop(0, 10, now=now), "last", retry_in, 2, now=now) == [
+        {"id": "a", "payloads": ["p"], "error": "last"}
+    ]
+    assert worker.queries().fetch(["a"]) == []
+    assert worker.queries().morgue_fetch(["a"])[0]["updated_at"] == now
+    assert worker.metrics()["failed"] == 3
+
+
+def test_fail_returns_only_the_morgue_bound_jobs_of_a_mixed_batch(worker, queue):
+    worker.perform_async([{"id": "old", "payload": 1, "score": 1, "perform_in": NOW - 2}])
+    queue.fail(0, queue.pop(0, 10, now=NOW), "e", retry_in, 1, now=NOW)
+    later = NOW + 1000
+    worker.perform_async([{"id": "new", "payload": 2, "score": 2, "perform_in": later - 1}])
+    batch = queue.pop(0, 10, now=later)
+    assert {job.id: job.retry_count for job in batch} == {"old": 0, "new": -1}
+
+    dead = queue.fail(0, batch, "second", retry_in, 1, now=later)
+
+    assert dead == [{"id": "old", "payloads": [1], "error": "second"}]
+    [retried] = worker.queries().fetch(["new"])
+    assert (retried["retry_count"], retried["perform_in"]) == (0, later + retry_in(0))
+    assert worker.metrics()["failed"] == 1 + 2
+
+
+def test_exhausted_rest_goes_back_onto_a_job_that_arrived_meanwhile(worker, queue):
+    worker.perform_async(
+        [
+            {"id": "a", "payload": "p1", "score": 1, "perform_in": NOW - 1},
+            {"id": "a", "payload": "p2", "score": 2, "perform_in": NOW - 1},
+        ]
+    )
+    batch = queue.pop(0, 10, now=NOW)
+    worker.perform_async([{"id": "a", "payload": "p3", "score": 3, "perform_in": NOW + 50}])
+    queue.fail(0, batch, "fatal", retry_in, 0, now=NOW)
+
+    [job] = worker.queries().fetch(["a"])
+    assert job["payloads"] == [["p2", 2.0], ["p3", 3.0]]
+    assert (job["retry_count"], job["perform_in"]) == (-1, NOW)
+    assert worker.queries().morgue_fetch(["a"])[0]["payloads"] == [["p1", 1.0]]
+
+
+def test_restore_puts_a_crashed_batch_back_with_its_schedule(worker, queue):
+    worker.perform_async(
+        [
+            {"id": "fresh", "payload": "f", "score": 1, "perform_in": NOW - 7},
+            {"id": "retry", "payload": "r", "score": 2, "perform_in": NOW - 9},
+        ]
+    )
+    queue.pop(0, 1, now=NOW)  # "retry" (earliest)
+    queue.fail(0, [PoppedJob("retry", -1)], "flaky", retry_in, 5, now=NOW)
+    later = NOW + 1000
+    batch = queue.pop(0, 10, now=later)
+    assert [job.id for job in batch] == ["fresh", "retry"]
+    # The process dies here: the batch stays in the processing area.
+
+    assert queue.restore(0, now=later + 5) == 2
+
+    assert worker.queries().processing_data() == []
+    assert worker.queries().fetch(["fresh", "retry"]) == [
+        {"id": "fresh", "payloads": [["f", 1.0]], "perform_in": NOW - 7, "retry_count": -1},
+        {
+            "id": "retry",
+            "payloads": [["r", 2.0]],
+            "perform_in": NOW + retry_in(0),
+            "retry_count": 0,
+            "error": "flaky",
+        },
+    ]
+    metrics = worker.metrics()
+    assert (metrics["busy"], metrics["processed"], metrics["failed"]) == (0, 0, 1)
+    assert [job.id for job in queue.pop(0, 10, now=later + 5)] == ["fresh", "retry"]
+
+
+def test_restore_of_an_empty_processing_area_does_nothing(worker, queue):
+    worker.perform_async([{"id": "a", "perform_in": NOW - 1}])
+    assert queue.restore(0, now=NOW) == 0
+    assert len(worker.queries().fetch(["a"])) == 1
+
+
+def test_shards_are_popped_independently(sharded_worker):
+    queue = sharded_worker.queue()
+    sharded_worker.perform_async([{"id": i, "perform_in": NOW - 1} for i in range(30)])
+    seen = []
+    for shard in range(5):
+        batch = queue.pop(shard, 100, now=NOW)
+        assert all(queue.shard_of(job.id) == shard for job in batch)
+        seen += [job.id for job in batch]
+    assert sorted(seen, key=int) == [str(i) for i in range(30)]
+    assert sharded_worker.metrics()["busy"] == 30
