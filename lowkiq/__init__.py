@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from lowkiq.errors import ConfigurationError, InvalidJob, InvalidQuery, LowkiqError, RedisUnavailable
+from lowkiq.errors import (
+    ConfigurationError,
+    InvalidJob,
+    InvalidQuery,
+    LowkiqError,
+    RedisUnavailable,
+)
 from lowkiq.settings import settings
 from lowkiq.storage.metrics import many_queue_metrics, stats_document
 from lowkiq.version import __version__

@@ -11,11 +11,11 @@ oldest version lowkiq supports), else ``redis-server`` on ``PATH``.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import importlib.util
 import logging
-import os
 import shutil
 import subprocess
 import tempfile
@@ -87,10 +87,8 @@ class EmbeddedServer:
                 self.process.kill()
                 self.process.wait()
             return
-        try:
+        with contextlib.suppress(redis.ConnectionError):
             self.client().shutdown(nosave=True)
-        except redis.ConnectionError:
-            pass
 
 
 def _answers(url: str) -> bool:
@@ -101,7 +99,11 @@ def _answers(url: str) -> bool:
 
 
 def start_server(
-    directory: Path | str, *, persistent: bool = False, daemonize: bool = False, binary: str | None = None
+    directory: Path | str,
+    *,
+    persistent: bool = False,
+    daemonize: bool = False,
+    binary: str | None = None,
 ) -> EmbeddedServer:
     """Start a Redis server listening only on a unix socket in ``directory``.
 
@@ -131,7 +133,11 @@ def start_server(
     deadline = time.monotonic() + START_TIMEOUT
     while not _answers(url):
         if process is not None and process.poll() is not None or time.monotonic() > deadline:
-            log_tail = (directory / "redis.log").read_text()[-2000:] if (directory / "redis.log").exists() else ""
+            log_tail = (
+                (directory / "redis.log").read_text()[-2000:]
+                if (directory / "redis.log").exists()
+                else ""
+            )
             raise ConfigurationError(f"redis-server did not start in {directory}:\n{log_tail}")
         time.sleep(0.02)
     return EmbeddedServer(url=url, directory=directory, process=process)

@@ -5,14 +5,33 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
+
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+
+
+def _not_serializable(value: Any) -> Any:
+    raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
+
+
+# The C encoder behind JSONEncoder, built once: json.dumps with options builds
+# a new encoder per call, which costs more than the encoding of a small payload.
+# markers=None skips the cycle check; a cycle then fails with RecursionError.
+_C_ENCODER = (
+    c_make_encoder(None, _not_serializable, encode_basestring, None, ":", ",", True, False, False)
+    if c_make_encoder
+    else None
+)
 
 
 def dump_json(payload: Any) -> bytes:
     """Canonical JSON: sorted keys and fixed separators, so equal values give equal bytes."""
-    return json.dumps(
-        payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode()
+    if _C_ENCODER is None or isinstance(payload, str):
+        return _CANONICAL.encode(payload).encode()
+    return "".join(_C_ENCODER(payload, 0)).encode()
 
 
 def load_json(data: bytes) -> Any:
@@ -38,11 +57,6 @@ class Codec:
     load_payload: Callable[[bytes], Any] = load_json
     dump_error: Callable[[str], bytes | str] = identity
     load_error: Callable[[Any], str] = identity
-
-    def payload_bytes(self, payload: Any) -> bytes:
-        """Serialize one payload to bytes (``str`` results are UTF-8 encoded)."""
-        data = self.dump_payload(payload)
-        return data.encode() if isinstance(data, str) else bytes(data)
 
     def error_bytes(self, text: str) -> bytes:
         """Serialize one error text to bytes."""

@@ -19,6 +19,7 @@ from lowkiq.storage.queries import Queries
 from lowkiq.storage.queue import NewJob, Queue
 
 JOB_FIELDS = ("id", "payload", "score", "perform_in")
+_JOB_FIELDS = frozenset(JOB_FIELDS)
 
 
 class Worker:
@@ -95,7 +96,7 @@ class Worker:
     @classmethod
     def _push(cls, jobs: Sequence[dict[str, Any]]) -> None:
         queue = cls.queue()
-        new_jobs = validate_jobs(jobs, queue.codec.payload_bytes, time.time())
+        new_jobs = validate_jobs(jobs, queue.codec.dump_payload, time.time())
         if not new_jobs:
             return
         try:
@@ -131,36 +132,45 @@ class Worker:
 
 
 def _number(index: int, field: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidJob(index, field, f"must be a number, got {value!r}")
+    if value.__class__ is not float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidJob(index, field, f"must be a number, got {value!r}")
+        value = float(value)
     if not math.isfinite(value):
         raise InvalidJob(index, field, f"must be finite, got {value!r}")
-    return float(value)
+    return value
 
 
 def validate_jobs(
-    jobs: Sequence[dict[str, Any]], dump: Callable[[Any], bytes], now: float
+    jobs: Sequence[dict[str, Any]], dump: Callable[[Any], bytes | str], now: float
 ) -> list[NewJob]:
-    """Check and normalize every job before anything is written (SPEC §2 defaults)."""
+    """Check and normalize every job before anything is written (SPEC §2 defaults).
+
+    ``dump`` is the payload serializer; a ``str`` result is stored UTF-8 encoded.
+    """
     if isinstance(jobs, (dict, str, bytes)) or not isinstance(jobs, Sequence):
         raise InvalidJob(0, "jobs", f"must be a list of job dicts, got {type(jobs).__name__}")
     result = []
     for index, job in enumerate(jobs):
-        if not isinstance(job, dict):
+        if job.__class__ is not dict and not isinstance(job, dict):
             raise InvalidJob(index, "job", f"must be a dict, got {job!r}")
-        for key in job:
-            if key not in JOB_FIELDS:
-                raise InvalidJob(index, key, f"is not a job field (fields: {', '.join(JOB_FIELDS)})")
-        if "id" not in job or job["id"] is None:
-            raise InvalidJob(index, "id", "is required")
-        job_id = str(job["id"])
+        if not _JOB_FIELDS.issuperset(job):
+            key = next(key for key in job if key not in _JOB_FIELDS)
+            raise InvalidJob(index, key, f"is not a job field (fields: {', '.join(JOB_FIELDS)})")
+        job_id = job.get("id")
+        if job_id.__class__ is not str:
+            if job_id is None:
+                raise InvalidJob(index, "id", "is required")
+            job_id = str(job_id)
         if "\0" in job_id:
             raise InvalidJob(index, "id", "must not contain NUL characters")
         try:
             payload = dump(job.get("payload", ""))
+            if payload.__class__ is not bytes:
+                payload = payload.encode() if isinstance(payload, str) else bytes(payload)
         except Exception as exc:
             raise InvalidJob(index, "payload", f"cannot be serialized: {exc}") from exc
-        score = _number(index, "score", job.get("score", now))
-        perform_in = _number(index, "perform_in", job.get("perform_in", now))
-        result.append(NewJob(job_id, payload, score, perform_in))
+        score = _number(index, "score", job["score"]) if "score" in job else now
+        perform_in = _number(index, "perform_in", job["perform_in"]) if "perform_in" in job else now
+        result.append((job_id, payload, score, perform_in))
     return result

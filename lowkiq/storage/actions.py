@@ -83,7 +83,7 @@ class Actions:
         return args
 
     def _drain(self, index_key: str, handle: Any) -> int:
-        """Apply ``handle(ids)`` to the ids of ``index_key``, a chunk at a time, until none is left."""
+        """Apply ``handle(ids)`` to the ids of ``index_key``, a chunk at a time, until none left."""
         total = 0
         while ids := [i.decode() for i in self.client.zrange(index_key, 0, CHUNK - 1)]:
             done = handle(ids)

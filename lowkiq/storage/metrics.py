@@ -47,7 +47,7 @@ def stats_document(names: Sequence[str], metrics: Sequence[dict[str, Any]]) -> d
     """The ``/api/v1/stats`` document: totals (lag is the maximum) and per worker."""
     by_worker = {
         name: {key: m[key] for key in ("length", "morgue_length", "lag")}
-        for name, m in zip(names, metrics)
+        for name, m in zip(names, metrics, strict=True)
     }
     return {
         "total": {
