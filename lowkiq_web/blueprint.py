@@ -1,0 +1,67 @@
+"""The ``lowkiq_web`` Blueprint object, where its templates and static files are, and
+what every one of its responses carries (template helpers, security headers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from flask import Blueprint, Response, current_app
+
+from lowkiq_web import formatting, security
+
+_PACKAGE = Path(__file__).resolve().parent
+
+#: Version of the vendored htmx in ``static/lowkiq/``.
+HTMX_VERSION = "2.0.11"
+
+#: The Content-Security-Policy of every dashboard response: no inline script or style.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+
+
+def asset_dir(name: str) -> Path:
+    """``templates`` or ``static``: inside the package in a wheel, at the top level in a checkout."""
+    inside = _PACKAGE / name
+    return inside if inside.is_dir() else _PACKAGE.parent / name
+
+
+lowkiq_web = Blueprint(
+    "lowkiq_web",
+    __name__,
+    template_folder=str(asset_dir("templates")),
+    static_folder=str(asset_dir("static") / "lowkiq"),
+    static_url_path="/static",
+)
+
+
+def read_only() -> bool:
+    """Whether the host app set ``LOWKIQ_WEB_READ_ONLY``: actions hidden and refused."""
+    return bool(current_app.config.get("LOWKIQ_WEB_READ_ONLY", False))
+
+
+@lowkiq_web.context_processor
+def template_helpers() -> dict[str, Any]:
+    """Names every lowkiq template may use (only in this blueprint's requests)."""
+    return {
+        "fmt": formatting,
+        "read_only": read_only(),
+        "csrf_token": security.csrf_token(),
+        "htmx_file": f"htmx-{HTMX_VERSION}.min.js",
+    }
+
+
+@lowkiq_web.after_request
+def secure_headers(response: Response) -> Response:
+    """CSP without inline script, no framing, no sniffing; set the CSRF cookie."""
+    response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("X-Frame-Options", "DENY")
+    response.headers.setdefault("Referrer-Policy", "same-origin")
+    security.set_csrf_cookie(response)
+    return response
+
+
+lowkiq_web.before_request(security.protect_post)

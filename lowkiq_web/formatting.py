@@ -1,0 +1,79 @@
+"""Numbers, durations and times formatted for people; the exact value goes in a tooltip."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+_UNITS = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"))
+
+
+def human_number(value: float) -> str:
+    """``1234`` → ``"1.2K"``, ``3_400_000`` → ``"3.4M"``; small numbers as they are."""
+    for size, unit in _UNITS:
+        if abs(value) >= size:
+            scaled = value / size
+            text = f"{scaled:.1f}" if abs(scaled) < 100 else f"{scaled:.0f}"
+            return text.removesuffix(".0") + unit
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:.1f}"
+    return str(int(value))
+
+
+def human_duration(seconds: float) -> str:
+    """``192`` → ``"3m 12s"``: the two largest units, ``"0s"`` for nothing, ms below 1 s."""
+    if not math.isfinite(seconds):
+        return str(seconds)
+    sign = "-" if seconds < 0 else ""
+    seconds = abs(seconds)
+    if 0 < seconds < 1:
+        return f"{sign}{seconds * 1000:.0f}ms"
+    parts = []
+    rest = int(seconds)
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m"), (1, "s")):
+        if rest >= size or (unit == "s" and not parts):
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+        if len(parts) == 2:
+            break
+    return sign + " ".join(parts)
+
+
+def iso_time(timestamp: float) -> str:
+    """A unix timestamp as UTC ISO 8601, to the second."""
+    try:
+        moment = datetime.fromtimestamp(timestamp, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return str(timestamp)
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def relative_time(timestamp: float, now: float | None = None) -> str:
+    """``"in 3m 12s"`` or ``"3m 12s ago"``."""
+    delta = timestamp - (time.time() if now is None else now)
+    if delta >= 0:
+        return f"in {human_duration(delta)}"
+    return f"{human_duration(-delta)} ago"
+
+
+def retry_label(retry_count: int) -> str:
+    """``-1 [fresh]`` or ``n [retry]``, as SPEC §9 shows a job's retry_count."""
+    return f"{retry_count} [fresh]" if retry_count < 0 else f"{retry_count} [retry]"
+
+
+def pretty_payload(payload: Any) -> str:
+    """A payload pretty-printed as JSON (any value ``json`` cannot show becomes its repr)."""
+    try:
+        return json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(payload)
+
+
+def exact_number(value: float) -> str:
+    """The exact value shown on hover, with thousands separators."""
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:,.3f}"
+    return f"{int(value):,}"

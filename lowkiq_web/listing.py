@@ -1,0 +1,199 @@
+"""List pages: their query parameters and cursor pagination over the engine's range queries.
+
+Id order pages on the exclusive lex bound ``(last_id``.  Score orders
+(perform_in, retry_count, updated_at) have ties — a ``perform_async`` call
+gives a thousand jobs the same perform_in — so their cursor is the last score
+shown plus how many jobs *at that score* were shown (``skip``); ties come back
+from the engine in id order, so the next page is the rest of that tie group,
+then everything strictly beyond the score.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from werkzeug.exceptions import BadRequest
+
+from lowkiq.storage.queries import Queries
+
+Job = dict[str, Any]
+
+#: Page sizes a list offers.
+PER_PAGE = (25, 100, 500)
+
+#: The orders of each list (the first is the default).
+ORDERS = {
+    "enqueued": ("perform_in", "id", "retry_count"),
+    "dead": ("updated_at", "id"),
+    "busy": ("id",),
+}
+#: Each list's default direction.
+DEFAULT_DIRECTION = {"enqueued": "asc", "dead": "desc", "busy": "asc"}
+
+
+class BadParameter(BadRequest):
+    """A list parameter that cannot be used; shown as a 400 page with its message."""
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """What a list page shows: order, direction, start value, page size and cursor."""
+
+    by: str
+    direction: str
+    start: str = ""
+    per: int = PER_PAGE[0]
+    after: str | None = None
+    skip: int = 0
+
+    def params(self, **changes: Any) -> dict[str, Any]:
+        """URL parameters of this query (with ``changes``), defaults left out."""
+        query = replace(self, **changes)
+        params: dict[str, Any] = {"by": query.by, "dir": query.direction}
+        if query.start:
+            params["from"] = query.start
+        if query.per != PER_PAGE[0]:
+            params["per"] = query.per
+        if query.after is not None:
+            params["after"] = query.after
+            if query.by != "id":
+                params["skip"] = query.skip
+        return params
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of jobs and the cursor of the next one (``None`` on the last page)."""
+
+    jobs: list[Job]
+    next_after: str | None = None
+    next_skip: int = 0
+
+
+def _number(name: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise BadParameter(f"{name} must be a number, got {text!r}") from None
+    if math.isnan(value):
+        raise BadParameter(f"{name} must be a number, got {text!r}")
+    return value
+
+
+def parse_query(kind: str, args: Mapping[str, str]) -> ListQuery:
+    """The :class:`ListQuery` of a request's arguments; :class:`BadParameter` names a bad one."""
+    orders = ORDERS[kind]
+    by = args.get("by") or orders[0]
+    if by not in orders:
+        raise BadParameter(f"by must be one of {', '.join(orders)}, got {by!r}")
+    direction = args.get("dir") or DEFAULT_DIRECTION[kind]
+    if direction not in ("asc", "desc"):
+        raise BadParameter(f"dir must be asc or desc, got {direction!r}")
+    per_text = args.get("per") or str(PER_PAGE[0])
+    if per_text not in {str(p) for p in PER_PAGE}:
+        raise BadParameter(f"per must be one of {', '.join(map(str, PER_PAGE))}, got {per_text!r}")
+    start = (args.get("from") or "").strip()
+    if "\0" in start:
+        raise BadParameter("from must not contain NUL")
+    after = args.get("after")
+    if after is not None and "\0" in after:
+        raise BadParameter("after must not contain NUL")
+    skip_text = args.get("skip") or "0"
+    if not skip_text.isdigit():
+        raise BadParameter(f"skip must be a non-negative integer, got {skip_text!r}")
+    if by != "id":
+        if start:
+            _number("from", start)
+        if after is not None:
+            _number("after", after)
+    return ListQuery(by, direction, start, int(per_text), after, int(skip_text))
+
+
+def _id_page(
+    forward: Callable[[str, str, int], list[Job]],
+    backward: Callable[[str, str, int], list[Job]],
+    query: ListQuery,
+) -> Page:
+    limit = query.per + 1
+    if query.direction == "asc":
+        low = f"({query.after}" if query.after is not None else (f"[{query.start}" if query.start else "-")
+        jobs = forward(low, "+", limit)
+    else:
+        high = f"({query.after}" if query.after is not None else (f"[{query.start}" if query.start else "+")
+        jobs = backward(high, "-", limit)
+    if len(jobs) <= query.per:
+        return Page(jobs)
+    return Page(jobs[: query.per], jobs[query.per - 1]["id"])
+
+
+def _score_page(
+    forward: Callable[[Any, Any, int], list[Job]],
+    backward: Callable[[Any, Any, int], list[Job]],
+    query: ListQuery,
+) -> Page:
+    limit = query.per + 1
+    asc = query.direction == "asc"
+    fetch = forward if asc else backward
+    end = "+inf" if asc else "-inf"
+    if query.after is None:
+        jobs = fetch(query.start or ("-inf" if asc else "+inf"), end, limit)
+    else:
+        score = query.after
+        jobs = fetch(score, score, query.skip + limit)[query.skip :]
+        if len(jobs) < limit:
+            jobs += fetch(f"({score}", end, limit - len(jobs))
+    if len(jobs) <= query.per:
+        return Page(jobs)
+    shown = jobs[: query.per]
+    last = float(shown[-1][query.by])
+    ties = 0
+    for job in reversed(shown):
+        if float(job[query.by]) != last:
+            break
+        ties += 1
+    if query.after is not None and float(query.after) == last:
+        ties += query.skip
+    return Page(shown, repr(last), ties)
+
+
+def enqueued_page(queries: Queries, query: ListQuery) -> Page:
+    """A page of queued jobs."""
+    if query.by == "id":
+        return _id_page(queries.range_by_id, queries.rev_range_by_id, query)
+    if query.by == "perform_in":
+        return _score_page(queries.range_by_perform_in, queries.rev_range_by_perform_in, query)
+    return _score_page(queries.range_by_retry_count, queries.rev_range_by_retry_count, query)
+
+
+def dead_page(queries: Queries, query: ListQuery) -> Page:
+    """A page of dead jobs."""
+    if query.by == "id":
+        return _id_page(queries.morgue_range_by_id, queries.morgue_rev_range_by_id, query)
+    return _score_page(
+        queries.morgue_range_by_updated_at, queries.morgue_rev_range_by_updated_at, query
+    )
+
+
+def busy_page(queries: Queries, query: ListQuery) -> Page:
+    """A page of the jobs in processing areas (a few per shard: sorted in memory)."""
+    jobs = sorted(queries.processing_data(), key=lambda job: job["id"].encode())
+    if query.direction == "desc":
+        jobs.reverse()
+    if query.after is not None:
+        mark = query.after.encode()
+        if query.direction == "asc":
+            jobs = [job for job in jobs if job["id"].encode() > mark]
+        else:
+            jobs = [job for job in jobs if job["id"].encode() < mark]
+    elif query.start:
+        mark = query.start.encode()
+        if query.direction == "asc":
+            jobs = [job for job in jobs if job["id"].encode() >= mark]
+        else:
+            jobs = [job for job in jobs if job["id"].encode() <= mark]
+    if len(jobs) <= query.per:
+        return Page(jobs)
+    return Page(jobs[: query.per], jobs[query.per - 1]["id"])

@@ -1,0 +1,118 @@
+"""The dashboard's pages and htmx fragments (GET only), and ``/api/v1/stats``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Response, jsonify, render_template, request
+
+import lowkiq
+from lowkiq_web import chart, listing
+from lowkiq_web.blueprint import lowkiq_web
+from lowkiq_web.overview import find_worker, overview, redis_info
+
+#: Refresh intervals offered by the dashboard, seconds; the first is the default.
+INTERVALS = (5, 2, 10, 20)
+
+
+def live_controls(args: dict[str, str] | Any) -> tuple[int, bool]:
+    """The refresh interval and pause switch of a request, checked."""
+    text = args.get("interval") or str(INTERVALS[0])
+    if text not in {str(i) for i in INTERVALS}:
+        choices = ", ".join(map(str, sorted(INTERVALS)))
+        raise listing.BadParameter(f"interval must be one of {choices} seconds, got {text!r}")
+    paused = args.get("paused", "")
+    if paused not in ("", "1", "on"):
+        raise listing.BadParameter(f"paused must be 1 or empty, got {paused!r}")
+    return int(text), bool(paused)
+
+
+def _live_context() -> dict[str, Any]:
+    interval, paused = live_controls(request.args)
+    samples = chart.parse_history(request.args.get("history", ""))
+    data = overview()
+    samples.append(chart.Sample(data.at, data.totals["processed"], data.totals["failed"]))
+    return {
+        "overview": data,
+        "redis": redis_info(),
+        "chart": chart.build_chart(samples),
+        "history": chart.encode_history(samples),
+        "interval": interval,
+        "paused": paused,
+        "intervals": sorted(INTERVALS),
+    }
+
+
+@lowkiq_web.get("/")
+def dashboard() -> str:
+    """Totals, the processed/failed chart, a row per worker and the Redis server."""
+    return render_template("lowkiq/dashboard.html", **_live_context())
+
+
+@lowkiq_web.get("/live")
+def live() -> str:
+    """The dashboard's live part alone, for htmx polling."""
+    return render_template("lowkiq/_live.html", **_live_context())
+
+
+@lowkiq_web.get("/api/v1/stats")
+def stats() -> Response:
+    """The document of SPEC §5: totals and per-worker length, morgue_length, lag."""
+    return jsonify(lowkiq.stats())
+
+
+def list_context(worker_name: str, kind: str, args: Any) -> dict[str, Any]:
+    """Everything a list page (or its htmx fragment) renders."""
+    worker = find_worker(worker_name)
+    query = listing.parse_query(kind, args)
+    queries = worker.queries()
+    page = {
+        "enqueued": listing.enqueued_page,
+        "dead": listing.dead_page,
+        "busy": listing.busy_page,
+    }[kind](queries, query)
+    return {
+        "worker": worker.__name__,
+        "kind": kind,
+        "query": query,
+        "page": page,
+        "orders": listing.ORDERS[kind],
+        "per_page": listing.PER_PAGE,
+        "metrics": worker.metrics(),
+    }
+
+
+@lowkiq_web.get("/<worker>/busy")
+def busy(worker: str) -> str:
+    """Jobs now in the worker's processing areas."""
+    return render_template("lowkiq/list.html", **list_context(worker, "busy", request.args))
+
+
+@lowkiq_web.get("/<worker>/enqueued")
+def enqueued(worker: str) -> str:
+    """Queued jobs, by perform_in, id or retry_count, from a value, paginated."""
+    return render_template("lowkiq/list.html", **list_context(worker, "enqueued", request.args))
+
+
+@lowkiq_web.get("/<worker>/dead")
+def dead(worker: str) -> str:
+    """Dead jobs (the morgue), by updated_at or id, from a value, paginated."""
+    return render_template("lowkiq/list.html", **list_context(worker, "dead", request.args))
+
+
+@lowkiq_web.get("/<worker>/job")
+def job(worker: str) -> tuple[str, int]:
+    """One job by exact id: wherever it is (processing, queue, morgue)."""
+    found = find_worker(worker)
+    job_id = request.args.get("id", "")
+    if not job_id or "\0" in job_id:
+        raise listing.BadParameter("id is required (an exact job id, without NUL)")
+    queries = found.queries()
+    places = {
+        "busy": [j for j in queries.processing_data() if j["id"] == job_id],
+        "enqueued": queries.fetch([job_id]),
+        "dead": queries.morgue_fetch([job_id]),
+    }
+    status = 200 if any(places.values()) else 404
+    context = {"worker": found.__name__, "job_id": job_id, "places": places, "metrics": found.metrics()}
+    return render_template("lowkiq/job.html", **context), status
