@@ -16,7 +16,9 @@ from lowkiq.errors import (
     LowkiqError,
     RedisUnavailable,
 )
+from lowkiq.schedulers import build_lag_scheduler, build_seq_scheduler
 from lowkiq.settings import settings
+from lowkiq.splitters import build_by_node_splitter, build_default_splitter
 from lowkiq.storage.metrics import many_queue_metrics, stats_document
 from lowkiq.version import __version__
 from lowkiq.worker import Worker
@@ -38,6 +40,10 @@ __all__ = [
     "RedisUnavailable",
     "Worker",
     "__version__",
+    "build_by_node_splitter",
+    "build_default_splitter",
+    "build_lag_scheduler",
+    "build_seq_scheduler",
     "settings",
     "stats",
 ]

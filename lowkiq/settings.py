@@ -14,7 +14,9 @@ from typing import Any
 import redis
 
 from lowkiq.errors import ConfigurationError
+from lowkiq.schedulers import build_lag_scheduler
 from lowkiq.serializers import Codec, dump_json, format_error, identity, load_json
+from lowkiq.splitters import default_build_splitter
 
 
 def default_redis() -> redis.Redis:
@@ -47,10 +49,6 @@ def _callable(name: str, value: Any) -> Any:
     if not callable(value):
         raise ConfigurationError(f"setting {name} must be callable, got {value!r}")
     return value
-
-
-def _callable_or_none(name: str, value: Any) -> Any:
-    return value if value is None else _callable(name, value)
 
 
 def _callables(name: str, value: Any) -> list:
@@ -101,11 +99,11 @@ DEFAULTS: dict[str, tuple[Callable[[], Any], Callable[[str, Any], Any]]] = {
     "client_middlewares": (list, _callables),
     # Called once before the processing threads start.
     "on_server_init": (lambda: _noop, _callable),
-    # Zero-argument factory of a scheduler; None means lowkiq.build_lag_scheduler.
-    "build_scheduler": (lambda: None, _callable_or_none),
-    # Zero-argument factory of a splitter; None means the default splitter
-    # (or the by-node splitter when LOWKIQ_NUMBER_OF_NODES is set).
-    "build_splitter": (lambda: None, _callable_or_none),
+    # Zero-argument factory of a scheduler (lowkiq.build_seq_scheduler is the other built-in).
+    "build_scheduler": (lambda: build_lag_scheduler, _callable),
+    # Zero-argument factory of a splitter: lowkiq.build_default_splitter, or the
+    # by-node splitter when LOWKIQ_NUMBER_OF_NODES / LOWKIQ_NODE_NUMBER are set.
+    "build_splitter": (default_build_splitter, _callable),
     # f(exc) for a fatal error outside workers.
     "last_words": (lambda: _noop, _callable),
     # Payload serializer; canonical JSON so equal payloads have equal bytes.

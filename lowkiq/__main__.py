@@ -1,0 +1,5 @@
+"""``python -m lowkiq`` is the ``lowkiq`` command."""
+
+from lowkiq.cli import main
+
+main()

@@ -1,0 +1,147 @@
+"""The ``lowkiq`` command line: ``lowkiq worker`` and ``lowkiq redis stop`` (SPEC §8).
+
+Thin glue: the logic lives in :mod:`lowkiq.server`, :mod:`lowkiq.app_loader`
+and :mod:`lowkiq.embedded`.  Other packages add subcommands to :data:`main`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from lowkiq.app_loader import AppLoadError, load_app
+from lowkiq.embedded import PROJECT_DIR
+from lowkiq.errors import LowkiqError
+from lowkiq.version import __version__
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
+
+
+@click.group()
+@click.version_option(__version__, prog_name="lowkiq")
+def main() -> None:
+    """lowkiq: ordered background-job processing on Redis."""
+
+
+@main.command()
+@click.option(
+    "-r",
+    "--require",
+    "app",
+    required=True,
+    metavar="PATH_OR_MODULE",
+    help="The app to load: a .py file or a dotted module name. It sets lowkiq.settings "
+    "(settings.workers at least) and defines the worker classes.",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    help="Processing threads in this process [default: settings.threads_per_node, "
+    "env LOWKIQ_THREADS_PER_NODE, else 5].",
+)
+@click.option(
+    "--nodes",
+    type=click.IntRange(min=1),
+    help="Number of worker processes sharing the shards (by-node splitter) "
+    "[env LOWKIQ_NUMBER_OF_NODES]. Use with --node.",
+)
+@click.option(
+    "--node",
+    type=click.IntRange(min=0),
+    help="This process's node number, 0 to NODES-1 [env LOWKIQ_NODE_NUMBER].",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+    help="Logging level.",
+)
+def worker(
+    app: str, threads: int | None, nodes: int | None, node: int | None, log_level: str
+) -> None:
+    """Process the queues of the workers defined by APP.
+
+    Redis is REDIS_URL, or settings.redis set by the app; with neither, an
+    embedded Redis server is started (or reused) in ./.lowkiq/.
+
+    TERM or INT: stop taking batches, finish the running ones, exit 0; a
+    second INT exits at once (its batches are restored on the next start).
+    TTIN: write every thread's stack to the file named at start-up.
+    """
+    logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT)
+    if (nodes is None) != (node is None):
+        fail("--nodes and --node go together")
+    if nodes is not None and node is not None and node >= nodes:
+        fail(f"--node must be below --nodes ({nodes}), got {node}")
+    try:
+        load_app(app)
+    except AppLoadError as exc:
+        fail(str(exc))
+
+    import lowkiq
+    from lowkiq.server import Server
+    from lowkiq.settings import default_redis
+
+    settings = lowkiq.settings
+    try:
+        if threads is not None:
+            settings.threads_per_node = threads
+        if nodes is not None and node is not None:
+            settings.build_splitter = lambda: lowkiq.build_by_node_splitter(nodes, node)
+        if not os.environ.get("REDIS_URL") and settings.redis is default_redis:
+            logging.getLogger("lowkiq").info(
+                "REDIS_URL is not set: using the embedded Redis server in %s",
+                Path(PROJECT_DIR).resolve(),
+            )
+        sys.exit(Server(settings).run())
+    except LowkiqError as exc:
+        fail(str(exc))
+
+
+@main.group()
+def redis() -> None:
+    """Manage the project's embedded Redis server (in ./.lowkiq/)."""
+
+
+@redis.command()
+@click.option(
+    "--dir",
+    "directory",
+    default=PROJECT_DIR,
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Directory of the embedded server.",
+)
+def stop(directory: str) -> None:
+    """Stop the embedded Redis server; its data stays in the directory."""
+    if stop_embedded(Path(directory)):
+        click.echo(f"stopped the embedded Redis server in {Path(directory).resolve()}")
+    else:
+        click.echo(f"no embedded Redis server is running in {Path(directory).resolve()}")
+
+
+def stop_embedded(directory: Path) -> bool:
+    """Shut down the embedded server kept in ``directory``; ``False`` when none answers."""
+    import redis as redis_client
+
+    from lowkiq.embedded import EmbeddedServer, socket_path
+
+    directory = directory.resolve()
+    url = f"unix://{socket_path(directory)}"
+    try:
+        redis_client.Redis.from_url(url, socket_timeout=2).ping()
+    except (redis_client.RedisError, OSError):
+        return False
+    EmbeddedServer(url=url, directory=directory).stop()
+    return True
+
+
+def fail(message: str) -> None:
+    """Print a one-line error and exit with status 2."""
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(2)

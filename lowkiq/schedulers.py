@@ -1,0 +1,108 @@
+"""Schedulers pick which of a thread's shards to process next — SPEC §7.
+
+A scheduler is a callable ``scheduler(lane) -> step``: given the
+:class:`Lane` of one thread it returns a zero-argument ``step`` that the
+thread calls in a loop.  Each step processes one batch of one shard or waits.
+``settings.build_scheduler`` is a zero-argument factory of a scheduler.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from itertools import cycle
+from typing import Protocol
+
+
+class Handler(Protocol):
+    """One shard as a scheduler sees it (a :class:`lowkiq.shard_handler.ShardHandler`)."""
+
+    def process(self) -> bool:
+        """Process one batch; ``False`` when nothing was due."""
+        ...
+
+
+class Lane(Protocol):
+    """The shards of one thread and what a scheduler may ask about them."""
+
+    handlers: Sequence[Handler]
+
+    def earliest(self) -> list[float | None]:
+        """The earliest ``perform_in`` queued in each handler's shard (``None``: empty)."""
+        ...
+
+    def wait(self) -> None:
+        """Idle until new work may be due: a wake-up, the next scheduled job, or poll_interval."""
+        ...
+
+
+Step = Callable[[], None]
+Scheduler = Callable[[Lane], Step]
+
+
+class LagScheduler:
+    """Process the shard whose earliest due job has waited longest; wait when none is due."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+
+    def __call__(self, lane: Lane) -> Step:
+        """The step function of one thread."""
+        handlers = list(lane.handlers)
+        if len(handlers) == 1:
+            (only,) = handlers
+
+            def single_step() -> None:
+                # With one shard the lag ranking is moot: popping is the check.
+                if not only.process():
+                    lane.wait()
+
+            return single_step
+
+        def step() -> None:
+            now = self.clock()
+            due = [
+                (now - earliest, index)
+                for index, earliest in enumerate(lane.earliest())
+                if earliest is not None and earliest <= now
+            ]
+            if not due:
+                lane.wait()
+                return
+            _, index = max(due, key=lambda item: (item[0], -item[1]))
+            if not handlers[index].process():
+                lane.wait()
+
+        return step
+
+
+class SeqScheduler:
+    """Cycle through the shards; wait only after a whole cycle found nothing."""
+
+    def __call__(self, lane: Lane) -> Step:
+        """The step function of one thread."""
+        handlers = list(lane.handlers)
+        order = cycle(handlers)
+        idle = 0
+
+        def step() -> None:
+            nonlocal idle
+            if next(order).process():
+                idle = 0
+                return
+            idle += 1
+            if idle >= len(handlers):
+                idle = 0
+                lane.wait()
+
+        return step
+
+
+def build_lag_scheduler(clock: Callable[[], float] = time.time) -> Scheduler:
+    """The default scheduler: oldest due work first (see :class:`LagScheduler`)."""
+    return LagScheduler(clock)
+
+
+def build_seq_scheduler() -> Scheduler:
+    """The round-robin scheduler (see :class:`SeqScheduler`)."""
+    return SeqScheduler()

@@ -1,0 +1,65 @@
+"""A worker app for process-level tests: records every ``perform`` in a separate Redis.
+
+Environment: ``REDIS_URL`` (the queue), ``RECORD_URL`` (where performs are
+recorded; default the same), ``TEST_SHARDS``, ``TEST_BATCH``, ``TEST_POLL``.
+Payloads steer it: ``{"v": n}`` is recorded, ``{"sleep": s}`` sleeps,
+``{"fail": true}`` raises, ``{"exit_once": key}`` kills the process the first time.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import redis
+
+import lowkiq
+
+record = redis.Redis.from_url(os.environ.get("RECORD_URL") or os.environ["REDIS_URL"])
+
+lowkiq.settings.poll_interval = float(os.environ.get("TEST_POLL", "0.2"))
+
+
+class Recorder(lowkiq.Worker):
+    """Records, per id, the payloads it saw, and any overlapping performs of one id."""
+
+    shards_count = int(os.environ.get("TEST_SHARDS", "5"))
+    batch_size = int(os.environ.get("TEST_BATCH", "1"))
+    max_retry_count = 2
+
+    @classmethod
+    def retry_in(cls, retry_count: int) -> float:
+        return 0.1
+
+    @classmethod
+    def retries_exhausted(cls, jobs: list) -> None:
+        for job in jobs:
+            record.rpush("test:exhausted", job["id"])
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict) -> None:
+        ids = list(payloads_by_id)
+        for job_id in ids:
+            if not record.set(f"test:running:{job_id}", os.getpid(), nx=True):
+                record.rpush("test:overlaps", job_id)
+        record.rpush("test:started", *ids)
+        try:
+            for job_id, payloads in payloads_by_id.items():
+                for payload in payloads:
+                    if not isinstance(payload, dict):
+                        continue
+                    if "sleep" in payload:
+                        time.sleep(payload["sleep"])
+                    if "exit_once" in payload and record.set(payload["exit_once"], 1, nx=True):
+                        os._exit(3)
+                    if payload.get("fail"):
+                        raise RuntimeError(f"failing {job_id}")
+                    if "v" in payload:
+                        record.rpush(f"test:seen:{job_id}", payload["v"])
+            record.rpush("test:finished", *ids)
+        finally:
+            for job_id in ids:
+                record.delete(f"test:running:{job_id}")
+
+
+lowkiq.settings.workers = [Recorder]
