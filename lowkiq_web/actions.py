@@ -21,7 +21,11 @@ from lowkiq_web.overview import find_worker
 #: Bulk actions: URL name → (list, what it does, past tense for the message).
 BULK: dict[str, tuple[str, Callable[[type[lowkiq.Worker]], int], str]] = {
     "perform_all_now": ("enqueued", lambda w: w.actions().perform_all_jobs_now(), "made due now"),
-    "kill_all_failed": ("enqueued", lambda w: w.actions().kill_all_failed_jobs(), "moved to the morgue"),
+    "kill_all_failed": (
+        "enqueued",
+        lambda w: w.actions().kill_all_failed_jobs(),
+        "moved to the morgue",
+    ),
     "delete_all_failed": ("enqueued", lambda w: w.actions().delete_all_failed_jobs(), "deleted"),
     "queue_up_all": ("dead", lambda w: w.actions().morgue_queue_up_all_jobs(), "queued up"),
     "delete_all": ("dead", lambda w: w.actions().morgue_delete_all_jobs(), "deleted"),

@@ -23,7 +23,7 @@ CONTENT_SECURITY_POLICY = (
 
 
 def asset_dir(name: str) -> Path:
-    """``templates`` or ``static``: inside the package in a wheel, at the top level in a checkout."""
+    """``templates`` or ``static``: in the package (a wheel), else at the top level (a checkout)."""
     inside = _PACKAGE / name
     return inside if inside.is_dir() else _PACKAGE.parent / name
 

@@ -40,7 +40,8 @@ def parse_history(text: str) -> list[Sample]:
             at, processed, failed = item.split(":")
             sample = Sample(float(at), int(processed), int(failed))
         except ValueError:
-            raise BadParameter(f"history must be time:processed:failed items, got {item!r}") from None
+            message = f"history items must be time:processed:failed, got {item!r}"
+            raise BadParameter(message) from None
         if not math.isfinite(sample.at):
             raise BadParameter(f"history time must be finite, got {item!r}")
         samples.append(sample)
@@ -68,7 +69,7 @@ class Chart:
 def build_chart(samples: list[Sample]) -> Chart:
     """Per-second rates between consecutive samples, scaled into the SVG box."""
     rates: list[tuple[float, float]] = []
-    for before, after in zip(samples, samples[1:]):
+    for before, after in zip(samples, samples[1:], strict=False):
         elapsed = after.at - before.at
         if elapsed <= 0:
             continue

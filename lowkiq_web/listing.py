@@ -118,12 +118,14 @@ def _id_page(
     query: ListQuery,
 ) -> Page:
     limit = query.per + 1
-    if query.direction == "asc":
-        low = f"({query.after}" if query.after is not None else (f"[{query.start}" if query.start else "-")
-        jobs = forward(low, "+", limit)
+    asc = query.direction == "asc"
+    if query.after is not None:
+        bound = f"({query.after}"
+    elif query.start:
+        bound = f"[{query.start}"
     else:
-        high = f"({query.after}" if query.after is not None else (f"[{query.start}" if query.start else "+")
-        jobs = backward(high, "-", limit)
+        bound = "-" if asc else "+"
+    jobs = forward(bound, "+", limit) if asc else backward(bound, "-", limit)
     if len(jobs) <= query.per:
         return Page(jobs)
     return Page(jobs[: query.per], jobs[query.per - 1]["id"])

@@ -50,7 +50,7 @@ def overview() -> Overview:
     workers = lowkiq.settings.workers
     now = time.time()
     metrics = many_queue_metrics(client, [worker.queue(client) for worker in workers], now)
-    by_worker = {worker.__name__: m for worker, m in zip(workers, metrics)}
+    by_worker = {worker.__name__: m for worker, m in zip(workers, metrics, strict=True)}
     totals: dict[str, Any] = {
         key: sum(m[key] for m in metrics)
         for key in ("busy", "length", "fresh", "retries", "morgue_length", "processed", "failed")

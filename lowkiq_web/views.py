@@ -114,5 +114,5 @@ def job(worker: str) -> tuple[str, int]:
         "dead": queries.morgue_fetch([job_id]),
     }
     status = 200 if any(places.values()) else 404
-    context = {"worker": found.__name__, "job_id": job_id, "places": places, "metrics": found.metrics()}
-    return render_template("lowkiq/job.html", **context), status
+    context = {"worker": found.__name__, "job_id": job_id, "places": places}
+    return render_template("lowkiq/job.html", metrics=found.metrics(), **context), status

@@ -1,0 +1,185 @@
+"""The dashboard's pages against a real Redis: content, filters, pagination, escaping."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from web_support import MailWorker, OrderWorker, bury, enqueue, fail_all, hold
+
+
+def ids_on(html: str) -> list[str]:
+    """The job ids of a list page, in order."""
+    return re.findall(r'<tr class="job" data-id="([^"]*)"', html)
+
+
+def test_dashboard_shows_totals_workers_and_redis(client, redis_url):
+    enqueue(OrderWorker, 30)
+    enqueue(MailWorker, 4)
+    bury(MailWorker, 2)
+    html = client.get("/").get_data(as_text=True)
+    assert 'id="total-enqueued"><span class="num" title="34">34<' in html
+    assert 'id="total-dead"><span class="num" title="2">2<' in html
+    assert 'data-worker="OrderWorker"' in html and 'data-worker="MailWorker"' in html
+    assert "/OrderWorker/enqueued?by=retry_count&amp;dir=desc&amp;from=-1" in html  # fresh
+    assert "/OrderWorker/enqueued?by=retry_count&amp;dir=asc&amp;from=0" in html  # retries
+    assert "/MailWorker/dead" in html and "/MailWorker/busy" in html
+    assert "<dt>Version</dt><dd>" in html and "<svg" in html
+    assert 'hx-trigger="every 5s"' in html
+
+
+def test_redis_url_never_shows_the_password(client):
+    import lowkiq
+
+    lowkiq.settings.redis = lambda: __import__("redis").Redis(
+        host="127.0.0.1", port=1, password="s3cret", username="me"
+    )
+    from lowkiq_web.overview import public_url
+
+    url = public_url(lowkiq.settings.client())
+    assert url == "redis://127.0.0.1:1/0" and "s3cret" not in url
+
+
+def test_live_fragment_keeps_history_and_honours_pause(client):
+    first = client.get("/live?interval=2").get_data(as_text=True)
+    assert first.startswith('\n<div id="live"') or '<div id="live"' in first[:200]
+    assert 'hx-trigger="every 2s"' in first
+    history = re.search(r'name="history" value="([^"]*)"', first).group(1)
+    assert len(history.split(",")) == 1
+    enqueue(OrderWorker, 3, perform_in=0)
+    fail_all(OrderWorker)
+    second = client.get("/live", query_string={"history": history, "paused": "1"})
+    html = second.get_data(as_text=True)
+    assert "hx-trigger=" not in html.split(">", 1)[0]
+    assert len(re.search(r'name="history" value="([^"]*)"', html).group(1).split(",")) == 2
+    assert 'class="failed" fill="none" points="' in html
+
+
+def test_stats_api_is_the_spec_document(client):
+    enqueue(OrderWorker, 5)
+    bury(MailWorker, 1)
+    body = client.get("/api/v1/stats").get_json()
+    assert set(body) == {"total", "by_worker"}
+    assert body["total"]["length"] == 5 and body["total"]["morgue_length"] == 1
+    assert set(body["by_worker"]) == {"OrderWorker", "MailWorker"}
+    assert set(body["by_worker"]["OrderWorker"]) == {"length", "morgue_length", "lag"}
+
+
+def test_enqueued_by_id_paginates_with_a_cursor(client):
+    ids = enqueue(OrderWorker, 60)
+    seen, url = [], "/OrderWorker/enqueued?by=id"
+    while url:
+        html = client.get(url).get_data(as_text=True)
+        seen += ids_on(html)
+        nxt = re.search(r'<a rel="next" href="([^"]*)"', html)
+        url = nxt.group(1).replace("&amp;", "&") if nxt else None
+    assert seen == ids
+
+
+def test_enqueued_by_perform_in_pages_through_ties(client):
+    # 60 jobs with two perform_in values: page boundaries fall inside tie groups.
+    OrderWorker.perform_async([{"id": f"a{i:02d}", "perform_in": 100.0} for i in range(37)])
+    OrderWorker.perform_async([{"id": f"b{i:02d}", "perform_in": 200.0} for i in range(23)])
+    for direction, expected in (
+        ("asc", [f"a{i:02d}" for i in range(37)] + [f"b{i:02d}" for i in range(23)]),
+        (
+            "desc",
+            [f"b{i:02d}" for i in reversed(range(23))] + [f"a{i:02d}" for i in reversed(range(37))],
+        ),
+    ):
+        seen, url = [], f"/OrderWorker/enqueued?by=perform_in&dir={direction}"
+        while url:
+            html = client.get(url).get_data(as_text=True)
+            seen += ids_on(html)
+            nxt = re.search(r'<a rel="next" href="([^"]*)"', html)
+            url = nxt.group(1).replace("&amp;", "&") if nxt else None
+        assert seen == expected, direction
+
+
+def test_enqueued_filters_from_a_value(client):
+    enqueue(OrderWorker, 10)
+    html = client.get("/OrderWorker/enqueued?by=id&from=j0005").get_data(as_text=True)
+    assert ids_on(html) == [f"j{i:04d}" for i in range(5, 10)]
+    html = client.get("/OrderWorker/enqueued?by=id&dir=desc&from=j0003").get_data(as_text=True)
+    assert ids_on(html) == ["j0003", "j0002", "j0001", "j0000"]
+    now = time.time()
+    OrderWorker.perform_async([{"id": "later", "perform_in": now + 7200}])
+    html = client.get(f"/OrderWorker/enqueued?by=perform_in&from={now + 5000}").get_data(as_text=True)
+    assert ids_on(html) == ["later"]
+
+
+def test_fresh_and_retries_links_filter_by_retry_count(client):
+    enqueue(OrderWorker, 4, perform_in=0)
+    fail_all(OrderWorker)  # the 4 jobs now have retry_count 0
+    OrderWorker.perform_async([{"id": "new"}])
+    fresh = client.get("/OrderWorker/enqueued?by=retry_count&dir=desc&from=-1")
+    assert ids_on(fresh.get_data(as_text=True)) == ["new"]
+    retries = client.get("/OrderWorker/enqueued?by=retry_count&dir=asc&from=0").get_data(
+        as_text=True
+    )
+    assert sorted(ids_on(retries)) == [f"j{i:04d}" for i in range(4)]
+    assert "0 [retry]" in retries and "boom" in retries
+    assert "-1 [fresh]" in fresh.get_data(as_text=True)
+
+
+def test_per_page_choices(client):
+    enqueue(OrderWorker, 120)
+    assert len(ids_on(client.get("/OrderWorker/enqueued").get_data(as_text=True))) == 25
+    assert len(ids_on(client.get("/OrderWorker/enqueued?per=100").get_data(as_text=True))) == 100
+    assert len(ids_on(client.get("/OrderWorker/enqueued?per=500").get_data(as_text=True))) == 120
+
+
+def test_dead_list_by_updated_at_and_id(client):
+    ids = bury(OrderWorker, 30)
+    html = client.get("/OrderWorker/dead").get_data(as_text=True)
+    assert len(ids_on(html)) == 25 and 'rel="next"' in html
+    assert "Queue up all" in html and 'hx-confirm="Delete every dead job of OrderWorker?' in html
+    html = client.get("/OrderWorker/dead?by=id&dir=asc&per=100").get_data(as_text=True)
+    assert ids_on(html) == ids
+
+
+def test_busy_lists_the_processing_area(client):
+    enqueue(MailWorker, 3, perform_in=0)
+    held = hold(MailWorker)
+    html = client.get("/MailWorker/busy").get_data(as_text=True)
+    assert ids_on(html) == sorted(held) == ["j0000", "j0001", "j0002"]
+    assert 'data-count="busy">3<' in html
+
+
+def test_job_view_finds_a_job_wherever_it_is(client):
+    enqueue(OrderWorker, 2)
+    bury(MailWorker, 1)
+    html = client.get("/OrderWorker/job?id=j0001").get_data(as_text=True)
+    assert 'data-place="enqueued"' in html and "&#34;n&#34;: 1" in html
+    dead = client.get("/MailWorker/job?id=d0000")
+    assert dead.status_code == 200 and 'data-place="dead"' in dead.get_data(as_text=True)
+    missing = client.get("/OrderWorker/job?id=nope")
+    assert missing.status_code == 404 and "No job with id" in missing.get_data(as_text=True)
+
+
+def test_user_data_is_escaped(client):
+    evil = '<script>alert("x")</script>'
+    OrderWorker.perform_async([{"id": evil, "payload": {"html": evil}, "perform_in": 0}])
+    fail_all(OrderWorker, error=evil, max_retry_count=0)
+    for url in ("/OrderWorker/dead", "/OrderWorker/job?id=" + evil):
+        html = client.get(url, query_string=None).get_data(as_text=True)
+        assert "<script>alert" not in html
+        assert "&lt;script&gt;alert" in html
+
+
+def test_numbers_show_human_and_exact_values(client):
+    enqueue(OrderWorker, 1234)
+    html = client.get("/").get_data(as_text=True)
+    assert '<span class="num" title="1,234">1.2K</span>' in html
+
+
+def test_read_only_hides_actions(workers):
+    from lowkiq_web import create_app
+
+    bury(OrderWorker, 2)
+    client = create_app(read_only=True).test_client()
+    html = client.get("/OrderWorker/dead").get_data(as_text=True)
+    assert "read-only" in html
+    assert "hx-post" not in html and "Queue up" not in html and "Delete all" not in html
+    html = client.get("/OrderWorker/enqueued").get_data(as_text=True)
+    assert "Perform all jobs now" not in html
