@@ -30,9 +30,10 @@ def test_default_json_is_canonical():
     first = {"b": {"d": 1, "c": [{"z": 1, "y": 2}]}, "a": "é"}
     second = {"a": "é", "b": {"c": [{"y": 2, "z": 1}], "d": 1}}
     assert dump_json(first) == dump_json(second)
-    assert dump_json(first) == json.dumps(
-        first, sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    ).encode()
+    assert (
+        dump_json(first)
+        == json.dumps(first, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    )
     assert dump_json({"b": 2, "a": 1}) == b'{"a":1,"b":2}'
     assert load_json(dump_json(first)) == first
 

@@ -69,4 +69,3 @@ def fail_batch(queue: Queue, worker: type[lowkiq.Worker]) -> Callable[..., list[
         return queue.fail(0, batch, error, retry_in, worker.max_retry_count, now=now)
 
     return fail
-

@@ -1,4 +1,4 @@
-"""Redis Cluster readiness (SPEC §10): every key of a queue carries the hash tag ``{queue_name}``."""
+"""Redis Cluster readiness (SPEC §10): every key of a queue carries the tag ``{queue_name}``."""
 
 from __future__ import annotations
 

@@ -218,3 +218,27 @@ def test_payloads_merging_into_the_morgue_keep_the_smallest_score(worker, queue)
     assert dead["payloads"] == [["x", 2.0], ["y", 3.0]]
     assert dead["updated_at"] == NOW + 9
     assert dead["error"] == "e9"
+
+
+def test_same_id_twice_in_one_call_keeps_the_first_perform_in(worker):
+    """Rule 2 applied in list order: the first job of an id sets the schedule."""
+    worker.perform_async(
+        [
+            {"id": "a", "payload": 1, "score": 1, "perform_in": NOW + 50},
+            {"id": "a", "payload": 2, "score": 2, "perform_in": NOW - 50},
+        ]
+    )
+    [job] = worker.queries().fetch(["a"])
+    assert job["perform_in"] == NOW + 50
+    assert job["payloads"] == [[1, 1.0], [2, 2.0]]
+
+
+def test_an_enqueued_job_does_not_touch_the_morgue_entry_of_its_id(worker, queue):
+    worker.perform_async([{"id": "a", "payload": "dead", "score": 1, "perform_in": NOW - 1}])
+    queue.fail(0, queue.pop(0, 10, now=NOW), "fatal", retry_in, 0, now=NOW)
+    worker.perform_async([{"id": "a", "payload": "new", "score": 2, "perform_in": NOW + 1}])
+
+    [queued] = worker.queries().fetch(["a"])
+    assert (queued["payloads"], queued["retry_count"]) == ([["new", 2.0]], -1)
+    [dead] = worker.queries().morgue_fetch(["a"])
+    assert (dead["payloads"], dead["updated_at"]) == ([["dead", 1.0]], NOW)

@@ -116,9 +116,7 @@ def two_workers(redis_client):
 def test_stats_document_with_two_workers(two_workers):
     orders, mail = two_workers
     now = time.time()
-    orders.perform_async(
-        [{"id": 1, "perform_in": now - 30}, {"id": 2, "perform_in": now + 3600}]
-    )
+    orders.perform_async([{"id": 1, "perform_in": now - 30}, {"id": 2, "perform_in": now + 3600}])
     mail.perform_async([{"id": n, "perform_in": now - 90} for n in range(3)])
     mail_queue = mail.queue()
     shard = mail_queue.shard_of("0")

@@ -42,7 +42,7 @@ def mixed(worker, queue):
 
 @pytest.fixture
 def morgue(worker, queue):
-    """Dead jobs "1" (updated_at NOW + 1.5), "10" (NOW + 2.5), "100" (NOW + 3.5), "2" (NOW + 4.5)."""
+    """Dead jobs "1", "10", "100", "2" with updated_at NOW + 1.5, + 2.5, + 3.5, + 4.5."""
     for n, job_id in enumerate(("1", "10", "100", "2")):
         now = NOW + n + 1.5
         worker.perform_async([{"id": job_id, "payload": job_id, "score": n, "perform_in": NOW}])

@@ -72,9 +72,7 @@ def test_pop_returns_none_while_the_processing_area_is_occupied(worker, queue):
 
 
 def test_pop_with_ack_previous_acks_then_pops(worker, queue):
-    worker.perform_async(
-        [{"id": "a", "perform_in": NOW - 2}, {"id": "b", "perform_in": NOW - 1}]
-    )
+    worker.perform_async([{"id": "a", "perform_in": NOW - 2}, {"id": "b", "perform_in": NOW - 1}])
     assert [job.id for job in queue.pop(0, 1, now=NOW)] == ["a"]
     assert [job.id for job in queue.pop(0, 1, now=NOW, ack_previous=True)] == ["b"]
     assert worker.metrics()["processed"] == 1
@@ -140,7 +138,7 @@ def test_failure_schedules_a_retry(worker, queue):
 
 
 def test_retry_states_follow_the_table(worker, queue):
-    """new: -1 / given perform_in; failed once: 0 / now + retry_in(0); again: 1 / now + retry_in(1)."""
+    """new: -1, given perform_in; failed once: 0, now + retry_in(0); again: 1, now + retry_in(1)."""
     worker.perform_async([{"id": "a", "perform_in": NOW - 5}])
     [job] = worker.queries().fetch(["a"])
     assert (job["retry_count"], job["perform_in"]) == (-1, NOW - 5)
