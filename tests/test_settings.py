@@ -179,3 +179,16 @@ def test_changing_redis_replaces_the_shared_client(redis_url):
     assert settings.client() is first
     settings.redis = lambda: redis.Redis.from_url(redis_url)
     assert settings.client() is not first
+
+
+def test_a_redis_factory_that_decodes_responses_still_works(redis_client, redis_url):
+    settings.redis = lambda: redis.Redis.from_url(redis_url, decode_responses=True)
+
+    class OrderWorker(lowkiq.Worker):
+        shards_count = 2
+
+    settings.workers = [OrderWorker]
+    OrderWorker.perform_async([{"id": 1, "payload": {"a": "é"}, "score": 1}])
+    [job] = OrderWorker.queries().fetch([1])
+    assert job["payloads"] == [[{"a": "é"}, 1.0]]
+    assert lowkiq.stats()["by_worker"]["OrderWorker"]["length"] == 1
