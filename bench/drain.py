@@ -1,0 +1,78 @@
+"""Drain throughput: N blank jobs through one `lowkiq worker`-style server, jobs/s.
+
+Runs against a private Redis (lowkiq.embedded.start_server), never REDIS_URL.
+Usage: python bench/drain.py [--jobs 100000] [--threads 5] [--shards 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import tempfile
+import time
+
+import redis
+
+import lowkiq
+from lowkiq.embedded import start_server
+from lowkiq.server import Server
+
+
+def make_worker(shards: int, batch: int) -> type[lowkiq.Worker]:
+    """A worker with a blank perform, named after its shape."""
+
+    class Blank(lowkiq.Worker):
+        shards_count = shards
+        batch_size = batch
+        queue_name = f"Blank{shards}x{batch}"
+
+        @classmethod
+        def perform(cls, payloads_by_id: dict) -> None:
+            pass
+
+    return Blank
+
+
+def drain(url: str, jobs: int, threads: int, shards: int, batch: int) -> float:
+    """Enqueue ``jobs`` jobs, then time a server until all are processed; returns jobs/s."""
+    lowkiq.settings.reset()
+    lowkiq.settings.redis = lambda: redis.Redis.from_url(url)
+    lowkiq.settings.threads_per_node = threads
+    worker = make_worker(shards, batch)
+    lowkiq.settings.workers = [worker]
+    redis.Redis.from_url(url).flushall()
+    for start in range(0, jobs, 1000):
+        worker.perform_async([{"id": i, "payload": ""} for i in range(start, start + 1000)])
+    server = Server(lowkiq.settings)
+    started = time.perf_counter()
+    server.start()
+    while worker.metrics()["processed"] < jobs:
+        time.sleep(0.005)
+    elapsed = time.perf_counter() - started
+    server.request_stop()
+    server.stop()
+    return jobs / elapsed
+
+
+def main() -> None:
+    """Print one row per batch size."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--threads", type=int, default=5)
+    parser.add_argument("--shards", type=int, default=5)
+    parser.add_argument("--batch", type=int, nargs="*", default=[1, 10])
+    args = parser.parse_args()
+    server = start_server(tempfile.mkdtemp(prefix="lowkiq-bench-"))
+    try:
+        print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+        print(f"{'jobs':>8} {'threads':>7} {'shards':>6} {'batch':>5} {'jobs/s':>9}")
+        for batch in args.batch:
+            rate = drain(server.url, args.jobs, args.threads, args.shards, batch)
+            print(f"{args.jobs:>8} {args.threads:>7} {args.shards:>6} {batch:>5} {rate:>9,.0f}")
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Schedulers with fake shards, clock and wait: which shard runs next, and when a thread idles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lowkiq.schedulers import build_lag_scheduler, build_seq_scheduler
+
+
+@dataclass
+class FakeHandler:
+    name: str
+    due: int = 0  # batches left to process
+    calls: list[str] = field(default_factory=list)
+
+    def process(self) -> bool:
+        self.calls.append(self.name)
+        if self.due:
+            self.due -= 1
+            return True
+        return False
+
+
+@dataclass
+class FakeLane:
+    handlers: list[FakeHandler]
+    heads: list[float | None]
+    waits: int = 0
+
+    def earliest(self) -> list[float | None]:
+        return self.heads
+
+    def wait(self) -> None:
+        self.waits += 1
+
+
+def test_lag_picks_the_shard_with_the_oldest_due_job() -> None:
+    calls: list[str] = []
+    handlers = [FakeHandler(n, due=1, calls=calls) for n in "abc"]
+    lane = FakeLane(handlers, heads=[95.0, 80.0, 90.0])
+    step = build_lag_scheduler(clock=lambda: 100.0)(lane)
+    step()
+    assert calls == ["b"]
+    assert lane.waits == 0
+
+
+def test_lag_ignores_jobs_scheduled_for_later_and_waits() -> None:
+    handlers = [FakeHandler("a"), FakeHandler("b")]
+    lane = FakeLane(handlers, heads=[101.0, None])
+    build_lag_scheduler(clock=lambda: 100.0)(lane)()
+    assert handlers[0].calls == [] and handlers[1].calls == []
+    assert lane.waits == 1
+
+
+def test_lag_with_one_shard_pops_directly_and_waits_when_empty() -> None:
+    handler = FakeHandler("a", due=1)
+    lane = FakeLane([handler], heads=[None])
+    step = build_lag_scheduler(clock=lambda: 100.0)(lane)
+    step()
+    assert (handler.calls, lane.waits) == (["a"], 0)
+    step()
+    assert (handler.calls, lane.waits) == (["a", "a"], 1)
+
+
+def test_seq_cycles_and_waits_only_after_a_whole_idle_cycle() -> None:
+    calls: list[str] = []
+    handlers = [FakeHandler("a", due=2, calls=calls), FakeHandler("b", calls=calls)]
+    lane = FakeLane(handlers, heads=[])
+    step = build_seq_scheduler()(lane)
+    for _ in range(4):
+        step()
+    assert calls == ["a", "b", "a", "b"]
+    assert lane.waits == 0
+    step()  # a: nothing left; with b's miss before it, that is a whole idle cycle
+    assert lane.waits == 1

@@ -1,0 +1,213 @@
+"""The server in this process: batches, middlewares, retries, morgue, restore, wake-up, stop."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+
+import lowkiq
+from lowkiq.server import Server
+
+
+def eventually(check: Callable[[], Any], timeout: float = 10.0) -> Any:
+    """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(0.01)
+
+
+class Seen(lowkiq.Worker):
+    shards_count = 3
+    batch_size = 2
+    max_retry_count = 2
+    log: list[Any] = []
+    exhausted: list[Any] = []
+    fail_ids: set[str] = set()
+
+    @classmethod
+    def retry_in(cls, retry_count: int) -> float:
+        return 0.05
+
+    @classmethod
+    def retries_exhausted(cls, jobs: list[dict[str, Any]]) -> None:
+        cls.exhausted.extend(jobs)
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        cls.log.append(("perform", dict(payloads_by_id)))
+        failing = cls.fail_ids & set(payloads_by_id)
+        if failing:
+            raise RuntimeError(f"boom {sorted(failing)}")
+
+
+@pytest.fixture
+def server(redis_client: redis.Redis) -> Iterator[Callable[..., Server]]:
+    """Start a server over [Seen] (with settings overrides); stopped after the test."""
+    Seen.log, Seen.exhausted, Seen.fail_ids = [], [], set()
+    started: list[Server] = []
+
+    def start(**overrides: Any) -> Server:
+        lowkiq.settings.workers = [Seen]
+        lowkiq.settings.poll_interval = 0.05
+        lowkiq.settings.threads_per_node = 2
+        for name, value in overrides.items():
+            setattr(lowkiq.settings, name, value)
+        srv = Server(lowkiq.settings)
+        srv.start()
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        srv.request_stop()
+        srv.stop()
+
+
+def performed_ids() -> set[str]:
+    return {job_id for kind, batch in Seen.log if kind == "perform" for job_id in batch}
+
+
+def test_jobs_are_performed_merged_and_acked(server: Callable[..., Server]) -> None:
+    Seen.perform_async(
+        [{"id": 1, "payload": "b", "score": 2}, {"id": 1, "payload": "a", "score": 1}]
+        + [{"id": n} for n in range(2, 6)]
+    )
+    server()
+    eventually(lambda: performed_ids() == {"1", "2", "3", "4", "5"})
+    assert ("perform", {"1": ["a", "b"]}) in [
+        (kind, {k: v for k, v in batch.items() if k == "1"}) for kind, batch in Seen.log
+    ]
+    metrics = eventually(lambda: (m := Seen.metrics())["processed"] == 5 and m)
+    assert metrics["busy"] == 0 and metrics["length"] == 0
+
+
+def test_server_middlewares_wrap_perform_first_outermost(server: Callable[..., Server]) -> None:
+    calls: list[str] = []
+
+    def outer(worker: type, batch: dict, call_next: Callable) -> None:
+        calls.append(f"outer {worker.__name__} {sorted(batch)}")
+        call_next(worker, batch)
+        calls.append("outer after")
+
+    def inner(worker: type, batch: dict, call_next: Callable) -> None:
+        calls.append("inner")
+        call_next(worker, batch)
+        calls.append("inner after")
+
+    Seen.perform_async([{"id": "x"}])
+    server(server_middlewares=[outer, inner])
+    eventually(lambda: len(calls) == 4)
+    assert calls == ["outer Seen ['x']", "inner", "inner after", "outer after"]
+
+
+def test_a_failing_batch_is_retried_then_buried(server: Callable[..., Server]) -> None:
+    Seen.fail_ids = {"bad"}
+    Seen.perform_async([{"id": "bad", "payload": {"n": 1}}])
+    server()
+    dead = eventually(lambda: Seen.queries().morgue_fetch(["bad"]))
+    assert dead[0]["error"] == "boom ['bad']"
+    assert [batch for kind, batch in Seen.log] == [{"bad": [{"n": 1}]}] * 3
+    assert Seen.exhausted == [{"id": "bad", "payloads": [{"n": 1}], "error": "boom ['bad']"}]
+    assert eventually(lambda: Seen.metrics()["failed"] == 3)
+
+
+def test_a_middleware_exception_takes_the_failure_path(server: Callable[..., Server]) -> None:
+    def refuse(worker: type, batch: dict, call_next: Callable) -> None:
+        raise ValueError("refused")
+
+    Seen.perform_async([{"id": "m"}])
+    server(server_middlewares=[refuse])
+    jobs = eventually(lambda: [j for j in Seen.queries().fetch(["m"]) if j["retry_count"] >= 0])
+    assert jobs[0]["error"] == "refused"
+    assert Seen.log == []
+
+
+def test_start_restores_a_batch_left_in_processing(
+    server: Callable[..., Server], redis_client: redis.Redis
+) -> None:
+    Seen.perform_async([{"id": "left", "payload": "p"}])
+    queue = Seen.queue(redis_client)
+    shard = queue.shard_of("left")
+    assert [job.id for job in queue.pop(shard, 1)] == ["left"]
+    assert Seen.metrics()["busy"] == 1
+    server()
+    eventually(lambda: ("perform", {"left": ["p"]}) in Seen.log)
+    eventually(lambda: Seen.metrics()["busy"] == 0)
+
+
+def test_an_idle_thread_wakes_on_enqueue_not_on_poll(server: Callable[..., Server]) -> None:
+    server(poll_interval=60.0)
+    time.sleep(0.2)  # every thread is now blocked waiting
+    Seen.perform_async([{"id": "now"}])
+    eventually(lambda: performed_ids() == {"now"}, timeout=10)
+
+
+def test_a_job_scheduled_for_later_runs_on_time_without_an_enqueue(
+    server: Callable[..., Server],
+) -> None:
+    server(poll_interval=60.0)
+    time.sleep(0.2)
+    due = time.time() + 0.5
+    Seen.perform_async([{"id": "later", "perform_in": due}])
+    eventually(lambda: performed_ids() == {"later"}, timeout=10)
+    assert time.time() >= due
+
+
+def test_stop_does_not_wait_for_a_sleeping_thread(server: Callable[..., Server]) -> None:
+    srv = server(poll_interval=60.0)
+    time.sleep(0.2)
+    started = time.monotonic()
+    srv.request_stop()
+    srv.stop()
+    assert time.monotonic() - started < 10
+    assert not any(thread.is_alive() for thread in srv.threads)
+
+
+def test_a_base_exception_stops_the_server_and_keeps_the_batch(
+    server: Callable[..., Server],
+) -> None:
+    class Fatal(BaseException):
+        pass
+
+    last_words: list[BaseException] = []
+
+    def explode(worker: type, batch: dict, call_next: Callable) -> None:
+        raise Fatal("stop everything")
+
+    Seen.perform_async([{"id": "f"}])
+    srv = server(server_middlewares=[explode], last_words=last_words.append)
+    done = threading.Thread(target=srv.wait)
+    done.start()
+    done.join(10)
+    assert not done.is_alive()
+    assert isinstance(srv.fatal, Fatal) and last_words == [srv.fatal]
+    srv.stop()
+    assert Seen.metrics()["busy"] == 1
+    assert Seen.queries().processing_data()
+
+
+def test_on_server_init_runs_once_before_the_threads(server: Callable[..., Server]) -> None:
+    calls: list[int] = []
+    srv = server(on_server_init=lambda: calls.append(len(threading.enumerate())))
+    assert len(calls) == 1
+    assert srv.threads and calls[0] < len(threading.enumerate())
+
+
+def test_seq_scheduler_and_a_custom_splitter(server: Callable[..., Server]) -> None:
+    srv = server(
+        build_scheduler=lowkiq.build_seq_scheduler,
+        build_splitter=lambda: lambda shards: [list(shards)],
+    )
+    assert [lane.describe() for lane in srv.lanes] == ["Seen:0 Seen:1 Seen:2"]
+    Seen.perform_async([{"id": n} for n in range(10)])
+    eventually(lambda: performed_ids() == {str(n) for n in range(10)})
