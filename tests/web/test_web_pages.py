@@ -104,7 +104,9 @@ def test_enqueued_filters_from_a_value(client):
     assert ids_on(html) == ["j0003", "j0002", "j0001", "j0000"]
     now = time.time()
     OrderWorker.perform_async([{"id": "later", "perform_in": now + 7200}])
-    html = client.get(f"/OrderWorker/enqueued?by=perform_in&from={now + 5000}").get_data(as_text=True)
+    html = client.get(f"/OrderWorker/enqueued?by=perform_in&from={now + 5000}").get_data(
+        as_text=True
+    )
     assert ids_on(html) == ["later"]
 
 

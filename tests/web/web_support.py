@@ -59,9 +59,7 @@ def post(
     return client.post(prefix + url, data=form, headers=headers)
 
 
-def enqueue(
-    worker: type[lowkiq.Worker], count: int, prefix: str = "j", **fields: Any
-) -> list[str]:
+def enqueue(worker: type[lowkiq.Worker], count: int, prefix: str = "j", **fields: Any) -> list[str]:
     """Enqueue ``count`` jobs ``j0000``… (payload ``{"n": i}``); returns their ids.
 
     Unless ``perform_in`` is given they are due in an hour, so only jobs made due

@@ -1,0 +1,111 @@
+"""CSRF (same origin AND token), the CSP header, and the signed token with a SECRET_KEY."""
+
+from __future__ import annotations
+
+from flask import Flask
+from web_support import OrderWorker, bury, csrf_token, post
+
+from lowkiq_web import lowkiq_web
+
+
+def test_post_without_origin_or_fetch_site_is_refused(client):
+    bury(OrderWorker, 1)
+    response = post(client, "/OrderWorker/dead/delete_all", origin=None)
+    assert response.status_code == 403 and "cross-origin" in response.get_data(as_text=True)
+    assert OrderWorker.metrics()["morgue_length"] == 1
+
+
+def test_cross_origin_post_is_refused(client):
+    bury(OrderWorker, 1)
+    assert (
+        post(client, "/OrderWorker/dead/delete_all", origin="https://evil.example").status_code
+        == 403
+    )
+    token = csrf_token(client)
+    cross_site = client.post(
+        "/OrderWorker/dead/delete_all",
+        data={"csrf_token": token},
+        headers={"Sec-Fetch-Site": "cross-site", "Origin": "http://localhost"},
+    )
+    assert cross_site.status_code == 403
+    assert OrderWorker.metrics()["morgue_length"] == 1
+
+
+def test_same_site_fetch_metadata_passes(client):
+    bury(OrderWorker, 1)
+    token = csrf_token(client)
+    response = client.post(
+        "/OrderWorker/dead/delete_all",
+        data={"csrf_token": token},
+        headers={"Sec-Fetch-Site": "same-origin"},
+    )
+    assert response.status_code == 303
+
+
+def test_missing_or_wrong_token_is_refused(client):
+    bury(OrderWorker, 1)
+    assert post(client, "/OrderWorker/dead/delete_all", token="").status_code == 403
+    wrong = post(client, "/OrderWorker/dead/delete_all", token="x" * 43)
+    assert wrong.status_code == 403 and "CSRF" in wrong.get_data(as_text=True)
+    fresh = client.application.test_client()  # no cookie at all
+    response = fresh.post(
+        "/OrderWorker/dead/delete_all",
+        data={"csrf_token": "a" * 43},
+        headers={"Origin": "http://localhost"},
+    )
+    assert response.status_code == 403
+    assert OrderWorker.metrics()["morgue_length"] == 1
+
+
+def test_token_in_header_is_accepted(client):
+    bury(OrderWorker, 1)
+    token = csrf_token(client)
+    response = client.post(
+        "/OrderWorker/dead/delete_all",
+        headers={"Origin": "http://localhost", "X-CSRF-Token": token, "HX-Request": "true"},
+    )
+    assert response.status_code == 200
+
+
+def test_trusted_origins_setting(workers):
+    from lowkiq_web import create_app
+
+    client = create_app(LOWKIQ_WEB_TRUSTED_ORIGINS=["https://ops.example"]).test_client()
+    bury(OrderWorker, 1)
+    assert (
+        post(client, "/OrderWorker/dead/delete_all", origin="https://ops.example").status_code
+        == 200
+    )
+
+
+def test_signed_token_when_the_host_has_a_secret_key(workers):
+    host = Flask("host")
+    host.secret_key = "k" * 32
+    host.register_blueprint(lowkiq_web, url_prefix="/lowkiq")
+    client = host.test_client()
+    token = csrf_token(client, "/lowkiq")
+    assert "." in token  # itsdangerous signature
+    bury(OrderWorker, 1)
+    assert post(client, "/OrderWorker/dead/delete_all", prefix="/lowkiq").status_code == 200
+    # A planted, unsigned cookie (e.g. from a sibling sub-domain) is refused.
+    client.set_cookie("lowkiq_csrf", "p" * 43, path="/lowkiq/")
+    planted = post(client, "/OrderWorker/dead/delete_all", prefix="/lowkiq", token="p" * 43)
+    assert planted.status_code == 403
+
+
+def test_csrf_cookie_is_strict_httponly_and_scoped(workers):
+    host = Flask("host")
+    host.register_blueprint(lowkiq_web, url_prefix="/lowkiq")
+    cookie = host.test_client().get("/lowkiq/").headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/lowkiq/" in cookie
+
+
+def test_content_security_policy_forbids_inline_script(client):
+    response = client.get("/")
+    csp = response.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+    assert response.headers["X-Frame-Options"] == "DENY"
+    html = response.get_data(as_text=True)
+    assert "<script>" not in html and " on" + "click=" not in html and "style=" not in html
+    for src in __import__("re").findall(r"<script ([^>]*)>", html):
+        assert "src=" in src
