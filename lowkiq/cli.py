@@ -145,3 +145,9 @@ def fail(message: str) -> None:
     """Print a one-line error and exit with status 2."""
     click.echo(f"Error: {message}", err=True)
     sys.exit(2)
+
+
+# The dashboard's subcommand, `lowkiq web` (defined with the dashboard).
+from lowkiq_web.cli import web  # noqa: E402
+
+main.add_command(web)
