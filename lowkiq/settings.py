@@ -29,6 +29,17 @@ def default_redis() -> redis.Redis:
     return redis.Redis.from_url(url)
 
 
+def _env_int(name: str, default: int) -> int:
+    """An integer from the environment variable ``name``, or ``default`` when unset."""
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be an integer, got {text!r}") from None
+
+
 def _noop(*args: Any, **kwargs: Any) -> None:
     """Do nothing (the default hook)."""
 
@@ -58,10 +69,12 @@ def _callables(name: str, value: Any) -> list:
 
 
 def _workers(name: str, value: Any) -> list:
-    from lowkiq.worker import Worker
-
     if not isinstance(value, (list, tuple)):
         raise ConfigurationError(f"setting {name} must be a list of Worker classes, got {value!r}")
+    if not value:
+        return []
+    from lowkiq.worker import Worker
+
     seen: dict[str, type] = {}
     for worker in value:
         if not (isinstance(worker, type) and issubclass(worker, Worker)):
@@ -85,10 +98,7 @@ DEFAULTS: dict[str, tuple[Callable[[], Any], Callable[[str, Any], Any]]] = {
     # Seconds a thread waits when it found nothing or hit an error.
     "poll_interval": (lambda: 1.0, _positive_number),
     # Processing threads of one `lowkiq worker` process.
-    "threads_per_node": (
-        lambda: int(os.environ.get("LOWKIQ_THREADS_PER_NODE", "5")),
-        _positive_int,
-    ),
+    "threads_per_node": (lambda: _env_int("LOWKIQ_THREADS_PER_NODE", 5), _positive_int),
     # Connections shared by perform_async and the dashboard in one process.
     "client_pool_size": (lambda: 5, _positive_int),
     # Seconds to wait for a pooled connection before giving up.
@@ -127,8 +137,8 @@ class Settings:
 
     def reset(self) -> None:
         """Restore every setting to its default and drop the shared client."""
-        for name, (default, _) in DEFAULTS.items():
-            object.__setattr__(self, name, default())
+        for name, (default, validate) in DEFAULTS.items():
+            object.__setattr__(self, name, validate(name, default()))
         object.__setattr__(self, "_client", None)
 
     def __setattr__(self, name: str, value: Any) -> None:

@@ -112,6 +112,7 @@ class Worker:
     @classmethod
     def queue(cls, client: redis.Redis | None = None) -> Queue:
         """This worker's queue storage, on ``client`` or the shared client."""
+        cls.validate()
         return Queue(client or settings.client(), cls.queue_name, cls.shards_count, settings.codec)
 
     @classmethod
@@ -135,7 +136,10 @@ def _number(index: int, field: str, value: Any) -> float:
     if value.__class__ is not float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InvalidJob(index, field, f"must be a number, got {value!r}")
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            raise InvalidJob(index, field, f"must be finite, got {value!r}") from None
     if not math.isfinite(value):
         raise InvalidJob(index, field, f"must be finite, got {value!r}")
     return value

@@ -71,6 +71,10 @@ def score_bound(bound: Any) -> ScoreBound:
             raise InvalidQuery(f"numeric bound must be a number or ±inf, got {bound!r}") from None
     elif isinstance(bound, bool) or not isinstance(bound, (int, float)):
         raise InvalidQuery(f"numeric bound must be a number or ±inf, got {bound!r}")
+    try:
+        value = float(value)
+    except OverflowError:
+        raise InvalidQuery(f"numeric bound is too large for a float, use ±inf: {bound!r}") from None
     if math.isnan(value):
         raise InvalidQuery("numeric bound must not be NaN")
-    return ScoreBound(float(value), exclusive)
+    return ScoreBound(value, exclusive)
