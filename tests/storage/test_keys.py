@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import lowkiq
 from lowkiq.storage.keys import QueueKeys
 
@@ -26,13 +28,14 @@ def exercise(worker: type[lowkiq.Worker]) -> None:
     actions.morgue_delete(["2"])
     fail_each_shard(max_retry_count=5)
     worker.perform_async([{"id": "future", "perform_in": NOW + 10**10}])
-    actions.perform_all_jobs_now()
+    actions.perform_all_jobs_now()  # every job is due at the real now
+    later = time.time() + 5
     for shard in shards:
-        queue.pop(shard, 2, now=NOW + 5)
+        queue.pop(shard, 2, now=later)
         queue.ack(shard)
-        queue.pop(shard, 1, now=NOW + 5)
-        queue.restore(shard, now=NOW + 5)
-        queue.pop(shard, 1, now=NOW + 5)  # left running
+        queue.pop(shard, 1, now=later)
+        queue.restore(shard, now=later)
+        queue.pop(shard, 1, now=later)  # left running
     worker.perform_async([{"id": f"fresh{n}"} for n in range(10)])
     worker.metrics()
     queries = worker.queries()
