@@ -17,6 +17,7 @@ import redis
 import lowkiq
 from lowkiq.embedded import start_server
 from lowkiq.server import Server
+from lowkiq.storage.keys import QueueKeys
 
 
 def make_worker(shards: int, batch: int) -> type[lowkiq.Worker]:
@@ -47,8 +48,10 @@ def drain(url: str, jobs: int, threads: int, shards: int, batch: int) -> float:
     server = Server(lowkiq.settings)
     started = time.perf_counter()
     server.start()
-    while worker.metrics()["processed"] < jobs:
-        time.sleep(0.005)
+    counter = redis.Redis.from_url(url)
+    processed_key = QueueKeys(worker.queue_name).processed_counter
+    while int(counter.get(processed_key) or 0) < jobs:
+        time.sleep(0.01)
     elapsed = time.perf_counter() - started
     server.request_stop()
     server.stop()

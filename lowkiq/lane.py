@@ -41,8 +41,7 @@ class Lane:
         self.wake_keys = [h.queue.keys.wake_list(h.shard) for h in self.handlers]
         self._perform_in_keys = [h.queue.keys.perform_in_zset(h.shard) for h in self.handlers]
         # A blocking read must end before the socket times out.
-        pool = client.connection_pool
-        socket_timeout = pool.connection_class(**pool.connection_kwargs).socket_timeout
+        socket_timeout = getattr(client, "socket_timeout", None)
         self.max_block = (
             min(poll_interval, socket_timeout * 0.8) if socket_timeout else poll_interval
         )

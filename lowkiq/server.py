@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
+from lowkiq.connection import ThreadClient, describe_redis
 from lowkiq.errors import ConfigurationError
 from lowkiq.lane import Lane
 from lowkiq.schedulers import build_lag_scheduler
@@ -57,30 +56,6 @@ class Shard:
 def all_shards(workers: list[type]) -> list[Shard]:
     """Every shard of every worker, in worker order: ``A0 A1 A2 B0 B1 ...``."""
     return [Shard(worker, index) for worker in workers for index in range(worker.shards_count)]
-
-
-def thread_client(template: redis.Redis) -> redis.Redis:
-    """A client on ``template``'s server with one private connection and no automatic retries.
-
-    A retried script could run twice (pop two batches), so lowkiq handles
-    Redis errors itself.
-    """
-    pool = template.connection_pool
-    kwargs = {**pool.connection_kwargs, "decode_responses": False, "retry": Retry(NoBackoff(), 0)}
-    return redis.Redis(
-        connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
-    )
-
-
-def describe_redis(client: redis.Redis) -> str:
-    """The server's URL without password, for logs."""
-    kwargs = client.connection_pool.connection_kwargs
-    if kwargs.get("path"):
-        return f"unix://{kwargs['path']}"
-    scheme = "rediss" if "SSL" in client.connection_pool.connection_class.__name__ else "redis"
-    user = f"{kwargs['username']}@" if kwargs.get("username") else ""
-    host, port, db = kwargs.get("host", "localhost"), kwargs.get("port", 6379), kwargs.get("db", 0)
-    return f"{scheme}://{user}{host}:{port}/{db}"
 
 
 def backoff(failures: int, poll_interval: float) -> float:
@@ -122,7 +97,7 @@ class Server:
         for group in groups:
             if not group:
                 continue
-            client = thread_client(config.redis())
+            client = ThreadClient(config.redis())
             deferred = DeferredAck()
             handlers = [
                 ShardHandler(

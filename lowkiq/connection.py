@@ -1,0 +1,62 @@
+"""Redis connections of the processing threads, and how a server is named in logs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+
+class ThreadClient(redis.Redis):
+    """A client that sends every command on one private connection, without retries.
+
+    Used by exactly one thread.  Skipping the pool and redis-py's retry and
+    telemetry wrappers halves the client-side cost of a script call, and a
+    retried script could run twice (pop two batches), so lowkiq handles Redis
+    errors itself.  Pipelines still use the pool.
+    """
+
+    def __init__(self, template: redis.Redis) -> None:
+        pool = template.connection_pool
+        kwargs = {
+            **pool.connection_kwargs,
+            "decode_responses": False,
+            "retry": Retry(NoBackoff(), 0),
+        }
+        super().__init__(
+            connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+        )
+        self._private = self.connection_pool.make_connection()
+
+    @property
+    def socket_timeout(self) -> float | None:
+        """Seconds a read may block before it fails (``None``: forever)."""
+        return self._private.socket_timeout
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        """Send one command on the private connection and parse its reply."""
+        connection = self._private
+        try:
+            connection.send_command(*args)
+            return self.parse_response(connection, args[0], **options)
+        except (redis.ConnectionError, redis.TimeoutError):
+            connection.disconnect()
+            raise
+
+    def close(self) -> None:
+        """Close the private connection and the pool."""
+        self._private.disconnect()
+        super().close()
+
+
+def describe_redis(client: redis.Redis) -> str:
+    """The server's URL without password, for logs."""
+    kwargs = client.connection_pool.connection_kwargs
+    if kwargs.get("path"):
+        return f"unix://{kwargs['path']}"
+    scheme = "rediss" if "SSL" in client.connection_pool.connection_class.__name__ else "redis"
+    user = f"{kwargs['username']}@" if kwargs.get("username") else ""
+    host, port, db = kwargs.get("host", "localhost"), kwargs.get("port", 6379), kwargs.get("db", 0)
+    return f"{scheme}://{user}{host}:{port}/{db}"
