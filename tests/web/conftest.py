@@ -135,6 +135,7 @@ def page(browser: Any, live_server: str, workers: list[type[lowkiq.Worker]]) -> 
     errors: list[str] = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.console_errors = errors  # a test expecting an error clears it
     try:
         yield page
         assert not errors, f"browser console errors: {errors}"

@@ -1,0 +1,170 @@
+"""The dashboard in a real headless Chromium: live counts, row actions, confirmations.
+
+Any console error, a CSP violation included, fails the test (see the ``page`` fixture).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import time
+import urllib.parse
+
+import pytest
+from web_support import (
+    ARTIFACTS,
+    REPO,
+    MailWorker,
+    OrderWorker,
+    bury,
+    enqueue,
+    fail_all,
+    hold,
+)
+
+import lowkiq
+
+expect = pytest.importorskip("playwright.sync_api").expect
+
+
+class ReportWorker(lowkiq.Worker):
+    """A third queue, for a fuller screenshot."""
+
+    shards_count = 2
+
+
+def process(worker: type[lowkiq.Worker], count: int) -> None:
+    """Pretend a server processed ``count`` due jobs (pop and ack)."""
+    queue = worker.queue()
+    done = 0
+    for shard in range(worker.shards_count):
+        while done < count and (batch := queue.pop(shard, count - done)):
+            queue.ack(shard)
+            done += len(batch)
+
+
+def test_dashboard_counts_change_without_reload(page, live_server):
+    lowkiq.settings.workers = [OrderWorker, MailWorker, ReportWorker]
+    enqueue(OrderWorker, 1200)
+    page.goto(live_server + "/")
+    enqueued = page.locator("#total-enqueued")
+    assert enqueued.inner_text() == "1.2K"
+    assert enqueued.locator("span").get_attribute("title") == "1,200"
+    page.select_option("select[name=interval]", "2")
+    expect(page.locator("#live")).to_have_attribute("hx-trigger", "every 2s")
+    marker = page.evaluate("() => (window.lowkiqMarker = 42)")
+    enqueue(MailWorker, 7, perform_in=0)
+    bury(ReportWorker, 3)
+    expect(page.locator("#total-dead")).to_have_text("3", timeout=10_000)
+    assert page.locator("#total-enqueued").inner_text() == "1.2K"
+    assert page.locator("tr[data-worker=MailWorker] a[data-count=length]").inner_text() == "7"
+    assert page.evaluate("() => window.lowkiqMarker") == marker  # no reload happened
+
+
+def test_dashboard_screenshot(page, live_server):
+    """A realistic dashboard kept as docs/dashboard.png and as a test artifact (light and dark)."""
+    lowkiq.settings.workers = [OrderWorker, MailWorker, ReportWorker]
+    now = time.time()
+    enqueue(OrderWorker, 300, prefix="f", perform_in=now - 45)
+    fail_all(OrderWorker)  # 300 retries, due in an hour
+    enqueue(OrderWorker, 2600, perform_in=now - 45)
+    process(OrderWorker, 1400)
+    enqueue(MailWorker, 140, perform_in=now + 600)
+    bury(ReportWorker, 12, error="TimeoutError: report service did not answer in 30 s")
+    enqueue(ReportWorker, 4, prefix="r", perform_in=now - 3)
+    hold(ReportWorker, 0)
+    totals = page.request.get(live_server + "/api/v1/stats").json()["total"]
+    assert totals["morgue_length"] == 12
+    # The page's own chart history (client state): 40 samples, 2 s apart, ending now.
+    processed, failed = 1400, 312
+    samples = []
+    for i in range(40):
+        samples.append(f"{now - 2 - 2 * i:.3f}:{processed}:{failed}")
+        processed -= int(14 + 9 * math.sin(i / 4))
+        failed -= int(3 + 3 * math.sin(i / 3))
+    history = ",".join(reversed(samples))
+    page.goto(live_server + "/?" + urllib.parse.urlencode({"history": history}))
+    expect(page.locator("#total-dead")).to_have_text("12")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "dashboard.png"
+    page.screenshot(path=str(shot), full_page=True)
+    docs = REPO / "docs"
+    docs.mkdir(exist_ok=True)
+    shutil.copyfile(shot, docs / "dashboard.png")
+    page.emulate_media(color_scheme="dark")
+    page.screenshot(path=str(ARTIFACTS / "dashboard-dark.png"), full_page=True)
+    page.goto(live_server + "/ReportWorker/dead")
+    page.screenshot(path=str(ARTIFACTS / "dead-dark.png"), full_page=True)
+
+
+def test_pause_stops_the_refresh(page, live_server):
+    page.goto(live_server + "/")
+    page.check("input[name=paused]")
+    expect(page.locator("#live")).to_have_attribute("data-paused", "yes")
+    enqueue(OrderWorker, 5)
+    page.wait_for_timeout(5600)  # longer than the default 5 s interval
+    assert page.locator("#total-enqueued").inner_text() == "0"
+
+
+def test_queue_up_a_dead_job_removes_its_row(page, live_server):
+    ids = bury(OrderWorker, 3)
+    page.goto(live_server + "/OrderWorker/dead")
+    rows = page.locator("tr.job")
+    assert rows.count() == 3
+    page.locator(f'tr[data-id="{ids[1]}"] button[data-action=queue_up]').click()
+    expect(rows).to_have_count(2)
+    expect(page.locator("#counts b[data-count=morgue_length]")).to_have_text("2")
+    assert page.locator("#counts b[data-count=length]").inner_text() == "1"
+    assert OrderWorker.queries().fetch([ids[1]])
+
+
+def test_delete_all_asks_for_confirmation(page, live_server):
+    bury(OrderWorker, 4)
+    page.goto(live_server + "/OrderWorker/dead")
+    questions: list[str] = []
+
+    def refuse(dialog):
+        questions.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", refuse)
+    page.click("button[data-action=delete_all]")
+    page.wait_for_timeout(300)
+    assert questions and "Delete every dead job of OrderWorker?" in questions[0]
+    assert OrderWorker.metrics()["morgue_length"] == 4
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("button[data-action=delete_all]")
+    expect(page.locator(".notice")).to_have_text("4 jobs deleted.")
+    assert page.locator("tr.job").count() == 0
+    assert OrderWorker.metrics()["morgue_length"] == 0
+    expect(page.locator("#counts b[data-count=morgue_length]")).to_have_text("0")
+
+
+def test_delete_one_dead_job_after_confirmation(page, live_server):
+    ids = bury(OrderWorker, 2)
+    page.goto(live_server + "/OrderWorker/dead")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator(f'tr[data-id="{ids[0]}"] button[data-action=delete]').click()
+    expect(page.locator("tr.job")).to_have_count(1)
+    assert OrderWorker.metrics()["morgue_length"] == 1
+
+
+def test_enqueued_bulk_action_after_confirmation(page, live_server):
+    enqueue(OrderWorker, 5)
+    page.goto(live_server + "/OrderWorker/enqueued")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("button[data-action=perform_all_now]")
+    expect(page.locator(".notice")).to_have_text("5 jobs made due now.")
+
+
+def test_error_banner_on_a_refused_action(page, live_server):
+    bury(OrderWorker, 1)
+    page.goto(live_server + "/OrderWorker/dead")
+    page.context.clear_cookies()  # the CSRF cookie is gone: the POST is refused
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("button[data-action=delete_all]")
+    expect(page.locator("#flash")).to_contain_text("CSRF")
+    assert all("403" in error for error in page.console_errors)
+    page.console_errors.clear()
+    assert OrderWorker.metrics()["morgue_length"] == 1
