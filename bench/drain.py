@@ -7,12 +7,11 @@ Usage: python bench/drain.py [--jobs 100000] [--threads 5] [--shards 5]
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import tempfile
 import time
 
 import redis
+from _machine import machine
 
 import lowkiq
 from lowkiq.embedded import start_server
@@ -68,7 +67,7 @@ def main() -> None:
     args = parser.parse_args()
     server = start_server(tempfile.mkdtemp(prefix="lowkiq-bench-"))
     try:
-        print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+        print(machine())
         print(f"{'jobs':>8} {'threads':>7} {'shards':>6} {'batch':>5} {'jobs/s':>9}")
         for batch in args.batch:
             rate = drain(server.url, args.jobs, args.threads, args.shards, batch)

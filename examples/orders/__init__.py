@@ -1,0 +1,1 @@
+"""An order-status feed processed in order per order: see ``python -m examples.orders --help``."""
