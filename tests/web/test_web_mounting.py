@@ -22,7 +22,8 @@ URL_ATTRIBUTES = re.compile(r'\s(?:href|src|action|hx-get|hx-post)="([^"]*)"')
 
 def urls_of(html: str) -> list[str]:
     """Every URL a page links, loads or posts to."""
-    return [u.replace("&amp;", "&") for u in URL_ATTRIBUTES.findall(html)]
+    found = URL_ATTRIBUTES.findall(html)
+    return [u.replace("&amp;", "&") for u in found if not u.startswith("data:")]
 
 
 def crawl(get, start: str, prefix: str) -> set[str]:
