@@ -1,0 +1,75 @@
+"""Formatting for people, the chart's history, and list-parameter parsing (no Redis)."""
+
+from __future__ import annotations
+
+import pytest
+
+from lowkiq_web import chart, formatting, listing
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(0, "0"), (999, "999"), (1234, "1.2K"), (1000, "1K"), (3_400_000, "3.4M"),
+     (250_000, "250K"), (2.5, "2.5"), (7e9, "7B")],
+)  # fmt: skip
+def test_human_number(value, text):
+    assert formatting.human_number(value) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0, "0s"), (0.25, "250ms"), (59, "59s"), (192, "3m 12s"), (3600, "1h"),
+     (3725, "1h 2m"), (90061, "1d 1h"), (-30, "-30s")],
+)  # fmt: skip
+def test_human_duration(seconds, text):
+    assert formatting.human_duration(seconds) == text
+
+
+def test_times_and_labels():
+    assert formatting.iso_time(0) == "1970-01-01 00:00:00 UTC"
+    assert formatting.relative_time(100, now=40) == "in 1m"
+    assert formatting.relative_time(40, now=100) == "1m ago"
+    assert formatting.retry_label(-1) == "-1 [fresh]"
+    assert formatting.retry_label(3) == "3 [retry]"
+    assert formatting.pretty_payload({"b": 1, "a": [1]}) == '{\n  "a": [\n    1\n  ],\n  "b": 1\n}'
+    assert formatting.exact_number(1234567) == "1,234,567"
+
+
+def test_chart_rates_from_history():
+    samples = chart.parse_history("100.000:10:0,102.000:30:4")
+    samples.append(chart.Sample(104.0, 30, 4))
+    drawn = chart.build_chart(samples)
+    assert drawn.peak == 10.0 and drawn.processed_rate == 0.0
+    assert len(drawn.processed_points.split()) == 2
+    assert chart.encode_history(samples).count(",") == 2
+
+
+def test_chart_keeps_the_last_samples_and_survives_counter_resets():
+    text = ",".join(f"{t}:{1000 - t}:0" for t in range(200))
+    samples = chart.parse_history(text)
+    assert len(samples) == chart.MAX_SAMPLES
+    assert chart.build_chart(samples).peak == 0.0
+    assert chart.build_chart([]).processed_points == ""
+
+
+@pytest.mark.parametrize("bad", ["x", "1:2", "a:1:2", "1:b:2", "inf:1:1"])
+def test_chart_refuses_foreign_history(bad):
+    with pytest.raises(listing.BadParameter):
+        chart.parse_history(bad)
+
+
+def test_list_query_defaults_and_params():
+    query = listing.parse_query("enqueued", {})
+    assert (query.by, query.direction, query.per) == ("perform_in", "asc", 25)
+    assert listing.parse_query("dead", {}).direction == "desc"
+    query = listing.parse_query("enqueued", {"by": "id", "from": "a", "per": "100"})
+    assert query.params() == {"by": "id", "dir": "asc", "from": "a", "per": 100}
+    assert query.params(after="b") == {
+        "by": "id",
+        "dir": "asc",
+        "from": "a",
+        "per": 100,
+        "after": "b",
+    }
+    scored = listing.parse_query("dead", {"after": "1.5", "skip": "3"})
+    assert scored.params()["skip"] == 3
