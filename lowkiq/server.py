@@ -256,7 +256,7 @@ class Server:
         if self._stop_signal and self.fatal is None:
             log.info("%s: stopping after the running batches", self._stop_signal)
         self.stop_event.set()
-        waker = self.settings.redis()
+        waker = ThreadClient(self.settings.redis())
         for lane in self.lanes:
             with contextlib.suppress(redis.RedisError):
                 lane.wake(waker)
@@ -266,6 +266,9 @@ class Server:
                 if self._dump_stacks:
                     self._dump_stacks = False
                     self.write_stacks()
+        waker.close()
+        for lane in self.lanes:
+            lane.client.close()
 
     def run(self) -> int:
         """Start, serve until stopped, stop; returns the process exit code."""
