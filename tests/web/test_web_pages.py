@@ -185,3 +185,31 @@ def test_read_only_hides_actions(workers):
     assert "hx-post" not in html and "Queue up" not in html and "Delete all" not in html
     html = client.get("/OrderWorker/enqueued").get_data(as_text=True)
     assert "Perform all jobs now" not in html
+
+
+def walk(client, url: str) -> list[str]:
+    """Every job id of a list, following its "Next page" links."""
+    seen = []
+    while url:
+        html = client.get(url).get_data(as_text=True)
+        seen += ids_on(html)
+        nxt = re.search(r'<a rel="next" href="([^"]*)"', html)
+        url = nxt.group(1).replace("&amp;", "&") if nxt else None
+    return seen
+
+
+def test_retry_count_order_pages_from_fresh_into_retries(client):
+    enqueue(OrderWorker, 30, prefix="r", perform_in=0)
+    fail_all(OrderWorker)  # 30 jobs with retry_count 0
+    fresh = enqueue(OrderWorker, 30, prefix="f")
+    asc = walk(client, "/OrderWorker/enqueued?by=retry_count&dir=asc")
+    assert asc[:30] == fresh and sorted(asc[30:]) == [f"r{i:04d}" for i in range(30)]
+    desc = walk(client, "/OrderWorker/enqueued?by=retry_count&dir=desc")
+    assert desc == list(reversed(asc))
+
+
+def test_dead_by_updated_at_pages_through_one_big_tie(client):
+    ids = bury(MailWorker, 70)  # one shard, one fail call: all 70 share updated_at
+    assert len({job["updated_at"] for job in MailWorker.queries().morgue_fetch(ids)}) == 1
+    assert walk(client, "/MailWorker/dead") == list(reversed(ids))
+    assert walk(client, "/MailWorker/dead?dir=asc") == ids
