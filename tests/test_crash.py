@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -110,6 +111,7 @@ def test_ttin_writes_every_threads_stack_to_the_announced_file(
     path = line.rsplit(" ", 1)[-1]
     worker.signal(signal.SIGTTIN)
     text = eventually(lambda: _read(path))
+    os.unlink(path)
     assert "lowkiq-0" in text and "MainThread" in text
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
