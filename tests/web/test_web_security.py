@@ -109,3 +109,26 @@ def test_content_security_policy_forbids_inline_script(client):
     assert "<script>" not in html and " on" + "click=" not in html and "style=" not in html
     for src in __import__("re").findall(r"<script ([^>]*)>", html):
         assert "src=" in src
+
+
+def test_host_app_adds_authentication_with_before_request(workers):
+    """The README's pattern: a before_request hook that answers 401 without credentials."""
+    import hmac
+
+    from flask import Response, request
+
+    from lowkiq_web import create_app
+
+    app = create_app()
+
+    @app.before_request
+    def require_login() -> Response | None:
+        auth = request.authorization
+        if auth and auth.username == "ops" and hmac.compare_digest(auth.password or "", "pw"):
+            return None
+        return Response("login required", 401, {"WWW-Authenticate": 'Basic realm="lowkiq"'})
+
+    client = app.test_client()
+    assert client.get("/").status_code == 401
+    assert client.get("/api/v1/stats").status_code == 401
+    assert client.get("/", auth=("ops", "pw")).status_code == 200
