@@ -49,6 +49,11 @@ class ScoreBound:
             return "+inf" if self.value > 0 else "-inf"
         return ("(" if self.exclusive else "") + repr(self.value)
 
+    @property
+    def complement(self) -> str:
+        """As a minimum, the ZCOUNT max that counts exactly the values below the range."""
+        return repr(self.value) if self.exclusive else f"({self.value!r}"
+
     def admits_from_below(self, value: float) -> bool:
         """As a minimum, whether ``value`` is inside the range."""
         return value > self.value or (value == self.value and not self.exclusive)

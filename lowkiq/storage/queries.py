@@ -12,8 +12,9 @@ import heapq
 from collections.abc import Iterable
 from typing import Any
 
+from lowkiq.errors import InvalidQuery
 from lowkiq.storage import blob
-from lowkiq.storage.bounds import check_limit, member_bound, score_bound
+from lowkiq.storage.bounds import ScoreBound, check_limit, member_bound, score_bound
 from lowkiq.storage.queue import PROCESSING_HEADER, Queue
 
 Job = dict[str, Any]
@@ -63,21 +64,29 @@ class Queries:
         """Queued jobs with ids in ``[min, max]`` (Redis lex bounds), descending."""
         return self.fetch(self._ids_by_lex(min, max, limit, reverse=True))
 
-    def range_by_perform_in(self, min: Any, max: Any, limit: int = 10) -> list[Job]:
+    def range_by_perform_in(
+        self, min: Any, max: Any, limit: int = 10, after_id: str | None = None
+    ) -> list[Job]:
         """Queued jobs with ``perform_in`` in ``[min, max]``, earliest first."""
-        return self.fetch(self._ids_by_perform_in(min, max, limit, reverse=False))
+        return self.fetch(self._ids_by_perform_in(min, max, limit, False, after_id))
 
-    def rev_range_by_perform_in(self, max: Any, min: Any, limit: int = 10) -> list[Job]:
+    def rev_range_by_perform_in(
+        self, max: Any, min: Any, limit: int = 10, after_id: str | None = None
+    ) -> list[Job]:
         """Queued jobs with ``perform_in`` in ``[min, max]``, latest first."""
-        return self.fetch(self._ids_by_perform_in(min, max, limit, reverse=True))
+        return self.fetch(self._ids_by_perform_in(min, max, limit, True, after_id))
 
-    def range_by_retry_count(self, min: Any, max: Any, limit: int = 10) -> list[Job]:
+    def range_by_retry_count(
+        self, min: Any, max: Any, limit: int = 10, after_id: str | None = None
+    ) -> list[Job]:
         """Queued jobs with ``retry_count`` in ``[min, max]``, ascending (then by id)."""
-        return self.fetch(self._ids_by_retry_count(min, max, limit, reverse=False))
+        return self.fetch(self._ids_by_retry_count(min, max, limit, False, after_id))
 
-    def rev_range_by_retry_count(self, max: Any, min: Any, limit: int = 10) -> list[Job]:
+    def rev_range_by_retry_count(
+        self, max: Any, min: Any, limit: int = 10, after_id: str | None = None
+    ) -> list[Job]:
         """Queued jobs with ``retry_count`` in ``[min, max]``, descending (then by id)."""
-        return self.fetch(self._ids_by_retry_count(min, max, limit, reverse=True))
+        return self.fetch(self._ids_by_retry_count(min, max, limit, True, after_id))
 
     # -- the morgue ------------------------------------------------------
 
@@ -111,21 +120,17 @@ class Queries:
         """Dead jobs with ids in ``[min, max]``, descending."""
         return self.morgue_fetch(self._morgue_ids_by_lex(min, max, limit, reverse=True))
 
-    def morgue_range_by_updated_at(self, min: Any, max: Any, limit: int = 10) -> list[Job]:
+    def morgue_range_by_updated_at(
+        self, min: Any, max: Any, limit: int = 10, after_id: str | None = None
+    ) -> list[Job]:
         """Dead jobs with ``updated_at`` in ``[min, max]``, oldest first."""
-        low, high, limit = score_bound(min), score_bound(max), check_limit(limit)
-        ids = self.client.zrangebyscore(
-            self.keys.morgue_updated_at_zset, low.redis, high.redis, start=0, num=limit
-        )
-        return self.morgue_fetch(i.decode() for i in ids)
+        return self.morgue_fetch(self._ids_by_updated_at(min, max, limit, False, after_id))
 
-    def morgue_rev_range_by_updated_at(self, max: Any, min: Any, limit: int = 10) -> list[Job]:
+    def morgue_rev_range_by_updated_at(
+        self, max: Any, min: Any, limit: int = 10, after_id: str | None = None
+    ) -> list[Job]:
         """Dead jobs with ``updated_at`` in ``[min, max]``, newest first."""
-        low, high, limit = score_bound(min), score_bound(max), check_limit(limit)
-        ids = self.client.zrevrangebyscore(
-            self.keys.morgue_updated_at_zset, high.redis, low.redis, start=0, num=limit
-        )
-        return self.morgue_fetch(i.decode() for i in ids)
+        return self.morgue_fetch(self._ids_by_updated_at(min, max, limit, True, after_id))
 
     # -- processing areas --------------------------------------------------
 
@@ -182,48 +187,89 @@ class Queries:
         limit = check_limit(limit)
         return self._lex_ids(self.keys.morgue_lex_zset, min, max, limit, reverse)[:limit]
 
-    def _ids_by_perform_in(self, min: Any, max: Any, limit: int, reverse: bool) -> list[str]:
-        low, high, limit = score_bound(min), score_bound(max), check_limit(limit)
-        pipe = self.client.pipeline(transaction=False)
-        for shard in range(self.queue.shards_count):
-            key = self.keys.perform_in_zset(shard)
+    def _scored(
+        self,
+        pipe: Any,
+        key: str,
+        low: ScoreBound,
+        high: ScoreBound,
+        limit: int,
+        reverse: bool,
+        after_id: str | None,
+    ) -> None:
+        """Queue on ``pipe`` a read of ``(member, score)`` pairs of one sorted set, in order.
+
+        With ``after_id`` the range starts after the cursor ``(score, after_id)``,
+        the score being ``low`` (ascending) or ``high`` (descending); members of
+        equal score are in id order, so paging through a tie is exact.
+        """
+        if after_id is None:
             if reverse:
                 pipe.zrevrangebyscore(key, high.redis, low.redis, 0, limit, withscores=True)
             else:
                 pipe.zrangebyscore(key, low.redis, high.redis, 0, limit, withscores=True)
-        heads = [
-            [(score, _id_order(member.decode())) for member, score in shard]
-            for shard in pipe.execute()
-        ]
-        merged = heapq.merge(*heads, reverse=reverse)
-        return [id_bytes.decode() for _, id_bytes in list(merged)[:limit]]
+            return
+        cursor, far = (high, low.complement) if reverse else (low, high.redis)
+        if cursor.exclusive:
+            raise InvalidQuery("with after_id the cursor bound must be inclusive")
+        self.queue.scripts.range_after(
+            keys=[self.keys.prefix, key],
+            args=[repr(cursor.value), after_id, far, limit, "desc" if reverse else "asc"],
+            client=pipe,
+        )
 
-    def _ids_by_retry_count(self, min: Any, max: Any, limit: int, reverse: bool) -> list[str]:
+    def _pairs(self, reply: list[Any]) -> list[tuple[float, bytes]]:
+        if reply and not isinstance(reply[0], (tuple, list)):  # a script's flat list
+            return [(float(reply[i + 1]), reply[i]) for i in range(0, len(reply), 2)]
+        return [(score, member) for member, score in reply]
+
+    def _ids_by_perform_in(
+        self, min: Any, max: Any, limit: int, reverse: bool, after_id: str | None
+    ) -> list[str]:
         low, high, limit = score_bound(min), score_bound(max), check_limit(limit)
-        if limit == 0:
-            return []
-        fresh_included = low.admits_from_below(-1) and high.admits_from_above(-1)
+        pipe = self.client.pipeline(transaction=False)
+        for shard in range(self.queue.shards_count):
+            self._scored(
+                pipe, self.keys.perform_in_zset(shard), low, high, limit, reverse, after_id
+            )
+        heads = [self._pairs(reply) for reply in pipe.execute()]
+        merged = heapq.merge(*heads, reverse=reverse)
+        return [member.decode() for _, member in list(merged)[:limit]]
 
-        def fresh(count: int) -> list[str]:
-            if not fresh_included or count <= 0:
-                return []
-            return self._lex_ids(self.keys.fresh_lex_zset, "-", "+", count, reverse)
+    def _ids_by_updated_at(
+        self, min: Any, max: Any, limit: int, reverse: bool, after_id: str | None
+    ) -> list[str]:
+        low, high, limit = score_bound(min), score_bound(max), check_limit(limit)
+        pipe = self.client.pipeline(transaction=False)
+        self._scored(pipe, self.keys.morgue_updated_at_zset, low, high, limit, reverse, after_id)
+        return [member.decode() for _, member in self._pairs(pipe.execute()[0])]
 
-        def retries(count: int) -> list[str]:
-            if count <= 0:
-                return []
-            key = self.keys.retry_count_zset
-            if reverse:
-                ids = self.client.zrevrangebyscore(key, high.redis, low.redis, 0, count)
-            else:
-                ids = self.client.zrangebyscore(key, low.redis, high.redis, 0, count)
-            return [i.decode() for i in ids]
-
+    def _ids_by_retry_count(
+        self, min: Any, max: Any, limit: int, reverse: bool, after_id: str | None
+    ) -> list[str]:
+        """Fresh jobs (retry_count -1, kept apart from the retries) come before the
+        retries ascending and after them descending, in id order as Redis ties are."""
+        low, high, limit = score_bound(min), score_bound(max), check_limit(limit)
+        cursor = (high if reverse else low).value if after_id is not None else None
+        fresh_ids: list[str] = []
+        if low.admits_from_below(-1) and high.admits_from_above(-1):
+            start = f"({after_id}" if cursor == -1 else ("+" if reverse else "-")
+            bounds = ("-", start) if reverse else (start, "+")
+            fresh_ids = self._lex_ids(self.keys.fresh_lex_zset, *bounds, limit, reverse)
+        retry_after = after_id if cursor is not None and cursor >= 0 else None
         if reverse:
-            ids = retries(limit)
-            return ids + fresh(limit - len(ids))
-        ids = fresh(limit)
-        return ids + retries(limit - len(ids))
+            ids = self._retry_ids(low, high, limit, reverse, retry_after)
+            return (ids + fresh_ids)[:limit]
+        if len(fresh_ids) >= limit:
+            return fresh_ids[:limit]
+        return fresh_ids + self._retry_ids(low, high, limit - len(fresh_ids), reverse, retry_after)
+
+    def _retry_ids(
+        self, low: ScoreBound, high: ScoreBound, limit: int, reverse: bool, after_id: str | None
+    ) -> list[str]:
+        pipe = self.client.pipeline(transaction=False)
+        self._scored(pipe, self.keys.retry_count_zset, low, high, limit, reverse, after_id)
+        return [member.decode() for _, member in self._pairs(pipe.execute()[0])]
 
 
 def _exact(job_id: str) -> tuple[str, str]:

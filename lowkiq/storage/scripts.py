@@ -31,6 +31,7 @@ SCRIPT_NAMES = (
     "delete_failed",
     "perform_now",
     "metrics",
+    "range_after",
 )
 
 
@@ -69,6 +70,7 @@ class Scripts:
     delete_failed: Script
     perform_now: Script
     metrics: Script
+    range_after: Script
 
 
 _LOCK = threading.Lock()
