@@ -3,9 +3,8 @@
 Id order pages on the exclusive lex bound ``(last_id``.  Score orders
 (perform_in, retry_count, updated_at) have ties — a ``perform_async`` call
 gives a thousand jobs the same perform_in — so their cursor is the last score
-shown plus how many jobs *at that score* were shown (``skip``); ties come back
-from the engine in id order, so the next page is the rest of that tie group,
-then everything strictly beyond the score.
+shown and the last id shown (``after`` and ``after_id``): the engine's
+``after_id`` ranges continue inside the tie in id order, at any depth.
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ class ListQuery:
     start: str = ""
     per: int = PER_PAGE[0]
     after: str | None = None
-    skip: int = 0
+    after_id: str | None = None
 
     def params(self, **changes: Any) -> dict[str, Any]:
         """URL parameters of this query (with ``changes``), defaults left out."""
@@ -60,7 +59,7 @@ class ListQuery:
         if query.after is not None:
             params["after"] = query.after
             if query.by != "id":
-                params["skip"] = query.skip
+                params["after_id"] = query.after_id
         return params
 
 
@@ -70,7 +69,7 @@ class Page:
 
     jobs: list[Job]
     next_after: str | None = None
-    next_skip: int = 0
+    next_after_id: str | None = None
 
 
 def _number(name: str, text: str) -> float:
@@ -99,17 +98,18 @@ def parse_query(kind: str, args: Mapping[str, str]) -> ListQuery:
     if "\0" in start:
         raise BadParameter("from must not contain NUL")
     after = args.get("after")
-    if after is not None and "\0" in after:
-        raise BadParameter("after must not contain NUL")
-    skip_text = args.get("skip") or "0"
-    if not skip_text.isdigit():
-        raise BadParameter(f"skip must be a non-negative integer, got {skip_text!r}")
+    after_id = args.get("after_id")
+    for name, value in (("after", after), ("after_id", after_id)):
+        if value is not None and "\0" in value:
+            raise BadParameter(f"{name} must not contain NUL")
     if by != "id":
         if start:
             _number("from", start)
         if after is not None:
             _number("after", after)
-    return ListQuery(by, direction, start, int(per_text), after, int(skip_text))
+            if after_id is None:
+                raise BadParameter("after_id is required with after when by is not id")
+    return ListQuery(by, direction, start, int(per_text), after, after_id)
 
 
 def _id_page(
@@ -132,8 +132,8 @@ def _id_page(
 
 
 def _score_page(
-    forward: Callable[[Any, Any, int], list[Job]],
-    backward: Callable[[Any, Any, int], list[Job]],
+    forward: Callable[..., list[Job]],
+    backward: Callable[..., list[Job]],
     query: ListQuery,
 ) -> Page:
     limit = query.per + 1
@@ -143,22 +143,11 @@ def _score_page(
     if query.after is None:
         jobs = fetch(query.start or ("-inf" if asc else "+inf"), end, limit)
     else:
-        score = query.after
-        jobs = fetch(score, score, query.skip + limit)[query.skip :]
-        if len(jobs) < limit:
-            jobs += fetch(f"({score}", end, limit - len(jobs))
+        jobs = fetch(query.after, end, limit, after_id=query.after_id)
     if len(jobs) <= query.per:
         return Page(jobs)
-    shown = jobs[: query.per]
-    last = float(shown[-1][query.by])
-    ties = 0
-    for job in reversed(shown):
-        if float(job[query.by]) != last:
-            break
-        ties += 1
-    if query.after is not None and float(query.after) == last:
-        ties += query.skip
-    return Page(shown, repr(last), ties)
+    last = jobs[query.per - 1]
+    return Page(jobs[: query.per], repr(float(last[query.by])), last["id"])
 
 
 def enqueued_page(queries: Queries, query: ListQuery) -> Page:

@@ -34,7 +34,7 @@ def test_unknown_worker_action_is_404(client):
         ("/OrderWorker/enqueued?by=perform_in&from=soon", "from must be a number"),
         ("/OrderWorker/enqueued?by=perform_in&from=nan", "from must be a number"),
         ("/OrderWorker/enqueued?by=perform_in&after=x", "after must be a number"),
-        ("/OrderWorker/enqueued?by=perform_in&after=1&skip=-1", "skip must be"),
+        ("/OrderWorker/enqueued?by=perform_in&after=1", "after_id is required"),
         ("/OrderWorker/dead?by=perform_in", "by must be one of updated_at, id"),
         ("/OrderWorker/enqueued?by=id&from=%00", "NUL"),
         ("/OrderWorker/job", "id is required"),

@@ -71,5 +71,5 @@ def test_list_query_defaults_and_params():
         "per": 100,
         "after": "b",
     }
-    scored = listing.parse_query("dead", {"after": "1.5", "skip": "3"})
-    assert scored.params()["skip"] == 3
+    scored = listing.parse_query("dead", {"after": "1.5", "after_id": "7"})
+    assert scored.params()["after_id"] == "7"
