@@ -29,6 +29,7 @@ TARGETS_MS = {
     "dead": 100,
     "fresh": 100,
     "by id": 100,
+    "deep tie": 100,
 }
 
 
@@ -37,9 +38,10 @@ def make_workers(count: int) -> list[type[lowkiq.Worker]]:
     return [type(f"Worker{n:02d}", (lowkiq.Worker,), {"shards_count": 5}) for n in range(count)]
 
 
-def fill(workers: list[type[lowkiq.Worker]], jobs: int, dead: int) -> None:
+def fill(workers: list[type[lowkiq.Worker]], jobs: int, dead: int) -> float:
     """Enqueue ``jobs`` jobs spread over the workers, 1,000 per call, and bury ``dead`` of the
-    first worker's (pop + fail with no retries left)."""
+    first worker's (pop + fail with no retries left).  Every queued job gets the same
+    perform_in, one tie as deep as a worker's queue; returns it."""
     per_worker = jobs // len(workers)
     now = time.time()
     for worker in workers:
@@ -61,6 +63,7 @@ def fill(workers: list[type[lowkiq.Worker]], jobs: int, dead: int) -> None:
     for shard in range(first.shards_count):
         while batch := queue.pop(shard, 1000):
             queue.fail(shard, batch, "RuntimeError: gave up", lambda c: 60.0, 0)
+    return now + 600
 
 
 def measure(client, url: str, requests: int) -> tuple[float, float]:
@@ -93,7 +96,7 @@ def main() -> None:
             workers = make_workers(args.workers)
             lowkiq.settings.workers = workers
             started = time.perf_counter()
-            fill(workers, args.jobs, args.dead)
+            tie = fill(workers, args.jobs, args.dead)
             filled = time.perf_counter() - started
             total = lowkiq.stats()["total"]
             print(machine())
@@ -111,6 +114,9 @@ def main() -> None:
                 "dead": f"/{name}/dead",
                 "fresh": f"/{name}/enqueued?by=retry_count&dir=desc&from=-1",
                 "by id": f"/{name}/enqueued?by=id&per=100",
+                # A page from the middle of the one big perform_in tie.
+                "deep tie": f"/{name}/enqueued?by=perform_in&per=100&after={tie!r}"
+                f"&after_id=order-{args.jobs // args.workers // 2}",
             }
             print(f"{'page':<10} {'url':<45} {'p50 ms':>8} {'p95 ms':>8} {'target':>8}")
             for key, url in pages.items():
