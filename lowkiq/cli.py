@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from lowkiq.app_loader import AppLoadError, load_app
+from lowkiq.app_loader import fail, load_app_or_exit, require_option
 from lowkiq.embedded import PROJECT_DIR
 from lowkiq.errors import LowkiqError
 from lowkiq.version import __version__
@@ -28,14 +28,9 @@ def main() -> None:
 
 
 @main.command()
-@click.option(
-    "-r",
-    "--require",
-    "app",
-    required=True,
-    metavar="PATH_OR_MODULE",
-    help="The app to load: a .py file or a dotted module name. It sets lowkiq.settings "
-    "(settings.workers at least) and defines the worker classes.",
+@require_option(
+    "The app to load: a .py file or a dotted module name. It sets lowkiq.settings "
+    "(settings.workers at least) and defines the worker classes."
 )
 @click.option(
     "--threads",
@@ -78,10 +73,7 @@ def worker(
         fail("--nodes and --node go together")
     if nodes is not None and node is not None and node >= nodes:
         fail(f"--node must be below --nodes ({nodes}), got {node}")
-    try:
-        load_app(app)
-    except AppLoadError as exc:
-        fail(str(exc))
+    load_app_or_exit(app)
 
     import lowkiq
     from lowkiq.server import Server
@@ -139,12 +131,6 @@ def stop_embedded(directory: Path) -> bool:
         return False
     EmbeddedServer(url=url, directory=directory).stop()
     return True
-
-
-def fail(message: str) -> None:
-    """Print a one-line error and exit with status 2."""
-    click.echo(f"Error: {message}", err=True)
-    sys.exit(2)
 
 
 # The dashboard's subcommand, `lowkiq web` (defined with the dashboard).

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 
-from lowkiq.app_loader import AppLoadError, load_app
+from lowkiq.app_loader import load_app_or_exit, require_option
 
 
 class DashboardServer(BaseApplication):
@@ -31,14 +30,7 @@ class DashboardServer(BaseApplication):
 
 
 @click.command()
-@click.option(
-    "-r",
-    "--require",
-    "app",
-    required=True,
-    metavar="PATH_OR_MODULE",
-    help="The app to load: a .py file or a dotted module name that sets lowkiq.settings.",
-)
+@require_option("The app to load: a .py file or a dotted module name that sets lowkiq.settings.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
 @click.option(
@@ -51,11 +43,7 @@ class DashboardServer(BaseApplication):
 @click.option("--read-only", is_flag=True, help="Hide and refuse every action.")
 def web(app: str, host: str, port: int, processes: int, read_only: bool) -> None:
     """Serve the dashboard of the workers defined by APP (gunicorn on lowkiq_web:create_app())."""
-    try:
-        load_app(app)
-    except AppLoadError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        sys.exit(2)
+    load_app_or_exit(app)
     from lowkiq_web import create_app
 
     options = {"bind": f"{host}:{port}", "workers": processes, "accesslog": "-"}

@@ -12,18 +12,7 @@ import redis
 
 import lowkiq
 from lowkiq.server import Server
-
-
-def eventually(check: Callable[[], Any], timeout: float = 10.0) -> Any:
-    """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(0.01)
+from tests.apps.runner import eventually
 
 
 class Seen(lowkiq.Worker):
