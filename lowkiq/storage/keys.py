@@ -125,10 +125,15 @@ class QueueKeys:
         return self._key("failed_counter")
 
 
-def lua_prelude() -> str:
-    """Lua that defines ``K.<name>`` (or ``K.<name>(shard)``) from the prefix in ``KEYS[1]``."""
+def lua_prelude(code: str | None = None) -> str:
+    """Lua that defines ``K.<name>`` (or ``K.<name>(shard)``) from the prefix in ``KEYS[1]``.
+
+    With ``code``, only the names it uses (every name costs a string per call).
+    """
     lines = ["local P = KEYS[1]", "local K = {}"]
     for name, suffix in SUFFIXES.items():
+        if code is not None and f"K.{name}" not in code:
+            continue
         if name in SHARDED:
             lines.append(f'K.{name} = function(s) return P .. "{suffix}" .. s end')
         else:

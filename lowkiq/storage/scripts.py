@@ -1,13 +1,16 @@
 """Loads ``lua/*.lua`` once per process and registers them per Redis client.
 
-Each script is the generated key prelude, then ``lua/_common.lua``, then the
-script's own file.  redis-py's ``Script`` runs ``EVALSHA`` and loads the script
-on ``NOSCRIPT``, so a restarted Redis needs nothing special.
+Each script is the generated key prelude, then the helpers of
+``lua/_common.lua`` it uses, then the script's own file.  Redis runs the whole
+text on every call, so a script carries only the key names and helper
+definitions it refers to.  redis-py's ``Script`` runs ``EVALSHA`` and loads
+the script on ``NOSCRIPT``, so a restarted Redis needs nothing special.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import threading
 import weakref
 from pathlib import Path
@@ -35,12 +38,42 @@ SCRIPT_NAMES = (
 )
 
 
+_DEFINITION = re.compile(r"^local (?:function )?(\w+)")
+
+
+def _definitions(common: str) -> list[tuple[str, str]]:
+    """``(name, text)`` of each top-level ``local`` of ``common``, with its comments."""
+    blocks: list[tuple[str, str]] = []
+    pending: list[str] = []
+    for line in common.splitlines(keepends=True):
+        match = _DEFINITION.match(line)
+        if match:
+            blocks.append((match.group(1), "".join(pending) + line))
+            pending = []
+        elif blocks and not line.startswith("--") and line.strip():
+            name, text = blocks[-1]
+            blocks[-1] = (name, text + "".join(pending) + line)
+            pending = []
+        else:
+            pending.append(line)
+    return blocks
+
+
+def _refers_to(text: str, name: str) -> bool:
+    return re.search(rf"(?<![\w.]){re.escape(name)}\b", text) is not None
+
+
 @functools.cache
 def source(name: str) -> str:
     """The full Lua source of one script, as sent to Redis."""
-    common = (LUA_DIR / "_common.lua").read_text()
     own = (LUA_DIR / f"{name}.lua").read_text()
-    return f"{lua_prelude()}\n{common}\n-- {name}.lua\n{own}"
+    blocks = _definitions((LUA_DIR / "_common.lua").read_text())
+    used, text = set(), own
+    while added := [b for b in blocks if b[0] not in used and _refers_to(text, b[0])]:
+        used.update(block_name for block_name, _ in added)
+        text += "".join(block_text for _, block_text in added)
+    helpers = "".join(block_text for block_name, block_text in blocks if block_name in used)
+    return f"{lua_prelude(helpers + own)}\n{helpers}\n-- {name}.lua\n{own}"
 
 
 class Scripts:

@@ -10,9 +10,12 @@
 --   acked, failed or restored); else a flat list id, retry_count, blob, ...
 --   earliest perform_in first.
 local shard, now, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
-if ARGV[4] == '1' then ack_processing(shard) end
 local processing = K.processing_hash(shard)
-if redis.call('exists', processing) == 1 then return false end
+if ARGV[4] == '1' then
+  ack_processing(shard)
+elseif redis.call('exists', processing) == 1 then
+  return false
+end
 local due = redis.call('zrangebyscore', K.perform_in_zset(shard), '-inf', now,
   'withscores', 'limit', 0, limit)
 local out = {}

@@ -1,0 +1,33 @@
+"""Each Lua script carries only the helpers and key names it uses, and every script loads."""
+
+from __future__ import annotations
+
+import re
+
+from lowkiq.storage.scripts import SCRIPT_NAMES, source
+
+
+def test_every_script_loads_into_redis(redis_client):
+    for name in SCRIPT_NAMES:
+        assert len(redis_client.script_load(source(name))) == 40, name
+
+
+def test_a_script_carries_the_helpers_it_uses_and_not_the_others():
+    ack = source("ack")
+    assert "local function ack_processing" in ack
+    assert "K.processing_hash =" in ack and "K.processed_counter =" in ack
+    assert "blob_merge" not in ack and "K.fresh_lex_zset" not in ack
+    # pop uses find_queued, which needs find_member: helpers bring their own helpers.
+    pop = source("pop")
+    assert "local function find_queued" in pop and "local function find_member" in pop
+
+
+def test_every_helper_a_script_calls_is_defined_before_the_script():
+    for name in SCRIPT_NAMES:
+        text = source(name)
+        helpers, own = text.split(f"-- {name}.lua\n")
+        own = re.sub(r"--[^\n]*", "", own)  # comments name keys, not calls
+        defined = set(re.findall(r"^local (?:function )?(\w+)", helpers, re.M))
+        called = set(re.findall(r"(?<![\w.:])([a-z_]+)\(", own))
+        lua_builtins = {"tonumber", "tostring", "ipairs", "pairs", "unpack", "math", "type"}
+        assert called - defined - lua_builtins <= {"function"}, (name, called - defined)
