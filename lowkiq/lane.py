@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 import redis
 
 from lowkiq.shard_handler import DeferredAck, ShardHandler
+from lowkiq.storage.queue import Queue
 
 # Below this many seconds a blocking wait is not worth it (and BLPOP 0 would block forever).
 MIN_BLOCK = 0.001
@@ -39,7 +40,13 @@ class Lane:
         self.stop = stop
         self.clock = clock
         self.wake_keys = [h.queue.keys.wake_list(h.shard) for h in self.handlers]
-        self._perform_in_keys = [h.queue.keys.perform_in_zset(h.shard) for h in self.handlers]
+        # Consecutive handlers of one queue, so earliest() asks each queue once.
+        self._shards_by_queue: list[tuple[Queue, list[int]]] = []
+        for handler in self.handlers:
+            if self._shards_by_queue and self._shards_by_queue[-1][0].name == handler.queue.name:
+                self._shards_by_queue[-1][1].append(handler.shard)
+            else:
+                self._shards_by_queue.append((handler.queue, [handler.shard]))
         # A blocking read must end before the socket times out.
         socket_timeout = getattr(client, "socket_timeout", None)
         self.max_block = (
@@ -47,11 +54,11 @@ class Lane:
         )
 
     def earliest(self) -> list[float | None]:
-        """The earliest ``perform_in`` queued in each shard (``None``: empty), one round trip."""
-        pipe = self.client.pipeline(transaction=False)
-        for key in self._perform_in_keys:
-            pipe.zrange(key, 0, 0, withscores=True)
-        return [heads[0][1] if heads else None for heads in pipe.execute()]
+        """The earliest ``perform_in`` queued in each shard (``None``: empty), a call per queue."""
+        heads: list[float | None] = []
+        for queue, shards in self._shards_by_queue:
+            heads += queue.earliest_perform_in(shards)
+        return heads
 
     def wait(self) -> None:
         """Ack any finished batch, then block until a wake-up, the next due job or poll_interval."""
@@ -63,6 +70,10 @@ class Lane:
         if timeout < MIN_BLOCK or self.stop.is_set():
             return
         self.client.blpop(self.wake_keys, timeout=timeout)
+
+    def stopping(self) -> bool:
+        """Whether the server asked the threads to stop taking batches."""
+        return self.stop.is_set()
 
     def wake(self, client: redis.Redis) -> None:
         """Interrupt this lane's blocking wait from another connection."""

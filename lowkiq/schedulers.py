@@ -35,13 +35,22 @@ class Lane(Protocol):
         """Idle until new work may be due: a wake-up, the next scheduled job, or poll_interval."""
         ...
 
+    def stopping(self) -> bool:
+        """Whether the thread must stop taking batches."""
+        ...
+
 
 Step = Callable[[], None]
 Scheduler = Callable[[Lane], Step]
 
 
 class LagScheduler:
-    """Process the shard whose earliest due job has waited longest; wait when none is due."""
+    """Process the due shards, the one whose earliest due job has waited longest first.
+
+    One step reads every shard's earliest ``perform_in`` once, then gives each
+    due shard one batch in lag order, so a thread spends one extra round trip
+    per round rather than per batch; it waits when no shard is due.
+    """
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
@@ -61,16 +70,17 @@ class LagScheduler:
 
         def step() -> None:
             now = self.clock()
-            due = [
-                (now - earliest, index)
+            due = sorted(
+                (earliest, index)
                 for index, earliest in enumerate(lane.earliest())
                 if earliest is not None and earliest <= now
-            ]
-            if not due:
-                lane.wait()
-                return
-            _, index = max(due, key=lambda item: (item[0], -item[1]))
-            if not handlers[index].process():
+            )
+            worked = False
+            for _, index in due:
+                if lane.stopping():
+                    return
+                worked = handlers[index].process() or worked
+            if not worked:
                 lane.wait()
 
         return step

@@ -47,12 +47,29 @@ class DeferredAck:
     def __init__(self) -> None:
         self.holder: ShardHandler | None = None
 
-    def settle(self, keep: ShardHandler | None = None) -> None:
-        """Ack the held batch now, unless its handler is ``keep`` (whose pop will ack it)."""
+    def settle(self) -> None:
+        """Ack the held batch now, in its own round trip."""
         holder = self.holder
-        if holder is not None and holder is not keep:
+        if holder is not None:
             self.holder = None
             holder.ack_now()
+
+    def ride(self, popper: ShardHandler) -> ShardHandler | None:
+        """Hand the held batch to ``popper``'s next pop to ack, when it can carry it.
+
+        A pop acks a shard of its own queue on its own connection in the same
+        script; any other held batch is acked now.  Returns the handler whose
+        batch the pop must ack, or ``None``.
+        """
+        holder = self.holder
+        if holder is None:
+            return None
+        self.holder = None
+        same_queue = holder.queue.name == popper.queue.name
+        if same_queue and holder.queue.client is popper.queue.client:
+            return holder
+        holder.ack_now()
+        return None
 
 
 class ShardHandler:
@@ -91,15 +108,21 @@ class ShardHandler:
         the shard on its next call) and lets a ``BaseException`` that is not an
         ``Exception`` escape from ``perform``, leaving the batch in processing.
         """
-        self.deferred.settle(keep=self)
         if self.unsure:
             self.restore()
-        ack_previous = self.deferred.holder is self
-        batch = self._guarded(
-            lambda: self.queue.pop(self.shard, self.worker.batch_size, ack_previous=ack_previous)
-        )
-        if ack_previous:
-            self.deferred.holder = None
+        riding = self.deferred.ride(self)
+        try:
+            batch = self.queue.pop(
+                self.shard,
+                self.worker.batch_size,
+                ack_shard=None if riding is None else riding.shard,
+            )
+        except redis.RedisError:
+            # Neither this pop nor the ack it carried is known to have happened.
+            self.unsure = True
+            if riding is not None:
+                riding.unsure = True
+            raise
         if batch is None:
             # Our shard's processing area holds a batch we do not know of.
             log.warning("%s: processing area occupied; restoring it", self.name)

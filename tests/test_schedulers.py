@@ -12,9 +12,12 @@ class FakeHandler:
     name: str
     due: int = 0  # batches left to process
     calls: list[str] = field(default_factory=list)
+    stops: FakeLane | None = None  # the lane this handler's batch stops
 
     def process(self) -> bool:
         self.calls.append(self.name)
+        if self.stops is not None:
+            self.stops.stop = True
         if self.due:
             self.due -= 1
             return True
@@ -26,6 +29,7 @@ class FakeLane:
     handlers: list[FakeHandler]
     heads: list[float | None]
     waits: int = 0
+    stop: bool = False
 
     def earliest(self) -> list[float | None]:
         return self.heads
@@ -33,15 +37,34 @@ class FakeLane:
     def wait(self) -> None:
         self.waits += 1
 
+    def stopping(self) -> bool:
+        return self.stop
 
-def test_lag_picks_the_shard_with_the_oldest_due_job() -> None:
+
+def test_lag_gives_each_due_shard_a_batch_oldest_first() -> None:
     calls: list[str] = []
-    handlers = [FakeHandler(n, due=1, calls=calls) for n in "abc"]
-    lane = FakeLane(handlers, heads=[95.0, 80.0, 90.0])
+    handlers = [FakeHandler(n, due=1, calls=calls) for n in "abcd"]
+    lane = FakeLane(handlers, heads=[95.0, 80.0, 90.0, 101.0])
     step = build_lag_scheduler(clock=lambda: 100.0)(lane)
     step()
-    assert calls == ["b"]
+    assert calls == ["b", "c", "a"]  # d is not due yet
     assert lane.waits == 0
+
+
+def test_lag_waits_after_a_round_that_found_nothing() -> None:
+    handlers = [FakeHandler("a"), FakeHandler("b")]
+    lane = FakeLane(handlers, heads=[95.0, 90.0])  # stale heads: both pops find nothing
+    build_lag_scheduler(clock=lambda: 100.0)(lane)()
+    assert (handlers[0].calls, handlers[1].calls, lane.waits) == (["a"], ["b"], 1)
+
+
+def test_lag_stops_taking_batches_mid_round_when_the_lane_stops() -> None:
+    calls: list[str] = []
+    handlers = [FakeHandler(n, due=1, calls=calls) for n in "abc"]
+    lane = FakeLane(handlers, heads=[90.0, 80.0, 85.0])
+    handlers[1].stops = lane  # a stop signal arrives while b's batch runs
+    build_lag_scheduler(clock=lambda: 100.0)(lane)()
+    assert calls == ["b"]
 
 
 def test_lag_ignores_jobs_scheduled_for_later_and_waits() -> None:

@@ -95,16 +95,19 @@ class Queue:
         self.run("push", *args)
 
     def pop(
-        self, shard: int, limit: int, now: float | None = None, ack_previous: bool = False
+        self, shard: int, limit: int, now: float | None = None, ack_shard: int | None = None
     ) -> list[PoppedJob] | None:
         """Move up to ``limit`` due jobs of ``shard`` into its processing area.
 
-        With ``ack_previous`` the shard's previous batch is acked first, in the
-        same script.  Returns ``None`` while the processing area still holds a
-        batch (it must be acked, failed or restored first), else the popped
-        jobs, earliest ``perform_in`` first (an empty list when nothing is due).
+        ``ack_shard`` (this shard or another of this queue) has its finished
+        batch acked first, in the same script: a thread acks its last batch
+        and pops the next in one round trip.  Returns ``None`` while the
+        processing area still holds a batch (it must be acked, failed or
+        restored first), else the popped jobs, earliest ``perform_in`` first
+        (an empty list when nothing is due).
         """
-        reply = self.run("pop", shard, _now(now), limit, 1 if ack_previous else 0)
+        ack = "" if ack_shard is None else ack_shard
+        reply = self.run("pop", shard, _now(now), limit, ack)
         if reply is None:
             return None
         load = self.codec.load_payload
@@ -163,7 +166,4 @@ class Queue:
 
     def earliest_perform_in(self, shards: Sequence[int]) -> list[float | None]:
         """The earliest ``perform_in`` queued in each shard, or ``None`` when it is empty."""
-        pipe = self.client.pipeline(transaction=False)
-        for shard in shards:
-            pipe.zrange(self.keys.perform_in_zset(shard), 0, 0, withscores=True)
-        return [heads[0][1] if heads else None for heads in pipe.execute()]
+        return [None if head is None else float(head) for head in self.run("heads", *shards)]

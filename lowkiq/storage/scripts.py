@@ -35,6 +35,7 @@ SCRIPT_NAMES = (
     "perform_now",
     "metrics",
     "range_after",
+    "heads",
 )
 
 
@@ -104,6 +105,7 @@ class Scripts:
     perform_now: Script
     metrics: Script
     range_after: Script
+    heads: Script
 
 
 _LOCK = threading.Lock()

@@ -71,12 +71,27 @@ def test_pop_returns_none_while_the_processing_area_is_occupied(worker, queue):
     assert worker.metrics()["fresh"] == 2
 
 
-def test_pop_with_ack_previous_acks_then_pops(worker, queue):
+def test_pop_with_ack_shard_acks_its_own_last_batch_then_pops(worker, queue):
     worker.perform_async([{"id": "a", "perform_in": NOW - 2}, {"id": "b", "perform_in": NOW - 1}])
     assert [job.id for job in queue.pop(0, 1, now=NOW)] == ["a"]
-    assert [job.id for job in queue.pop(0, 1, now=NOW, ack_previous=True)] == ["b"]
+    assert [job.id for job in queue.pop(0, 1, now=NOW, ack_shard=0)] == ["b"]
     assert worker.metrics()["processed"] == 1
     assert [job["id"] for job in worker.queries().processing_data()] == ["b"]
+
+
+def test_pop_with_ack_shard_acks_another_shard_of_the_queue(sharded_worker):
+    queue = sharded_worker.queue()
+    ids = [str(n) for n in range(40)]
+    sharded_worker.perform_async([{"id": i, "perform_in": NOW - 1} for i in ids])
+    first, second = sorted({queue.shard_of(i) for i in ids})[:2]
+    assert queue.pop(first, 3, now=NOW)
+    popped = queue.pop(second, 3, now=NOW, ack_shard=first)
+    assert popped and all(queue.shard_of(job.id) == second for job in popped)
+    metrics = sharded_worker.metrics()
+    assert (metrics["processed"], metrics["busy"]) == (3, len(popped))
+    # The acked shard can pop again; the other still holds its batch.
+    assert queue.pop(first, 3, now=NOW)
+    assert queue.pop(second, 3, now=NOW) is None
 
 
 def test_ack_clears_the_processing_area_and_counts_processed(worker, queue):

@@ -3,19 +3,17 @@
 -- ARGV[1]  shard
 -- ARGV[2]  now
 -- ARGV[3]  limit (batch size)
--- ARGV[4]  "1" to first ack the shard's previous batch (one round trip per batch)
+-- ARGV[4]  a shard of this queue whose finished batch to ack first, or "" (so a
+--          thread acks its last batch and pops the next in one round trip)
 -- Reads/writes: perform_in_zset(shard), fresh/retry lex zsets, retry_count_zset,
---   errors_hash, processing_hash(shard), processed_counter
+--   errors_hash, processing_hash(shard and ARGV[4]), processed_counter
 -- Returns: nil when the processing area is still occupied (a batch not yet
 --   acked, failed or restored); else a flat list id, retry_count, blob, ...
 --   earliest perform_in first.
 local shard, now, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local processing = K.processing_hash(shard)
-if ARGV[4] == '1' then
-  ack_processing(shard)
-elseif redis.call('exists', processing) == 1 then
-  return false
-end
+if ARGV[4] ~= '' then ack_processing(ARGV[4]) end
+if ARGV[4] ~= shard and redis.call('exists', processing) == 1 then return false end
 local due = redis.call('zrangebyscore', K.perform_in_zset(shard), '-inf', now,
   'withscores', 'limit', 0, limit)
 local out = {}
