@@ -9,7 +9,7 @@ Queued jobs come back as ``{"id", "payloads", "perform_in", "retry_count",
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from lowkiq.errors import InvalidQuery
@@ -196,8 +196,9 @@ class Queries:
         limit: int,
         reverse: bool,
         after_id: str | None,
-    ) -> None:
-        """Queue on ``pipe`` a read of ``(member, score)`` pairs of one sorted set, in order.
+    ) -> Callable[[list[Any]], list[tuple[float, bytes]]]:
+        """Queue on ``pipe`` a read of one sorted set, in order; returns the decoder of
+        its reply into ``(score, member)`` pairs.
 
         With ``after_id`` the range starts after the cursor ``(score, after_id)``,
         the score being ``low`` (ascending) or ``high`` (descending); members of
@@ -208,7 +209,7 @@ class Queries:
                 pipe.zrevrangebyscore(key, high.redis, low.redis, 0, limit, withscores=True)
             else:
                 pipe.zrangebyscore(key, low.redis, high.redis, 0, limit, withscores=True)
-            return
+            return _from_pairs
         cursor, far = (high, low.complement) if reverse else (low, high.redis)
         if cursor.exclusive:
             raise InvalidQuery("with after_id the cursor bound must be inclusive")
@@ -217,22 +218,16 @@ class Queries:
             args=[repr(cursor.value), after_id, far, limit, "desc" if reverse else "asc"],
             client=pipe,
         )
-
-    def _pairs(self, reply: list[Any]) -> list[tuple[float, bytes]]:
-        if reply and not isinstance(reply[0], (tuple, list)):  # a script's flat list
-            return [(float(reply[i + 1]), reply[i]) for i in range(0, len(reply), 2)]
-        return [(score, member) for member, score in reply]
+        return _from_flat
 
     def _ids_by_perform_in(
         self, min: Any, max: Any, limit: int, reverse: bool, after_id: str | None
     ) -> list[str]:
         low, high, limit = score_bound(min), score_bound(max), check_limit(limit)
         pipe = self.client.pipeline(transaction=False)
-        for shard in range(self.queue.shards_count):
-            self._scored(
-                pipe, self.keys.perform_in_zset(shard), low, high, limit, reverse, after_id
-            )
-        heads = [self._pairs(reply) for reply in pipe.execute()]
+        keys = [self.keys.perform_in_zset(shard) for shard in range(self.queue.shards_count)]
+        decoders = [self._scored(pipe, key, low, high, limit, reverse, after_id) for key in keys]
+        heads = [decode(reply) for decode, reply in zip(decoders, pipe.execute(), strict=True)]
         merged = heapq.merge(*heads, reverse=reverse)
         return [member.decode() for _, member in list(merged)[:limit]]
 
@@ -241,8 +236,9 @@ class Queries:
     ) -> list[str]:
         low, high, limit = score_bound(min), score_bound(max), check_limit(limit)
         pipe = self.client.pipeline(transaction=False)
-        self._scored(pipe, self.keys.morgue_updated_at_zset, low, high, limit, reverse, after_id)
-        return [member.decode() for _, member in self._pairs(pipe.execute()[0])]
+        key = self.keys.morgue_updated_at_zset
+        decode = self._scored(pipe, key, low, high, limit, reverse, after_id)
+        return [member.decode() for _, member in decode(pipe.execute()[0])]
 
     def _ids_by_retry_count(
         self, min: Any, max: Any, limit: int, reverse: bool, after_id: str | None
@@ -268,8 +264,18 @@ class Queries:
         self, low: ScoreBound, high: ScoreBound, limit: int, reverse: bool, after_id: str | None
     ) -> list[str]:
         pipe = self.client.pipeline(transaction=False)
-        self._scored(pipe, self.keys.retry_count_zset, low, high, limit, reverse, after_id)
-        return [member.decode() for _, member in self._pairs(pipe.execute()[0])]
+        decode = self._scored(pipe, self.keys.retry_count_zset, low, high, limit, reverse, after_id)
+        return [member.decode() for _, member in decode(pipe.execute()[0])]
+
+
+def _from_pairs(reply: list[Any]) -> list[tuple[float, bytes]]:
+    """``(score, member)`` from redis-py's ``withscores`` pairs."""
+    return [(score, member) for member, score in reply]
+
+
+def _from_flat(reply: list[Any]) -> list[tuple[float, bytes]]:
+    """``(score, member)`` from a script's flat ``member, score, ...`` list."""
+    return [(float(reply[i + 1]), reply[i]) for i in range(0, len(reply), 2)]
 
 
 def _exact(job_id: str) -> tuple[str, str]:

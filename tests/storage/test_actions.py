@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import NOW, retry_in
+from storage_support import NOW, retry_in
 
 
 def ids(jobs):

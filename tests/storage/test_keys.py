@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
+from storage_support import NOW
+
 import lowkiq
 from lowkiq.storage.keys import QueueKeys
-
-NOW = 1_700_000_000.0
 
 
 def exercise(worker: type[lowkiq.Worker]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from conftest import NOW, retry_in
+from storage_support import NOW, retry_in
 
 V_PAST = 1536323288.0
 

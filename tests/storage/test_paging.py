@@ -6,11 +6,10 @@ from __future__ import annotations
 import random
 
 import pytest
+from storage_support import NOW
 
 import lowkiq
 from lowkiq.errors import InvalidQuery
-
-NOW = 1_700_000_000.0
 
 
 def fail_all_due(queue, now, max_retry_count=3):

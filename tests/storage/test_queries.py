@@ -6,7 +6,7 @@ import math
 
 import pytest
 import redis
-from conftest import NOW, retry_in
+from storage_support import NOW, retry_in
 
 from lowkiq.errors import InvalidQuery, LowkiqError
 
