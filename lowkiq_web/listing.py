@@ -10,6 +10,7 @@ shown and the last id shown (``after`` and ``after_id``): the engine's
 from __future__ import annotations
 
 import math
+from datetime import datetime, timezone
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -82,6 +83,27 @@ def _number(name: str, text: str) -> float:
     return value
 
 
+#: Orders whose values are times: their start may also be an ISO 8601 date and time.
+TIME_ORDERS = ("perform_in", "updated_at")
+
+
+def _time(text: str) -> float:
+    """A unix timestamp, or an ISO 8601 date and time (UTC unless it names an offset)."""
+    try:
+        return _number("from", text)
+    except BadParameter:
+        pass
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadParameter(
+            f"from must be a number or a date and time like 2026-11-22 14:05:00, got {text!r}"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
 def parse_query(kind: str, args: Mapping[str, str]) -> ListQuery:
     """The :class:`ListQuery` of a request's arguments; :class:`BadParameter` names a bad one."""
     orders = ORDERS[kind]
@@ -102,9 +124,11 @@ def parse_query(kind: str, args: Mapping[str, str]) -> ListQuery:
     for name, value in (("after", after), ("after_id", after_id)):
         if value is not None and "\0" in value:
             raise BadParameter(f"{name} must not contain NUL")
+    if by in TIME_ORDERS and start:
+        start = repr(_time(start))
+    elif by != "id" and start:
+        _number("from", start)
     if by != "id":
-        if start:
-            _number("from", start)
         if after is not None:
             _number("after", after)
             if after_id is None:

@@ -213,3 +213,16 @@ def test_dead_by_updated_at_pages_through_one_big_tie(client):
     assert len({job["updated_at"] for job in MailWorker.queries().morgue_fetch(ids)}) == 1
     assert walk(client, "/MailWorker/dead") == list(reversed(ids))
     assert walk(client, "/MailWorker/dead?dir=asc") == ids
+
+
+def test_enqueued_by_perform_in_starts_from_a_date_and_time(client):
+    OrderWorker.perform_async(
+        [
+            {"id": "early", "perform_in": 1_795_323_000.0},  # 2026-11-22 04:50:00 UTC
+            {"id": "late", "perform_in": 1_795_323_600.0},  # 2026-11-22 05:00:00 UTC
+        ]
+    )
+    html = client.get("/OrderWorker/enqueued?by=perform_in&from=2026-11-22+04:55").get_data(
+        as_text=True
+    )
+    assert ids_on(html) == ["late"]

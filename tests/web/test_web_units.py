@@ -73,3 +73,25 @@ def test_list_query_defaults_and_params():
     }
     scored = listing.parse_query("dead", {"after": "1.5", "after_id": "7"})
     assert scored.params()["after_id"] == "7"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1795323225.5", 1795323225.5),
+        ("2026-11-22T04:53:45Z", 1795323225.0),
+        ("2026-11-22 04:53:45", 1795323225.0),  # no offset: UTC
+        ("2026-11-22T06:53:45+02:00", 1795323225.0),
+        ("2026-11-22", 1795305600.0),
+    ],
+)
+def test_a_time_order_starts_from_a_timestamp_or_a_date_and_time(text, expected):
+    for kind, by in (("enqueued", "perform_in"), ("dead", "updated_at")):
+        assert float(listing.parse_query(kind, {"by": by, "from": text}).start) == expected
+
+
+def test_a_bad_time_names_both_accepted_forms():
+    with pytest.raises(listing.BadParameter, match="number or a date and time"):
+        listing.parse_query("dead", {"by": "updated_at", "from": "yesterday"})
+    with pytest.raises(listing.BadParameter, match="from must be a number"):
+        listing.parse_query("enqueued", {"by": "retry_count", "from": "2026-11-22"})
