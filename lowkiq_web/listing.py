@@ -10,9 +10,9 @@ shown and the last id shown (``after`` and ``after_id``): the engine's
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from typing import Any
 
 from werkzeug.exceptions import BadRequest
@@ -128,11 +128,10 @@ def parse_query(kind: str, args: Mapping[str, str]) -> ListQuery:
         start = repr(_time(start))
     elif by != "id" and start:
         _number("from", start)
-    if by != "id":
-        if after is not None:
-            _number("after", after)
-            if after_id is None:
-                raise BadParameter("after_id is required with after when by is not id")
+    if by != "id" and after is not None:
+        _number("after", after)
+        if after_id is None:
+            raise BadParameter("after_id is required with after when by is not id")
     return ListQuery(by, direction, start, int(per_text), after, after_id)
 
 
