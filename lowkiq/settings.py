@@ -13,6 +13,7 @@ from typing import Any
 
 import redis
 
+from lowkiq.environment import env_int
 from lowkiq.errors import ConfigurationError
 from lowkiq.schedulers import build_lag_scheduler
 from lowkiq.serializers import Codec, dump_json, format_error, identity, load_json
@@ -27,17 +28,6 @@ def default_redis() -> redis.Redis:
 
         url = project_server_url()
     return redis.Redis.from_url(url)
-
-
-def _env_int(name: str, default: int) -> int:
-    """An integer from the environment variable ``name``, or ``default`` when unset."""
-    text = os.environ.get(name)
-    if text is None:
-        return default
-    try:
-        return int(text)
-    except ValueError:
-        raise ConfigurationError(f"{name} must be an integer, got {text!r}") from None
 
 
 def _noop(*args: Any, **kwargs: Any) -> None:
@@ -98,7 +88,7 @@ DEFAULTS: dict[str, tuple[Callable[[], Any], Callable[[str, Any], Any]]] = {
     # Seconds a thread waits when it found nothing or hit an error.
     "poll_interval": (lambda: 1.0, _positive_number),
     # Processing threads of one `lowkiq worker` process.
-    "threads_per_node": (lambda: _env_int("LOWKIQ_THREADS_PER_NODE", 5), _positive_int),
+    "threads_per_node": (lambda: env_int("LOWKIQ_THREADS_PER_NODE", 5), _positive_int),
     # Connections shared by perform_async and the dashboard in one process.
     "client_pool_size": (lambda: 5, _positive_int),
     # Seconds to wait for a pooled connection before giving up.

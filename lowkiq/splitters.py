@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from lowkiq.environment import env_int
 from lowkiq.errors import ConfigurationError
 
 T = TypeVar("T")
@@ -70,19 +71,9 @@ def build_by_node_splitter(
     return by_node_splitter
 
 
-def _env_int(name: str) -> int | None:
-    value = os.environ.get(name, "")
-    if value == "":
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigurationError(f"{name} must be an integer, got {value!r}") from None
-
-
 def build_env_splitter() -> Splitter:
     """By-node when ``LOWKIQ_NUMBER_OF_NODES`` and ``LOWKIQ_NODE_NUMBER`` are set, else default."""
-    nodes, node = _env_int("LOWKIQ_NUMBER_OF_NODES"), _env_int("LOWKIQ_NODE_NUMBER")
+    nodes, node = env_int("LOWKIQ_NUMBER_OF_NODES"), env_int("LOWKIQ_NODE_NUMBER")
     if nodes is None and node is None:
         return build_default_splitter()
     if nodes is None or node is None:

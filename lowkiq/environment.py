@@ -1,0 +1,18 @@
+"""Settings read from the environment (``LOWKIQ_*``), checked by name."""
+
+from __future__ import annotations
+
+import os
+
+from lowkiq.errors import ConfigurationError
+
+
+def env_int(name: str, default: int | None = None) -> int | None:
+    """The integer in the environment variable ``name``, or ``default`` when unset or empty."""
+    text = os.environ.get(name, "")
+    if text == "":
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be an integer, got {text!r}") from None
