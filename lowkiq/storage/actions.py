@@ -7,7 +7,7 @@ chunk one atomic script call, so Redis is never blocked for long.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from lowkiq.storage.queue import Queue
@@ -82,7 +82,7 @@ class Actions:
             args += (job_id, self.queue.shard_of(job_id))
         return args
 
-    def _drain(self, index_key: str, handle: Any) -> int:
+    def _drain(self, index_key: str, handle: Callable[[list[str]], int]) -> int:
         """Apply ``handle(ids)`` to the ids of ``index_key``, a chunk at a time, until none left."""
         total = 0
         while ids := [i.decode() for i in self.client.zrange(index_key, 0, CHUNK - 1)]:

@@ -168,24 +168,27 @@ class Queries:
             job["error"] = self.queue.codec.error_text(error)
         return job
 
-    def _lex_ids(self, key: str, min: str, max: str, limit: int, reverse: bool) -> list[str]:
+    def _lex(self, pipe: Any, key: str, min: str, max: str, limit: int, reverse: bool) -> None:
+        """Queue on ``pipe`` a read of the ids of a lex zset of ``id\\0blob`` members."""
         low, high = member_bound(min, "min"), member_bound(max, "max")
         if reverse:
-            members = self.client.zrevrangebylex(key, high, low, start=0, num=limit)
+            pipe.zrevrangebylex(key, high, low, start=0, num=limit)
         else:
-            members = self.client.zrangebylex(key, low, high, start=0, num=limit)
-        return [blob.split_member(member)[0] for member in members]
+            pipe.zrangebylex(key, low, high, start=0, num=limit)
 
     def _ids_by_lex(self, min: str, max: str, limit: int, reverse: bool) -> list[str]:
         limit = check_limit(limit)
-        fresh = self._lex_ids(self.keys.fresh_lex_zset, min, max, limit, reverse)
-        retry = self._lex_ids(self.keys.retry_lex_zset, min, max, limit, reverse)
+        pipe = self.client.pipeline(transaction=False)
+        for key in (self.keys.fresh_lex_zset, self.keys.retry_lex_zset):
+            self._lex(pipe, key, min, max, limit, reverse)
+        fresh, retry = ([_member_id(m) for m in reply] for reply in pipe.execute())
         merged = heapq.merge(fresh, retry, key=_id_order, reverse=reverse)
         return list(merged)[:limit]
 
     def _morgue_ids_by_lex(self, min: str, max: str, limit: int, reverse: bool) -> list[str]:
-        limit = check_limit(limit)
-        return self._lex_ids(self.keys.morgue_lex_zset, min, max, limit, reverse)[:limit]
+        pipe = self.client.pipeline(transaction=False)
+        self._lex(pipe, self.keys.morgue_lex_zset, min, max, check_limit(limit), reverse)
+        return [_member_id(member) for member in pipe.execute()[0]]
 
     def _scored(
         self,
@@ -247,25 +250,19 @@ class Queries:
         retries ascending and after them descending, in id order as Redis ties are."""
         low, high, limit = score_bound(min), score_bound(max), check_limit(limit)
         cursor = (high if reverse else low).value if after_id is not None else None
-        fresh_ids: list[str] = []
-        if low.admits_from_below(-1) and high.admits_from_above(-1):
+        pipe = self.client.pipeline(transaction=False)
+        fresh_included = low.admits_from_below(-1) and high.admits_from_above(-1)
+        if fresh_included:
             start = f"({after_id}" if cursor == -1 else ("+" if reverse else "-")
             bounds = ("-", start) if reverse else (start, "+")
-            fresh_ids = self._lex_ids(self.keys.fresh_lex_zset, *bounds, limit, reverse)
+            self._lex(pipe, self.keys.fresh_lex_zset, *bounds, limit, reverse)
         retry_after = after_id if cursor is not None and cursor >= 0 else None
-        if reverse:
-            ids = self._retry_ids(low, high, limit, reverse, retry_after)
-            return (ids + fresh_ids)[:limit]
-        if len(fresh_ids) >= limit:
-            return fresh_ids[:limit]
-        return fresh_ids + self._retry_ids(low, high, limit - len(fresh_ids), reverse, retry_after)
-
-    def _retry_ids(
-        self, low: ScoreBound, high: ScoreBound, limit: int, reverse: bool, after_id: str | None
-    ) -> list[str]:
-        pipe = self.client.pipeline(transaction=False)
-        decode = self._scored(pipe, self.keys.retry_count_zset, low, high, limit, reverse, after_id)
-        return [member.decode() for _, member in decode(pipe.execute()[0])]
+        key = self.keys.retry_count_zset
+        decode = self._scored(pipe, key, low, high, limit, reverse, retry_after)
+        replies = pipe.execute()
+        fresh = [_member_id(member) for member in replies[0]] if fresh_included else []
+        retries = [member.decode() for _, member in decode(replies[-1])]
+        return ((retries + fresh) if reverse else (fresh + retries))[:limit]
 
 
 def _from_pairs(reply: list[Any]) -> list[tuple[float, bytes]]:
@@ -276,6 +273,11 @@ def _from_pairs(reply: list[Any]) -> list[tuple[float, bytes]]:
 def _from_flat(reply: list[Any]) -> list[tuple[float, bytes]]:
     """``(score, member)`` from a script's flat ``member, score, ...`` list."""
     return [(float(reply[i + 1]), reply[i]) for i in range(0, len(reply), 2)]
+
+
+def _member_id(member: bytes) -> str:
+    """The id of a lex-zset member ``id\\0blob``."""
+    return blob.split_member(member)[0]
 
 
 def _exact(job_id: str) -> tuple[str, str]:

@@ -157,13 +157,6 @@ class Queue:
         """Put a processing area left by a crash back into the queue; returns its size."""
         return self.run("restore", shard, _now(now))
 
-    def processing_sizes(self, shards: Sequence[int]) -> list[int]:
-        """How many jobs each shard's processing area holds (0: none)."""
-        pipe = self.client.pipeline(transaction=False)
-        for shard in shards:
-            pipe.hlen(self.keys.processing_hash(shard))
-        return [int(size) for size in pipe.execute()]
-
     def earliest_perform_in(self, shards: Sequence[int]) -> list[float | None]:
         """The earliest ``perform_in`` queued in each shard, or ``None`` when it is empty."""
         return [None if head is None else float(head) for head in self.run("heads", *shards)]

@@ -22,21 +22,8 @@ from lowkiq.storage.keys import lua_prelude
 
 LUA_DIR = Path(__file__).with_name("lua")
 
-SCRIPT_NAMES = (
-    "push",
-    "pop",
-    "ack",
-    "fail",
-    "restore",
-    "morgue_queue_up",
-    "morgue_delete",
-    "kill_failed",
-    "delete_failed",
-    "perform_now",
-    "metrics",
-    "range_after",
-    "heads",
-)
+#: Every script: the files of ``lua/`` but the shared ``_common.lua``.
+SCRIPT_NAMES = tuple(sorted(p.stem for p in LUA_DIR.glob("*.lua") if not p.stem.startswith("_")))
 
 
 _DEFINITION = re.compile(r"^local (?:function )?(\w+)")

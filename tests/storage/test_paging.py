@@ -58,15 +58,23 @@ def walk(fetch, first, end, per, key):
     return [job["id"] for job in seen]
 
 
+def assert_pages_walk_the_whole_order(forward, backward, key, per):
+    """Both directions, page by page, equal one big query; returns the ascending ids."""
+    everything = [job["id"] for job in forward("-inf", "+inf", 10_000)]
+    assert walk(forward, "-inf", "+inf", per, key) == everything
+    backwards = [job["id"] for job in backward("+inf", "-inf", 10_000)]
+    assert backwards == everything[::-1]
+    assert walk(backward, "+inf", "-inf", per, key) == backwards
+    return everything
+
+
 @pytest.mark.parametrize("per", [1, 7, 50])
 def test_paging_by_perform_in_gives_every_job_once_in_order(queue_with_ties, per):
     queries = queue_with_ties.queries()
-    everything = [job["id"] for job in queries.range_by_perform_in("-inf", "+inf", 10_000)]
+    everything = assert_pages_walk_the_whole_order(
+        queries.range_by_perform_in, queries.rev_range_by_perform_in, "perform_in", per
+    )
     assert len(everything) == queue_with_ties.metrics()["length"] > 0
-    assert walk(queries.range_by_perform_in, "-inf", "+inf", per, "perform_in") == everything
-    backwards = [job["id"] for job in queries.rev_range_by_perform_in("+inf", "-inf", 10_000)]
-    assert backwards == everything[::-1]
-    assert walk(queries.rev_range_by_perform_in, "+inf", "-inf", per, "perform_in") == backwards
 
 
 @pytest.mark.parametrize("per", [1, 7, 50])
@@ -77,22 +85,23 @@ def test_paging_by_retry_count_crosses_from_fresh_to_retries(queue_with_ties, pe
     listed = queries.range_by_retry_count("-inf", "+inf", 10_000)
     assert [job["retry_count"] for job in listed] == sorted(job["retry_count"] for job in listed)
     assert {job["retry_count"] for job in listed} == {-1, 0, 1, 2}
-    everything = [job["id"] for job in listed]
+    everything = assert_pages_walk_the_whole_order(
+        queries.range_by_retry_count, queries.rev_range_by_retry_count, "retry_count", per
+    )
+    assert everything == [job["id"] for job in listed]
     assert len(everything) == metrics["length"]
-    assert walk(queries.range_by_retry_count, "-inf", "+inf", per, "retry_count") == everything
-    backwards = [job["id"] for job in queries.rev_range_by_retry_count("+inf", "-inf", 10_000)]
-    assert backwards == everything[::-1]
-    assert walk(queries.rev_range_by_retry_count, "+inf", "-inf", per, "retry_count") == backwards
 
 
 @pytest.mark.parametrize("per", [1, 7, 15])
 def test_paging_the_morgue_by_updated_at(queue_with_ties, per):
     queries = queue_with_ties.queries()
-    everything = [job["id"] for job in queries.morgue_range_by_updated_at("-inf", "+inf", 10_000)]
+    everything = assert_pages_walk_the_whole_order(
+        queries.morgue_range_by_updated_at,
+        queries.morgue_rev_range_by_updated_at,
+        "updated_at",
+        per,
+    )
     assert len(everything) == queue_with_ties.metrics()["morgue_length"] > per
-    assert walk(queries.morgue_range_by_updated_at, "-inf", "+inf", per, "updated_at") == everything
-    walked = walk(queries.morgue_rev_range_by_updated_at, "+inf", "-inf", per, "updated_at")
-    assert walked == everything[::-1]
 
 
 def test_paging_stops_at_the_far_bound(queue_with_ties):
