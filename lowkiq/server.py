@@ -28,11 +28,11 @@ import redis
 from lowkiq.connection import ThreadClient, describe_redis
 from lowkiq.errors import ConfigurationError
 from lowkiq.lane import Lane
-from lowkiq.schedulers import build_lag_scheduler
 from lowkiq.settings import Settings, settings
 from lowkiq.shard_handler import DeferredAck, ShardHandler
-from lowkiq.splitters import build_default_splitter
+from lowkiq.splitters import with_threads
 from lowkiq.version import __version__
+from lowkiq.worker import Worker
 
 log = logging.getLogger("lowkiq.server")
 
@@ -46,14 +46,14 @@ MAIN_TICK = 0.05
 class Shard:
     """One shard of one worker: what splitters deal."""
 
-    worker: type
+    worker: type[Worker]
     index: int
 
     def __repr__(self) -> str:
         return f"{self.worker.__name__}:{self.index}"
 
 
-def all_shards(workers: list[type]) -> list[Shard]:
+def all_shards(workers: list[type[Worker]]) -> list[Shard]:
     """Every shard of every worker, in worker order: ``A0 A1 A2 B0 B1 ...``."""
     return [Shard(worker, index) for worker in workers for index in range(worker.shards_count)]
 
@@ -85,7 +85,7 @@ class Server:
         workers = list(config.workers)
         if not workers:
             raise ConfigurationError("settings.workers is empty: no queue to process")
-        splitter = (config.build_splitter or build_default_splitter)()
+        splitter = with_threads(config.build_splitter(), config.threads_per_node)
         groups = splitter(all_shards(workers))
         seen: set[Shard] = set()
         for group in groups:
@@ -103,7 +103,7 @@ class Server:
                 ShardHandler(
                     shard.worker,
                     shard.index,
-                    shard.worker.queue(client),
+                    shard.worker.queue(client, config),
                     deferred,
                     config.server_middlewares,
                     config.format_error,
@@ -138,7 +138,7 @@ class Server:
         config = self.settings
         config.on_server_init()
         self.lanes = self.build_lanes()
-        build_scheduler = config.build_scheduler or build_lag_scheduler
+        build_scheduler = config.build_scheduler
         log.info(
             "lowkiq %s, pid %d, Redis %s",
             __version__,

@@ -1,73 +1,89 @@
-"""The settings object ``lowkiq.settings`` and its documented defaults (SPEC §6).
+"""The settings object ``lowkiq.settings``: every setting, its default, unit and check.
 
-Assigning an unknown name or a bad value raises :class:`ConfigurationError`
-naming the setting, so a typo fails at start-up instead of being ignored.
+:class:`Settings` declares each setting once, as a typed field whose default
+and check sit together; adding a setting is adding one field.  Assigning an
+unknown name or a bad value raises :class:`ConfigurationError` naming the
+setting, so a typo fails at start-up instead of being ignored.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from dataclasses import MISSING, Field, dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 import redis
+from redis import Redis
 
 from lowkiq.environment import env_int
 from lowkiq.errors import ConfigurationError
-from lowkiq.schedulers import build_lag_scheduler
+from lowkiq.middleware import ClientMiddleware, ServerMiddleware
+from lowkiq.schedulers import Scheduler, build_lag_scheduler
 from lowkiq.serializers import Codec, dump_json, format_error, identity, load_json
-from lowkiq.splitters import default_build_splitter
+from lowkiq.splitters import Splitter, default_build_splitter
+
+if TYPE_CHECKING:
+    from lowkiq.worker import Worker
+
+#: Checks a value given to setting ``name``; returns the value to keep.
+Check = Callable[[str, Any], Any]
 
 
-def default_redis() -> redis.Redis:
+def default_redis() -> Redis:
     """``REDIS_URL`` when set, else the project's embedded server (see :mod:`lowkiq.embedded`)."""
     url = os.environ.get("REDIS_URL")
     if not url:
         from lowkiq.embedded import project_server_url
 
         url = project_server_url()
-    return redis.Redis.from_url(url)
+    return Redis.from_url(url)
 
 
 def _noop(*args: Any, **kwargs: Any) -> None:
     """Do nothing (the default hook)."""
 
 
-def _positive_int(name: str, value: Any) -> int:
+def positive_int(name: str, value: Any) -> int:
+    """An ``int`` >= 1 (``bool`` is not a count)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigurationError(f"setting {name} must be an integer >= 1, got {value!r}")
     return value
 
 
-def _positive_number(name: str, value: Any) -> float:
+def positive_number(name: str, value: Any) -> float:
+    """A number > 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ConfigurationError(f"setting {name} must be a number > 0, got {value!r}")
     return value
 
 
-def _callable(name: str, value: Any) -> Any:
+def a_callable(name: str, value: Any) -> Any:
+    """Anything callable."""
     if not callable(value):
         raise ConfigurationError(f"setting {name} must be callable, got {value!r}")
     return value
 
 
-def _callables(name: str, value: Any) -> list:
+def callables(name: str, value: Any) -> list[Any]:
+    """A list or tuple of callables, kept as a new list."""
     if not isinstance(value, (list, tuple)) or not all(callable(item) for item in value):
         raise ConfigurationError(f"setting {name} must be a list of callables, got {value!r}")
     return list(value)
 
 
-def _workers(name: str, value: Any) -> list:
+def worker_classes(name: str, value: Any) -> list[type[Worker]]:
+    """A list of valid ``lowkiq.Worker`` subclasses with distinct queue names."""
     if not isinstance(value, (list, tuple)):
         raise ConfigurationError(f"setting {name} must be a list of Worker classes, got {value!r}")
-    if not value:
-        return []
-    from lowkiq.worker import Worker
-
-    seen: dict[str, type] = {}
+    # Looked up, not imported: lowkiq.worker imports this module, and a Worker
+    # subclass can only exist once lowkiq.worker is loaded.
+    base = getattr(sys.modules.get("lowkiq.worker"), "Worker", None)
+    seen: dict[str, type[Worker]] = {}
     for worker in value:
-        if not (isinstance(worker, type) and issubclass(worker, Worker)):
+        if base is None or not (isinstance(worker, type) and issubclass(worker, base)):
             raise ConfigurationError(f"setting {name}: {worker!r} is not a lowkiq.Worker subclass")
         worker.validate()
         if worker.queue_name in seen:
@@ -79,88 +95,136 @@ def _workers(name: str, value: Any) -> list:
     return list(value)
 
 
-#: name -> (default factory, validator). Units: seconds for times.
-DEFAULTS: dict[str, tuple[Callable[[], Any], Callable[[str, Any], Any]]] = {
-    # The worker classes whose queues this process serves and shows.
-    "workers": (list, _workers),
-    # Zero-argument factory of a redis.Redis client.
-    "redis": (lambda: default_redis, _callable),
-    # Seconds a thread waits when it found nothing or hit an error.
-    "poll_interval": (lambda: 1.0, _positive_number),
-    # Processing threads of one `lowkiq worker` process.
-    "threads_per_node": (lambda: env_int("LOWKIQ_THREADS_PER_NODE", 5), _positive_int),
-    # Connections shared by perform_async and the dashboard in one process.
-    "client_pool_size": (lambda: 5, _positive_int),
-    # Seconds to wait for a pooled connection before giving up.
-    "pool_timeout": (lambda: 5.0, _positive_number),
-    # mw(worker, batch, call_next) around perform, outermost first.
-    "server_middlewares": (list, _callables),
-    # mw(worker, jobs, call_next) around perform_async, outermost first.
-    "client_middlewares": (list, _callables),
-    # Called once before the processing threads start.
-    "on_server_init": (lambda: _noop, _callable),
-    # Zero-argument factory of a scheduler (lowkiq.build_seq_scheduler is the other built-in).
-    "build_scheduler": (lambda: build_lag_scheduler, _callable),
-    # Zero-argument factory of a splitter: lowkiq.build_default_splitter, or the
-    # by-node splitter when LOWKIQ_NUMBER_OF_NODES / LOWKIQ_NODE_NUMBER are set.
-    "build_splitter": (default_build_splitter, _callable),
-    # f(exc) for a fatal error outside workers.
-    "last_words": (lambda: _noop, _callable),
-    # Payload serializer; canonical JSON so equal payloads have equal bytes.
-    "dump_payload": (lambda: dump_json, _callable),
-    "load_payload": (lambda: load_json, _callable),
-    # Error text of a failed job, and how it is stored.
-    "format_error": (lambda: format_error, _callable),
-    "dump_error": (lambda: identity, _callable),
-    "load_error": (lambda: identity, _callable),
-}
+def setting(
+    default: Any = MISSING, *, factory: Callable[[], Any] | None = None, check: Check
+) -> Any:
+    """Declare a setting: its default (or a factory of it, read at reset) and its check."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={"check": check})
+    return field(default=default, metadata={"check": check})
 
 
-class Settings:
-    """lowkiq's settings; see :data:`DEFAULTS` for names, defaults and units."""
+class SharedClient:
+    """One process's lazily made client; a forked child makes its own."""
 
     def __init__(self) -> None:
-        object.__setattr__(self, "_client", None)
-        object.__setattr__(self, "_client_pid", None)
-        object.__setattr__(self, "_lock", threading.Lock())
-        self.reset()
+        self._lock = threading.Lock()
+        self._client: Redis | None = None
+        self._pid: int | None = None
+
+    def get(self, make: Callable[[], Redis]) -> Redis:
+        """The client, made with ``make`` on first use in this process."""
+        pid = os.getpid()
+        with self._lock:
+            if self._client is None or self._pid != pid:
+                self._client, self._pid = make(), pid
+            return self._client
+
+    def drop(self) -> None:
+        """Forget the client; the next :meth:`get` makes a new one."""
+        with self._lock:
+            self._client = None
+
+
+# Settings that shape the shared client: changing one drops it.
+_CLIENT_SETTINGS = frozenset({"redis", "client_pool_size", "pool_timeout"})
+
+
+@dataclass(eq=False)
+class Settings:
+    """lowkiq's settings.  Times are in seconds.
+
+    ``Settings(threads_per_node=2, ...)`` makes an independent settings object
+    (``lowkiq.server.Server(config)`` runs with it); ``lowkiq.settings`` is the
+    one ``perform_async``, the dashboard and ``lowkiq worker`` use.
+    """
+
+    #: The worker classes whose queues this process serves and shows.
+    workers: list[type[Worker]] = setting(factory=list, check=worker_classes)
+    #: Zero-argument factory of a redis.Redis client.
+    redis: Callable[[], Redis] = setting(default_redis, check=a_callable)
+    #: Seconds a thread waits when it found nothing or hit an error.
+    poll_interval: float = setting(1.0, check=positive_number)
+    #: Processing threads of one ``lowkiq worker`` process (env LOWKIQ_THREADS_PER_NODE).
+    threads_per_node: int = setting(
+        factory=lambda: env_int("LOWKIQ_THREADS_PER_NODE", 5), check=positive_int
+    )
+    #: Connections shared by perform_async and the dashboard in one process.
+    client_pool_size: int = setting(5, check=positive_int)
+    #: Seconds to wait for a pooled connection before giving up.
+    pool_timeout: float = setting(5.0, check=positive_number)
+    #: ``mw(worker, batch, call_next)`` around perform, outermost first.
+    server_middlewares: list[ServerMiddleware] = setting(factory=list, check=callables)
+    #: ``mw(worker, jobs, call_next)`` around perform_async, outermost first.
+    client_middlewares: list[ClientMiddleware] = setting(factory=list, check=callables)
+    #: Called once before the processing threads start.
+    on_server_init: Callable[[], None] = setting(_noop, check=a_callable)
+    #: Zero-argument factory of a scheduler (lowkiq.build_seq_scheduler is the other built-in).
+    build_scheduler: Callable[[], Scheduler] = setting(build_lag_scheduler, check=a_callable)
+    #: Zero-argument factory of a splitter: lowkiq.build_default_splitter, or the
+    #: by-node splitter when LOWKIQ_NUMBER_OF_NODES / LOWKIQ_NODE_NUMBER are set.
+    build_splitter: Callable[[], Splitter] = setting(
+        factory=default_build_splitter, check=a_callable
+    )
+    #: ``f(exc)`` for a fatal error outside workers.
+    last_words: Callable[[BaseException], None] = setting(_noop, check=a_callable)
+    #: Payload serializer; canonical JSON so that equal payloads have equal bytes.
+    dump_payload: Callable[[Any], bytes | str] = setting(dump_json, check=a_callable)
+    load_payload: Callable[[bytes], Any] = setting(load_json, check=a_callable)
+    #: The error text of a failed job, and how it is stored.
+    format_error: Callable[[BaseException], str] = setting(format_error, check=a_callable)
+    dump_error: Callable[[str], bytes | str] = setting(identity, check=a_callable)
+    load_error: Callable[[Any], str] = setting(identity, check=a_callable)
+
+    # The shared client of client(), not a setting.
+    _shared: SharedClient = field(default_factory=lambda: SharedClient(), init=False, repr=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "_shared":
+            object.__setattr__(self, name, value)
+            return
+        check = _CHECKS.get(name)
+        if check is None:
+            known = ", ".join(sorted(_CHECKS))
+            raise ConfigurationError(f"unknown setting {name!r}; known settings: {known}")
+        object.__setattr__(self, name, check(name, value))
+        if name in _CLIENT_SETTINGS and "_shared" in self.__dict__:
+            self._shared.drop()
 
     def reset(self) -> None:
         """Restore every setting to its default and drop the shared client."""
-        for name, (default, validate) in DEFAULTS.items():
-            object.__setattr__(self, name, validate(name, default()))
-        object.__setattr__(self, "_client", None)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name not in DEFAULTS:
-            known = ", ".join(sorted(DEFAULTS))
-            raise ConfigurationError(f"unknown setting {name!r}; known settings: {known}")
-        object.__setattr__(self, name, DEFAULTS[name][1](name, value))
-        if name in ("redis", "client_pool_size", "pool_timeout"):
-            object.__setattr__(self, "_client", None)
+        for name in _CHECKS:
+            setattr(self, name, _default(_FIELDS[name]))
+        self._shared.drop()
 
     @property
     def codec(self) -> Codec:
         """The payload and error serializers, bundled for storage code."""
         return Codec(self.dump_payload, self.load_payload, self.dump_error, self.load_error)
 
-    def client(self) -> redis.Redis:
+    def client(self) -> Redis:
         """The process's shared client for perform_async and the dashboard.
 
         Made lazily, once per process (a forked child makes its own), with a
         blocking pool of ``client_pool_size`` connections that waits up to
         ``pool_timeout`` seconds for a free one.
         """
-        pid = os.getpid()
-        with self._lock:
-            if self._client is None or self._client_pid != pid:
-                client = pooled_client(self.redis(), self.client_pool_size, self.pool_timeout)
-                object.__setattr__(self, "_client", client)
-                object.__setattr__(self, "_client_pid", pid)
-            return self._client
+        return self._shared.get(
+            lambda: pooled_client(self.redis(), self.client_pool_size, self.pool_timeout)
+        )
 
 
-def pooled_client(template: redis.Redis, size: int, timeout: float) -> redis.Redis:
+def _default(declared: Field[Any]) -> Any:
+    if declared.default_factory is not MISSING:
+        return declared.default_factory()
+    return declared.default
+
+
+_FIELDS = {declared.name: declared for declared in fields(Settings) if "check" in declared.metadata}
+_CHECKS: dict[str, Check] = {name: declared.metadata["check"] for name, declared in _FIELDS.items()}
+
+
+def pooled_client(template: Redis, size: int, timeout: float) -> Redis:
     """A client with the connection settings of ``template`` and a blocking pool of ``size``."""
     pool = getattr(template, "connection_pool", None)
     if pool is None or not hasattr(pool, "connection_kwargs"):
@@ -170,7 +234,7 @@ def pooled_client(template: redis.Redis, size: int, timeout: float) -> redis.Red
     blocking = redis.BlockingConnectionPool(
         connection_class=pool.connection_class, max_connections=size, timeout=timeout, **kwargs
     )
-    return redis.Redis(connection_pool=blocking)
+    return Redis(connection_pool=blocking)
 
 
 settings = Settings()

@@ -13,32 +13,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from functools import reduce
 from typing import Any
 
 import redis
 
+from lowkiq.middleware import Batch, ServerMiddleware, chain
 from lowkiq.storage.queue import PoppedJob, Queue
 from lowkiq.worker import Worker
 
 log = logging.getLogger("lowkiq.shard_handler")
 
-#: mw(worker, batch, call_next) where call_next(worker, batch) runs the rest.
-ServerMiddleware = Callable[[type, dict[str, list[Any]], Callable[..., Any]], Any]
-
 
 def run_perform(
-    worker: type, batch: dict[str, list[Any]], middlewares: Sequence[ServerMiddleware]
+    worker: type[Worker], batch: Batch, middlewares: Sequence[ServerMiddleware]
 ) -> None:
     """Call ``worker.perform(batch)`` inside the server middlewares, the first outermost."""
 
-    def perform(final_worker: type, final_batch: dict[str, list[Any]]) -> None:
+    def perform(final_worker: type[Worker], final_batch: Batch) -> None:
         final_worker.perform(final_batch)
 
-    chain = reduce(
-        lambda call_next, mw: lambda w, b: mw(w, b, call_next), reversed(middlewares), perform
-    )
-    chain(worker, batch)
+    chain(middlewares, perform)(worker, batch)
 
 
 class DeferredAck:
@@ -77,7 +71,7 @@ class ShardHandler:
 
     def __init__(
         self,
-        worker: type,
+        worker: type[Worker],
         shard: int,
         queue: Queue,
         deferred: DeferredAck | None = None,

@@ -1,15 +1,19 @@
-"""Splitters deal the shards of all workers to threads (and to nodes) — SPEC §7.
+"""Splitters deal the shards of all workers to threads, and to nodes.
 
 A splitter is a callable ``shards -> [[shard, ...], ...]``: one list per
-thread, empty threads dropped.  ``settings.build_splitter`` is a zero-argument
-factory of one; the built-ins are :func:`build_default_splitter` and
-:func:`build_by_node_splitter`.
+thread, in worker order, empty threads dropped.  ``settings.build_splitter``
+is a zero-argument factory of one; the built-ins are
+:func:`build_default_splitter` and :func:`build_by_node_splitter`.  The
+default deals ``A0 A1 A2 B0 B1 B2 B3 C0 D0 D1`` to 3 threads as
+``A0 B0 B3 D1 | A1 B1 C0 | A2 B2 D0``; the by-node splitter first deals the
+list to nodes the same way, then its node's share to threads.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from lowkiq.environment import env_int
@@ -31,22 +35,45 @@ def deal(items: Sequence[T], hands: int) -> list[list[T]]:
     return [hand for hand in dealt if hand]
 
 
-def _threads(threads_per_node: int | None) -> int:
-    if threads_per_node is not None:
-        return threads_per_node
-    from lowkiq.settings import settings
+@dataclass(frozen=True)
+class RoundRobinSplitter:
+    """The built-in splitter: node ``node_number``'s round-robin share, dealt to threads.
 
-    return settings.threads_per_node
+    ``threads_per_node=None`` leaves the thread count open: the server fills it
+    in from the settings it runs with (:func:`with_threads`).
+    """
+
+    number_of_nodes: int = 1
+    node_number: int = 0
+    threads_per_node: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.node_number < self.number_of_nodes:
+            raise ConfigurationError(
+                f"node number must be in 0..{self.number_of_nodes - 1}, got {self.node_number} "
+                f"(number of nodes: {self.number_of_nodes})"
+            )
+
+    def __call__(self, shards: Sequence[T]) -> list[list[T]]:
+        if self.threads_per_node is None:
+            raise ConfigurationError(
+                "the splitter has no thread count: pass threads_per_node, "
+                "or let the server take it from its settings"
+            )
+        share = shards[self.node_number :: self.number_of_nodes]
+        return deal(share, self.threads_per_node)
+
+
+def with_threads(splitter: Splitter, threads_per_node: int) -> Splitter:
+    """``splitter``, with ``threads_per_node`` filled in when it is a built-in left open."""
+    if isinstance(splitter, RoundRobinSplitter) and splitter.threads_per_node is None:
+        return replace(splitter, threads_per_node=threads_per_node)
+    return splitter
 
 
 def build_default_splitter(threads_per_node: int | None = None) -> Splitter:
-    """Deal every shard to ``threads_per_node`` threads (default: the setting)."""
-    threads = _threads(threads_per_node)
-
-    def default_splitter(shards: Sequence[Any]) -> list[list[Any]]:
-        return deal(shards, threads)
-
-    return default_splitter
+    """Deal every shard to ``threads_per_node`` threads (default: the server's setting)."""
+    return RoundRobinSplitter(threads_per_node=threads_per_node)
 
 
 def build_by_node_splitter(
@@ -57,18 +84,7 @@ def build_by_node_splitter(
     Run one ``lowkiq worker`` per node number, ``0 .. number_of_nodes - 1``;
     together they serve every shard exactly once.
     """
-    if not 0 <= node_number < number_of_nodes:
-        raise ConfigurationError(
-            f"node number must be in 0..{number_of_nodes - 1}, got {node_number} "
-            f"(number of nodes: {number_of_nodes})"
-        )
-    threads = _threads(threads_per_node)
-
-    def by_node_splitter(shards: Sequence[Any]) -> list[list[Any]]:
-        nodes = [shards[i::number_of_nodes] for i in range(number_of_nodes)]
-        return deal(nodes[node_number], threads)
-
-    return by_node_splitter
+    return RoundRobinSplitter(number_of_nodes, node_number, threads_per_node)
 
 
 def build_env_splitter() -> Splitter:

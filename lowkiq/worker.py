@@ -6,13 +6,13 @@ import math
 import random
 import time
 from collections.abc import Callable, Sequence
-from functools import reduce
 from typing import Any, ClassVar
 
 import redis
 
 from lowkiq.errors import ConfigurationError, InvalidJob, RedisUnavailable
-from lowkiq.settings import settings
+from lowkiq.middleware import chain
+from lowkiq.settings import Settings, settings
 from lowkiq.storage.actions import Actions
 from lowkiq.storage.metrics import queue_metrics
 from lowkiq.storage.queries import Queries
@@ -86,12 +86,7 @@ class Worker:
         def enqueue(worker: type[Worker], final_jobs: Sequence[dict[str, Any]]) -> None:
             worker._push(final_jobs)
 
-        chain = reduce(
-            lambda call_next, mw: lambda w, j: mw(w, j, call_next),
-            reversed(settings.client_middlewares),
-            enqueue,
-        )
-        chain(cls, jobs)
+        chain(settings.client_middlewares, enqueue)(cls, jobs)
 
     @classmethod
     def _push(cls, jobs: Sequence[dict[str, Any]]) -> None:
@@ -110,10 +105,12 @@ class Worker:
     # -- storage views -----------------------------------------------------
 
     @classmethod
-    def queue(cls, client: redis.Redis | None = None) -> Queue:
-        """This worker's queue storage, on ``client`` or the shared client."""
+    def queue(cls, client: redis.Redis | None = None, config: Settings | None = None) -> Queue:
+        """This worker's queue storage, with the serializers of ``config`` (default: the
+        global settings), on ``client`` or the shared client of ``config``."""
         cls.validate()
-        return Queue(client or settings.client(), cls.queue_name, cls.shards_count, settings.codec)
+        config = settings if config is None else config
+        return Queue(client or config.client(), cls.queue_name, cls.shards_count, config.codec)
 
     @classmethod
     def queries(cls) -> Queries:

@@ -9,6 +9,8 @@ import redis
 import lowkiq
 from lowkiq.errors import ConfigurationError, LowkiqError
 from lowkiq.serializers import dump_json, load_json
+from lowkiq.server import Server
+from lowkiq.settings import Settings
 
 settings = lowkiq.settings
 
@@ -192,3 +194,38 @@ def test_a_redis_factory_that_decodes_responses_still_works(redis_client, redis_
     [job] = OrderWorker.queries().fetch([1])
     assert job["payloads"] == [[{"a": "é"}, 1.0]]
     assert lowkiq.stats()["by_worker"]["OrderWorker"]["length"] == 1
+
+
+def test_a_settings_object_is_independent_of_the_global_one():
+    config = Settings(threads_per_node=2, poll_interval=0.5)
+    assert (config.threads_per_node, config.poll_interval) == (2, 0.5)
+    assert (settings.threads_per_node, settings.poll_interval) == (5, 1.0)
+    with pytest.raises(ConfigurationError, match="threads_per_node"):
+        Settings(threads_per_node=0)
+    with pytest.raises(ConfigurationError, match="thread_per_node"):
+        config.thread_per_node = 2
+
+
+def test_a_server_runs_with_the_settings_it_was_given(redis_client, redis_url):
+    class OrderWorker(lowkiq.Worker):
+        shards_count = 6
+
+    def dump_upper(payload):
+        return str(payload).upper()
+
+    settings.threads_per_node = 3
+    config = Settings(
+        workers=[OrderWorker],
+        threads_per_node=1,
+        redis=lambda: redis.Redis.from_url(redis_url),
+        dump_payload=dump_upper,
+    )
+    server = Server(config)
+    lanes = server.build_lanes()
+    try:
+        assert len(lanes) == 1
+        assert len(lanes[0].handlers) == 6
+        assert {handler.queue.codec.dump_payload for handler in lanes[0].handlers} == {dump_upper}
+    finally:
+        for lane in lanes:
+            lane.client.close()

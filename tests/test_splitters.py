@@ -6,7 +6,12 @@ import pytest
 
 import lowkiq
 from lowkiq.errors import ConfigurationError
-from lowkiq.splitters import build_by_node_splitter, build_default_splitter, build_env_splitter
+from lowkiq.splitters import (
+    build_by_node_splitter,
+    build_default_splitter,
+    build_env_splitter,
+    with_threads,
+)
 
 SHARDS = ["A0", "A1", "A2", "B0", "B1", "B2", "B3", "C0", "D0", "D1"]
 
@@ -20,12 +25,16 @@ def test_default_splitter_drops_empty_threads() -> None:
     assert build_default_splitter(5)(["A0", "A1"]) == [["A0"], ["A1"]]
 
 
-def test_default_splitter_reads_threads_per_node_when_not_given() -> None:
-    lowkiq.settings.threads_per_node = 2
-    try:
-        assert build_default_splitter()(SHARDS[:4]) == [["A0", "A2"], ["A1", "B0"]]
-    finally:
-        lowkiq.settings.reset()
+def test_a_splitter_built_without_threads_takes_them_from_the_server() -> None:
+    open_splitter = build_default_splitter()
+    assert with_threads(open_splitter, 2)(SHARDS[:4]) == [["A0", "A2"], ["A1", "B0"]]
+    assert with_threads(build_by_node_splitter(2, 1), 1)(SHARDS[:4]) == [["A1", "B0"]]
+    with pytest.raises(ConfigurationError, match="thread count"):
+        open_splitter(SHARDS)
+
+
+def test_a_splitter_given_threads_keeps_them() -> None:
+    assert with_threads(build_default_splitter(1), 3)(SHARDS[:2]) == [["A0", "A1"]]
 
 
 def test_by_node_splitter_deals_to_nodes_then_threads() -> None:
@@ -54,7 +63,7 @@ def test_environment_selects_the_by_node_splitter(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("LOWKIQ_NODE_NUMBER", "1")
     lowkiq.settings.reset()
     try:
-        split = lowkiq.settings.build_splitter()(SHARDS)
+        split = with_threads(lowkiq.settings.build_splitter(), 5)(SHARDS)
         assert [s for thread in split for s in thread] == sorted(SHARDS[1::2], key=SHARDS.index)
     finally:
         monkeypatch.delenv("LOWKIQ_NUMBER_OF_NODES")
