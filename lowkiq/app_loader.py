@@ -5,12 +5,8 @@ from __future__ import annotations
 import importlib
 import sys
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
-
-import click
 
 from lowkiq.errors import LowkiqError
 
@@ -70,24 +66,3 @@ def load_app(target: str) -> ModuleType:
         raise AppLoadError(
             f"cannot load app {target!r}: {type(exc).__name__}: {exc} ({_where(exc, target)})"
         ) from None
-
-
-def require_option(help_text: str) -> Callable[[Any], Any]:
-    """The ``-r/--require PATH_OR_MODULE`` option of the commands that load an app."""
-    return click.option(
-        "-r", "--require", "app", required=True, metavar="PATH_OR_MODULE", help=help_text
-    )
-
-
-def fail(message: str) -> None:
-    """Print a one-line error and exit with status 2."""
-    click.echo(f"Error: {message}", err=True)
-    sys.exit(2)
-
-
-def load_app_or_exit(app: str) -> None:
-    """:func:`load_app`, or a one-line error naming the app and exit status 2."""
-    try:
-        load_app(app)
-    except AppLoadError as exc:
-        fail(str(exc))

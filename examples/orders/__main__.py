@@ -3,8 +3,9 @@
     python -m examples.orders            # until Ctrl-C; dashboard on http://127.0.0.1:8000/
     python -m examples.orders --once     # exit when the burst is processed
 
-Uses REDIS_URL, or the embedded Redis server in ./.lowkiq/ (stop it with
-``lowkiq redis stop``).  Processed orders go to ./orders.db.
+Uses REDIS_URL, or the embedded development Redis server in ./.lowkiq/ (from
+the lowkiq[embedded] extra; stop it with ``lowkiq redis stop``).  Processed
+orders go to ./orders.db.
 """
 
 from __future__ import annotations

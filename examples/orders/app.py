@@ -5,7 +5,8 @@ order's ``version``.  The update's score is its version, so one ``perform``
 sees an order's pending updates oldest first and keeps only the newest.
 One shard is served by one thread, so two updates of an order never race.
 
-Run the worker with ``lowkiq worker -r examples.orders.app``.
+Run the worker with ``lowkiq worker -r examples.orders.app``: on ``REDIS_URL``, else on
+the embedded development Redis server in ``./.lowkiq/``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import lowkiq
+from lowkiq.default_redis import development_redis
 
 #: Where processed orders are written (``ORDERS_DB`` overrides).
 DB_PATH = os.environ.get("ORDERS_DB", "orders.db")
@@ -89,3 +91,7 @@ class OrderWorker(lowkiq.Worker):
 
 
 lowkiq.settings.workers = [OrderWorker]
+# A development example: with REDIS_URL unset it runs on the embedded development
+# Redis server in ./.lowkiq/ (the lowkiq[embedded] extra). A production app leaves
+# settings.redis alone: REDIS_URL, else redis://localhost:6379/0.
+lowkiq.settings.redis = development_redis

@@ -5,7 +5,11 @@ from __future__ import annotations
 import re
 import time
 
+import redis
 from web_support import MailWorker, OrderWorker, bury, enqueue, fail_all, hold
+
+import lowkiq
+from lowkiq.embedded import EmbeddedServer, project_server_url
 
 
 def ids_on(html: str) -> list[str]:
@@ -226,3 +230,16 @@ def test_enqueued_by_perform_in_starts_from_a_date_and_time(client):
         as_text=True
     )
     assert ids_on(html) == ["late"]
+
+
+def test_a_badge_says_when_the_dashboard_runs_on_the_embedded_development_redis(client, tmp_path):
+    badge = "embedded development Redis</span>"
+    assert badge not in client.get("/").get_data(as_text=True)
+    directory = tmp_path / "dev"
+    url = project_server_url(directory)
+    try:
+        lowkiq.settings.redis = lambda: redis.Redis.from_url(url)
+        for page in ("/", "/OrderWorker/dead"):
+            assert badge in client.get(page).get_data(as_text=True)
+    finally:
+        EmbeddedServer(url=url, directory=directory).stop()

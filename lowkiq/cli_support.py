@@ -1,0 +1,56 @@
+"""What the ``lowkiq`` commands share: the ``-r`` option, the ``--embedded-redis`` flag,
+and loading the app or exiting with a one-line error."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import click
+
+from lowkiq.app_loader import AppLoadError, load_app
+from lowkiq.default_redis import EMBEDDED_ENV
+
+
+def require_option(help_text: str) -> Callable[[Any], Any]:
+    """The ``-r/--require PATH_OR_MODULE`` option of the commands that load an app."""
+    return click.option(
+        "-r", "--require", "app", required=True, metavar="PATH_OR_MODULE", help=help_text
+    )
+
+
+def _ask_for_embedded(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        # The environment, so that processes this one starts use it as well.
+        os.environ[EMBEDDED_ENV] = "1"
+    return value
+
+
+def embedded_redis_option() -> Callable[[Any], Any]:
+    """``--embedded-redis``: with REDIS_URL unset, use the embedded development server."""
+    return click.option(
+        "--embedded-redis",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_ask_for_embedded,
+        help=f"With REDIS_URL unset, run on the embedded development Redis server in "
+        f"./.lowkiq/ (needs lowkiq[embedded]) instead of redis://localhost:6379/0 "
+        f"[env {EMBEDDED_ENV}=1].",
+    )
+
+
+def fail(message: str) -> NoReturn:
+    """Print a one-line error and exit with status 2."""
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(2)
+
+
+def load_app_or_exit(app: str) -> None:
+    """:func:`~lowkiq.app_loader.load_app`, or a one-line error naming the app and exit 2."""
+    try:
+        load_app(app)
+    except AppLoadError as exc:
+        fail(str(exc))
