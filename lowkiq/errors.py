@@ -29,3 +29,11 @@ class InvalidQuery(LowkiqError, ValueError):
 
 class RedisUnavailable(LowkiqError, ConnectionError):
     """Redis could not be reached; the operation did not happen."""
+
+
+class LeaseLost(LowkiqError):
+    """The shard's lease is no longer held by this process: the call changed nothing.
+
+    Raised by pop, ack, fail and restore when the lease token they were given
+    is stale (it expired, or another process acquired the shard since).
+    """

@@ -1,5 +1,12 @@
 """One processing thread's shards: their handlers, lag metrics and the idle wait.
 
+The shards a thread serves change while it runs: the process's coordinator
+(:mod:`lowkiq.ownership.coordinator`) acquires a shard's lease and hands the
+thread its handler with :meth:`Lane.add`, and asks for a shard back with
+:meth:`Lane.remove`.  The thread applies such changes only between batches
+(:meth:`Lane.apply`), acking the shard's last batch and releasing its lease
+itself, so a shard is never served by two threads at once.
+
 The idle wait blocks on the shards' wake lists (pushed by every script that
 makes a job due), so an enqueue wakes the thread within milliseconds, while
 the timeout (the next scheduled ``perform_in``, at most ``poll_interval``)
@@ -8,17 +15,25 @@ picks up jobs scheduled for later on time.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 
 import redis
 
+from lowkiq.ownership import leases
+from lowkiq.ownership.leases import Lease
 from lowkiq.shard_handler import DeferredAck, ShardHandler
 from lowkiq.storage.queue import Queue
 
+log = logging.getLogger("lowkiq.lane")
+
 # Below this many seconds a blocking wait is not worth it (and BLPOP 0 would block forever).
 MIN_BLOCK = 0.001
+
+ShardKey = tuple[str, int]
 
 
 class Lane:
@@ -39,6 +54,20 @@ class Lane:
         self.poll_interval = poll_interval
         self.stop = stop
         self.clock = clock
+        #: Called by this lane's thread with the handlers whose leases it released.
+        self.on_released: Callable[[list[ShardHandler]], None] = lambda handlers: None
+        self._lock = threading.Lock()
+        self._added: list[ShardHandler] = []
+        self._removed: dict[ShardKey, bool] = {}
+        self._changed = threading.Event()
+        # A blocking read must end before the socket times out.
+        socket_timeout = getattr(client, "socket_timeout", None)
+        self.max_block = (
+            min(poll_interval, socket_timeout * 0.8) if socket_timeout else poll_interval
+        )
+        self._index()
+
+    def _index(self) -> None:
         self.wake_keys = [h.queue.keys.wake_list(h.shard) for h in self.handlers]
         # Consecutive handlers of one queue, so earliest() asks each queue once.
         self._shards_by_queue: list[tuple[Queue, list[int]]] = []
@@ -47,11 +76,73 @@ class Lane:
                 self._shards_by_queue[-1][1].append(handler.shard)
             else:
                 self._shards_by_queue.append((handler.queue, [handler.shard]))
-        # A blocking read must end before the socket times out.
-        socket_timeout = getattr(client, "socket_timeout", None)
-        self.max_block = (
-            min(poll_interval, socket_timeout * 0.8) if socket_timeout else poll_interval
-        )
+
+    # -- changes, from the coordinator's thread ----------------------------
+
+    def add(self, handler: ShardHandler) -> None:
+        """Serve ``handler``'s shard (its lease is held) from the next step on."""
+        with self._lock:
+            self._added.append(handler)
+        self._nudge()
+
+    def remove(self, key: ShardKey, release: bool) -> None:
+        """Stop serving a shard after the running batch; ``release``: give its lease up."""
+        with self._lock:
+            self._removed[key] = release
+        self._nudge()
+
+    def _nudge(self) -> None:
+        self._changed.set()
+
+    def wake(self, client: redis.Redis) -> None:
+        """Interrupt this lane's blocking wait from another connection."""
+        self._changed.set()
+        if self.wake_keys:
+            client.rpush(self.wake_keys[0], "1")
+
+    # -- on the lane's own thread ------------------------------------------
+
+    def apply(self) -> bool:
+        """Take in the coordinator's changes; ``True`` when the shards changed."""
+        if not self._changed.is_set():
+            return False
+        with self._lock:
+            self._changed.clear()
+            added, self._added = self._added, []
+            removed, self._removed = self._removed, {}
+        if not added and not removed:
+            return False
+        self.handlers += added
+        released = [h for h in self.handlers if removed.get(h.key)]
+        leaving = [h for h in self.handlers if h.key in removed]
+        for handler in leaving:
+            if self.deferred.holder is handler:
+                self.deferred.settle()
+        self.handlers = [h for h in self.handlers if h.key not in removed]
+        self._index()
+        if released:
+            self._release(released)
+        return True
+
+    def release_all(self) -> None:
+        """Ack the last batch and give up every lease (the process is stopping)."""
+        self.deferred.settle()
+        held = [h for h in self.handlers if not h.lost]
+        self.handlers = []
+        self._index()
+        if held:
+            self._release(held)
+
+    def _release(self, handlers: list[ShardHandler]) -> None:
+        by_queue: dict[str, list[ShardHandler]] = {}
+        for handler in handlers:
+            by_queue.setdefault(handler.queue.name, []).append(handler)
+        for group in by_queue.values():
+            queue = group[0].queue
+            with contextlib.suppress(redis.RedisError):
+                leases.release(queue, [Lease(queue, h.shard, h.token) for h in group])
+        log.info("released %s", " ".join(h.name for h in handlers))
+        self.on_released(handlers)
 
     def earliest(self) -> list[float | None]:
         """The earliest ``perform_in`` queued in each shard (``None``: empty), a call per queue."""
@@ -63,26 +154,32 @@ class Lane:
     def wait(self) -> None:
         """Ack any finished batch, then block until a wake-up, the next due job or poll_interval."""
         self.deferred.settle()
+        if self.stop.is_set() or self._changed.is_set():
+            return
+        if not self.handlers:
+            self._changed.wait(self.poll_interval)
+            return
         timeout = self.max_block
         scheduled = [at for at in self.earliest() if at is not None]
         if scheduled:
             timeout = min(timeout, min(scheduled) - self.clock())
-        if timeout < MIN_BLOCK or self.stop.is_set():
+        if timeout < MIN_BLOCK:
             return
         self.client.blpop(self.wake_keys, timeout=timeout)
 
     def stopping(self) -> bool:
-        """Whether the server asked the threads to stop taking batches."""
-        return self.stop.is_set()
-
-    def wake(self, client: redis.Redis) -> None:
-        """Interrupt this lane's blocking wait from another connection."""
-        client.rpush(self.wake_keys[0], "1")
+        """Whether the thread must stop taking batches (stopping, or its shards changed)."""
+        return self.stop.is_set() or self._changed.is_set()
 
     def settle(self) -> None:
         """Ack the lane's finished batch, if one is waiting for its ack."""
         self.deferred.settle()
 
+    @property
+    def busy(self) -> int:
+        """How many of this lane's shards are in ``perform`` now (0 or 1)."""
+        return sum(1 for handler in self.handlers if handler.busy)
+
     def describe(self) -> str:
         """The shards of this lane, e.g. ``OrderWorker:0 OrderWorker:3``."""
-        return " ".join(handler.name for handler in self.handlers)
+        return " ".join(handler.name for handler in self.handlers) or "(none yet)"

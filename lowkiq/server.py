@@ -1,10 +1,14 @@
 """The ``lowkiq worker`` process: threads, lifecycle and signals (SPEC §4, §7, §8).
 
-:class:`Server` deals every shard of ``settings.workers`` to threads with the
-splitter, restores the processing areas a previous run left behind, and runs
-one scheduler per thread.  TERM or INT stops it gracefully (running batches
-finish, exit 0); a second INT exits at once; TTIN writes every thread's stack
-to :attr:`Server.stacks_path`.
+:class:`Server` joins the membership and serves the shards whose leases it
+holds (:mod:`lowkiq.ownership`): by default the automatic assignment spreads
+every shard of ``settings.workers`` over the live processes, weighted by
+threads; a static splitter (``--nodes/--node``, or a custom
+``build_splitter``) fixes this process's shards instead, which it still serves
+only under their leases.  Each thread runs one scheduler over its shards.
+TERM or INT stops it gracefully (running batches finish, leases are released,
+exit 0); a second INT exits at once; TTIN writes every thread's stack to
+:attr:`Server.stacks_path`.
 """
 
 from __future__ import annotations
@@ -28,9 +32,11 @@ import redis
 from lowkiq.connection import ThreadClient, describe_redis
 from lowkiq.errors import ConfigurationError
 from lowkiq.lane import Lane
-from lowkiq.settings import Settings, settings
+from lowkiq.ownership.coordinator import Coordinator, Plan
+from lowkiq.ownership.membership import Membership, new_process_id
+from lowkiq.settings import Settings, pooled_client, settings
 from lowkiq.shard_handler import DeferredAck, ShardHandler
-from lowkiq.splitters import with_threads
+from lowkiq.splitters import build_default_splitter, with_threads
 from lowkiq.version import __version__
 from lowkiq.worker import Worker
 
@@ -79,47 +85,76 @@ class Server:
 
     # -- set-up ------------------------------------------------------------
 
-    def build_lanes(self) -> list[Lane]:
-        """Deal the shards to threads and build each thread's handlers on its own connection."""
+    def plan(self) -> Plan:
+        """This process's plan: automatic assignment, or the static splitter's deal."""
         config = self.settings
         workers = list(config.workers)
         if not workers:
             raise ConfigurationError("settings.workers is empty: no queue to process")
+        if config.build_splitter is build_default_splitter:
+            return Plan(lanes=config.threads_per_node)
         splitter = with_threads(config.build_splitter(), config.threads_per_node)
-        groups = splitter(all_shards(workers))
+        groups = [group for group in splitter(all_shards(workers)) if group]
         seen: set[Shard] = set()
-        for group in groups:
+        static: dict[tuple[str, int], int] = {}
+        for lane, group in enumerate(groups):
             for shard in group:
                 if not isinstance(shard, Shard) or shard in seen:
                     raise ConfigurationError(f"the splitter dealt {shard!r} twice or made it up")
                 seen.add(shard)
-        lanes = []
-        for group in groups:
-            if not group:
-                continue
-            client = ThreadClient(config.redis())
-            deferred = DeferredAck()
-            handlers = [
-                ShardHandler(
-                    shard.worker,
-                    shard.index,
-                    shard.worker.queue(client, config),
-                    deferred,
-                    config.server_middlewares,
-                    config.format_error,
-                )
-                for shard in group
-            ]
-            lanes.append(Lane(client, handlers, deferred, config.poll_interval, self.stop_event))
-        return lanes
+                static[(shard.worker.queue_name, shard.index)] = lane
+        return Plan(lanes=len(groups), static=static)
 
-    def restore(self) -> int:
-        """Put back every processing area of this process's shards (left by a crash)."""
-        restored = 0
+    def build(self) -> None:
+        """Make the threads' lanes, each on its own connection, and the coordinator."""
+        config = self.settings
+        if config.heartbeat_interval * 2 > config.lease_ttl:
+            raise ConfigurationError(
+                f"setting heartbeat_interval ({config.heartbeat_interval}) must be at most half "
+                f"of lease_ttl ({config.lease_ttl}), so a lease is renewed before it expires"
+            )
+        plan = self.plan()
+        workers = {worker.queue_name: worker for worker in config.workers}
+        self.lanes = [
+            Lane(
+                ThreadClient(config.redis()),
+                [],
+                DeferredAck(),
+                config.poll_interval,
+                self.stop_event,
+            )
+            for _ in range(plan.lanes)
+        ]
+
+        def make_handler(lane: int, queue_name: str, shard: int, token: str) -> ShardHandler:
+            worker = workers[queue_name]
+            return ShardHandler(
+                worker,
+                shard,
+                worker.queue(self.lanes[lane].client, config),
+                token,
+                self.lanes[lane].deferred,
+                config.server_middlewares,
+                config.format_error,
+                on_lost=self.coordinator.lost,
+            )
+
+        client = pooled_client(config.redis(), 4, config.pool_timeout)
+        self.process_id = new_process_id()
+        assignable = [] if plan.static is not None else sorted(workers)
+        self.coordinator = Coordinator(
+            client,
+            Membership(client, self.process_id, config.lease_ttl, assignable),
+            [worker.queue(client, config) for worker in workers.values()],
+            plan,
+            self.lanes,
+            make_handler,
+            config.lease_ttl,
+            config.heartbeat_interval,
+            plan.lanes,
+        )
         for lane in self.lanes:
-            for handler in lane.handlers:
-                restored += handler.restore()
-        return restored
+            lane.on_released = self.coordinator.released
 
     def _until_redis_answers(self, action: Callable[[], Any]) -> Any:
         failures = 0
@@ -130,23 +165,39 @@ class Server:
                 failures += 1
                 if failures == 1:
                     log.warning("Redis is unreachable (%s); retrying", exc)
-                if self.stop_event.wait(backoff(failures, self.settings.poll_interval)):
+                if self._stop_signal is not None:
                     return None
+                deadline = time.monotonic() + backoff(failures, self.settings.poll_interval)
+                while time.monotonic() < deadline:
+                    if self._stop_signal is not None or self.stop_event.is_set():
+                        return None
+                    time.sleep(MAIN_TICK)
 
     def start(self) -> None:
-        """Run ``on_server_init``, restore processing areas and start the threads."""
+        """Run ``on_server_init``, join the membership, take the first shards, start threads."""
         config = self.settings
         config.on_server_init()
-        self.lanes = self.build_lanes()
+        self.build()
         build_scheduler = config.build_scheduler
         log.info(
-            "lowkiq %s, pid %d, Redis %s",
+            "lowkiq %s, pid %d, process %s, Redis %s",
             __version__,
             os.getpid(),
+            self.process_id,
             describe_redis(self.lanes[0].client),
         )
-        self._until_redis_answers(self.restore)
+        mode = "static splitter" if self.coordinator.plan.static is not None else "automatic"
+        log.info(
+            "shard assignment: %s; lease TTL %.1fs, heartbeat every %.1fs",
+            mode,
+            config.lease_ttl,
+            config.heartbeat_interval,
+        )
+        self._until_redis_answers(self.coordinator.beat)
+        if self._stop_signal is not None:
+            return
         for number, lane in enumerate(self.lanes):
+            lane.apply()
             log.info("thread %d serves %s", number, lane.describe())
             thread = threading.Thread(
                 target=self._run_lane,
@@ -155,9 +206,37 @@ class Server:
                 daemon=True,
             )
             self.threads.append(thread)
+        self.coordinator_thread = threading.Thread(
+            target=self._run_coordinator, name="lowkiq-coordinator", daemon=True
+        )
         log.info("send TTIN to write every thread's stack to %s", self.stacks_path)
         for thread in self.threads:
             thread.start()
+        self.coordinator_thread.start()
+
+    def _run_coordinator(self) -> None:
+        coordinator = self.coordinator
+        failures = 0
+        while not self.stop_event.is_set():
+            try:
+                coordinator.membership.wait_for_nudge(coordinator.next_wait())
+                if self.stop_event.is_set():
+                    break
+                coordinator.beat()
+            except redis.RedisError as exc:
+                failures += 1
+                if failures == 1:
+                    log.warning("heartbeat failed, retrying: %s: %s", type(exc).__name__, exc)
+                self.stop_event.wait(backoff(failures, self.settings.poll_interval))
+                continue
+            except Exception as exc:  # noqa: BLE001 - a bug here must not go unnoticed
+                self._fatal(exc)
+                return
+            if failures:
+                log.info("heartbeat: Redis answers again after %d failed attempt(s)", failures)
+                failures = 0
+            if coordinator.stop_requested.is_set():
+                self.request_stop()
 
     # -- the threads -------------------------------------------------------
 
@@ -167,6 +246,8 @@ class Server:
             step = scheduler(lane)
             while not self.stop_event.is_set():
                 try:
+                    if lane.apply():
+                        step = scheduler(lane)
                     step()
                 except redis.RedisError as exc:
                     failures += 1
@@ -179,11 +260,16 @@ class Server:
                 if failures:
                     log.info("Redis answers again after %d failed attempt(s)", failures)
                     failures = 0
-            lane.settle()
+            lane.release_all()
         except redis.RedisError as exc:
-            log.warning("could not ack the last batch (%s); it is restored on the next start", exc)
+            log.warning(
+                "could not ack the last batch (%s); the shard's next owner restores it", exc
+            )
         except BaseException as exc:  # noqa: BLE001 - a fatal error stops the whole process
             self._fatal(exc)
+            # The failing batch stays in processing; its shard's next owner restores it.
+            with contextlib.suppress(redis.RedisError):
+                lane.release_all()
 
     def _fatal(self, exc: BaseException) -> None:
         log.critical(
@@ -260,12 +346,19 @@ class Server:
         for lane in self.lanes:
             with contextlib.suppress(redis.RedisError):
                 lane.wake(waker)
-        for thread in self.threads:
-            while thread.is_alive():
+        with contextlib.suppress(redis.RedisError, AttributeError):
+            waker.rpush(self.coordinator.membership.keys.nudge_list(self.process_id), "1")
+        for thread in [*self.threads, getattr(self, "coordinator_thread", None)]:
+            while thread is not None and thread.is_alive():
                 thread.join(MAIN_TICK)
                 if self._dump_stacks:
                     self._dump_stacks = False
                     self.write_stacks()
+        if hasattr(self, "coordinator"):
+            try:
+                self.coordinator.leave()
+            except redis.RedisError as exc:
+                log.warning("could not deregister (%s); this process ages out of the list", exc)
         waker.close()
         for lane in self.lanes:
             lane.client.close()

@@ -137,6 +137,11 @@ class Settings:
     redis: Callable[[], Redis] = setting(default_redis, check=a_callable)
     #: Seconds a thread waits when it found nothing or hit an error.
     poll_interval: float = setting(1.0, check=positive_number)
+    #: Seconds a shard's lease (and a process's membership) lasts unless renewed;
+    #: a crashed process's shards are taken over after this long.
+    lease_ttl: float = setting(10.0, check=positive_number)
+    #: Seconds between a process's heartbeats (lease renewals); at most lease_ttl / 2.
+    heartbeat_interval: float = setting(1.0, check=positive_number)
     #: Processing threads of one ``lowkiq worker`` process (env LOWKIQ_THREADS_PER_NODE).
     threads_per_node: int = setting(
         factory=lambda: env_int("LOWKIQ_THREADS_PER_NODE", 5), check=positive_int

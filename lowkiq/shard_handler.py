@@ -1,5 +1,12 @@
 """Process one batch of one shard: pop, run the middlewares around ``perform``, ack or fail.
 
+A handler works only while its process holds the shard's lease
+(:mod:`lowkiq.ownership.leases`): every pop, ack, fail and restore carries
+the lease token, and when Redis refuses it (the lease expired, or another
+process took the shard) the handler drops that result, logs it, and calls
+``on_lost`` so its thread stops serving the shard; the new owner restores the
+batch.
+
 The ack of a successful batch is deferred: it rides on the next pop of the
 same shard (one Redis round trip per batch), and a thread settles it before
 it turns to another shard or goes idle (:class:`DeferredAck`).
@@ -17,8 +24,9 @@ from typing import Any
 
 import redis
 
+from lowkiq.errors import LeaseLost
 from lowkiq.middleware import Batch, ServerMiddleware, chain
-from lowkiq.storage.queue import PoppedJob, Queue
+from lowkiq.storage.queue import ACK_FENCED, PoppedJob, Queue
 from lowkiq.worker import Worker
 
 log = logging.getLogger("lowkiq.shard_handler")
@@ -74,18 +82,31 @@ class ShardHandler:
         worker: type[Worker],
         shard: int,
         queue: Queue,
+        token: str,
         deferred: DeferredAck | None = None,
         middlewares: Sequence[ServerMiddleware] = (),
         format_error: Callable[[BaseException], str] = str,
+        on_lost: Callable[[ShardHandler], None] | None = None,
     ) -> None:
         self.worker = worker
         self.shard = shard
         self.queue = queue
+        self.token = token
         self.deferred = deferred or DeferredAck()
         self.middlewares = middlewares
         self.format_error = format_error
+        self.on_lost = on_lost
         # A Redis call was interrupted: the processing area's state is unknown.
         self.unsure = False
+        # Redis refused the lease token: this handler must not be used again.
+        self.lost = False
+        # Whether perform is running now (shown on the dashboard's processes page).
+        self.busy = False
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """``(queue name, shard)``: what leases and the assignment are keyed by."""
+        return (self.queue.name, self.shard)
 
     @property
     def name(self) -> str:
@@ -96,20 +117,24 @@ class ShardHandler:
         return f"<ShardHandler {self.name}>"
 
     def process(self) -> bool:
-        """Pop and run one batch; ``False`` when nothing was due.
+        """Pop and run one batch; ``False`` when nothing was due (or the lease is lost).
 
         Raises ``redis.RedisError`` when Redis fails (the handler then restores
         the shard on its next call) and lets a ``BaseException`` that is not an
         ``Exception`` escape from ``perform``, leaving the batch in processing.
         """
-        if self.unsure:
-            self.restore()
+        if self.lost:
+            return False
+        if self.unsure and not self.restore():
+            return False
         riding = self.deferred.ride(self)
         try:
-            batch = self.queue.pop(
+            popped = self.queue.pop(
                 self.shard,
+                self.token,
                 self.worker.batch_size,
                 ack_shard=None if riding is None else riding.shard,
+                ack_token="" if riding is None else riding.token,
             )
         except redis.RedisError:
             # Neither this pop nor the ack it carried is known to have happened.
@@ -117,34 +142,67 @@ class ShardHandler:
             if riding is not None:
                 riding.unsure = True
             raise
-        if batch is None:
+        if riding is not None and popped.acked == ACK_FENCED:
+            riding.lease_lost("its finished batch was not acked")
+        if popped.fenced:
+            self.lease_lost("nothing popped")
+            return False
+        if popped.occupied:
             # Our shard's processing area holds a batch we do not know of.
             log.warning("%s: processing area occupied; restoring it", self.name)
             self.restore()
             return True
+        batch = popped.jobs
         if not batch:
             return False
+        self.busy = True
         try:
             run_perform(self.worker, {job.id: job.payloads for job in batch}, self.middlewares)
         except Exception as exc:
+            self.busy = False
             self._fail(batch, exc)
             return True
+        self.busy = False
         self.deferred.holder = self
         return True
 
-    def ack_now(self) -> None:
-        """Ack this shard's finished batch in its own round trip."""
-        self._guarded(lambda: self.queue.ack(self.shard))
-
-    def restore(self) -> int:
-        """Put the shard's processing area back into the queue; returns how many jobs."""
+    def lease_lost(self, what: str) -> None:
+        """Redis refused this handler's lease token: stop serving the shard."""
         if self.deferred.holder is self:
             self.deferred.holder = None
-        count = self._guarded(lambda: self.queue.restore(self.shard))
+        if self.lost:
+            return
+        self.lost = True
+        log.warning(
+            "%s: lease epoch %s is no longer held (%s); the shard's new owner restores its batch",
+            self.name,
+            self.token.split(" ", 1)[0],
+            what,
+        )
+        if self.on_lost is not None:
+            self.on_lost(self)
+
+    def ack_now(self) -> None:
+        """Ack this shard's finished batch in its own round trip."""
+        try:
+            self._guarded(lambda: self.queue.ack(self.shard, self.token))
+        except LeaseLost:
+            self.lease_lost("its finished batch was not acked")
+
+    def restore(self) -> bool:
+        """Put the shard's processing area back into the queue; ``False`` when the lease is lost."""
+        if self.deferred.holder is self:
+            self.deferred.holder = None
+        try:
+            count = self._guarded(lambda: self.queue.restore(self.shard, self.token))
+        except LeaseLost:
+            self.unsure = False
+            self.lease_lost("its processing area was not restored")
+            return False
         self.unsure = False
         if count:
             log.info("%s: restored %d job(s) left in processing", self.name, count)
-        return count
+        return True
 
     def _guarded(self, call: Callable[[], Any]) -> Any:
         try:
@@ -169,11 +227,20 @@ class ShardHandler:
         except Exception:
             log.exception("%s: format_error raised; storing str(exc)", self.name)
             error = str(exc)
-        morgue = self._guarded(
-            lambda: self.queue.fail(
-                self.shard, batch, error, self._retry_in, self.worker.max_retry_count
+        try:
+            morgue = self._guarded(
+                lambda: self.queue.fail(
+                    self.shard,
+                    self.token,
+                    batch,
+                    error,
+                    self._retry_in,
+                    self.worker.max_retry_count,
+                )
             )
-        )
+        except LeaseLost:
+            self.lease_lost("the failure of its batch was not recorded")
+            return
         if morgue:
             try:
                 self.worker.retries_exhausted(morgue)

@@ -12,6 +12,7 @@ import lowkiq
 from lowkiq.errors import InvalidJob
 from lowkiq.serializers import dump_json, load_json
 from lowkiq.shard_handler import ShardHandler
+from tests.leasing import fail, pop, token
 
 NOW = 1_700_000_000.0
 
@@ -75,7 +76,7 @@ def test_custom_payload_serializer_is_used_to_store_and_load(worker, redis_clien
     )
     [job] = worker.queries().fetch([1])
     assert job["payloads"] == [[(1, "tuple"), 1.0], [{1, 2, 3}, 2.0]]
-    [popped] = worker.queue().pop(0, 10, now=NOW)
+    [popped] = pop(worker.queue(), 0, 10, now=NOW)
     assert popped.payloads == [(1, "tuple"), {1, 2, 3}]
     assert worker.queries().processing_data()[0]["payloads"][1] == [{1, 2, 3}, 2.0]
     raw = b"".join(redis_client.hvals(worker.queue().keys.processing_hash(0)))
@@ -111,15 +112,15 @@ def test_dump_error_and_load_error_wrap_stored_errors(worker, redis_client):
     text = "Traceback (most recent call last):\n" + "  frame\n" * 50 + "ValueError: bad"
     queue = worker.queue()
     worker.perform_async([{"id": "a", "perform_in": NOW}, {"id": "b", "perform_in": NOW}])
-    queue.fail(0, queue.pop(0, 10, now=NOW), text, lambda c: 10, 1, now=NOW)
+    fail(queue, 0, pop(queue, 0, 10, now=NOW), text, lambda c: 10, 1, now=NOW)
 
     stored = redis_client.hget(queue.keys.errors_hash, "a")
     assert stored == zlib.compress(text.encode())
     assert [job["error"] for job in worker.queries().fetch(["a"])] == [text]
 
-    batch = queue.pop(0, 1, now=NOW + 100)
+    batch = pop(queue, 0, 1, now=NOW + 100)
     assert [job["error"] for job in worker.queries().processing_data()] == [text]
-    dead = queue.fail(0, batch, text, lambda c: 1, 1, now=NOW + 100)
+    dead = fail(queue, 0, batch, text, lambda c: 1, 1, now=NOW + 100)
     assert [job["error"] for job in dead] == [text]
     assert [job["error"] for job in worker.queries().morgue_fetch(["a", "b"])] == [text]
 
@@ -135,7 +136,10 @@ def test_format_error_decides_the_stored_error_text(worker):
     worker.perform = classmethod(perform)
     lowkiq.settings.format_error = lambda exc: f"{type(exc).__name__}: {exc}"
     worker.perform_async([{"id": "a"}])
-    handler = ShardHandler(worker, 0, worker.queue(), format_error=lowkiq.settings.format_error)
+    queue = worker.queue()
+    handler = ShardHandler(
+        worker, 0, queue, token(queue, 0), format_error=lowkiq.settings.format_error
+    )
     assert handler.process() is True
     [job] = worker.queries().fetch(["a"])
     assert job["error"] == "KeyError: 'missing'"

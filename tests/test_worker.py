@@ -13,6 +13,7 @@ import redis.retry
 
 import lowkiq
 from lowkiq.errors import ConfigurationError, InvalidJob, LowkiqError, RedisUnavailable
+from tests.leasing import pop
 
 
 @pytest.fixture
@@ -105,7 +106,7 @@ def test_a_job_lands_in_shard_crc32_of_its_id_modulo_shards_count(
 
     queue = ShardWorker.queue()
     assert queue.shard_of(str(job_id)) == expected
-    found = {shard: queue.pop(shard, 10) for shard in range(shards_count)}
+    found = {shard: pop(queue, shard, 10) for shard in range(shards_count)}
     assert {shard: [job.id for job in jobs] for shard, jobs in found.items() if jobs} == {
         expected: [str(job_id)]
     }

@@ -22,7 +22,24 @@ P morgue_updated_at_zset  zset   id -> updated_at, dead jobs
 P morgue_errors_hash      hash   id -> error, dead jobs
 P processed_counter       str    jobs processed successfully
 P failed_counter          str    jobs whose batch failed
+P lease:<s>               str    ``epoch owner``: the lease on shard s, with a TTL
+P epoch:<s>               str    counter, +1 on every acquisition of shard s; never expires
 ========================  =====  ==========================================
+
+Ownership (one hash tag for the whole installation, ``M`` = ``lowkiq:{lowkiq}:``):
+
+========================  =====  ==========================================
+key                       type   content
+========================  =====  ==========================================
+M processes               zset   process id -> heartbeat expiry, ms on Redis's clock
+M process:<id>            hash   ``info`` (JSON), ``weight`` (threads; 0 when quiet),
+                                 ``queues`` (JSON list), ``beat`` (ms), ``command``
+M nudge:<id>              list   at most one element: "membership changed, look now"
+========================  =====  ==========================================
+
+A lease is the only right to change a shard: pop, ack, fail and restore take
+the lease's token (``epoch owner``) and refuse unless it is the value of
+``lease:<s>``, so a process whose lease expired changes nothing.
 
 A *blob* is the job's payloads: repeated ``>d`` score, ``>I`` length, payload
 bytes, ascending by score (see :mod:`lowkiq.storage.blob`).
@@ -48,9 +65,11 @@ SUFFIXES = {
     "morgue_errors_hash": "morgue_errors",
     "processed_counter": "processed",
     "failed_counter": "failed",
+    "lease": "lease:",
+    "epoch_counter": "epoch:",
 }
 
-SHARDED = {"perform_in_zset", "processing_hash", "wake_list"}
+SHARDED = {"perform_in_zset", "processing_hash", "wake_list", "lease", "epoch_counter"}
 
 
 @dataclass(frozen=True)
@@ -123,6 +142,40 @@ class QueueKeys:
     def failed_counter(self) -> str:
         """Count of jobs whose batch failed."""
         return self._key("failed_counter")
+
+    def lease(self, shard: int) -> str:
+        """The lease on one shard: ``epoch owner``, expiring unless renewed."""
+        return f"{self._key('lease')}{shard}"
+
+    def epoch_counter(self, shard: int) -> str:
+        """How many times one shard's lease was acquired; never expires."""
+        return f"{self._key('epoch_counter')}{shard}"
+
+
+OWNERSHIP_PREFIX = f"{NAMESPACE}:{{{NAMESPACE}}}:"
+
+
+@dataclass(frozen=True)
+class OwnershipKeys:
+    """The key names of process membership, shared by every queue."""
+
+    @property
+    def prefix(self) -> str:
+        """``lowkiq:{lowkiq}:``; passed to the membership scripts as ``KEYS[1]``."""
+        return OWNERSHIP_PREFIX
+
+    @property
+    def processes_zset(self) -> str:
+        """process id -> heartbeat expiry in ms on Redis's clock."""
+        return OWNERSHIP_PREFIX + "processes"
+
+    def process_hash(self, process_id: str) -> str:
+        """What one process told about itself, and a command waiting for it."""
+        return f"{OWNERSHIP_PREFIX}process:{process_id}"
+
+    def nudge_list(self, process_id: str) -> str:
+        """Pushed when membership changed or a command waits; the process blocks on it."""
+        return f"{OWNERSHIP_PREFIX}nudge:{process_id}"
 
 
 def lua_prelude(code: str | None = None) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 import redis
 
+from lowkiq.errors import LeaseLost
 from lowkiq.serializers import Codec
 from lowkiq.storage import blob
 from lowkiq.storage.keys import QueueKeys
@@ -45,6 +46,32 @@ class PoppedJob:
     id: str
     retry_count: int
     payloads: list[Any] = field(default_factory=list)
+    perform_in: float = 0.0
+
+
+#: ``Popped.acked`` when no ack was asked, and when the ack's lease was not held.
+NO_ACK = -2
+ACK_FENCED = -1
+
+
+@dataclass(frozen=True)
+class Popped:
+    """What :meth:`Queue.pop` did: the ack it carried, and the batch it took.
+
+    ``acked`` is the size of the acked batch, :data:`NO_ACK` or
+    :data:`ACK_FENCED` (the ack's lease was not held: nothing was acked).
+    ``occupied``: the processing area still held a batch, nothing was popped.
+    ``fenced``: the popped shard's lease was not held, nothing was popped.
+    """
+
+    acked: int
+    jobs: list[PoppedJob]
+    occupied: bool = False
+    fenced: bool = False
+
+
+def _fenced(exc: redis.ResponseError) -> bool:
+    return str(exc).startswith("FENCED")
 
 
 class Queue:
@@ -68,6 +95,15 @@ class Queue:
         """Run one of the queue's Lua scripts with ``args`` as ``ARGV``."""
         script = getattr(self.scripts, script_name)
         return script(keys=[self.keys.prefix], args=args)
+
+    def run_fenced(self, script_name: str, shard: int, token: str, *args: Any) -> Any:
+        """Run a script that needs the shard's lease; :class:`LeaseLost` when it is stale."""
+        try:
+            return self.run(script_name, shard, token, *args)
+        except redis.ResponseError as exc:
+            if _fenced(exc):
+                raise LeaseLost(f"{self.name}:{shard}: the lease is not held") from None
+            raise
 
     def push(self, jobs: Iterable[NewJob], now: float | None = None) -> None:
         """Enqueue jobs in one round trip; same-id jobs merge (SPEC §3 rule 2)."""
@@ -95,38 +131,50 @@ class Queue:
         self.run("push", *args)
 
     def pop(
-        self, shard: int, limit: int, now: float | None = None, ack_shard: int | None = None
-    ) -> list[PoppedJob] | None:
+        self,
+        shard: int,
+        token: str,
+        limit: int,
+        now: float | None = None,
+        ack_shard: int | None = None,
+        ack_token: str = "",
+    ) -> Popped:
         """Move up to ``limit`` due jobs of ``shard`` into its processing area.
 
-        ``ack_shard`` (this shard or another of this queue) has its finished
-        batch acked first, in the same script: a thread acks its last batch
-        and pops the next in one round trip.  Returns ``None`` while the
-        processing area still holds a batch (it must be acked, failed or
-        restored first), else the popped jobs, earliest ``perform_in`` first
-        (an empty list when nothing is due).
+        ``token`` is the shard's lease token.  ``ack_shard`` (this shard or
+        another of this queue, with its lease token ``ack_token``) has its
+        finished batch acked first, in the same script: a thread acks its
+        last batch and pops the next in one round trip.  The popped jobs come
+        earliest ``perform_in`` first (none when nothing is due).
         """
         ack = "" if ack_shard is None else ack_shard
-        reply = self.run("pop", shard, _now(now), limit, ack)
-        if reply is None:
-            return None
+        reply = self.run("pop", shard, token, _now(now), limit, ack, ack_token)
+        acked, status = reply[0], reply[1]
+        if status != 1:
+            return Popped(acked, [], occupied=status == 0, fenced=status == -1)
         load = self.codec.load_payload
-        return [
+        jobs = [
             PoppedJob(
                 id=reply[i].decode(),
                 retry_count=int(reply[i + 1]),
-                payloads=[load(payload) for payload, _ in blob.unpack(reply[i + 2])],
+                payloads=[load(payload) for payload, _ in blob.unpack(reply[i + 3])],
+                perform_in=float(reply[i + 2]),
             )
-            for i in range(0, len(reply), 3)
+            for i in range(2, len(reply), 4)
         ]
+        return Popped(acked, jobs)
 
-    def ack(self, shard: int) -> int:
-        """The batch of ``shard`` succeeded: clear its processing area; returns its size."""
-        return self.run("ack", shard)
+    def ack(self, shard: int, token: str) -> int:
+        """The batch of ``shard`` succeeded: clear its processing area; returns its size.
+
+        Raises :class:`LeaseLost` (and changes nothing) when ``token`` is stale.
+        """
+        return int(self.run_fenced("ack", shard, token))
 
     def fail(
         self,
         shard: int,
+        token: str,
         batch: Sequence[PoppedJob],
         error: str,
         retry_in: Callable[[int], float],
@@ -137,12 +185,13 @@ class Queue:
 
         ``retry_in(retry_count)`` gives each job's delay.  Returns the jobs sent
         to the morgue as ``{"id", "payloads", "error"}`` for ``retries_exhausted``.
+        Raises :class:`LeaseLost` (and changes nothing) when ``token`` is stale.
         """
         now = _now(now)
-        args: list[Any] = [shard, now, self.codec.error_bytes(error), max_retry_count]
+        args: list[Any] = [now, self.codec.error_bytes(error), max_retry_count]
         for job in batch:
             args += (job.id, now + float(retry_in(job.retry_count + 1)))
-        reply = self.run("fail", *args)
+        reply = self.run_fenced("fail", shard, token, *args)
         load = self.codec.load_payload
         return [
             {
@@ -153,9 +202,13 @@ class Queue:
             for i in range(0, len(reply), 2)
         ]
 
-    def restore(self, shard: int, now: float | None = None) -> int:
-        """Put a processing area left by a crash back into the queue; returns its size."""
-        return self.run("restore", shard, _now(now))
+    def restore(self, shard: int, token: str, now: float | None = None) -> int:
+        """Put the shard's processing area back into the queue; returns its size.
+
+        Only the lease holder restores (a new owner does it when it acquires the
+        lease); raises :class:`LeaseLost` when ``token`` is stale.
+        """
+        return int(self.run_fenced("restore", shard, token, _now(now)))
 
     def earliest_perform_in(self, shards: Sequence[int]) -> list[float | None]:
         """The earliest ``perform_in`` queued in each shard, or ``None`` when it is empty."""

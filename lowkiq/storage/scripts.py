@@ -93,6 +93,15 @@ class Scripts:
     metrics: Script
     range_after: Script
     heads: Script
+    lease_acquire: Script
+    lease_renew: Script
+    lease_release: Script
+    leases: Script
+    membership_beat: Script
+    membership_leave: Script
+    membership_command: Script
+    membership_list: Script
+    membership_nudge: Script
 
 
 _LOCK = threading.Lock()

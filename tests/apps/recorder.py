@@ -1,7 +1,8 @@
 """A worker app for process-level tests: records every ``perform`` in a separate Redis.
 
 Environment: ``REDIS_URL`` (the queue), ``RECORD_URL`` (where performs are
-recorded; default the same), ``TEST_SHARDS``, ``TEST_BATCH``, ``TEST_POLL``.
+recorded; default the same), ``TEST_SHARDS``, ``TEST_BATCH``, ``TEST_POLL``,
+``TEST_LEASE_TTL`` (seconds; heartbeats every quarter of it).
 Payloads steer it: ``{"v": n}`` is recorded, ``{"sleep": s}`` sleeps,
 ``{"fail": true}`` raises, ``{"exit_once": key}`` kills the process the first time.
 """
@@ -18,6 +19,8 @@ import lowkiq
 record = redis.Redis.from_url(os.environ.get("RECORD_URL") or os.environ["REDIS_URL"])
 
 lowkiq.settings.poll_interval = float(os.environ.get("TEST_POLL", "0.2"))
+lowkiq.settings.lease_ttl = float(os.environ.get("TEST_LEASE_TTL", "2"))
+lowkiq.settings.heartbeat_interval = lowkiq.settings.lease_ttl / 4
 
 
 class Recorder(lowkiq.Worker):

@@ -15,6 +15,7 @@ from storage_support import NOW, retry_in
 
 import lowkiq
 from lowkiq.storage.queue import Queue
+from tests.leasing import fail, pop
 
 
 @pytest.fixture
@@ -56,9 +57,9 @@ def queue(worker: type[lowkiq.Worker]) -> Queue:
 def fail_batch(queue: Queue, worker: type[lowkiq.Worker]) -> Callable[..., list[dict[str, Any]]]:
     """Pop shard 0 of :func:`worker` at ``now`` and fail the batch with ``error``."""
 
-    def fail(now: float = NOW, error: str = "boom") -> list[dict[str, Any]]:
-        batch = queue.pop(0, worker.batch_size, now=now)
+    def fail_shard_0(now: float = NOW, error: str = "boom") -> list[dict[str, Any]]:
+        batch = pop(queue, 0, worker.batch_size, now=now)
         assert batch, "nothing was due"
-        return queue.fail(0, batch, error, retry_in, worker.max_retry_count, now=now)
+        return fail(queue, 0, batch, error, retry_in, worker.max_retry_count, now=now)
 
-    return fail
+    return fail_shard_0

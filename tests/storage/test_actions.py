@@ -7,6 +7,8 @@ import time
 import pytest
 from storage_support import NOW, retry_in
 
+from tests.leasing import fail, pop
+
 
 def ids(jobs):
     return [job["id"] for job in jobs]
@@ -14,8 +16,8 @@ def ids(jobs):
 
 def fail_all(queue, now, error="e", max_retry_count=5, limit=10_000):
     """Pop every due job of shard 0 at ``now`` and fail them."""
-    batch = queue.pop(0, limit, now=now)
-    return queue.fail(0, batch, error, retry_in, max_retry_count, now=now)
+    batch = pop(queue, 0, limit, now=now)
+    return fail(queue, 0, batch, error, retry_in, max_retry_count, now=now)
 
 
 @pytest.fixture
@@ -59,11 +61,11 @@ def test_perform_all_jobs_now_across_shards_and_chunks(sharded_worker):
     future = time.time() + 3600
     sharded_worker.perform_async([{"id": n, "perform_in": future} for n in range(2500)])
     queue = sharded_worker.queue()
-    assert all(queue.pop(shard, 10_000) == [] for shard in range(5))
+    assert all(pop(queue, shard, 10_000) == [] for shard in range(5))
 
     sharded_worker.actions().perform_all_jobs_now()
 
-    popped = sum(len(queue.pop(shard, 10_000)) for shard in range(5))
+    popped = sum(len(pop(queue, shard, 10_000)) for shard in range(5))
     assert popped == 2500
     assert sharded_worker.metrics()["length"] == 0
 
@@ -109,7 +111,7 @@ def test_kill_all_failed_jobs_over_several_chunks(worker, queue):
 
 def test_delete_all_failed_jobs_keeps_fresh_jobs_and_the_morgue(failed_and_fresh, queue):
     failed_and_fresh.perform_async([{"id": "dead", "perform_in": NOW - 10}])
-    queue.fail(0, queue.pop(0, 1, now=NOW), "x", retry_in, 0, now=NOW)
+    fail(queue, 0, pop(queue, 0, 1, now=NOW), "x", retry_in, 0, now=NOW)
 
     failed_and_fresh.actions().delete_all_failed_jobs()
 
@@ -135,9 +137,9 @@ def dead(sharded_worker):
     queue = sharded_worker.queue()
     sharded_worker.perform_async([{"id": n, "payload": n, "perform_in": NOW} for n in range(10)])
     for shard in range(5):
-        batch = queue.pop(shard, 100, now=NOW)
+        batch = pop(queue, shard, 100, now=NOW)
         if batch:
-            queue.fail(shard, batch, "dead", retry_in, 0, now=NOW)
+            fail(queue, shard, batch, "dead", retry_in, 0, now=NOW)
     assert sharded_worker.metrics()["morgue_length"] == 10
     return sharded_worker
 
@@ -150,7 +152,7 @@ def test_morgue_queue_up_moves_the_given_ids_to_their_shards(dead):
         "0", "1", "2", "4", "5", "6", "8", "9"
     ]  # fmt: skip
     queue = dead.queue()
-    popped = {job.id: shard for shard in range(5) for job in queue.pop(shard, 100)}
+    popped = {job.id: shard for shard in range(5) for job in pop(queue, shard, 100)}
     assert popped == {"3": queue.shard_of("3"), "7": queue.shard_of("7")}
     assert dead.actions().morgue_queue_up([]) == 0
 

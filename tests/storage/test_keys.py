@@ -8,6 +8,7 @@ from storage_support import NOW
 
 import lowkiq
 from lowkiq.storage.keys import QueueKeys
+from tests.leasing import ack, fail, pop, restore
 
 
 def exercise(worker: type[lowkiq.Worker]) -> None:
@@ -18,8 +19,8 @@ def exercise(worker: type[lowkiq.Worker]) -> None:
     def fail_each_shard(max_retry_count: int) -> None:
         worker.perform_async([{"id": n, "payload": {"n": n}, "perform_in": NOW} for n in range(20)])
         for shard in shards:
-            if batch := queue.pop(shard, 5, now=NOW):
-                queue.fail(shard, batch, "e", lambda c: 1, max_retry_count, now=NOW)
+            if batch := pop(queue, shard, 5, now=NOW):
+                fail(queue, shard, batch, "e", lambda c: 1, max_retry_count, now=NOW)
 
     fail_each_shard(max_retry_count=0)  # the morgue
     fail_each_shard(max_retry_count=5)  # retries
@@ -31,11 +32,11 @@ def exercise(worker: type[lowkiq.Worker]) -> None:
     actions.perform_all_jobs_now()  # every job is due at the real now
     later = time.time() + 5
     for shard in shards:
-        queue.pop(shard, 2, now=later)
-        queue.ack(shard)
-        queue.pop(shard, 1, now=later)
-        queue.restore(shard, now=later)
-        queue.pop(shard, 1, now=later)  # left running
+        pop(queue, shard, 2, now=later)
+        ack(queue, shard)
+        pop(queue, shard, 1, now=later)
+        restore(queue, shard, now=later)
+        pop(queue, shard, 1, now=later)  # left running
     worker.perform_async([{"id": f"fresh{n}"} for n in range(10)])
     worker.metrics()
     queries = worker.queries()

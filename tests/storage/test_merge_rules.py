@@ -6,6 +6,8 @@ import time
 
 from storage_support import NOW, retry_in
 
+from tests.leasing import fail, pop, restore
+
 V_PAST = 1536323288.0
 
 
@@ -18,8 +20,8 @@ def test_worked_example_of_the_spec(worker, queue):
         ]
     )
     # One failure at now = V_PAST - 10 puts it back with retry_count 0, perform_in V_PAST.
-    batch = queue.pop(0, 10, now=V_PAST - 10)
-    queue.fail(0, batch, "boom", retry_in, worker.max_retry_count, now=V_PAST - 10)
+    batch = pop(queue, 0, 10, now=V_PAST - 10)
+    fail(queue, 0, batch, "boom", retry_in, worker.max_retry_count, now=V_PAST - 10)
 
     worker.perform_async(
         [
@@ -110,11 +112,11 @@ def test_failed_job_returning_onto_a_queued_job_brings_its_schedule(worker, queu
     """Rule 3: a job of the same id arrived while the batch ran; the failed job's
     perform_in, retry_count and error win, payloads merge."""
     worker.perform_async([{"id": "a", "payload": "old", "score": 1, "perform_in": NOW - 1}])
-    batch = queue.pop(0, 10, now=NOW)
+    batch = pop(queue, 0, 10, now=NOW)
     worker.perform_async([{"id": "a", "payload": "new", "score": 2, "perform_in": NOW + 1}])
     worker.perform_async([{"id": "a", "payload": "old", "score": 3}])
 
-    queue.fail(0, batch, "broken", retry_in, worker.max_retry_count, now=NOW)
+    fail(queue, 0, batch, "broken", retry_in, worker.max_retry_count, now=NOW)
 
     [job] = worker.queries().fetch(["a"])
     assert job["perform_in"] == NOW + retry_in(0)
@@ -127,11 +129,11 @@ def test_failed_retry_returning_onto_a_fresh_job_raises_its_retry_count(worker, 
     worker.perform_async([{"id": "a", "payload": "p", "perform_in": NOW - 1}])
     for attempt in range(2):
         now = NOW + 1000 * attempt
-        queue.fail(0, queue.pop(0, 10, now=now), f"fail {attempt}", retry_in, 3, now=now)
-    batch = queue.pop(0, 10, now=NOW + 5000)
+        fail(queue, 0, pop(queue, 0, 10, now=now), f"fail {attempt}", retry_in, 3, now=now)
+    batch = pop(queue, 0, 10, now=NOW + 5000)
     assert [job.retry_count for job in batch] == [1]
     worker.perform_async([{"id": "a", "payload": "q", "perform_in": NOW}])
-    queue.fail(0, batch, "fail 2", retry_in, 10, now=NOW + 5000)
+    fail(queue, 0, batch, "fail 2", retry_in, 10, now=NOW + 5000)
 
     [job] = worker.queries().fetch(["a"])
     assert job["retry_count"] == 2
@@ -144,10 +146,10 @@ def test_restore_onto_a_queued_job_brings_the_processing_schedule(worker, queue,
     worker.perform_async([{"id": "a", "payload": "old", "score": 1, "perform_in": NOW - 1}])
     fail_batch(now=NOW, error="first")
     later = NOW + retry_in(0)
-    assert [job.retry_count for job in queue.pop(0, 10, now=later)] == [0]
+    assert [job.retry_count for job in pop(queue, 0, 10, now=later)] == [0]
     worker.perform_async([{"id": "a", "payload": "new", "score": 2, "perform_in": NOW + 5}])
 
-    assert queue.restore(0, now=later + 1) == 1
+    assert restore(queue, 0, now=later + 1) == 1
 
     [job] = worker.queries().fetch(["a"])
     assert job["perform_in"] == later
@@ -160,11 +162,11 @@ def test_restore_onto_a_queued_job_brings_the_processing_schedule(worker, queue,
 def test_morgue_job_moved_back_onto_a_queued_retry(worker, queue):
     """Rule 4: perform_in = now, retry_count = -1, payloads merge, error gone."""
     worker.perform_async([{"id": "a", "payload": "dead", "score": 1, "perform_in": NOW - 1}])
-    queue.fail(0, queue.pop(0, 10, now=NOW), "fatal", retry_in, 0, now=NOW)
+    fail(queue, 0, pop(queue, 0, 10, now=NOW), "fatal", retry_in, 0, now=NOW)
     assert worker.metrics()["morgue_length"] == 1
 
     worker.perform_async([{"id": "a", "payload": "queued", "score": 2, "perform_in": NOW - 1}])
-    queue.fail(0, queue.pop(0, 10, now=NOW), "again", retry_in, 3, now=NOW)
+    fail(queue, 0, pop(queue, 0, 10, now=NOW), "again", retry_in, 3, now=NOW)
     assert worker.queries().fetch(["a"])[0]["retry_count"] == 0
 
     before = time.time()
@@ -181,7 +183,7 @@ def test_morgue_job_moved_back_onto_a_queued_retry(worker, queue):
 
 def test_morgue_job_moved_back_onto_a_future_fresh_job_becomes_due_now(worker, queue):
     worker.perform_async([{"id": "a", "payload": "dead", "score": 1, "perform_in": NOW - 1}])
-    queue.fail(0, queue.pop(0, 10, now=NOW), "fatal", retry_in, 0, now=NOW)
+    fail(queue, 0, pop(queue, 0, 10, now=NOW), "fatal", retry_in, 0, now=NOW)
     future = time.time() + 3600
     worker.perform_async([{"id": "a", "payload": "later", "score": 2, "perform_in": future}])
 
@@ -195,7 +197,7 @@ def test_morgue_job_moved_back_onto_a_future_fresh_job_becomes_due_now(worker, q
 
 def test_morgue_job_moved_back_with_nothing_queued(worker, queue):
     worker.perform_async([{"id": "a", "payload": "dead", "score": 1, "perform_in": NOW - 1}])
-    queue.fail(0, queue.pop(0, 10, now=NOW), "fatal", retry_in, 0, now=NOW)
+    fail(queue, 0, pop(queue, 0, 10, now=NOW), "fatal", retry_in, 0, now=NOW)
     assert worker.queries().fetch(["a"]) == []
 
     before = time.time()
@@ -210,9 +212,11 @@ def test_morgue_job_moved_back_with_nothing_queued(worker, queue):
 def test_payloads_merging_into_the_morgue_keep_the_smallest_score(worker, queue):
     for score in (5, 2):
         worker.perform_async([{"id": "a", "payload": "x", "score": score, "perform_in": NOW - 1}])
-        queue.fail(0, queue.pop(0, 10, now=NOW + score), f"e{score}", retry_in, 0, now=NOW + score)
+        fail(
+            queue, 0, pop(queue, 0, 10, now=NOW + score), f"e{score}", retry_in, 0, now=NOW + score
+        )
     worker.perform_async([{"id": "a", "payload": "y", "score": 3, "perform_in": NOW - 1}])
-    queue.fail(0, queue.pop(0, 10, now=NOW + 9), "e9", retry_in, 0, now=NOW + 9)
+    fail(queue, 0, pop(queue, 0, 10, now=NOW + 9), "e9", retry_in, 0, now=NOW + 9)
 
     [dead] = worker.queries().morgue_fetch(["a"])
     assert dead["payloads"] == [["x", 2.0], ["y", 3.0]]
@@ -235,7 +239,7 @@ def test_same_id_twice_in_one_call_keeps_the_first_perform_in(worker):
 
 def test_an_enqueued_job_does_not_touch_the_morgue_entry_of_its_id(worker, queue):
     worker.perform_async([{"id": "a", "payload": "dead", "score": 1, "perform_in": NOW - 1}])
-    queue.fail(0, queue.pop(0, 10, now=NOW), "fatal", retry_in, 0, now=NOW)
+    fail(queue, 0, pop(queue, 0, 10, now=NOW), "fatal", retry_in, 0, now=NOW)
     worker.perform_async([{"id": "a", "payload": "new", "score": 2, "perform_in": NOW + 1}])
 
     [queued] = worker.queries().fetch(["a"])

@@ -8,6 +8,7 @@ import pytest
 from storage_support import NOW, retry_in
 
 import lowkiq
+from tests.leasing import ack, fail, pop
 
 ZERO = {
     "length": 0,
@@ -29,14 +30,14 @@ def test_metrics_count_every_state(worker, queue):
     future = time.time() + 3600
     # Two jobs die, one fails into a retry, one succeeds, one runs, three wait.
     worker.perform_async([{"id": n, "perform_in": NOW + n} for n in range(2)])
-    queue.fail(0, queue.pop(0, 10, now=NOW + 10), "dead", retry_in, 0, now=NOW + 10)
+    fail(queue, 0, pop(queue, 0, 10, now=NOW + 10), "dead", retry_in, 0, now=NOW + 10)
     worker.perform_async([{"id": "retry", "perform_in": NOW}])
-    queue.fail(0, queue.pop(0, 10, now=NOW + 20), "once", retry_in, 5, now=NOW + 20)
+    fail(queue, 0, pop(queue, 0, 10, now=NOW + 20), "once", retry_in, 5, now=NOW + 20)
     worker.perform_async([{"id": "ok", "perform_in": NOW}])
-    queue.pop(0, 1, now=NOW + 25)
-    queue.ack(0)
+    pop(queue, 0, 1, now=NOW + 25)
+    ack(queue, 0)
     worker.perform_async([{"id": "running", "perform_in": NOW}])
-    queue.pop(0, 1, now=NOW + 26)
+    pop(queue, 0, 1, now=NOW + 26)
     worker.perform_async([{"id": f"waiting{n}", "perform_in": future} for n in range(3)])
 
     metrics = worker.metrics()
@@ -53,7 +54,7 @@ def test_metrics_count_every_state(worker, queue):
 
 def test_length_is_fresh_plus_retries(worker, queue):
     worker.perform_async([{"id": n, "perform_in": NOW} for n in range(5)])
-    queue.fail(0, queue.pop(0, 2, now=NOW), "e", retry_in, 5, now=NOW)
+    fail(queue, 0, pop(queue, 0, 2, now=NOW), "e", retry_in, 5, now=NOW)
     metrics = worker.metrics()
     assert (metrics["fresh"], metrics["retries"], metrics["length"]) == (3, 2, 5)
 
@@ -62,9 +63,9 @@ def test_busy_counts_jobs_in_every_processing_area(sharded_worker):
     queue = sharded_worker.queue()
     sharded_worker.perform_async([{"id": n, "perform_in": NOW} for n in range(12)])
     for shard in range(5):
-        queue.pop(shard, 100, now=NOW)
+        pop(queue, shard, 100, now=NOW)
     assert sharded_worker.metrics()["busy"] == 12
-    queue.ack(queue.shard_of("0"))
+    ack(queue, queue.shard_of("0"))
     expected = 12 - sum(1 for n in range(12) if queue.shard_of(str(n)) == queue.shard_of("0"))
     assert sharded_worker.metrics()["busy"] == expected
 
@@ -90,13 +91,13 @@ def test_lag_is_zero_when_nothing_is_due(sharded_worker):
 
 def test_lag_ignores_jobs_being_processed(worker, queue):
     worker.perform_async([{"id": "old", "perform_in": time.time() - 500}])
-    queue.pop(0, 1)
+    pop(queue, 0, 1)
     assert worker.metrics()["lag"] == 0
 
 
 def test_failed_counts_every_job_of_a_failed_batch(worker, queue):
     worker.perform_async([{"id": n, "perform_in": NOW} for n in range(3)])
-    queue.fail(0, queue.pop(0, 10, now=NOW), "e", retry_in, 5, now=NOW)
+    fail(queue, 0, pop(queue, 0, 10, now=NOW), "e", retry_in, 5, now=NOW)
     assert worker.metrics()["failed"] == 3
 
 
@@ -120,8 +121,8 @@ def test_stats_document_with_two_workers(two_workers):
     mail.perform_async([{"id": n, "perform_in": now - 90} for n in range(3)])
     mail_queue = mail.queue()
     shard = mail_queue.shard_of("0")
-    batch = mail_queue.pop(shard, 1, now=now)
-    mail_queue.fail(shard, batch, "dead", retry_in, 0, now=now)
+    batch = pop(mail_queue, shard, 1, now=now)
+    fail(mail_queue, shard, batch, "dead", retry_in, 0, now=now)
 
     stats = lowkiq.stats()
     elapsed = time.time() - now + 1

@@ -10,14 +10,15 @@ from storage_support import NOW
 
 import lowkiq
 from lowkiq.errors import InvalidQuery
+from tests.leasing import fail, pop
 
 
 def fail_all_due(queue, now, max_retry_count=3):
     """Pop every job due at ``now`` in every shard and fail it at ``now``."""
     for shard in range(queue.shards_count):
-        batch = queue.pop(shard, 1000, now=now)
+        batch = pop(queue, shard, 1000, now=now)
         if batch:
-            queue.fail(shard, batch, "boom", lambda c: 100.0, max_retry_count, now=now)
+            fail(queue, shard, batch, "boom", lambda c: 100.0, max_retry_count, now=now)
 
 
 @pytest.fixture

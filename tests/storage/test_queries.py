@@ -9,6 +9,7 @@ import redis
 from storage_support import NOW, retry_in
 
 from lowkiq.errors import InvalidQuery, LowkiqError
+from tests.leasing import fail, pop
 
 LATER = NOW + 5000
 
@@ -19,9 +20,9 @@ def ids(jobs):
 
 def fail_once(queue, job_id, now, error="e", max_retry_count=5):
     """Pop ``job_id`` alone at ``now`` and fail it."""
-    batch = queue.pop(0, 10, now=now)
+    batch = pop(queue, 0, 10, now=now)
     assert [job.id for job in batch] == [job_id]
-    return queue.fail(0, batch, error, retry_in, max_retry_count, now=now)
+    return fail(queue, 0, batch, error, retry_in, max_retry_count, now=now)
 
 
 @pytest.fixture
@@ -271,7 +272,7 @@ def test_processing_data_lists_running_jobs_with_their_processing_copy(worker, q
     worker.perform_async([{"id": "r", "payload": "x", "score": 1, "perform_in": NOW - 1}])
     fail_once(queue, "r", NOW, "kaput")
     worker.perform_async([{"id": "f", "payload": "y", "score": 2, "perform_in": NOW - 1}])
-    queue.pop(0, 10, now=NOW + 100)
+    pop(queue, 0, 10, now=NOW + 100)
 
     data = sorted(worker.queries().processing_data(), key=lambda job: job["id"])
     assert data == [
@@ -290,7 +291,7 @@ def test_processing_data_covers_every_shard(sharded_worker):
     queue = sharded_worker.queue()
     sharded_worker.perform_async([{"id": n, "perform_in": NOW} for n in range(20)])
     for shard in range(5):
-        queue.pop(shard, 100, now=NOW)
+        pop(queue, shard, 100, now=NOW)
     assert sorted(ids(sharded_worker.queries().processing_data()), key=int) == [
         str(n) for n in range(20)
     ]

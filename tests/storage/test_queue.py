@@ -7,6 +7,7 @@ import time
 from storage_support import NOW, retry_in
 
 from lowkiq.storage.queue import PoppedJob
+from tests.leasing import ack, fail, pop, restore
 
 
 def test_pop_takes_due_jobs_earliest_perform_in_first_up_to_the_limit(worker, queue):
@@ -19,19 +20,19 @@ def test_pop_takes_due_jobs_earliest_perform_in_first_up_to_the_limit(worker, qu
             {"id": "d", "payload": "d", "perform_in": NOW},
         ]
     )
-    first = queue.pop(0, 3, now=NOW)
+    first = pop(queue, 0, 3, now=NOW)
     assert [job.id for job in first] == ["a", "b", "c"]
-    queue.ack(0)
-    assert [job.id for job in queue.pop(0, 3, now=NOW)] == ["d"]
-    queue.ack(0)
-    assert queue.pop(0, 3, now=NOW) == []
+    ack(queue, 0)
+    assert [job.id for job in pop(queue, 0, 3, now=NOW)] == ["d"]
+    ack(queue, 0)
+    assert pop(queue, 0, 3, now=NOW) == []
     assert [job["id"] for job in worker.queries().fetch(["later"])] == ["later"]
 
 
 def test_pop_returns_an_empty_list_when_nothing_is_due(worker, queue):
-    assert queue.pop(0, 10, now=NOW) == []
+    assert pop(queue, 0, 10, now=NOW) == []
     worker.perform_async([{"id": 1, "perform_in": NOW + 60}])
-    assert queue.pop(0, 10, now=NOW) == []
+    assert pop(queue, 0, 10, now=NOW) == []
     assert worker.metrics()["busy"] == 0
 
 
@@ -43,19 +44,19 @@ def test_popped_job_holds_id_retry_count_and_payloads_ascending_by_score(worker,
             {"id": 42, "payload": [3], "score": 30, "perform_in": NOW - 1},
         ]
     )
-    assert queue.pop(0, 10, now=NOW) == [
-        PoppedJob(id="42", retry_count=-1, payloads=[{"v": 1}, {"v": 2}, [3]])
+    assert pop(queue, 0, 10, now=NOW) == [
+        PoppedJob(id="42", retry_count=-1, payloads=[{"v": 1}, {"v": 2}, [3]], perform_in=NOW - 1)
     ]
 
 
 def test_default_payload_is_the_empty_string(worker, queue):
     worker.perform_async([{"id": 1, "perform_in": NOW - 1}])
-    assert queue.pop(0, 10, now=NOW)[0].payloads == [""]
+    assert pop(queue, 0, 10, now=NOW)[0].payloads == [""]
 
 
 def test_popped_jobs_move_to_the_processing_area(worker, queue):
     worker.perform_async([{"id": "a", "payload": "p", "score": 1, "perform_in": NOW - 1}])
-    queue.pop(0, 10, now=NOW)
+    pop(queue, 0, 10, now=NOW)
     assert worker.queries().fetch(["a"]) == []
     assert worker.queries().processing_data() == [
         {"id": "a", "payloads": [["p", 1.0]], "perform_in": NOW - 1, "retry_count": -1}
@@ -66,15 +67,15 @@ def test_popped_jobs_move_to_the_processing_area(worker, queue):
 
 def test_pop_returns_none_while_the_processing_area_is_occupied(worker, queue):
     worker.perform_async([{"id": i, "perform_in": NOW - 1} for i in range(3)])
-    assert len(queue.pop(0, 1, now=NOW)) == 1
-    assert queue.pop(0, 1, now=NOW) is None
+    assert len(pop(queue, 0, 1, now=NOW)) == 1
+    assert pop(queue, 0, 1, now=NOW) is None
     assert worker.metrics()["fresh"] == 2
 
 
 def test_pop_with_ack_shard_acks_its_own_last_batch_then_pops(worker, queue):
     worker.perform_async([{"id": "a", "perform_in": NOW - 2}, {"id": "b", "perform_in": NOW - 1}])
-    assert [job.id for job in queue.pop(0, 1, now=NOW)] == ["a"]
-    assert [job.id for job in queue.pop(0, 1, now=NOW, ack_shard=0)] == ["b"]
+    assert [job.id for job in pop(queue, 0, 1, now=NOW)] == ["a"]
+    assert [job.id for job in pop(queue, 0, 1, now=NOW, ack_shard=0)] == ["b"]
     assert worker.metrics()["processed"] == 1
     assert [job["id"] for job in worker.queries().processing_data()] == ["b"]
 
@@ -84,36 +85,36 @@ def test_pop_with_ack_shard_acks_another_shard_of_the_queue(sharded_worker):
     ids = [str(n) for n in range(40)]
     sharded_worker.perform_async([{"id": i, "perform_in": NOW - 1} for i in ids])
     first, second = sorted({queue.shard_of(i) for i in ids})[:2]
-    assert queue.pop(first, 3, now=NOW)
-    popped = queue.pop(second, 3, now=NOW, ack_shard=first)
+    assert pop(queue, first, 3, now=NOW)
+    popped = pop(queue, second, 3, now=NOW, ack_shard=first)
     assert popped and all(queue.shard_of(job.id) == second for job in popped)
     metrics = sharded_worker.metrics()
     assert (metrics["processed"], metrics["busy"]) == (3, len(popped))
     # The acked shard can pop again; the other still holds its batch.
-    assert queue.pop(first, 3, now=NOW)
-    assert queue.pop(second, 3, now=NOW) is None
+    assert pop(queue, first, 3, now=NOW)
+    assert pop(queue, second, 3, now=NOW) is None
 
 
 def test_ack_clears_the_processing_area_and_counts_processed(worker, queue):
     worker.perform_async([{"id": i, "perform_in": NOW - 1} for i in range(4)])
-    queue.pop(0, 3, now=NOW)
-    assert queue.ack(0) == 3
+    pop(queue, 0, 3, now=NOW)
+    assert ack(queue, 0) == 3
     assert worker.queries().processing_data() == []
     metrics = worker.metrics()
     assert (metrics["processed"], metrics["busy"], metrics["failed"]) == (3, 0, 0)
-    queue.pop(0, 3, now=NOW)
-    queue.ack(0)
+    pop(queue, 0, 3, now=NOW)
+    ack(queue, 0)
     assert worker.metrics()["processed"] == 4
-    assert queue.ack(0) == 0
+    assert ack(queue, 0) == 0
     assert worker.metrics()["processed"] == 4
 
 
 def test_a_new_job_of_a_running_id_waits_in_the_queue(worker, queue):
     worker.perform_async([{"id": "a", "payload": 1, "perform_in": NOW - 1}])
-    queue.pop(0, 10, now=NOW)
+    pop(queue, 0, 10, now=NOW)
     worker.perform_async([{"id": "a", "payload": 2, "score": 5, "perform_in": NOW - 1}])
-    assert queue.pop(0, 10, now=NOW) is None
-    queue.ack(0)
+    assert pop(queue, 0, 10, now=NOW) is None
+    ack(queue, 0)
     [job] = worker.queries().fetch(["a"])
     assert job["payloads"] == [[2, 5.0]]
     assert job["retry_count"] == -1
@@ -126,8 +127,8 @@ def test_failure_schedules_a_retry(worker, queue):
             {"id": "b", "payload": "q", "score": 2, "perform_in": NOW - 1},
         ]
     )
-    batch = queue.pop(0, 10, now=NOW)
-    dead = queue.fail(0, batch, "ValueError: bad", retry_in, 3, now=NOW)
+    batch = pop(queue, 0, 10, now=NOW)
+    dead = fail(queue, 0, batch, "ValueError: bad", retry_in, 3, now=NOW)
 
     assert dead == []
     assert worker.queries().processing_data() == []
@@ -164,14 +165,14 @@ def test_retry_states_follow_the_table(worker, queue):
         calls.append(retry_count)
         return retry_in(retry_count)
 
-    queue.fail(0, queue.pop(0, 10, now=NOW), "e", recording_retry_in, 5, now=NOW)
+    fail(queue, 0, pop(queue, 0, 10, now=NOW), "e", recording_retry_in, 5, now=NOW)
     [job] = worker.queries().fetch(["a"])
     assert (job["retry_count"], job["perform_in"]) == (0, NOW + retry_in(0))
 
     later = NOW + 100
-    [popped] = queue.pop(0, 10, now=later)
+    [popped] = pop(queue, 0, 10, now=later)
     assert popped.retry_count == 0
-    queue.fail(0, [popped], "e", recording_retry_in, 5, now=later)
+    fail(queue, 0, [popped], "e", recording_retry_in, 5, now=later)
     [job] = worker.queries().fetch(["a"])
     assert (job["retry_count"], job["perform_in"]) == (1, later + retry_in(1))
     assert calls == [0, 1]
@@ -194,7 +195,7 @@ def test_exhausted_retries_send_the_oldest_payload_to_the_morgue(worker, queue):
             {"id": "a", "payload": "newest", "score": 3, "perform_in": NOW - 1},
         ]
     )
-    dead = queue.fail(0, queue.pop(0, 10, now=NOW), "fatal", retry_in, 0, now=NOW)
+    dead = fail(queue, 0, pop(queue, 0, 10, now=NOW), "fatal", retry_in, 0, now=NOW)
 
     assert dead == [{"id": "a", "payloads": ["oldest"], "error": "fatal"}]
     assert worker.queries().morgue_fetch(["a"]) == [
@@ -214,7 +215,7 @@ def test_exhausted_retries_send_the_oldest_payload_to_the_morgue(worker, queue):
 
 def test_exhausted_retries_of_a_single_payload_leave_nothing_queued(worker, queue):
     worker.perform_async([{"id": "a", "payload": "only", "score": 1, "perform_in": NOW - 1}])
-    dead = queue.fail(0, queue.pop(0, 10, now=NOW), "fatal", retry_in, 0, now=NOW)
+    dead = fail(queue, 0, pop(queue, 0, 10, now=NOW), "fatal", retry_in, 0, now=NOW)
     assert dead == [{"id": "a", "payloads": ["only"], "error": "fatal"}]
     assert worker.queries().fetch(["a"]) == []
     assert worker.metrics()["length"] == 0
@@ -225,10 +226,10 @@ def test_morgue_when_retry_count_reaches_max_retry_count(worker, queue):
     worker.perform_async([{"id": "a", "payload": "p", "score": 1, "perform_in": NOW - 1}])
     now = NOW
     for expected_retry_count in (0, 1):
-        assert queue.fail(0, queue.pop(0, 10, now=now), "e", retry_in, 2, now=now) == []
+        assert fail(queue, 0, pop(queue, 0, 10, now=now), "e", retry_in, 2, now=now) == []
         assert worker.queries().fetch(["a"])[0]["retry_count"] == expected_retry_count
         now += 1000
-    assert queue.fail(0, queue.pop(0, 10, now=now), "last", retry_in, 2, now=now) == [
+    assert fail(queue, 0, pop(queue, 0, 10, now=now), "last", retry_in, 2, now=now) == [
         {"id": "a", "payloads": ["p"], "error": "last"}
     ]
     assert worker.queries().fetch(["a"]) == []
@@ -238,13 +239,13 @@ def test_morgue_when_retry_count_reaches_max_retry_count(worker, queue):
 
 def test_fail_returns_only_the_morgue_bound_jobs_of_a_mixed_batch(worker, queue):
     worker.perform_async([{"id": "old", "payload": 1, "score": 1, "perform_in": NOW - 2}])
-    queue.fail(0, queue.pop(0, 10, now=NOW), "e", retry_in, 1, now=NOW)
+    fail(queue, 0, pop(queue, 0, 10, now=NOW), "e", retry_in, 1, now=NOW)
     later = NOW + 1000
     worker.perform_async([{"id": "new", "payload": 2, "score": 2, "perform_in": later - 1}])
-    batch = queue.pop(0, 10, now=later)
+    batch = pop(queue, 0, 10, now=later)
     assert {job.id: job.retry_count for job in batch} == {"old": 0, "new": -1}
 
-    dead = queue.fail(0, batch, "second", retry_in, 1, now=later)
+    dead = fail(queue, 0, batch, "second", retry_in, 1, now=later)
 
     assert dead == [{"id": "old", "payloads": [1], "error": "second"}]
     [retried] = worker.queries().fetch(["new"])
@@ -259,9 +260,9 @@ def test_exhausted_rest_goes_back_onto_a_job_that_arrived_meanwhile(worker, queu
             {"id": "a", "payload": "p2", "score": 2, "perform_in": NOW - 1},
         ]
     )
-    batch = queue.pop(0, 10, now=NOW)
+    batch = pop(queue, 0, 10, now=NOW)
     worker.perform_async([{"id": "a", "payload": "p3", "score": 3, "perform_in": NOW + 50}])
-    queue.fail(0, batch, "fatal", retry_in, 0, now=NOW)
+    fail(queue, 0, batch, "fatal", retry_in, 0, now=NOW)
 
     [job] = worker.queries().fetch(["a"])
     assert job["payloads"] == [["p2", 2.0], ["p3", 3.0]]
@@ -276,14 +277,14 @@ def test_restore_puts_a_crashed_batch_back_with_its_schedule(worker, queue):
             {"id": "retry", "payload": "r", "score": 2, "perform_in": NOW - 9},
         ]
     )
-    queue.pop(0, 1, now=NOW)  # "retry" (earliest)
-    queue.fail(0, [PoppedJob("retry", -1)], "flaky", retry_in, 5, now=NOW)
+    pop(queue, 0, 1, now=NOW)  # "retry" (earliest)
+    fail(queue, 0, [PoppedJob("retry", -1)], "flaky", retry_in, 5, now=NOW)
     later = NOW + 1000
-    batch = queue.pop(0, 10, now=later)
+    batch = pop(queue, 0, 10, now=later)
     assert [job.id for job in batch] == ["fresh", "retry"]
     # The process dies here: the batch stays in the processing area.
 
-    assert queue.restore(0, now=later + 5) == 2
+    assert restore(queue, 0, now=later + 5) == 2
 
     assert worker.queries().processing_data() == []
     assert worker.queries().fetch(["fresh", "retry"]) == [
@@ -298,12 +299,12 @@ def test_restore_puts_a_crashed_batch_back_with_its_schedule(worker, queue):
     ]
     metrics = worker.metrics()
     assert (metrics["busy"], metrics["processed"], metrics["failed"]) == (0, 0, 1)
-    assert [job.id for job in queue.pop(0, 10, now=later + 5)] == ["fresh", "retry"]
+    assert [job.id for job in pop(queue, 0, 10, now=later + 5)] == ["fresh", "retry"]
 
 
 def test_restore_of_an_empty_processing_area_does_nothing(worker, queue):
     worker.perform_async([{"id": "a", "perform_in": NOW - 1}])
-    assert queue.restore(0, now=NOW) == 0
+    assert restore(queue, 0, now=NOW) == 0
     assert len(worker.queries().fetch(["a"])) == 1
 
 
@@ -312,7 +313,7 @@ def test_shards_are_popped_independently(sharded_worker):
     sharded_worker.perform_async([{"id": i, "perform_in": NOW - 1} for i in range(30)])
     seen = []
     for shard in range(5):
-        batch = queue.pop(shard, 100, now=NOW)
+        batch = pop(queue, shard, 100, now=NOW)
         assert all(queue.shard_of(job.id) == shard for job in batch)
         seen += [job.id for job in batch]
     assert sorted(seen, key=int) == [str(i) for i in range(30)]

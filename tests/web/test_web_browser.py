@@ -24,6 +24,7 @@ from web_support import (
 )
 
 import lowkiq
+from tests.leasing import ack, pop
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
@@ -39,8 +40,8 @@ def process(worker: type[lowkiq.Worker], count: int) -> None:
     queue = worker.queue()
     done = 0
     for shard in range(worker.shards_count):
-        while done < count and (batch := queue.pop(shard, count - done)):
-            queue.ack(shard)
+        while done < count and (batch := pop(queue, shard, count - done)):
+            ack(queue, shard)
             done += len(batch)
 
 

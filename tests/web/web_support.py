@@ -11,6 +11,7 @@ from typing import Any
 from flask.testing import FlaskClient
 
 import lowkiq
+from tests.leasing import fail, pop
 
 ORIGIN = "http://localhost"
 #: Where browser tests leave screenshots (besides docs/dashboard.png).
@@ -76,8 +77,8 @@ def fail_all(worker: type[lowkiq.Worker], error: str = "boom", max_retry_count: 
     queue = worker.queue()
     failed = 0
     for shard in range(worker.shards_count):
-        while batch := queue.pop(shard, 1000):
-            queue.fail(shard, batch, error, lambda c: 3600.0, max_retry_count)
+        while batch := pop(queue, shard, 1000):
+            fail(queue, shard, batch, error, lambda c: 3600.0, max_retry_count)
             failed += len(batch)
     return failed
 
@@ -91,5 +92,5 @@ def bury(worker: type[lowkiq.Worker], count: int, error: str = "boom") -> list[s
 
 def hold(worker: type[lowkiq.Worker], shard: int = 0) -> list[str]:
     """Pop the due jobs of one shard into its processing area (busy) and leave them there."""
-    batch = worker.queue().pop(shard, 1000) or []
+    batch = pop(worker.queue(), shard, 1000) or []
     return [job.id for job in batch]

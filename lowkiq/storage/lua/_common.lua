@@ -187,3 +187,27 @@ local function ack_processing(shard)
   end
   return count
 end
+
+-- Whether `token` (`epoch owner`) is the current lease on `shard`: only the
+-- holder of the current lease may pop, ack, fail or restore the shard.
+local function lease_held(shard, token)
+  return redis.call('get', K.lease(shard)) == token
+end
+
+-- The error reply of a script called with a stale lease; nothing was changed.
+local function fenced(shard)
+  return redis.error_reply('FENCED ' .. P .. shard .. ': the lease is not held')
+end
+
+-- Put a shard's processing area back into the queue, the processing copy's
+-- perform_in, retry_count and error winning (SPEC §3 rule 3); returns its size.
+local function restore_processing(shard, now)
+  local processing = K.processing_hash(shard)
+  local entries = redis.call('hgetall', processing)
+  for i = 1, #entries, 2 do
+    local perform_in, retry_count, error, blob = processing_unpack(entries[i + 1])
+    queue_merge(entries[i], shard, blob, perform_in, retry_count, error, false, now)
+  end
+  redis.call('del', processing)
+  return #entries / 2
+end

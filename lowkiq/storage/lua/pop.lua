@@ -1,22 +1,33 @@
 -- pop: move up to `limit` due jobs of one shard into its processing area.
 -- KEYS[1]  queue prefix
 -- ARGV[1]  shard
--- ARGV[2]  now
--- ARGV[3]  limit (batch size)
--- ARGV[4]  a shard of this queue whose finished batch to ack first, or "" (so a
+-- ARGV[2]  lease token of the shard
+-- ARGV[3]  now
+-- ARGV[4]  limit (batch size)
+-- ARGV[5]  a shard of this queue whose finished batch to ack first, or "" (so a
 --          thread acks its last batch and pops the next in one round trip)
--- Reads/writes: perform_in_zset(shard), fresh/retry lex zsets, retry_count_zset,
---   errors_hash, processing_hash(shard and ARGV[4]), processed_counter
--- Returns: nil when the processing area is still occupied (a batch not yet
---   acked, failed or restored); else a flat list id, retry_count, blob, ...
---   earliest perform_in first.
-local shard, now, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
+-- ARGV[6]  lease token of that shard
+-- Reads/writes: lease(shard and ARGV[5]), perform_in_zset(shard), fresh/retry
+--   lex zsets, retry_count_zset, errors_hash, processing_hash(shard and ARGV[5]),
+--   processed_counter
+-- Returns: a flat list: the ack's result (jobs acked; -1 when its lease is not
+--   held, so nothing was acked; -2 when no ack was asked), the pop's status
+--   (1 popped; 0 the processing area is still occupied by a batch not yet
+--   acked, failed or restored; -1 the lease is not held), then id,
+--   retry_count, perform_in, blob of each popped job, earliest perform_in first.
+local shard, token, now, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local ack_shard = ARGV[5]
+local acked = -2
+if ack_shard ~= '' then
+  acked = -1
+  if lease_held(ack_shard, ARGV[6]) then acked = ack_processing(ack_shard) end
+end
+if not lease_held(shard, token) then return {acked, -1} end
 local processing = K.processing_hash(shard)
-if ARGV[4] ~= '' then ack_processing(ARGV[4]) end
-if ARGV[4] ~= shard and redis.call('exists', processing) == 1 then return false end
+if ack_shard ~= shard and redis.call('exists', processing) == 1 then return {acked, 0} end
 local due = redis.call('zrangebyscore', K.perform_in_zset(shard), '-inf', now,
   'withscores', 'limit', 0, limit)
-local out = {}
+local out = {acked, 1}
 for i = 1, #due, 2 do
   local id, perform_in = due[i], due[i + 1]
   local member, is_retry = find_queued(id)
@@ -31,6 +42,7 @@ for i = 1, #due, 2 do
     redis.call('hset', processing, id, processing_pack(perform_in, retry_count, error, blob))
     out[#out + 1] = id
     out[#out + 1] = retry_count
+    out[#out + 1] = perform_in
     out[#out + 1] = blob
   else
     redis.call('zrem', K.perform_in_zset(shard), id)

@@ -1,16 +1,12 @@
--- restore: put a shard's processing area back into the queue (after a crash).
+-- restore: put a shard's processing area back into the queue (the lease holder,
+-- after a Redis error left the area's state unknown).
 -- The processing copy's perform_in, retry_count and error win (SPEC §3 rule 3).
 -- KEYS[1]  queue prefix
 -- ARGV[1]  shard
--- ARGV[2]  now
+-- ARGV[2]  lease token of the shard
+-- ARGV[3]  now
 -- Writes: processing_hash(shard), queue keys
--- Returns: the number of jobs restored
-local shard, now = ARGV[1], ARGV[2]
-local processing = K.processing_hash(shard)
-local entries = redis.call('hgetall', processing)
-for i = 1, #entries, 2 do
-  local perform_in, retry_count, error, blob = processing_unpack(entries[i + 1])
-  queue_merge(entries[i], shard, blob, perform_in, retry_count, error, false, now)
-end
-redis.call('del', processing)
-return #entries / 2
+-- Returns: the number of jobs restored; error FENCED when the lease is not held
+local shard, token, now = ARGV[1], ARGV[2], ARGV[3]
+if not lease_held(shard, token) then return fenced(shard) end
+return restore_processing(shard, now)

@@ -1,0 +1,251 @@
+"""One process's ownership loop: heartbeat, assignment, lease acquisition and renewal.
+
+The coordinator runs on a thread of its own, so leases are renewed while the
+processing threads are busy in ``perform``.  Every ``heartbeat_interval``
+seconds, and at once when nudged (a process joined or left, a command waits),
+it beats (:mod:`~lowkiq.ownership.membership`), computes which shards this
+process should serve (:func:`~lowkiq.ownership.assignment.assign`, or a fixed
+set from a static splitter), renews the leases it holds, asks the processing
+threads to give back shards that moved away, and acquires the shards that
+came to it once their previous owner released them (or its lease expired).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import resource
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import redis
+
+from lowkiq.ownership import leases
+from lowkiq.ownership.assignment import assign, deal_sticky
+from lowkiq.ownership.leases import Lease
+from lowkiq.ownership.membership import Beat, Membership
+from lowkiq.shard_handler import ShardHandler
+from lowkiq.storage.queue import Queue
+from lowkiq.version import __version__
+
+log = logging.getLogger("lowkiq.ownership")
+
+ShardKey = tuple[str, int]
+
+#: Seconds to wait past a held lease's expiry before trying to take it again.
+EXPIRY_MARGIN = 0.01
+
+
+class LaneLike:
+    """What the coordinator asks of a processing thread (see :class:`lowkiq.lane.Lane`)."""
+
+    def add(self, handler: ShardHandler) -> None: ...
+    def remove(self, key: ShardKey, release: bool) -> None: ...
+    @property
+    def busy(self) -> int: ...
+
+
+@dataclass
+class Plan:
+    """Which shards this process wants and which thread serves each.
+
+    ``static`` plans (a splitter dealt the shards) never change; automatic
+    plans follow the assignment of every beat.
+    """
+
+    lanes: int
+    static: dict[ShardKey, int] | None = None
+
+
+def rss_bytes() -> int:
+    """The process's resident memory now (Linux), else its peak."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class Coordinator:
+    """Keeps this process's leases in step with the membership and assignment."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        membership: Membership,
+        queues: Sequence[Queue],
+        plan: Plan,
+        lanes: Sequence[LaneLike],
+        make_handler: Callable[[int, str, int, str], ShardHandler],
+        lease_ttl: float,
+        heartbeat_interval: float,
+        threads: int,
+    ) -> None:
+        self.client = client
+        self.membership = membership
+        self.queues = {queue.name: queue for queue in queues}
+        self.plan = plan
+        self.lanes = list(lanes)
+        self.make_handler = make_handler
+        self.lease_ttl = lease_ttl
+        self.heartbeat_interval = heartbeat_interval
+        self.threads = threads
+        self.started_at = time.time()
+        self.quiet = False
+        #: Set when the dashboard asked this process to stop.
+        self.stop_requested = threading.Event()
+        self._lock = threading.Lock()
+        self._held: dict[ShardKey, tuple[Lease, int]] = {}
+        self._releasing: set[ShardKey] = set()
+        self._dealt: dict[ShardKey, int] = {}
+        self._retry_at = 0.0
+        self._released_since_beat = False
+
+    # -- what the processing threads report ---------------------------------
+
+    def lost(self, handler: ShardHandler) -> None:
+        """A processing thread found ``handler``'s lease gone: forget it (maybe reacquire)."""
+        with self._lock:
+            entry = self._held.get(handler.key)
+            if entry and entry[0].token == handler.token:
+                del self._held[handler.key]
+                self.lanes[entry[1]].remove(handler.key, release=False)
+
+    def released(self, handlers: list[ShardHandler]) -> None:
+        """A processing thread gave these leases up."""
+        with self._lock:
+            for handler in handlers:
+                self._releasing.discard(handler.key)
+                entry = self._held.get(handler.key)
+                if entry and entry[0].token == handler.token:
+                    del self._held[handler.key]
+            self._released_since_beat = True
+        try:
+            self.membership.nudge_others()
+        except redis.RedisError as exc:
+            log.debug("could not nudge the other processes: %s", exc)
+
+    # -- the loop --------------------------------------------------------------
+
+    def owned(self) -> list[ShardKey]:
+        """The shards whose lease this process holds now."""
+        with self._lock:
+            return sorted(self._held)
+
+    def info(self) -> dict[str, object]:
+        """What this process tells the others and the dashboard about itself."""
+        return {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "threads": self.threads,
+            "queues": sorted(self.queues),
+            "version": __version__,
+            "started_at": self.started_at,
+            "rss": rss_bytes(),
+            "busy": sum(lane.busy for lane in self.lanes),
+            "shards": [f"{queue}:{shard}" for queue, shard in self.owned()],
+            "mode": "static" if self.plan.static is not None else "automatic",
+            "quiet": self.quiet,
+        }
+
+    def beat(self) -> Beat:
+        """One round: heartbeat, then bring the leases in step; returns the beat."""
+        weight = 0 if self.quiet else self.threads
+        beat = self.membership.beat(weight, self.info())
+        if beat.command == "quiet" and not self.quiet:
+            log.info("quiet: taking no more batches; handing this process's shards over")
+            self.quiet = True
+        elif beat.command == "stop":
+            log.info("stop requested from the dashboard")
+            self.stop_requested.set()
+        self._renew()
+        self._rebalance(self._wanted(beat))
+        return beat
+
+    def _wanted(self, beat: Beat) -> list[ShardKey]:
+        if self.quiet or self.stop_requested.is_set():
+            return []
+        if self.plan.static is not None:
+            return list(self.plan.static)
+        counts = {name: queue.shards_count for name, queue in self.queues.items()}
+        owners = assign(beat.members, counts)
+        me = self.membership.process_id
+        return [key for key in _ordered(counts) if owners.get(key) == me]
+
+    def _renew(self) -> None:
+        with self._lock:
+            held = list(self._held.values())
+        by_queue: dict[str, list[Lease]] = {}
+        for lease, _ in held:
+            by_queue.setdefault(lease.queue.name, []).append(lease)
+        for name, group in by_queue.items():
+            for lease in leases.renew(self.queues[name], group, self.lease_ttl):
+                log.warning(
+                    "%s:%d: lease epoch %d expired before it was renewed",
+                    name,
+                    lease.shard,
+                    lease.epoch,
+                )
+                with self._lock:
+                    entry = self._held.get((name, lease.shard))
+                    if entry and entry[0].token == lease.token:
+                        del self._held[(name, lease.shard)]
+                        self.lanes[entry[1]].remove((name, lease.shard), release=False)
+
+    def _rebalance(self, wanted: list[ShardKey]) -> None:
+        wanted_set = set(wanted)
+        with self._lock:
+            for key, (_, lane) in self._held.items():
+                if key not in wanted_set and key not in self._releasing:
+                    self._releasing.add(key)
+                    self.lanes[lane].remove(key, release=True)
+            missing = [k for k in wanted if k not in self._held and k not in self._releasing]
+            if self.plan.static is not None:
+                dealt = self.plan.static
+            else:
+                current = {key: lane for key, (_, lane) in self._held.items() if key in wanted_set}
+                dealt = deal_sticky(wanted, {**self._dealt, **current}, self.plan.lanes)
+            self._dealt = dict(dealt)
+        retry_in = None
+        for key in missing:
+            queue = self.queues[key[0]]
+            lease, restored, pttl = leases.acquire(
+                queue, key[1], self.membership.process_id, self.lease_ttl
+            )
+            if lease is None:
+                wait = max(pttl / 1000.0, 0.0) + EXPIRY_MARGIN
+                retry_in = wait if retry_in is None else min(retry_in, wait)
+                continue
+            if restored:
+                log.info(
+                    "%s:%d: acquired (epoch %d), restored %d job(s) its previous owner left "
+                    "in processing",
+                    key[0],
+                    key[1],
+                    lease.epoch,
+                    restored,
+                )
+            lane = dealt[key]
+            handler = self.make_handler(lane, key[0], key[1], lease.token)
+            with self._lock:
+                self._held[key] = (lease, lane)
+            self.lanes[lane].add(handler)
+        self._retry_at = 0.0 if retry_in is None else time.monotonic() + retry_in
+
+    def next_wait(self) -> float:
+        """Seconds until the next round: the heartbeat, or when a wanted lease expires."""
+        wait = self.heartbeat_interval
+        if self._retry_at:
+            wait = min(wait, self._retry_at - time.monotonic())
+        return max(wait, 0.0)
+
+    def leave(self) -> None:
+        """Deregister (after the threads released their leases)."""
+        self.membership.leave()
+
+
+def _ordered(counts: Mapping[str, int]) -> list[ShardKey]:
+    return [(name, shard) for name, count in counts.items() for shard in range(count)]

@@ -1,0 +1,83 @@
+"""Shard leases: the only right to change a shard, with a TTL and a fencing epoch.
+
+A lease's token is ``"<epoch> <owner>"``.  The epoch grows on every
+acquisition and never expires, so a process that was paused past its lease
+holds a token that no script accepts any more (see ``lua/lease_*.lua``).
+Acquiring a shard restores the batch its previous owner left in processing,
+in the same script, so that batch is put back exactly once, by the new owner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lowkiq.storage.queue import Queue, _now
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease held on one shard of one queue."""
+
+    queue: Queue
+    shard: int
+    token: str
+
+    @property
+    def epoch(self) -> int:
+        """How many times the shard had been acquired when this lease was taken."""
+        return int(self.token.split(" ", 1)[0])
+
+    def __repr__(self) -> str:
+        return f"<Lease {self.queue.name}:{self.shard} epoch {self.epoch}>"
+
+
+def parse_owner(token: str) -> str:
+    """The owner (process id) of a lease token."""
+    return token.split(" ", 1)[1]
+
+
+def acquire(
+    queue: Queue, shard: int, owner: str, ttl: float, now: float | None = None
+) -> tuple[Lease | None, int, int]:
+    """Take ``shard`` when nobody holds it.
+
+    Returns the lease and how many jobs its previous owner left in processing
+    (now restored), or ``None`` and how many milliseconds the current lease
+    has left.
+    """
+    reply = queue.run("lease_acquire", shard, owner, _ms(ttl), _now(now))
+    if reply[0] is None:
+        return None, 0, int(reply[1])
+    return Lease(queue, shard, reply[0].decode()), int(reply[1]), 0
+
+
+def renew(queue: Queue, leases: Sequence[Lease], ttl: float) -> list[Lease]:
+    """Extend ``leases`` (all of ``queue``) by ``ttl`` seconds; returns those no longer held."""
+    if not leases:
+        return []
+    args: list[object] = [_ms(ttl)]
+    for lease in leases:
+        args += (lease.shard, lease.token)
+    renewed = queue.run("lease_renew", *args)
+    return [lease for lease, ok in zip(leases, renewed, strict=True) if not ok]
+
+
+def release(queue: Queue, leases: Sequence[Lease]) -> int:
+    """Give up ``leases`` (all of ``queue``) still held; returns how many were."""
+    if not leases:
+        return 0
+    args: list[object] = []
+    for lease in leases:
+        args += (lease.shard, lease.token)
+    return int(queue.run("lease_release", *args))
+
+
+def holders(queue: Queue) -> list[str | None]:
+    """The current lease token of each shard of ``queue`` (``None``: nobody holds it)."""
+    tokens = queue.run("leases", *range(queue.shards_count))
+    return [token.decode() if token else None for token in tokens]
+
+
+def _ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
