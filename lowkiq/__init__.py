@@ -17,19 +17,26 @@ from lowkiq.errors import (
     RedisUnavailable,
 )
 from lowkiq.schedulers import build_lag_scheduler, build_seq_scheduler
-from lowkiq.settings import settings
+from lowkiq.settings import Settings, settings
 from lowkiq.splitters import build_by_node_splitter, build_default_splitter
-from lowkiq.storage.metrics import many_queue_metrics, stats_document
+from lowkiq.storage.metrics import Overview, QueueMetrics
+from lowkiq.storage.metrics import overview as metrics_overview
 from lowkiq.version import __version__
 from lowkiq.worker import Worker
 
 
+def overview(config: Settings = settings) -> Overview:
+    """The queue metrics of every worker of ``config`` (in order) and their totals."""
+    client = config.client()
+    return metrics_overview(
+        client, {worker.__name__: worker.queue(client, config) for worker in config.workers}
+    )
+
+
 def stats() -> dict[str, Any]:
-    """The ``/api/v1/stats`` document over ``settings.workers`` (SPEC §5)."""
-    client = settings.client()
-    workers = settings.workers
-    metrics = many_queue_metrics(client, [worker.queue(client) for worker in workers])
-    return stats_document([worker.__name__ for worker in workers], metrics)
+    """The ``/api/v1/stats`` document over ``settings.workers``: ``length``,
+    ``morgue_length`` and ``lag`` in total (lag: the largest) and by worker."""
+    return overview().stats()
 
 
 __all__ = [
@@ -37,6 +44,8 @@ __all__ = [
     "InvalidJob",
     "InvalidQuery",
     "LowkiqError",
+    "Overview",
+    "QueueMetrics",
     "RedisUnavailable",
     "Worker",
     "__version__",
@@ -44,6 +53,7 @@ __all__ = [
     "build_default_splitter",
     "build_lag_scheduler",
     "build_seq_scheduler",
+    "overview",
     "settings",
     "stats",
 ]

@@ -1,7 +1,7 @@
 """The ``lowkiq`` command line: ``lowkiq worker`` and ``lowkiq redis stop`` (SPEC §8).
 
 Thin glue: the logic lives in :mod:`lowkiq.server`, :mod:`lowkiq.app_loader`
-and :mod:`lowkiq.embedded`.  Other packages add subcommands to :data:`main`.
+and :mod:`lowkiq.embedded`; ``lowkiq web`` lives in :mod:`lowkiq_web.cli`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,13 @@ from pathlib import Path
 
 import click
 
-from lowkiq.cli_support import embedded_redis_option, fail, load_app_or_exit, require_option
+from lowkiq.cli_support import (
+    LazyGroup,
+    embedded_redis_option,
+    fail,
+    load_app_or_exit,
+    require_option,
+)
 from lowkiq.embedded import PROJECT_DIR
 from lowkiq.errors import LowkiqError
 from lowkiq.version import __version__
@@ -20,7 +26,8 @@ from lowkiq.version import __version__
 LOG_FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
 
 
-@click.group()
+# `lowkiq web` is defined with the dashboard, imported only when it runs.
+@click.group(cls=LazyGroup, lazy_commands={"web": "lowkiq_web.cli:web"})
 @click.version_option(__version__, prog_name="lowkiq")
 def main() -> None:
     """lowkiq: ordered background-job processing on Redis."""
@@ -127,9 +134,3 @@ def stop_embedded(directory: Path) -> bool:
         return False
     EmbeddedServer(url=url, directory=directory).stop()
     return True
-
-
-# The dashboard's subcommand, `lowkiq web` (defined with the dashboard).
-from lowkiq_web.cli import web  # noqa: E402
-
-main.add_command(web)

@@ -3,6 +3,7 @@ and loading the app or exiting with a one-line error."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Callable
@@ -54,3 +55,25 @@ def load_app_or_exit(app: str) -> None:
         load_app(app)
     except AppLoadError as exc:
         fail(str(exc))
+
+
+class LazyGroup(click.Group):
+    """A command group whose ``lazy_commands`` (name -> ``"module:attribute"``) are imported
+    only when run or listed, so ``lowkiq worker`` never loads the dashboard's Flask."""
+
+    def __init__(self, *args: Any, lazy_commands: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = lazy_commands
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command name, the lazy ones included."""
+        return sorted({*super().list_commands(ctx), *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command ``cmd_name``, importing it when it is a lazy one."""
+        target = self.lazy_commands.get(cmd_name)
+        if target is None:
+            return super().get_command(ctx, cmd_name)
+        module, _, attribute = target.partition(":")
+        command: click.Command = getattr(importlib.import_module(module), attribute)
+        return command

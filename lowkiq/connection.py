@@ -52,11 +52,14 @@ class ThreadClient(redis.Redis):
 
 
 def describe_redis(client: redis.Redis) -> str:
-    """The server's URL without password, for logs."""
-    kwargs = client.connection_pool.connection_kwargs
+    """The server's URL without user name or password, for logs and the dashboard."""
+    pool = client.connection_pool
+    kwargs = pool.connection_kwargs
+    db = kwargs.get("db", 0)
     if kwargs.get("path"):
-        return f"unix://{kwargs['path']}"
-    scheme = "rediss" if "SSL" in client.connection_pool.connection_class.__name__ else "redis"
-    user = f"{kwargs['username']}@" if kwargs.get("username") else ""
-    host, port, db = kwargs.get("host", "localhost"), kwargs.get("port", 6379), kwargs.get("db", 0)
-    return f"{scheme}://{user}{host}:{port}/{db}"
+        return f"unix://{kwargs['path']}" + (f"?db={db}" if db else "")
+    scheme = "rediss" if issubclass(pool.connection_class, redis.SSLConnection) else "redis"
+    host = kwargs.get("host", "localhost")
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{kwargs.get('port', 6379)}/{db}"

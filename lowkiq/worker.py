@@ -15,7 +15,7 @@ from lowkiq.errors import ConfigurationError, InvalidJob, RedisUnavailable
 from lowkiq.middleware import chain
 from lowkiq.settings import Settings, settings
 from lowkiq.storage.actions import Actions
-from lowkiq.storage.metrics import queue_metrics
+from lowkiq.storage.metrics import QueueMetrics, queue_metrics
 from lowkiq.storage.queries import Queries
 from lowkiq.storage.queue import NewJob, Queue
 
@@ -125,7 +125,7 @@ class Worker:
         return Actions(cls.queue())
 
     @classmethod
-    def metrics(cls) -> dict[str, Any]:
+    def metrics(cls) -> QueueMetrics:
         """``length``, ``fresh``, ``retries``, ``morgue_length``, ``lag``, ``processed``,
         ``failed``, ``busy``."""
         return queue_metrics(cls.queue())

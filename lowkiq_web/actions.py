@@ -15,21 +15,9 @@ from werkzeug.wrappers import Response
 import lowkiq
 from lowkiq_web import views
 from lowkiq_web.blueprint import lowkiq_web, read_only
+from lowkiq_web.bulk import find_bulk_action
 from lowkiq_web.listing import BadParameter
 from lowkiq_web.overview import find_worker
-
-#: Bulk actions: URL name → (list, what it does, past tense for the message).
-BULK: dict[str, tuple[str, Callable[[type[lowkiq.Worker]], int], str]] = {
-    "perform_all_now": ("enqueued", lambda w: w.actions().perform_all_jobs_now(), "made due now"),
-    "kill_all_failed": (
-        "enqueued",
-        lambda w: w.actions().kill_all_failed_jobs(),
-        "moved to the morgue",
-    ),
-    "delete_all_failed": ("enqueued", lambda w: w.actions().delete_all_failed_jobs(), "deleted"),
-    "queue_up_all": ("dead", lambda w: w.actions().morgue_queue_up_all_jobs(), "queued up"),
-    "delete_all": ("dead", lambda w: w.actions().morgue_delete_all_jobs(), "deleted"),
-}
 
 #: Actions on one dead job: URL name → (what it does, past tense).
 ONE: dict[str, tuple[Callable[[type[lowkiq.Worker], str], int], str]] = {
@@ -54,15 +42,15 @@ def _list_params() -> dict[str, str]:
 def bulk(worker: str, kind: str, action: str) -> Response | str:
     """Run a bulk action on the worker's queue or morgue."""
     found = find_worker(worker)
-    if action not in BULK or BULK[action][0] != kind:
+    bulk_action = find_bulk_action(kind, action)
+    if bulk_action is None:
         abort(404, f"no action {action!r} on the {kind} list")
-    _, run, done = BULK[action]
-    count = run(found)
+    count = bulk_action.run(found.actions())
     params = _list_params()
     if not request.headers.get("HX-Request"):
         return redirect(url_for(f"lowkiq_web.{kind}", worker=worker, **params), 303)
     context = views.list_context(worker, kind, params)
-    message = f"{count} job{'s' if count != 1 else ''} {done}."
+    message = f"{count} job{'s' if count != 1 else ''} {bulk_action.done}."
     return render_template("lowkiq/_list_response.html", message=message, **context)
 
 

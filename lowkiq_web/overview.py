@@ -1,18 +1,16 @@
-"""What the dashboard shows: every worker's metrics, the totals and the Redis server."""
+"""What the dashboard shows besides queues: a worker found by name, the Redis server."""
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from typing import Any
 
 import redis
 from werkzeug.exceptions import NotFound
 
 import lowkiq
+from lowkiq.connection import describe_redis
 from lowkiq.embedded import is_embedded
 from lowkiq.errors import LowkiqError
-from lowkiq.storage.metrics import many_queue_metrics
 
 #: The dashboard's totals, in display order: metric key → label.
 TOTALS = {
@@ -37,42 +35,6 @@ def find_worker(name: str) -> type[lowkiq.Worker]:
     raise UnknownWorker(f"no worker named {name!r}")
 
 
-@dataclass(frozen=True)
-class Overview:
-    """Metrics of every worker (in settings order) and their totals."""
-
-    by_worker: dict[str, dict[str, Any]]
-    totals: dict[str, Any]
-    at: float
-
-
-def overview() -> Overview:
-    """Every worker's metrics in one round trip, and the totals (lag is the maximum)."""
-    client = lowkiq.settings.client()
-    workers = lowkiq.settings.workers
-    now = time.time()
-    metrics = many_queue_metrics(client, [worker.queue(client) for worker in workers], now)
-    by_worker = {worker.__name__: m for worker, m in zip(workers, metrics, strict=True)}
-    totals: dict[str, Any] = {
-        key: sum(m[key] for m in metrics)
-        for key in ("busy", "length", "fresh", "retries", "morgue_length", "processed", "failed")
-    }
-    totals["lag"] = max((m["lag"] for m in metrics), default=0.0)
-    return Overview(by_worker, totals, now)
-
-
-def public_url(client: redis.Redis) -> str:
-    """The server's URL without user name or password."""
-    kwargs = client.connection_pool.connection_kwargs
-    if kwargs.get("path"):
-        return f"unix://{kwargs['path']}?db={kwargs.get('db', 0)}"
-    scheme = "rediss" if client.connection_pool.connection_class is redis.SSLConnection else "redis"
-    host = kwargs.get("host", "localhost")
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{scheme}://{host}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)}"
-
-
 def redis_info() -> dict[str, Any]:
     """Version, uptime, clients, memory and the URL (never the password)."""
     client = lowkiq.settings.client()
@@ -83,7 +45,7 @@ def redis_info() -> dict[str, Any]:
         "clients": int(info.get("connected_clients", 0)),
         "memory": info.get("used_memory_human", "?"),
         "memory_bytes": int(info.get("used_memory", 0)),
-        "url": public_url(client),
+        "url": describe_redis(client),
     }
 
 

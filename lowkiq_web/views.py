@@ -9,7 +9,8 @@ from flask import Response, jsonify, render_template, request
 import lowkiq
 from lowkiq_web import chart, listing
 from lowkiq_web.blueprint import lowkiq_web
-from lowkiq_web.overview import find_worker, overview, redis_info
+from lowkiq_web.bulk import bulk_actions
+from lowkiq_web.overview import find_worker, redis_info
 
 #: Refresh intervals offered by the dashboard, seconds; the first is the default.
 INTERVALS = (5, 2, 10, 20)
@@ -30,7 +31,7 @@ def live_controls(args: dict[str, str] | Any) -> tuple[int, bool]:
 def _live_context() -> dict[str, Any]:
     interval, paused = live_controls(request.args)
     samples = chart.parse_history(request.args.get("history", ""))
-    data = overview()
+    data = lowkiq.overview()
     samples.append(chart.Sample(data.at, data.totals["processed"], data.totals["failed"]))
     return {
         "overview": data,
@@ -79,6 +80,7 @@ def list_context(worker_name: str, kind: str, args: Any) -> dict[str, Any]:
         "orders": listing.ORDERS[kind],
         "per_page": listing.PER_PAGE,
         "metrics": worker.metrics(),
+        "bulk_actions": bulk_actions(kind),
     }
 
 

@@ -140,3 +140,21 @@ def test_without_redis_url_a_worker_fails_with_one_line_instead_of_starting_a_se
         assert line.startswith("Error: no Redis answers at redis://localhost:6379/0")
         assert "REDIS_URL" in line and "--embedded-redis" in line
     assert not (tmp_path / ".lowkiq").exists()
+
+
+def test_the_worker_command_does_not_load_the_dashboard() -> None:
+    check = (
+        "import sys\n"
+        "from lowkiq.cli import main\n"
+        "try:\n"
+        "    main(['worker', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('flask', 'lowkiq_web'))\n"
+        "assert not loaded, loaded\n"
+    )
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "Process the queues" in result.stdout
+    assert "web" in CliRunner().invoke(main, ["--help"]).output
+    assert "--read-only" in CliRunner().invoke(main, ["web", "--help"]).output

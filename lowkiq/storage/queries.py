@@ -10,14 +10,28 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypedDict
 
 from lowkiq.errors import InvalidQuery
 from lowkiq.storage import blob
 from lowkiq.storage.bounds import ScoreBound, check_limit, member_bound, score_bound
 from lowkiq.storage.queue import PROCESSING_HEADER, Queue
 
-Job = dict[str, Any]
+
+class _JobFields(TypedDict):
+    id: str
+    #: ``[payload, score]`` pairs, ascending by score.
+    payloads: list[list[Any]]
+
+
+class Job(_JobFields, total=False):
+    """A job as queries return it: queued or in processing (``perform_in``,
+    ``retry_count``) or dead (``updated_at``); ``error`` when it failed."""
+
+    perform_in: float
+    retry_count: int
+    updated_at: float
+    error: str
 
 
 class Queries:
