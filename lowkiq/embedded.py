@@ -77,7 +77,7 @@ class EmbeddedServer:
 
     url: str
     directory: Path
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen[bytes] | None = None
 
     def client(self) -> redis.Redis:
         """A new client of this server."""
@@ -131,8 +131,10 @@ def start_server(
         "--pidfile", str(directory / "redis.pid"),
         "--logfile", str(directory / "redis.log"),
     ]  # fmt: skip
-    process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-    if daemonize:
+    process: subprocess.Popen[bytes] | None = subprocess.Popen(
+        args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+    )
+    if daemonize and process is not None:
         process.wait(START_TIMEOUT)
         process = None
     url = f"unix://{sock}"

@@ -13,7 +13,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import redis
 from redis import Redis
@@ -71,11 +71,12 @@ def worker_classes(name: str, value: Any) -> list[type[Worker]]:
         raise ConfigurationError(f"setting {name} must be a list of Worker classes, got {value!r}")
     # Looked up, not imported: lowkiq.worker imports this module, and a Worker
     # subclass can only exist once lowkiq.worker is loaded.
-    base = getattr(sys.modules.get("lowkiq.worker"), "Worker", None)
+    base: type | None = getattr(sys.modules.get("lowkiq.worker"), "Worker", None)
     seen: dict[str, type[Worker]] = {}
-    for worker in value:
-        if base is None or not (isinstance(worker, type) and issubclass(worker, base)):
-            raise ConfigurationError(f"setting {name}: {worker!r} is not a lowkiq.Worker subclass")
+    for item in value:
+        if base is None or not (isinstance(item, type) and issubclass(item, base)):
+            raise ConfigurationError(f"setting {name}: {item!r} is not a lowkiq.Worker subclass")
+        worker = cast("type[Worker]", item)
         worker.validate()
         if worker.queue_name in seen:
             raise ConfigurationError(
@@ -228,7 +229,7 @@ def pooled_client(template: Redis, size: int, timeout: float) -> Redis:
         return template
     # lowkiq reads raw bytes (payload blobs), whatever the template decodes.
     kwargs = {**pool.connection_kwargs, "decode_responses": False}
-    blocking = redis.BlockingConnectionPool(
+    blocking = redis.BlockingConnectionPool(  # type: ignore[no-untyped-call]
         connection_class=pool.connection_class, max_connections=size, timeout=timeout, **kwargs
     )
     return Redis(connection_pool=blocking)

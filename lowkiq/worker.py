@@ -62,7 +62,7 @@ class Worker:
     @classmethod
     def retry_in(cls, retry_count: int) -> float:
         """Seconds before retry number ``retry_count`` (0 for the first failure)."""
-        return retry_count**4 + 15 + random.randrange(30) * (retry_count + 1)
+        return float(retry_count**4 + 15 + random.randrange(30) * (retry_count + 1))
 
     @classmethod
     def retries_exhausted(cls, jobs: list[dict[str, Any]]) -> None:
@@ -139,9 +139,10 @@ def _number(index: int, field: str, value: Any) -> float:
             value = float(value)
         except OverflowError:
             raise InvalidJob(index, field, f"must be finite, got {value!r}") from None
-    if not math.isfinite(value):
+    number: float = value
+    if not math.isfinite(number):
         raise InvalidJob(index, field, f"must be finite, got {value!r}")
-    return value
+    return number
 
 
 def validate_jobs(

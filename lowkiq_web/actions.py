@@ -8,6 +8,7 @@ redirected back to its list.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from flask import abort, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
@@ -33,7 +34,7 @@ def refuse_when_read_only() -> None:
         abort(403, "the dashboard is read-only")
 
 
-def _list_params() -> dict[str, str]:
+def _list_params() -> dict[str, Any]:
     """The list's filter, sent along by htmx (hx-include) or a plain form."""
     return {k: v for k, v in request.form.items() if k in ("by", "dir", "from", "per")}
 

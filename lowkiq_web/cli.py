@@ -6,14 +6,14 @@ from typing import Any
 
 import click
 from flask import Flask
-from gunicorn.app.base import BaseApplication
+from gunicorn.app.base import BaseApplication  # type: ignore[import-untyped]
 
 from lowkiq.cli_support import embedded_redis_option, fail, load_app_or_exit, require_option
 from lowkiq.default_redis import check_local_redis
 from lowkiq.errors import RedisUnavailable
 
 
-class DashboardServer(BaseApplication):
+class DashboardServer(BaseApplication):  # type: ignore[misc]
     """gunicorn serving an already built Flask app (workers fork after the app is loaded)."""
 
     def __init__(self, app: Flask, options: dict[str, Any]) -> None:

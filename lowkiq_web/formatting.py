@@ -31,7 +31,7 @@ def human_duration(seconds: float) -> str:
     seconds = abs(seconds)
     if 0 < seconds < 1:
         return f"{sign}{seconds * 1000:.0f}ms"
-    parts = []
+    parts: list[str] = []
     rest = int(seconds)
     for size, unit in ((86400, "d"), (3600, "h"), (60, "m"), (1, "s")):
         if rest >= size or (unit == "s" and not parts):

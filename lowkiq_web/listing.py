@@ -17,9 +17,7 @@ from typing import Any
 
 from werkzeug.exceptions import BadRequest
 
-from lowkiq.storage.queries import Queries
-
-Job = dict[str, Any]
+from lowkiq.storage.queries import Job, Queries
 
 #: Page sizes a list offers.
 PER_PAGE = (25, 100, 500)
@@ -170,7 +168,16 @@ def _score_page(
     if len(jobs) <= query.per:
         return Page(jobs)
     last = jobs[query.per - 1]
-    return Page(jobs[: query.per], repr(float(last[query.by])), last["id"])
+    return Page(jobs[: query.per], repr(_score(last, query.by)), last["id"])
+
+
+def _score(job: Job, by: str) -> float:
+    """The value a score-ordered list of ``by`` sorts ``job`` by."""
+    if by == "perform_in":
+        return job["perform_in"]
+    if by == "retry_count":
+        return float(job["retry_count"])
+    return job["updated_at"]
 
 
 def enqueued_page(queries: Queries, query: ListQuery) -> Page:

@@ -52,7 +52,8 @@ def csrf_token() -> str:
                 token = signer.sign(token).decode()
             g.lowkiq_csrf_new = True
         g.lowkiq_csrf = token
-    return g.lowkiq_csrf
+    current: str = g.lowkiq_csrf
+    return current
 
 
 def set_csrf_cookie(response: Response) -> None:

@@ -61,7 +61,7 @@ class Queries:
             members = fresh or retry
             if not members or perform_in is None:
                 continue
-            job = {
+            job: Job = {
                 "id": job_id,
                 "payloads": self._payloads(blob.split_member(members[0])[1]),
                 "perform_in": perform_in,
@@ -118,7 +118,7 @@ class Queries:
             members, updated_at, error = replies[3 * n : 3 * n + 3]
             if not members:
                 continue
-            job = {
+            job: Job = {
                 "id": job_id,
                 "payloads": self._payloads(blob.split_member(members[0])[1]),
                 "updated_at": updated_at,
@@ -162,7 +162,7 @@ class Queries:
                 if error_length >= 0:
                     error = value[offset : offset + error_length]
                     offset += error_length
-                job = {
+                job: Job = {
                     "id": job_id.decode(),
                     "payloads": self._payloads(value[offset:]),
                     "perform_in": perform_in,

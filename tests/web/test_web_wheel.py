@@ -46,6 +46,9 @@ def test_wheel_serves_the_dashboard(tmp_path, redis_url):
     names = zipfile.ZipFile(wheel).namelist()
     assert "lowkiq_web/templates/lowkiq/base.html" in names
     assert any(n.startswith("lowkiq_web/static/lowkiq/htmx-") for n in names)
+    # Type checkers read the packages' hints (PEP 561) and the licence ships.
+    assert {"lowkiq/py.typed", "lowkiq_web/py.typed"} <= set(names)
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
