@@ -19,8 +19,10 @@ from lowkiq.errors import (
 from lowkiq.schedulers import build_lag_scheduler, build_seq_scheduler
 from lowkiq.settings import Settings, settings
 from lowkiq.splitters import build_by_node_splitter, build_default_splitter
+from lowkiq.storage.actions import Actions
 from lowkiq.storage.metrics import Overview, QueueMetrics
 from lowkiq.storage.metrics import overview as metrics_overview
+from lowkiq.storage.queries import Job, Queries
 from lowkiq.version import __version__
 from lowkiq.worker import Worker
 
@@ -40,11 +42,14 @@ def stats() -> dict[str, Any]:
 
 
 __all__ = [
+    "Actions",
     "ConfigurationError",
     "InvalidJob",
     "InvalidQuery",
+    "Job",
     "LowkiqError",
     "Overview",
+    "Queries",
     "QueueMetrics",
     "RedisUnavailable",
     "Worker",

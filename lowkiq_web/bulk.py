@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lowkiq.storage.actions import Actions
+from lowkiq import Actions
 
 
 @dataclass(frozen=True)

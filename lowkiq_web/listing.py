@@ -17,7 +17,7 @@ from typing import Any
 
 from werkzeug.exceptions import BadRequest
 
-from lowkiq.storage.queries import Job, Queries
+from lowkiq import Job, Queries
 
 #: Page sizes a list offers.
 PER_PAGE = (25, 100, 500)

@@ -90,6 +90,13 @@ def test_no_module_imports_in_a_cycle() -> None:
     assert find_cycle(graph) is None
 
 
+def test_the_dashboard_uses_the_engine_s_public_objects_not_its_storage() -> None:
+    for name in MODULES:
+        if name.startswith("lowkiq_web"):
+            storage = sorted(m for m in imported_modules(name) if m.startswith("lowkiq.storage"))
+            assert not storage, f"{name} imports {storage}"
+
+
 @pytest.mark.parametrize("name", [name for name in MODULES if not name.endswith("__main__")])
 def test_every_module_imports_alone(name: str) -> None:
     result = subprocess.run(
