@@ -55,6 +55,13 @@ def main() -> None:
     type=click.IntRange(min=0),
     help="This process's node number, 0 to NODES-1 [env LOWKIQ_NODE_NUMBER].",
 )
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Worker processes to fork on this host (one core each), restarted when they die.",
+)
 @embedded_redis_option()
 @click.option(
     "--log-level",
@@ -64,22 +71,34 @@ def main() -> None:
     help="Logging level.",
 )
 def worker(
-    app: str, threads: int | None, nodes: int | None, node: int | None, log_level: str
+    app: str,
+    threads: int | None,
+    nodes: int | None,
+    node: int | None,
+    processes: int,
+    log_level: str,
 ) -> None:
     """Process the queues of the workers defined by APP.
 
     Redis is settings.redis set by the app, else REDIS_URL, else
     redis://localhost:6379/0 (--embedded-redis: a development server in ./.lowkiq/).
 
-    TERM or INT: stop taking batches, finish the running ones, exit 0; a
-    second INT exits at once (its batches are restored on the next start).
-    TTIN: write every thread's stack to the file named at start-up.
+    By default the shards of every queue are shared automatically by all
+    live worker processes (on any hosts), each shard under a lease held by
+    exactly one of them; --nodes/--node fix this process's shards instead.
+
+    TERM or INT: stop taking batches, finish the running ones, release the
+    shards, exit 0; a second INT exits at once (the shards' next owners
+    restore its batches). TTIN: write every thread's stack to the file named
+    at start-up. With --processes, a supervisor forwards these signals.
     """
     logging.basicConfig(level=log_level.upper(), format=LOG_FORMAT)
     if (nodes is None) != (node is None):
         fail("--nodes and --node go together")
     if nodes is not None and node is not None and node >= nodes:
         fail(f"--node must be below --nodes ({nodes}), got {node}")
+    if processes > 1 and nodes is not None:
+        fail("--processes and --nodes/--node cannot be combined: each node is one process")
     load_app_or_exit(app)
 
     import lowkiq
@@ -93,7 +112,11 @@ def worker(
         if nodes is not None and node is not None:
             settings.build_splitter = lambda: lowkiq.build_by_node_splitter(nodes, node)
         check_local_redis(settings.redis)
-        sys.exit(Server(settings).run())
+        if processes == 1:
+            sys.exit(Server(settings).run())
+        from lowkiq.supervisor import Supervisor
+
+        sys.exit(Supervisor(processes, lambda: Server(settings).run()).run())
     except LowkiqError as exc:
         fail(str(exc))
 

@@ -1,0 +1,148 @@
+"""``lowkiq worker --processes N``: fork N worker processes, restart the ones that die.
+
+One process is one core (the GIL), so a host runs several.  The supervisor
+loads the app once, then forks; each child makes its own Redis connections
+(the settings' client is made lazily per process), joins the membership and
+serves its share of the shards like any other process.  A child that exits
+while the supervisor is not stopping is restarted after a backoff that
+doubles while it keeps dying young.  TERM, INT and TTIN are forwarded to
+every child; the supervisor exits when they all have, 0 when all exited 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("lowkiq.supervisor")
+
+#: How often, seconds, the supervisor looks at its children and signals.
+TICK = 0.05
+#: First and longest wait, seconds, before restarting a child that died.
+RESTART_BACKOFF = 0.5
+RESTART_BACKOFF_CAP = 30.0
+#: A child that ran this many seconds resets its slot's backoff.
+HEALTHY_AFTER = 60.0
+
+
+@dataclass
+class Slot:
+    """One of the N child processes: its pid, and how it has been dying."""
+
+    number: int
+    pid: int | None = None
+    started: float = 0.0
+    failures: int = 0
+    restart_at: float = 0.0
+    exit_codes: list[int] = field(default_factory=list)
+
+
+def exit_code(status: int) -> int:
+    """A child's exit code from ``os.waitpid``'s status (128 + signal when killed)."""
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+class Supervisor:
+    """Runs ``processes`` children, each calling ``run_child()`` and exiting with its result."""
+
+    def __init__(self, processes: int, run_child: Callable[[], int]) -> None:
+        self.slots = [Slot(number) for number in range(processes)]
+        self.run_child = run_child
+        self.stopping: str | None = None
+        self._pending: list[int] = []
+
+    def _fork(self, slot: Slot) -> None:
+        pid = os.fork()
+        if pid == 0:  # the child
+            code = 1
+            try:
+                for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGTTIN):
+                    signal.signal(signum, signal.SIG_DFL)
+                code = self.run_child()
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:
+                log.exception("worker process %d failed", slot.number)
+            finally:
+                logging.shutdown()
+                os._exit(code)
+        slot.pid, slot.started = pid, time.monotonic()
+        log.info("started worker process %d (pid %d)", slot.number, pid)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._pending.append(signum)
+
+    def _forward(self, signum: int) -> None:
+        for slot in self.slots:
+            if slot.pid is not None:
+                try:
+                    os.kill(slot.pid, signum)
+                except ProcessLookupError:
+                    pass
+
+    def _handle_signals(self) -> None:
+        while self._pending:
+            signum = self._pending.pop(0)
+            name = signal.Signals(signum).name.removeprefix("SIG")
+            if signum in (signal.SIGTERM, signal.SIGINT):
+                if self.stopping is None:
+                    log.info("%s: stopping the worker processes", name)
+                self.stopping = name
+            self._forward(signum)
+
+    def _reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            slot = next((s for s in self.slots if s.pid == pid), None)
+            if slot is None:
+                continue
+            code = exit_code(status)
+            slot.pid = None
+            slot.exit_codes.append(code)
+            if self.stopping is not None:
+                log.info("worker process %d (pid %d) exited with %d", slot.number, pid, code)
+                continue
+            lived = time.monotonic() - slot.started
+            slot.failures = 1 if lived >= HEALTHY_AFTER else slot.failures + 1
+            delay = min(RESTART_BACKOFF_CAP, RESTART_BACKOFF * 2 ** (slot.failures - 1))
+            slot.restart_at = time.monotonic() + delay
+            log.warning(
+                "worker process %d (pid %d) exited with %d after %.1fs; restarting in %.1fs",
+                slot.number,
+                pid,
+                code,
+                lived,
+                delay,
+            )
+
+    def run(self) -> int:
+        """Fork the children and supervise them until TERM or INT; returns the exit code."""
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGTTIN):
+            signal.signal(signum, self._on_signal)
+        for slot in self.slots:
+            self._fork(slot)
+        while True:
+            self._handle_signals()
+            self._reap()
+            if self.stopping is not None and all(slot.pid is None for slot in self.slots):
+                break
+            if self.stopping is None:
+                for slot in self.slots:
+                    if slot.pid is None and time.monotonic() >= slot.restart_at:
+                        self._fork(slot)
+            time.sleep(TICK)
+        codes = [slot.exit_codes[-1] for slot in self.slots if slot.exit_codes]
+        log.info("stopped; worker processes exited with %s", codes)
+        return 0 if all(code == 0 for code in codes) else 1

@@ -1,0 +1,59 @@
+"""`lowkiq worker --processes N`: forked worker processes, restarted, signals forwarded."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from lowkiq.ownership.membership import live_processes
+from tests.apps.runner import WorkerProcess, eventually
+
+
+@pytest.fixture
+def supervised(redis_client: redis.Redis, redis_url: str) -> Iterator[WorkerProcess]:
+    process = WorkerProcess(
+        "-r",
+        "tests/apps/recorder.py",
+        "--processes",
+        "2",
+        env={"REDIS_URL": redis_url, "TEST_LEASE_TTL": "2"},
+    )
+    process.wait_started()
+    yield process
+    process.close()
+
+
+def child_pids(client: redis.Redis) -> set[int]:
+    return {p.info["pid"] for p in live_processes(client)[1]}
+
+
+def test_children_share_the_shards_and_a_dead_child_is_restarted(
+    supervised: WorkerProcess, redis_client: redis.Redis
+) -> None:
+    pids = eventually(lambda: (found := child_pids(redis_client)) and len(found) == 2 and found)
+    assert supervised.process.pid not in pids
+    eventually(
+        lambda: sorted(len(p.info["shards"]) for p in live_processes(redis_client)[1]) == [2, 3]
+    )
+    victim = min(pids)
+    os.kill(victim, signal.SIGKILL)
+    eventually(lambda: "restarting in" in supervised.output())
+    eventually(lambda: len(child_pids(redis_client) - {victim}) == 2, timeout=15)
+
+    supervised.signal(signal.SIGTERM)
+    assert supervised.wait() == 0
+    assert "worker processes exited with [0, 0]" in supervised.output()
+    eventually(lambda: child_pids(redis_client) == set())
+
+
+def test_ttin_is_forwarded_to_every_child(supervised: WorkerProcess) -> None:
+    eventually(lambda: supervised.output().count("TTIN") >= 2)
+    supervised.signal(signal.SIGTTIN)
+    eventually(lambda: supervised.output().count("wrote the stacks of") == 2)
+    for line in supervised.output().splitlines():
+        if "wrote the stacks of" in line:
+            os.unlink(line.rsplit(" ", 1)[-1])
