@@ -11,6 +11,7 @@ every child; the supervisor exits when they all have, 0 when all exited 0.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -82,10 +83,8 @@ class Supervisor:
     def _forward(self, signum: int) -> None:
         for slot in self.slots:
             if slot.pid is not None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(slot.pid, signum)
-                except ProcessLookupError:
-                    pass
 
     def _handle_signals(self) -> None:
         while self._pending:
