@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,11 +111,13 @@ def start_server(
     persistent: bool = False,
     daemonize: bool = False,
     binary: str | None = None,
+    config: Sequence[str] = (),
 ) -> EmbeddedServer:
     """Start a Redis server listening only on a unix socket in ``directory``.
 
     ``persistent`` turns on the append-only file; ``daemonize`` detaches it so it
-    outlives this process.  Returns once the server answers PING.
+    outlives this process; ``config`` adds command-line settings (e.g.
+    ``["--appendfsync", "always"]``).  Returns once the server answers PING.
     """
     directory = Path(directory).resolve()
     directory.mkdir(parents=True, exist_ok=True)
@@ -130,6 +133,7 @@ def start_server(
         "--daemonize", "yes" if daemonize else "no",
         "--pidfile", str(directory / "redis.pid"),
         "--logfile", str(directory / "redis.log"),
+        *config,
     ]  # fmt: skip
     process: subprocess.Popen[bytes] | None = subprocess.Popen(
         args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL

@@ -24,6 +24,9 @@ def supervised(redis_client: redis.Redis, redis_url: str) -> Iterator[WorkerProc
     )
     process.wait_started()
     yield process
+    if process.process.poll() is None:
+        process.signal(signal.SIGTERM)  # the children stop with it
+        process.wait()
     process.close()
 
 
