@@ -12,9 +12,11 @@ every child; the supervisor exits when they all have, 0 when all exited 0.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +31,8 @@ RESTART_BACKOFF = 0.5
 RESTART_BACKOFF_CAP = 30.0
 #: A child that ran this many seconds resets its slot's backoff.
 HEALTHY_AFTER = 60.0
+# prctl(2) option: the signal a process gets when its parent dies.
+PR_SET_PDEATHSIG = 1
 
 
 @dataclass
@@ -41,6 +45,13 @@ class Slot:
     failures: int = 0
     restart_at: float = 0.0
     exit_codes: list[int] = field(default_factory=list)
+
+
+def stop_with_parent() -> None:
+    """Ask Linux to send this (child) process TERM when the supervisor dies, even by SIGKILL."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def exit_code(status: int) -> int:
@@ -66,6 +77,7 @@ class Supervisor:
             try:
                 for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGTTIN):
                     signal.signal(signum, signal.SIG_DFL)
+                stop_with_parent()
                 code = self.run_child()
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1

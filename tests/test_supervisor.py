@@ -60,3 +60,11 @@ def test_ttin_is_forwarded_to_every_child(supervised: WorkerProcess) -> None:
     for line in supervised.output().splitlines():
         if "wrote the stacks of" in line:
             os.unlink(line.rsplit(" ", 1)[-1])
+
+
+def test_children_stop_when_the_supervisor_is_killed(
+    supervised: WorkerProcess, redis_client: redis.Redis
+) -> None:
+    eventually(lambda: len(child_pids(redis_client)) == 2)
+    supervised.kill()
+    eventually(lambda: child_pids(redis_client) == set())  # they deregistered on TERM
