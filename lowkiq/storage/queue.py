@@ -54,7 +54,7 @@ NO_ACK = -2
 ACK_FENCED = -1
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Popped:
     """What :meth:`Queue.pop` did: the ack it carried, and the batch it took.
 

@@ -18,11 +18,16 @@
 local shard, token, now, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local ack_shard = ARGV[5]
 local acked = -2
+local held = nil
 if ack_shard ~= '' then
   acked = -1
-  if lease_held(ack_shard, ARGV[6]) then acked = ack_processing(ack_shard) end
+  if lease_held(ack_shard, ARGV[6]) then
+    acked = ack_processing(ack_shard)
+    -- A thread usually acks the shard it pops: its lease was just checked.
+    if ack_shard == shard and ARGV[6] == token then held = true end
+  end
 end
-if not lease_held(shard, token) then return {acked, -1} end
+if not held and not lease_held(shard, token) then return {acked, -1} end
 local processing = K.processing_hash(shard)
 if ack_shard ~= shard and redis.call('exists', processing) == 1 then return {acked, 0} end
 local due = redis.call('zrangebyscore', K.perform_in_zset(shard), '-inf', now,
