@@ -66,7 +66,8 @@ def all_shards(workers: list[type[Worker]]) -> list[Shard]:
 
 def backoff(failures: int, poll_interval: float) -> float:
     """Seconds to wait after ``failures`` consecutive Redis errors (doubling, capped)."""
-    return min(max(BACKOFF_CAP, poll_interval), poll_interval * 2 ** min(failures - 1, 16))
+    doubled: float = poll_interval * 2.0 ** min(failures - 1, 16)
+    return min(max(BACKOFF_CAP, poll_interval), doubled)
 
 
 class Server:

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import redis
 
@@ -39,13 +40,18 @@ ShardKey = tuple[str, int]
 EXPIRY_MARGIN = 0.01
 
 
-class LaneLike:
+class LaneLike(Protocol):
     """What the coordinator asks of a processing thread (see :class:`lowkiq.lane.Lane`)."""
 
-    def add(self, handler: ShardHandler) -> None: ...
-    def remove(self, key: ShardKey, release: bool) -> None: ...
+    def add(self, handler: ShardHandler) -> None:
+        """Serve ``handler``'s shard from the next step on."""
+
+    def remove(self, key: ShardKey, release: bool) -> None:
+        """Stop serving a shard after its running batch; ``release``: give its lease up."""
+
     @property
-    def busy(self) -> int: ...
+    def busy(self) -> int:
+        """How many of the thread's shards are in ``perform`` now."""
 
 
 @dataclass
