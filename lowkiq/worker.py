@@ -66,7 +66,8 @@ class Worker:
 
     @classmethod
     def retries_exhausted(cls, jobs: list[dict[str, Any]]) -> None:
-        """Called with the jobs (``{"id", "payloads", "error"}``) just moved to the morgue."""
+        """Called with the jobs just moved to the morgue: ``{"id", "payloads", "error"}``,
+        ``payloads`` being ``[[payload, score], ...]`` as in every job dict."""
 
     @classmethod
     def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
@@ -115,9 +116,11 @@ class Worker:
         return Queue(client or config.client(), cls.queue_name, cls.shards_count, config.codec)
 
     @classmethod
-    def queries(cls) -> Queries:
-        """Read-only views of the queue (fetch, range_by_*, processing_data)."""
-        return Queries(cls.queue())
+    def queries(cls, payloads_limit: int | None = None) -> Queries:
+        """Read-only views of the queue (fetch, range_by_*, processing_data); with
+        ``payloads_limit``, each job carries at most that many payloads and
+        ``payloads_count``."""
+        return Queries(cls.queue(), payloads_limit)
 
     @classmethod
     def actions(cls) -> Actions:

@@ -14,6 +14,10 @@ from lowkiq_web.overview import find_worker, redis_info
 
 #: Refresh intervals offered by the dashboard, seconds; the first is the default.
 INTERVALS = (5, 2, 10, 20)
+#: Payloads shown per job in a list (the job page shows them all, a page at a time).
+LIST_PAYLOADS = 10
+#: Payloads per page of the job page.
+JOB_PAYLOADS = 100
 
 
 def live_controls(args: dict[str, str] | Any) -> tuple[int, bool]:
@@ -66,7 +70,7 @@ def list_context(worker_name: str, kind: str, args: Any) -> dict[str, Any]:
     """Everything a list page (or its htmx fragment) renders."""
     worker = find_worker(worker_name)
     query = listing.parse_query(kind, args)
-    queries = worker.queries()
+    queries = worker.queries(payloads_limit=LIST_PAYLOADS)
     page = {
         "enqueued": listing.enqueued_page,
         "dead": listing.dead_page,
@@ -109,12 +113,32 @@ def job(worker: str) -> tuple[str, int]:
     job_id = request.args.get("id", "")
     if not job_id or "\0" in job_id:
         raise listing.BadParameter("id is required (an exact job id, without NUL)")
-    queries = found.queries()
+    start = _payloads_from(request.args)
+    queries = found.queries(payloads_limit=JOB_PAYLOADS)
     places = {
         "busy": [j for j in queries.processing_data() if j["id"] == job_id],
         "enqueued": queries.fetch([job_id]),
         "dead": queries.morgue_fetch([job_id]),
     }
+    if start:
+        for job in places["enqueued"]:
+            job["payloads"] = queries.payloads(job_id, start, JOB_PAYLOADS)
+        for job in places["dead"]:
+            job["payloads"] = queries.morgue_payloads(job_id, start, JOB_PAYLOADS)
     status = 200 if any(places.values()) else 404
-    context = {"worker": found.__name__, "job_id": job_id, "places": places}
+    context = {
+        "worker": found.__name__,
+        "job_id": job_id,
+        "places": places,
+        "payloads_from": start,
+        "payloads_per_page": JOB_PAYLOADS,
+    }
     return render_template("lowkiq/job.html", metrics=found.metrics(), **context), status
+
+
+def _payloads_from(args: Any) -> int:
+    """The job page's first payload index (``payloads_from``), checked."""
+    text = args.get("payloads_from") or "0"
+    if not text.isdigit() or not text.isascii():
+        raise listing.BadParameter(f"payloads_from must be an integer >= 0, got {text!r}")
+    return int(text)

@@ -107,7 +107,10 @@ def test_a_failing_batch_is_retried_then_buried(server: Callable[..., Server]) -
     dead = eventually(lambda: Seen.queries().morgue_fetch(["bad"]))
     assert dead[0]["error"] == "boom ['bad']"
     assert [batch for kind, batch in Seen.log] == [{"bad": [{"n": 1}]}] * 3
-    assert Seen.exhausted == [{"id": "bad", "payloads": [{"n": 1}], "error": "boom ['bad']"}]
+    [exhausted] = Seen.exhausted
+    assert (exhausted["id"], exhausted["error"]) == ("bad", "boom ['bad']")
+    assert [payload for payload, _ in exhausted["payloads"]] == [{"n": 1}]
+    assert all(isinstance(score, float) for _, score in exhausted["payloads"])
     assert eventually(lambda: Seen.metrics()["failed"] == 3)
 
 

@@ -66,15 +66,8 @@ class Actions:
         return self.queue.run("morgue_delete", *ids)
 
     def morgue_delete_all_jobs(self) -> int:
-        """Delete every dead job."""
-        pipe = self.client.pipeline(transaction=True)
-        pipe.zcard(self.keys.morgue_lex_zset)
-        pipe.unlink(
-            self.keys.morgue_lex_zset,
-            self.keys.morgue_updated_at_zset,
-            self.keys.morgue_errors_hash,
-        )
-        return int(pipe.execute()[0])
+        """Delete every dead job (a chunk at a time, hot ids' payloads with them)."""
+        return self._drain(self.keys.morgue_updated_at_zset, self.morgue_delete)
 
     def _with_shards(self, ids: Iterable[str]) -> list[Any]:
         args: list[Any] = []

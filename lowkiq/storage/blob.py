@@ -12,6 +12,20 @@ from collections.abc import Iterable
 
 _HEADER = struct.Struct(">dI")
 
+#: A job whose merged payloads number more than this, or whose blob passes
+#: :data:`SPILL_BYTES`, moves them to a sorted set of its own (see
+#: :mod:`lowkiq.storage.keys`): merging onto a blob costs O(payloads).
+SPILL_PAYLOADS = 64
+#: Blob size, in bytes, past which a job with several payloads moves them out.
+SPILL_BYTES = 8192
+#: At most this many payloads of hot ids go into one batch: ``perform`` gets
+#: a hot id's smallest-score payloads and the rest stay queued, due, for the
+#: next batch.  (A job kept packed holds at most :data:`SPILL_PAYLOADS`.)
+BATCH_PAYLOADS = 250
+
+#: The constants of this module the Lua scripts use (generated as ``local`` lines).
+LUA_CONSTANTS = ("SPILL_PAYLOADS", "SPILL_BYTES", "BATCH_PAYLOADS")
+
 
 def pack(payloads: Iterable[tuple[bytes, float]]) -> bytes:
     """Pack ``(payload, score)`` pairs; equal payloads keep the smallest score."""
@@ -42,6 +56,9 @@ def unpack(blob: bytes) -> list[tuple[bytes, float]]:
 
 
 def split_member(member: bytes) -> tuple[str, bytes]:
-    """Split a lex-zset member ``id\\0blob`` into the id and the blob."""
+    """Split a lex-zset member ``id\\0blob`` into the id and the blob.
+
+    An empty blob marks a hot id: its payloads are in a sorted set of its own.
+    """
     id_bytes, _, blob = member.partition(b"\0")
     return id_bytes.decode(), blob

@@ -7,24 +7,26 @@ the queue's prefix as ``KEYS[1]`` and build the same names through
 
 Layout of one queue (``P`` = ``lowkiq:{name}:``):
 
-========================  =====  ==========================================
-key                       type   content
-========================  =====  ==========================================
-P fresh_lex_zset          zset   score 0, member ``id \\0 blob``, jobs with retry_count -1
-P retry_lex_zset          zset   score 0, member ``id \\0 blob``, jobs with retry_count >= 0
-P retry_count_zset        zset   id -> retry_count, for jobs in retry_lex_zset
-P errors_hash             hash   id -> last error, for jobs in retry_lex_zset
-P perform_in_zset:<s>     zset   id -> perform_in, every queued job of shard s
-P processing_hash:<s>     hash   id -> packed job, the batch shard s is running
-P wake_list:<s>           list   at most one element: "shard s has new due work"
-P morgue_lex_zset         zset   score 0, member ``id \\0 blob``, dead jobs
-P morgue_updated_at_zset  zset   id -> updated_at, dead jobs
-P morgue_errors_hash      hash   id -> error, dead jobs
-P processed_counter       str    jobs processed successfully
-P failed_counter          str    jobs whose batch failed
-P lease:<s>               str    ``epoch owner``: the lease on shard s, with a TTL
-P epoch:<s>               str    counter, +1 on every acquisition of shard s; never expires
-========================  =====  ==========================================
+============================  =====  ==========================================
+key                           type   content
+============================  =====  ==========================================
+P fresh_lex_zset              zset   score 0, member ``id \\0 blob``, jobs with retry_count -1
+P retry_lex_zset              zset   score 0, member ``id \\0 blob``, jobs with retry_count >= 0
+P retry_count_zset            zset   id -> retry_count, for jobs in retry_lex_zset
+P errors_hash                 hash   id -> last error, for jobs in retry_lex_zset
+P perform_in_zset:<s>         zset   id -> perform_in, every queued job of shard s
+P processing_hash:<s>         hash   id -> packed job, the batch shard s is running
+P wake_list:<s>               list   at most one element: "shard s has new due work"
+P payloads_zset:<id>          zset   payload -> score, the payloads of a queued hot id
+P morgue_lex_zset             zset   score 0, member ``id \\0 blob``, dead jobs
+P morgue_updated_at_zset      zset   id -> updated_at, dead jobs
+P morgue_errors_hash          hash   id -> error, dead jobs
+P morgue_payloads_zset:<id>   zset   payload -> score, the payloads of a dead hot id
+P processed_counter           str    jobs processed successfully
+P failed_counter              str    jobs whose batch failed
+P lease:<s>                   str    ``epoch owner``: the lease on shard s, with a TTL
+P epoch:<s>                   str    counter, +1 on every acquisition of shard s; never expires
+============================  =====  ==========================================
 
 Ownership (one hash tag for the whole installation, ``M`` = ``lowkiq:{lowkiq}:``):
 
@@ -43,6 +45,15 @@ the lease's token (``epoch owner``) and refuse unless it is the value of
 
 A *blob* is the job's payloads: repeated ``>d`` score, ``>I`` length, payload
 bytes, ascending by score (see :mod:`lowkiq.storage.blob`).
+
+A *hot* id, one whose payloads outgrow :data:`lowkiq.storage.blob.SPILL_PAYLOADS`
+or :data:`~lowkiq.storage.blob.SPILL_BYTES`, keeps them in a sorted set of its
+own (member = payload bytes, score = score; ``ZADD LT`` keeps the smallest
+score of equal payloads) and an empty blob in its lex member, so a push onto it
+costs O(log n).  Per-id keys are named after the id alone: an id's shard is
+``crc32(id) % shards_count``, so when keys move to per-shard hash tags
+(``{name:shard}``, for Redis Cluster) a script derives them from the same
+shard as the other keys it touches.
 """
 
 from __future__ import annotations
@@ -51,7 +62,7 @@ from dataclasses import dataclass
 
 NAMESPACE = "lowkiq"
 
-#: Key suffix of each structure; shard keys get ``:<shard>`` appended.
+#: Key suffix of each structure; keys in SHARDED and PER_ID get an argument.
 SUFFIXES = {
     "fresh_lex_zset": "fresh",
     "retry_lex_zset": "retry",
@@ -60,16 +71,20 @@ SUFFIXES = {
     "perform_in_zset": "perform_in:",
     "processing_hash": "processing:",
     "wake_list": "wake:",
+    "payloads_zset": "payloads:",
     "morgue_lex_zset": "morgue",
     "morgue_updated_at_zset": "morgue_updated_at",
     "morgue_errors_hash": "morgue_errors",
+    "morgue_payloads_zset": "morgue_payloads:",
     "processed_counter": "processed",
     "failed_counter": "failed",
     "lease": "lease:",
     "epoch_counter": "epoch:",
 }
 
+#: Keys with an argument: ``:<shard>`` or ``:<id>`` appended.
 SHARDED = {"perform_in_zset", "processing_hash", "wake_list", "lease", "epoch_counter"}
+PER_ID = {"payloads_zset", "morgue_payloads_zset"}
 
 
 @dataclass(frozen=True)
@@ -117,6 +132,14 @@ class QueueKeys:
     def wake_list(self, shard: int) -> str:
         """A one-element list pushed when a shard gets due work; threads block on it."""
         return f"{self._key('wake_list')}{shard}"
+
+    def payloads_zset(self, job_id: str) -> str:
+        """payload -> score of a queued hot id (its lex member then has an empty blob)."""
+        return f"{self._key('payloads_zset')}{job_id}"
+
+    def morgue_payloads_zset(self, job_id: str) -> str:
+        """payload -> score of a dead hot id (its morgue member then has an empty blob)."""
+        return f"{self._key('morgue_payloads_zset')}{job_id}"
 
     @property
     def morgue_lex_zset(self) -> str:
@@ -179,7 +202,7 @@ class OwnershipKeys:
 
 
 def lua_prelude(code: str | None = None) -> str:
-    """Lua that defines ``K.<name>`` (or ``K.<name>(shard)``) from the prefix in ``KEYS[1]``.
+    """Lua that defines ``K.<name>`` (or ``K.<name>(shard or id)``) from the prefix in ``KEYS[1]``.
 
     With ``code``, only the names it uses (every name costs a string per call).
     """
@@ -187,7 +210,7 @@ def lua_prelude(code: str | None = None) -> str:
     for name, suffix in SUFFIXES.items():
         if code is not None and f"K.{name}" not in code:
             continue
-        if name in SHARDED:
+        if name in SHARDED or name in PER_ID:
             lines.append(f'K.{name} = function(s) return P .. "{suffix}" .. s end')
         else:
             lines.append(f'K.{name} = P .. "{suffix}"')

@@ -4,6 +4,10 @@ Queued jobs come back as ``{"id", "payloads", "perform_in", "retry_count",
 "error"}`` and dead jobs as ``{"id", "payloads", "updated_at", "error"}``;
 ``payloads`` is a list of ``[payload, score]`` ascending by score and
 ``error`` is absent when there is none.
+
+A hot id can hold a great many payloads: ``Queries(queue, payloads_limit=n)``
+gives each job at most its ``n`` first payloads plus ``payloads_count`` (how
+many it has), and :meth:`Queries.payloads` pages through them.
 """
 
 from __future__ import annotations
@@ -32,15 +36,20 @@ class Job(_JobFields, total=False):
     retry_count: int
     updated_at: float
     error: str
+    #: How many payloads the job has, when reads are bounded (``payloads_limit``).
+    payloads_count: int
 
 
 class Queries:
     """Read-only views of one queue; every method is a few pipelined round trips."""
 
-    def __init__(self, queue: Queue) -> None:
+    def __init__(self, queue: Queue, payloads_limit: int | None = None) -> None:
         self.queue = queue
         self.keys = queue.keys
         self.client = queue.client
+        if payloads_limit is not None and check_limit(payloads_limit) == 0:
+            raise InvalidQuery("payloads_limit must be at least 1")
+        self.payloads_limit = payloads_limit
 
     # -- queued jobs -----------------------------------------------------
 
@@ -55,7 +64,8 @@ class Queries:
             pipe.zscore(self.keys.retry_count_zset, job_id)
             pipe.hget(self.keys.errors_hash, job_id)
         replies = pipe.execute()
-        jobs = []
+        jobs: list[Job] = []
+        packed: list[bytes] = []
         for n, job_id in enumerate(ids):
             fresh, retry, perform_in, retry_count, error = replies[5 * n : 5 * n + 5]
             members = fresh or retry
@@ -63,12 +73,13 @@ class Queries:
                 continue
             job: Job = {
                 "id": job_id,
-                "payloads": self._payloads(blob.split_member(members[0])[1]),
+                "payloads": [],
                 "perform_in": perform_in,
                 "retry_count": -1 if retry_count is None else int(retry_count),
             }
             jobs.append(self._with_error(job, error))
-        return jobs
+            packed.append(blob.split_member(members[0])[1])
+        return self._with_payloads(jobs, packed, self.keys.payloads_zset)
 
     def range_by_id(self, min: str, max: str, limit: int = 10) -> list[Job]:
         """Queued jobs with ids in ``[min, max]`` (Redis lex bounds), ascending."""
@@ -113,18 +124,26 @@ class Queries:
             pipe.zscore(self.keys.morgue_updated_at_zset, job_id)
             pipe.hget(self.keys.morgue_errors_hash, job_id)
         replies = pipe.execute()
-        jobs = []
+        jobs: list[Job] = []
+        packed: list[bytes] = []
         for n, job_id in enumerate(ids):
             members, updated_at, error = replies[3 * n : 3 * n + 3]
             if not members:
                 continue
-            job: Job = {
-                "id": job_id,
-                "payloads": self._payloads(blob.split_member(members[0])[1]),
-                "updated_at": updated_at,
-            }
+            job: Job = {"id": job_id, "payloads": [], "updated_at": updated_at}
             jobs.append(self._with_error(job, error))
-        return jobs
+            packed.append(blob.split_member(members[0])[1])
+        return self._with_payloads(jobs, packed, self.keys.morgue_payloads_zset)
+
+    # -- the payloads of one job -------------------------------------------
+
+    def payloads(self, job_id: Any, start: int = 0, limit: int = 100) -> list[list[Any]]:
+        """A page of a queued job's payloads: ``limit`` from index ``start``, by score."""
+        return self._payloads_page(str(job_id), start, limit, queued=True)
+
+    def morgue_payloads(self, job_id: Any, start: int = 0, limit: int = 100) -> list[list[Any]]:
+        """A page of a dead job's payloads: ``limit`` from index ``start``, by score."""
+        return self._payloads_page(str(job_id), start, limit, queued=False)
 
     def morgue_range_by_id(self, min: str, max: str, limit: int = 10) -> list[Job]:
         """Dead jobs with ids in ``[min, max]``, ascending."""
@@ -153,7 +172,8 @@ class Queries:
         pipe = self.client.pipeline(transaction=False)
         for shard in range(self.queue.shards_count):
             pipe.hgetall(self.keys.processing_hash(shard))
-        jobs = []
+        jobs: list[Job] = []
+        packed: list[bytes] = []
         for area in pipe.execute():
             for job_id, value in sorted(area.items()):
                 perform_in, retry_count, error_length = PROCESSING_HEADER.unpack_from(value)
@@ -164,18 +184,70 @@ class Queries:
                     offset += error_length
                 job: Job = {
                     "id": job_id.decode(),
-                    "payloads": self._payloads(value[offset:]),
+                    "payloads": [],
                     "perform_in": perform_in,
                     "retry_count": retry_count,
                 }
                 jobs.append(self._with_error(job, error))
-        return jobs
+                packed.append(value[offset:])
+        # A batch holds packed payloads only (a hot id's share is packed by pop).
+        return self._with_payloads(jobs, packed, self.keys.payloads_zset)
 
     # -- helpers -----------------------------------------------------------
 
     def _payloads(self, packed: bytes) -> list[list[Any]]:
-        load = self.queue.codec.load_payload
-        return [[load(payload), score] for payload, score in blob.unpack(packed)]
+        return self.queue.load_pairs(blob.unpack(packed))
+
+    def _with_payloads(
+        self, jobs: list[Job], packed: list[bytes], hot_key: Callable[[str], str]
+    ) -> list[Job]:
+        """Give each job its payloads: from its blob, or a hot id's from its sorted set
+        (``hot_key(id)``), read in one more round trip; bounded by ``payloads_limit``."""
+        limit = self.payloads_limit
+        pairs = zip(jobs, packed, strict=True)
+        hot = [(job, hot_key(job["id"])) for job, data in pairs if not data]
+        pipe = self.client.pipeline(transaction=False)
+        for _, key in hot:
+            pipe.zrange(key, 0, -1 if limit is None else limit - 1, withscores=True)
+            pipe.zcard(key)
+        replies = pipe.execute() if hot else []
+        for n, (job, _) in enumerate(hot):
+            job["payloads"] = self.queue.load_pairs(replies[2 * n])
+            job["payloads_count"] = replies[2 * n + 1]
+        for job, data in zip(jobs, packed, strict=True):
+            if data:
+                job["payloads"] = self._payloads(data)
+                job["payloads_count"] = len(job["payloads"])
+                if limit is not None:
+                    del job["payloads"][limit:]
+        if limit is None:
+            for job in jobs:
+                del job["payloads_count"]
+        return jobs
+
+    def _payloads_page(self, job_id: str, start: int, limit: int, queued: bool) -> list[list[Any]]:
+        if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+            raise InvalidQuery(f"start must be an integer >= 0, got {start!r}")
+        if check_limit(limit) == 0:
+            return []
+        if queued:
+            lex_keys = (self.keys.fresh_lex_zset, self.keys.retry_lex_zset)
+            hot_key = self.keys.payloads_zset(job_id)
+        else:
+            lex_keys = (self.keys.morgue_lex_zset,)
+            hot_key = self.keys.morgue_payloads_zset(job_id)
+        pipe = self.client.pipeline(transaction=True)
+        for key in lex_keys:
+            pipe.zrangebylex(key, *_exact(job_id))
+        pipe.zrange(hot_key, start, start + limit - 1, withscores=True)
+        *members, rows = pipe.execute()
+        found = [reply[0] for reply in members if reply]
+        if not found:
+            return []
+        packed = blob.split_member(found[0])[1]
+        if packed:
+            return self._payloads(packed)[start : start + limit]
+        return self.queue.load_pairs(rows)
 
     def _with_error(self, job: Job, error: bytes | None) -> Job:
         if error is not None:

@@ -184,7 +184,8 @@ class Queue:
         """The batch of ``shard`` raised: retry or bury each job, atomically (SPEC §4).
 
         ``retry_in(retry_count)`` gives each job's delay.  Returns the jobs sent
-        to the morgue as ``{"id", "payloads", "error"}`` for ``retries_exhausted``.
+        to the morgue as ``{"id", "payloads", "error"}`` for ``retries_exhausted``,
+        ``payloads`` being ``[[payload, score]]`` like every job dict of the API.
         Raises :class:`LeaseLost` (and changes nothing) when ``token`` is stale.
         """
         now = _now(now)
@@ -192,11 +193,10 @@ class Queue:
         for job in batch:
             args += (job.id, now + float(retry_in(job.retry_count + 1)))
         reply = self.run_fenced("fail", shard, token, *args)
-        load = self.codec.load_payload
         return [
             {
                 "id": reply[i].decode(),
-                "payloads": [load(payload) for payload, _ in blob.unpack(reply[i + 1])],
+                "payloads": self.load_pairs(blob.unpack(reply[i + 1])),
                 "error": error,
             }
             for i in range(0, len(reply), 2)
@@ -209,6 +209,11 @@ class Queue:
         lease); raises :class:`LeaseLost` when ``token`` is stale.
         """
         return int(self.run_fenced("restore", shard, token, _now(now)))
+
+    def load_pairs(self, pairs: Iterable[tuple[bytes, float]]) -> list[list[Any]]:
+        """``[[payload, score], ...]`` of stored ``(payload bytes, score)`` pairs."""
+        load = self.codec.load_payload
+        return [[load(payload), score] for payload, score in pairs]
 
     def earliest_perform_in(self, shards: Sequence[int]) -> list[float | None]:
         """The earliest ``perform_in`` queued in each shard, or ``None`` when it is empty."""

@@ -1,6 +1,7 @@
 """Loads ``lua/*.lua`` once per process and registers them per Redis client.
 
-Each script is the generated key prelude, then the helpers of
+Each script is the generated key prelude and the constants it shares with
+:mod:`lowkiq.storage.blob`, then the helpers of
 ``lua/_common.lua`` it uses, then the script's own file.  Redis runs the whole
 text on every call, so a script carries only the key names and helper
 definitions it refers to.  redis-py's ``Script`` runs ``EVALSHA`` and loads
@@ -18,6 +19,7 @@ from pathlib import Path
 import redis
 from redis.commands.core import Script
 
+from lowkiq.storage import blob
 from lowkiq.storage.keys import lua_prelude
 
 LUA_DIR = Path(__file__).with_name("lua")
@@ -61,7 +63,12 @@ def source(name: str) -> str:
         used.update(block_name for block_name, _ in added)
         text += "".join(block_text for _, block_text in added)
     helpers = "".join(block_text for block_name, block_text in blocks if block_name in used)
-    return f"{lua_prelude(helpers + own)}\n{helpers}\n-- {name}.lua\n{own}"
+    constants = "".join(
+        f"local {constant} = {getattr(blob, constant)}\n"
+        for constant in blob.LUA_CONSTANTS
+        if _refers_to(helpers + own, constant)
+    )
+    return f"{lua_prelude(helpers + own)}{constants}\n{helpers}\n-- {name}.lua\n{own}"
 
 
 class Scripts:

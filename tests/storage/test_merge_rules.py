@@ -1,10 +1,26 @@
-"""The merge rules of SPEC §3, driven through ``perform_async``, pop/fail/restore and the morgue."""
+"""The merge rules of SPEC §3, driven through ``perform_async``, pop/fail/restore and the morgue.
+
+Every test runs twice: with the packed layout, and with every job of two
+payloads or more kept as a hot id (its payloads in a sorted set of its own).
+"""
 
 from __future__ import annotations
 
 import time
 
-from storage_support import NOW, retry_in
+import pytest
+from storage_support import NOW, hot_layout, retry_in
+
+
+@pytest.fixture(autouse=True, params=["packed", "hot"])
+def payload_layout(request):
+    """The layout under test: the default limits, or every multi-payload job hot."""
+    if request.param == "packed":
+        yield
+        return
+    with hot_layout(SPILL_PAYLOADS=1):
+        yield
+
 
 from tests.leasing import fail, pop, restore
 

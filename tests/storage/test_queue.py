@@ -197,7 +197,7 @@ def test_exhausted_retries_send_the_oldest_payload_to_the_morgue(worker, queue):
     )
     dead = fail(queue, 0, pop(queue, 0, 10, now=NOW), "fatal", retry_in, 0, now=NOW)
 
-    assert dead == [{"id": "a", "payloads": ["oldest"], "error": "fatal"}]
+    assert dead == [{"id": "a", "payloads": [["oldest", 1.0]], "error": "fatal"}]
     assert worker.queries().morgue_fetch(["a"]) == [
         {"id": "a", "payloads": [["oldest", 1.0]], "updated_at": NOW, "error": "fatal"}
     ]
@@ -216,7 +216,7 @@ def test_exhausted_retries_send_the_oldest_payload_to_the_morgue(worker, queue):
 def test_exhausted_retries_of_a_single_payload_leave_nothing_queued(worker, queue):
     worker.perform_async([{"id": "a", "payload": "only", "score": 1, "perform_in": NOW - 1}])
     dead = fail(queue, 0, pop(queue, 0, 10, now=NOW), "fatal", retry_in, 0, now=NOW)
-    assert dead == [{"id": "a", "payloads": ["only"], "error": "fatal"}]
+    assert dead == [{"id": "a", "payloads": [["only", 1.0]], "error": "fatal"}]
     assert worker.queries().fetch(["a"]) == []
     assert worker.metrics()["length"] == 0
 
@@ -230,7 +230,7 @@ def test_morgue_when_retry_count_reaches_max_retry_count(worker, queue):
         assert worker.queries().fetch(["a"])[0]["retry_count"] == expected_retry_count
         now += 1000
     assert fail(queue, 0, pop(queue, 0, 10, now=now), "last", retry_in, 2, now=now) == [
-        {"id": "a", "payloads": ["p"], "error": "last"}
+        {"id": "a", "payloads": [["p", 1.0]], "error": "last"}
     ]
     assert worker.queries().fetch(["a"]) == []
     assert worker.queries().morgue_fetch(["a"])[0]["updated_at"] == now
@@ -247,7 +247,7 @@ def test_fail_returns_only_the_morgue_bound_jobs_of_a_mixed_batch(worker, queue)
 
     dead = fail(queue, 0, batch, "second", retry_in, 1, now=later)
 
-    assert dead == [{"id": "old", "payloads": [1], "error": "second"}]
+    assert dead == [{"id": "old", "payloads": [[1, 1.0]], "error": "second"}]
     [retried] = worker.queries().fetch(["new"])
     assert (retried["retry_count"], retried["perform_in"]) == (0, later + retry_in(0))
     assert worker.metrics()["failed"] == 1 + 2

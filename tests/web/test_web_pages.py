@@ -243,3 +243,32 @@ def test_a_badge_says_when_the_dashboard_runs_on_the_embedded_development_redis(
             assert badge in client.get(page).get_data(as_text=True)
     finally:
         EmbeddedServer(url=url, directory=directory).stop()
+
+
+def hot_job(worker, job_id: str, count: int) -> None:
+    """One job with ``count`` payloads ``{"v": n}`` (scores n), enqueued one by one."""
+    for n in range(count):
+        worker.perform_async(
+            [{"id": job_id, "payload": {"v": n}, "score": n, "perform_in": time.time() + 3600}]
+        )
+
+
+def test_a_list_shows_the_first_payloads_of_a_hot_job_and_links_to_the_rest(client):
+    hot_job(MailWorker, "hot", 150)
+    html = client.get("/MailWorker/enqueued").get_data(as_text=True)
+    assert html.count('<span class="score" title="score">') == 10
+    assert "… 140 more payloads" in html and "/MailWorker/job?id=hot" in html
+
+
+def test_the_job_page_pages_through_a_hot_jobs_payloads(client):
+    hot_job(MailWorker, "hot", 150)
+    first = client.get("/MailWorker/job?id=hot").get_data(as_text=True)
+    assert "1–100 of 150" in first and "&#34;v&#34;: 99" in first
+    assert "&#34;v&#34;: 100" not in first
+    assert "payloads_from=100" in first
+    second = client.get("/MailWorker/job?id=hot&payloads_from=100").get_data(as_text=True)
+    assert "101–150 of 150" in second and "&#34;v&#34;: 149" in second
+    assert "&#34;v&#34;: 99\n" not in second and 'start="101"' in second
+    assert "payloads_from=0" in second and "Next payloads" not in second
+    bad = client.get("/MailWorker/job?id=hot&payloads_from=-1")
+    assert bad.status_code == 400 and "payloads_from" in bad.get_data(as_text=True)

@@ -5,7 +5,7 @@
 -- K.retry_lex_zset (retry_count >= 0, with K.retry_count_zset and
 -- K.errors_hash), as member `id \0 blob`, and in K.perform_in_zset(shard).
 -- A blob is repeated struct('>dI4') score, length, then payload bytes,
--- ascending by score.
+-- ascending by score; an empty blob marks a hot id (see payloads_add).
 
 local HEADER = '>dI4'
 local HEADER_SIZE = 12
@@ -31,9 +31,9 @@ local function blob_pack(pairs_)
   return table.concat(parts)
 end
 
--- Union of two blobs; equal payloads keep the smallest score.
+-- Union of two blobs; equal payloads keep the smallest score.  Returns the
+-- blob and its payload count.
 local function blob_merge(a, b)
-  if a == b then return a end
   local best = {}
   for _, blob in ipairs({a, b}) do
     for _, pair in ipairs(blob_pairs(blob)) do
@@ -47,7 +47,7 @@ local function blob_merge(a, b)
     if x[1] ~= y[1] then return x[1] < y[1] end
     return x[2] < y[2]
   end)
-  return blob_pack(merged)
+  return blob_pack(merged), #merged
 end
 
 -- The first (smallest score) payload as a blob, and the rest as a blob.
@@ -55,6 +55,92 @@ local function blob_split_first(blob)
   local _, len = struct.unpack(HEADER, blob, 1)
   local cut = HEADER_SIZE + len
   return string.sub(blob, 1, cut), string.sub(blob, cut + 1)
+end
+
+-- Hot ids: a job whose payloads outgrow SPILL_PAYLOADS or SPILL_BYTES keeps
+-- them in a sorted set of its own (member payload, score score) and an empty
+-- blob in its lex member.  Below, a job's payloads are `blob`, or when blob is
+-- '' the sorted set `key`; `nil` is "no job".
+
+local ZADD_CHUNK = 1000
+
+-- ZADD LT a list of {score, payload} into `key`: equal payloads keep the smallest score.
+local function zadd_pairs(key, pairs_)
+  local args = {'LT'}
+  for _, pair in ipairs(pairs_) do
+    args[#args + 1] = pair[1]
+    args[#args + 1] = pair[2]
+    if #args > 2 * ZADD_CHUNK then
+      redis.call('zadd', key, unpack(args))
+      args = {'LT'}
+    end
+  end
+  if #args > 1 then redis.call('zadd', key, unpack(args)) end
+end
+
+-- Add every member of the sorted set `from` into `into` (ZADD LT).
+local function zadd_zset(into, from)
+  local start = 0
+  while true do
+    local rows = redis.call('zrange', from, start, start + ZADD_CHUNK - 1, 'withscores')
+    if #rows == 0 then return end
+    local pairs_ = {}
+    for i = 1, #rows, 2 do pairs_[#pairs_ + 1] = {rows[i + 1], rows[i]} end
+    zadd_pairs(into, pairs_)
+    start = start + ZADD_CHUNK
+  end
+end
+
+-- Take out up to `limit` smallest-score payloads of the sorted set `key`, as a
+-- blob; also returns how many.
+local function zset_take(key, limit)
+  local rows = redis.call('zrange', key, 0, limit - 1, 'withscores')
+  local pairs_ = {}
+  for i = 1, #rows, 2 do pairs_[#pairs_ + 1] = {tonumber(rows[i + 1]), rows[i]} end
+  redis.call('zremrangebyrank', key, 0, limit - 1)
+  return blob_pack(pairs_), #pairs_
+end
+
+-- Add the packed payloads `blob` to a job's payloads `dest` (a blob, '' = in
+-- dest_key, or nil); returns the job's new blob ('' once they live in dest_key).
+local function payloads_add(dest, dest_key, blob)
+  if dest == nil then return blob end
+  if dest == '' then
+    zadd_pairs(dest_key, blob_pairs(blob))
+    return ''
+  end
+  if dest == blob then return dest end
+  local merged, count = blob_merge(dest, blob)
+  if count > 1 and (count > SPILL_PAYLOADS or #merged > SPILL_BYTES) then
+    zadd_pairs(dest_key, blob_pairs(merged))
+    return ''
+  end
+  return merged
+end
+
+-- Move a job's payloads (`blob`, or '' = in src_key) onto `dest` (as in
+-- payloads_add); returns the new blob of dest.  Two sorted sets merge the
+-- smaller into the larger.
+local function payloads_move(blob, src_key, dest, dest_key)
+  if blob ~= '' then return payloads_add(dest, dest_key, blob) end
+  if dest ~= nil and dest ~= '' then
+    zadd_pairs(src_key, blob_pairs(dest))
+  elseif dest == '' then
+    local small, large = src_key, dest_key
+    if redis.call('zcard', src_key) > redis.call('zcard', dest_key) then
+      small, large = dest_key, src_key
+    end
+    zadd_zset(large, small)
+    redis.call('unlink', small)
+    if large == dest_key then return '' end
+  end
+  redis.call('rename', src_key, dest_key)
+  return ''
+end
+
+-- Forget a job's payloads (its sorted set, when it has one).
+local function payloads_drop(blob, key)
+  if blob == '' then redis.call('unlink', key) end
 end
 
 local function find_member(zset, id)
@@ -109,33 +195,37 @@ end
 
 -- Merge a job into the queue.  keep_schedule: the queued job (if any) keeps
 -- its perform_in, retry_count and error (SPEC rule 2); otherwise the incoming
--- values win (rules 3 and 4).  Payloads always merge as a union.
-local function queue_merge(id, shard, blob, perform_in, retry_count, error, keep_schedule, now)
+-- values win (rules 3 and 4).  Payloads always merge as a union; they are
+-- `blob`, or when blob is '' the sorted set `src_key`.
+local function queue_merge(id, shard, blob, perform_in, retry_count, error, keep_schedule, now,
+                           src_key)
   local member, is_retry = find_queued(id)
+  local queued = member and blob_of(member, id)
+  local merged = payloads_move(blob, src_key, queued, K.payloads_zset(id))
   if member then
-    local merged = blob_merge(blob_of(member, id), blob)
     if keep_schedule then
-      local lex = is_retry and K.retry_lex_zset or K.fresh_lex_zset
-      local updated = id .. '\0' .. merged
-      if updated ~= member then
+      if merged ~= queued then
+        local lex = is_retry and K.retry_lex_zset or K.fresh_lex_zset
         redis.call('zrem', lex, member)
-        redis.call('zadd', lex, 0, updated)
+        redis.call('zadd', lex, 0, id .. '\0' .. merged)
       end
       return
     end
     remove_queued(id, shard, member, is_retry)
-    blob = merged
   end
-  write_queued(id, shard, blob, perform_in, retry_count, error, now)
+  write_queued(id, shard, merged, perform_in, retry_count, error, now)
 end
 
--- Merge payloads into the morgue entry of `id`; updated_at = now.
-local function morgue_merge(id, blob, error, now)
+-- Merge payloads (`blob`, or '' = the sorted set `src_key`) into the morgue
+-- entry of `id`; updated_at = now.
+local function morgue_merge(id, blob, error, now, src_key)
   local member = find_member(K.morgue_lex_zset, id)
+  local dead = nil
   if member then
     redis.call('zrem', K.morgue_lex_zset, member)
-    blob = blob_merge(blob_of(member, id), blob)
+    dead = blob_of(member, id)
   end
+  blob = payloads_move(blob, src_key, dead, K.morgue_payloads_zset(id))
   redis.call('zadd', K.morgue_lex_zset, 0, id .. '\0' .. blob)
   redis.call('zadd', K.morgue_updated_at_zset, now, id)
   if error then
@@ -145,6 +235,8 @@ local function morgue_merge(id, blob, error, now)
   end
 end
 
+-- Take a dead job out of the morgue; returns its blob ('' = its payloads are
+-- in K.morgue_payloads_zset(id), left for the caller) or nil.
 local function morgue_remove(id)
   local member = find_member(K.morgue_lex_zset, id)
   if not member then return nil end

@@ -6,7 +6,8 @@
 -- ARGV[4]  error (already serialized)
 -- ARGV[5]  max_retry_count
 -- ARGV[6+2i..7+2i]  id, perform_in of its retry (now + retry_in(retry_count + 1))
--- Writes: processing_hash(shard), queue keys, morgue keys, failed_counter
+-- Writes: processing_hash(shard), queue keys, morgue keys (with the per-id
+--   payload sets of hot ids), failed_counter
 -- Returns: flat list id, blob of the payload each job sent to the morgue;
 --   error FENCED when the lease is not held
 local shard, token, now, error = ARGV[1], ARGV[2], ARGV[3], ARGV[4]

@@ -2,7 +2,8 @@
 -- KEYS[1]  queue prefix
 -- ARGV[1]  now
 -- ARGV[2+2i..3+2i]  id, shard
--- Writes: queue keys, morgue keys
+-- Writes: queue keys, morgue keys (a hot id's payloads_zset(id) becomes its
+--   morgue_payloads_zset(id))
 -- Returns: the number of jobs killed
 local now = ARGV[1]
 local killed = 0
@@ -12,7 +13,7 @@ for i = 2, #ARGV, 2 do
   if member then
     local error = redis.call('hget', K.errors_hash, id) or nil
     remove_queued(id, ARGV[i + 1], member, true)
-    morgue_merge(id, blob_of(member, id), error, now)
+    morgue_merge(id, blob_of(member, id), error, now, K.payloads_zset(id))
     killed = killed + 1
   end
 end

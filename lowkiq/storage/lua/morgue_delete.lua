@@ -1,10 +1,15 @@
 -- morgue_delete: delete dead jobs.
 -- KEYS[1]  queue prefix
 -- ARGV     ids
--- Writes: morgue_lex_zset, morgue_updated_at_zset, morgue_errors_hash
+-- Writes: morgue_lex_zset, morgue_updated_at_zset, morgue_errors_hash,
+--   morgue_payloads_zset(id) of hot ids
 -- Returns: the number of jobs deleted
 local deleted = 0
 for i = 1, #ARGV do
-  if morgue_remove(ARGV[i]) then deleted = deleted + 1 end
+  local blob = morgue_remove(ARGV[i])
+  if blob then
+    payloads_drop(blob, K.morgue_payloads_zset(ARGV[i]))
+    deleted = deleted + 1
+  end
 end
 return deleted

@@ -3,7 +3,8 @@
 -- KEYS[1]  queue prefix
 -- ARGV[1]  now
 -- ARGV[2+2i..3+2i]  id, shard
--- Writes: morgue keys, queue keys
+-- Writes: morgue keys, queue keys (a hot id's morgue_payloads_zset(id) becomes
+--   its payloads_zset(id))
 -- Returns: the number of jobs moved
 local now = ARGV[1]
 local moved = 0
@@ -11,7 +12,7 @@ for i = 2, #ARGV, 2 do
   local id = ARGV[i]
   local blob = morgue_remove(id)
   if blob then
-    queue_merge(id, ARGV[i + 1], blob, now, -1, nil, false, now)
+    queue_merge(id, ARGV[i + 1], blob, now, -1, nil, false, now, K.morgue_payloads_zset(id))
     moved = moved + 1
   end
 end

@@ -8,13 +8,15 @@
 --          thread acks its last batch and pops the next in one round trip)
 -- ARGV[6]  lease token of that shard
 -- Reads/writes: lease(shard and ARGV[5]), perform_in_zset(shard), fresh/retry
---   lex zsets, retry_count_zset, errors_hash, processing_hash(shard and ARGV[5]),
---   processed_counter
+--   lex zsets, retry_count_zset, errors_hash, payloads_zset(id) of hot ids,
+--   processing_hash(shard and ARGV[5]), processed_counter
 -- Returns: a flat list: the ack's result (jobs acked; -1 when its lease is not
 --   held, so nothing was acked; -2 when no ack was asked), the pop's status
 --   (1 popped; 0 the processing area is still occupied by a batch not yet
 --   acked, failed or restored; -1 the lease is not held), then id,
 --   retry_count, perform_in, blob of each popped job, earliest perform_in first.
+--   Hot ids give at most BATCH_PAYLOADS payloads to a batch, smallest scores
+--   first; the rest stay queued and due.
 local shard, token, now, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local ack_shard = ARGV[5]
 local acked = -2
@@ -33,7 +35,9 @@ if ack_shard ~= shard and redis.call('exists', processing) == 1 then return {ack
 local due = redis.call('zrangebyscore', K.perform_in_zset(shard), '-inf', now,
   'withscores', 'limit', 0, limit)
 local out = {acked, 1}
+local budget = BATCH_PAYLOADS
 for i = 1, #due, 2 do
+  if budget <= 0 then break end
   local id, perform_in = due[i], due[i + 1]
   local member, is_retry = find_queued(id)
   if member then
@@ -42,8 +46,16 @@ for i = 1, #due, 2 do
       retry_count = tonumber(redis.call('zscore', K.retry_count_zset, id))
       error = redis.call('hget', K.errors_hash, id) or nil
     end
-    remove_queued(id, shard, member, is_retry)
     local blob = blob_of(member, id)
+    if blob == '' then
+      local payloads_zset = K.payloads_zset(id)
+      local taken
+      blob, taken = zset_take(payloads_zset, budget)
+      budget = budget - taken
+      if redis.call('exists', payloads_zset) == 0 then remove_queued(id, shard, member, is_retry) end
+    else
+      remove_queued(id, shard, member, is_retry)
+    end
     redis.call('hset', processing, id, processing_pack(perform_in, retry_count, error, blob))
     out[#out + 1] = id
     out[#out + 1] = retry_count

@@ -4,7 +4,8 @@
 -- ARGV[2..]  groups of jobs sharing a shard and a perform_in:
 --            shard, perform_in, count, then `count` members `id \0 blob`
 --            (ids are unique within one call)
--- Writes: fresh_lex_zset, retry_lex_zset, perform_in_zset(shard), wake_list(shard)
+-- Writes: fresh_lex_zset, retry_lex_zset, payloads_zset(id) of hot ids,
+--   perform_in_zset(shard), wake_list(shard)
 -- Returns: the number of jobs given
 local now = ARGV[1]
 local CHUNK = 1000
