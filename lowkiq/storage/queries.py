@@ -231,7 +231,7 @@ class Queries:
         if check_limit(limit) == 0:
             return []
         if queued:
-            lex_keys = (self.keys.fresh_lex_zset, self.keys.retry_lex_zset)
+            lex_keys: tuple[str, ...] = (self.keys.fresh_lex_zset, self.keys.retry_lex_zset)
             hot_key = self.keys.payloads_zset(job_id)
         else:
             lex_keys = (self.keys.morgue_lex_zset,)

@@ -11,6 +11,8 @@ import time
 import pytest
 from storage_support import NOW, hot_layout, retry_in
 
+from tests.leasing import fail, pop, restore
+
 
 @pytest.fixture(autouse=True, params=["packed", "hot"])
 def payload_layout(request):
@@ -21,8 +23,6 @@ def payload_layout(request):
     with hot_layout(SPILL_PAYLOADS=1):
         yield
 
-
-from tests.leasing import fail, pop, restore
 
 V_PAST = 1536323288.0
 
