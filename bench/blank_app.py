@@ -1,6 +1,7 @@
 """The app of bench/scale.py: one worker with a blank perform.
 
-Environment: ``REDIS_URL``, ``BENCH_SHARDS`` (default 20).
+Environment: ``REDIS_URL``, ``BENCH_SHARDS`` (default 20), ``BENCH_LEASE_TTL``
+(seconds, default the setting's).
 """
 
 from __future__ import annotations
@@ -21,3 +22,5 @@ class Blank(lowkiq.Worker):
 
 
 lowkiq.settings.workers = [Blank]
+if "BENCH_LEASE_TTL" in os.environ:
+    lowkiq.settings.lease_ttl = float(os.environ["BENCH_LEASE_TTL"])
