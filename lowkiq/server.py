@@ -342,6 +342,8 @@ class Server:
         """Stop every thread after its running batch and wait for them."""
         if self._stop_signal and self.fatal is None:
             log.info("%s: stopping after the running batches", self._stop_signal)
+        if hasattr(self, "coordinator"):
+            self.coordinator.close()
         self.stop_event.set()
         waker = ThreadClient(self.settings.redis())
         for lane in self.lanes:
@@ -357,6 +359,7 @@ class Server:
                     self.write_stacks()
         if hasattr(self, "coordinator"):
             try:
+                self.coordinator.release_remaining()
                 self.coordinator.leave()
             except redis.RedisError as exc:
                 log.warning("could not deregister (%s); this process ages out of the list", exc)

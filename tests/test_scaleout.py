@@ -14,6 +14,7 @@ import pytest
 import redis
 
 import lowkiq
+from lowkiq.ownership import leases
 from lowkiq.ownership.membership import live_processes
 from tests.apps.runner import WorkerProcess, eventually
 
@@ -165,3 +166,15 @@ def test_term_while_waiting_for_redis_at_start_exits_0(
     eventually(lambda: "Redis is unreachable" in waiting.output())
     waiting.signal(signal.SIGTERM)
     assert waiting.wait(10) == 0
+
+
+def test_a_stopped_process_leaves_no_lease_and_no_membership_behind(
+    workers: Callable[..., WorkerProcess], recorder: type, redis_client: redis.Redis
+) -> None:
+    worker = workers()
+    eventually(lambda: len(shards_of(redis_client).get(worker.process.pid, [])) == 5)
+    time.sleep(TTL / 2)  # a few heartbeats, so one may run while the threads stop
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    assert leases.holders(recorder.queue()) == [None] * 5
+    assert live_processes(redis_client)[1] == []

@@ -101,6 +101,8 @@ class Coordinator:
         self.threads = threads
         self.started_at = time.time()
         self.quiet = False
+        # Set when the process is stopping: it wants no shard and takes none.
+        self.closing = False
         #: Set when the dashboard asked this process to stop.
         self.stop_requested = threading.Event()
         self._lock = threading.Lock()
@@ -159,7 +161,7 @@ class Coordinator:
 
     def beat(self) -> Beat:
         """One round: heartbeat, then bring the leases in step; returns the beat."""
-        weight = 0 if self.quiet else self.threads
+        weight = 0 if self.quiet or self.closing else self.threads
         beat = self.membership.beat(weight, self.info())
         if beat.command == "quiet" and not self.quiet:
             log.info("quiet: taking no more batches; handing this process's shards over")
@@ -172,7 +174,7 @@ class Coordinator:
         return beat
 
     def _wanted(self, beat: Beat) -> list[ShardKey]:
-        if self.quiet or self.stop_requested.is_set():
+        if self.quiet or self.closing or self.stop_requested.is_set():
             return []
         if self.plan.static is not None:
             return list(self.plan.static)
@@ -217,6 +219,8 @@ class Coordinator:
             self._dealt = dict(dealt)
         retry_in = None
         for key in missing:
+            if self.closing:
+                break
             queue = self.queues[key[0]]
             lease, restored, pttl = leases.acquire(
                 queue, key[1], self.membership.process_id, self.lease_ttl
@@ -248,8 +252,22 @@ class Coordinator:
             wait = min(wait, self._retry_at - time.monotonic())
         return max(wait, 0.0)
 
+    def close(self) -> None:
+        """The process is stopping: from now on it wants no shard and acquires none."""
+        self.closing = True
+
+    def release_remaining(self) -> int:
+        """Give up any lease still held once the threads have stopped; returns how many."""
+        with self._lock:
+            held = [lease for lease, _ in self._held.values()]
+            self._held.clear()
+        by_queue: dict[str, list[Lease]] = {}
+        for lease in held:
+            by_queue.setdefault(lease.queue.name, []).append(lease)
+        return sum(leases.release(self.queues[name], group) for name, group in by_queue.items())
+
     def leave(self) -> None:
-        """Deregister (after the threads released their leases)."""
+        """Deregister (after the threads released their leases) and nudge the others."""
         self.membership.leave()
 
 
