@@ -13,7 +13,7 @@ key                           type   content
 P fresh_lex_zset              zset   score 0, member ``id \\0 blob``, jobs with retry_count -1
 P retry_lex_zset              zset   score 0, member ``id \\0 blob``, jobs with retry_count >= 0
 P retry_count_zset            zset   id -> retry_count, for jobs in retry_lex_zset
-P errors_hash                 hash   id -> last error, for jobs in retry_lex_zset
+P errors_hash                 hash   id -> last error of a queued job that failed
 P perform_in_zset:<s>         zset   id -> perform_in, every queued job of shard s
 P processing_hash:<s>         hash   id -> packed job, the batch shard s is running
 P wake_list:<s>               list   at most one element: "shard s has new due work"
@@ -118,7 +118,7 @@ class QueueKeys:
 
     @property
     def errors_hash(self) -> str:
-        """id -> last error of the jobs in :attr:`retry_lex_zset`."""
+        """id -> last error of a queued job: a retry, or a dead job queued up again."""
         return self._key("errors_hash")
 
     def perform_in_zset(self, shard: int) -> str:

@@ -11,7 +11,7 @@ import time
 import pytest
 from storage_support import NOW, hot_layout, retry_in
 
-from tests.leasing import fail, pop, restore
+from tests.leasing import ack, fail, pop, restore
 
 
 @pytest.fixture(autouse=True, params=["packed", "hot"])
@@ -176,7 +176,8 @@ def test_restore_onto_a_queued_job_brings_the_processing_schedule(worker, queue,
 
 
 def test_morgue_job_moved_back_onto_a_queued_retry(worker, queue):
-    """Rule 4: perform_in = now, retry_count = -1, payloads merge, error gone."""
+    """Rule 4: perform_in = now, retry_count = -1, payloads merge; the dead job's error
+    is kept as the last error (the queued retry's own error is replaced)."""
     worker.perform_async([{"id": "a", "payload": "dead", "score": 1, "perform_in": NOW - 1}])
     fail(queue, 0, pop(queue, 0, 10, now=NOW), "fatal", retry_in, 0, now=NOW)
     assert worker.metrics()["morgue_length"] == 1
@@ -192,7 +193,7 @@ def test_morgue_job_moved_back_onto_a_queued_retry(worker, queue):
     [job] = worker.queries().fetch(["a"])
     assert job["retry_count"] == -1
     assert before <= job["perform_in"] <= after
-    assert "error" not in job
+    assert job["error"] == "fatal"
     assert job["payloads"] == [["dead", 1.0], ["queued", 2.0]]
     assert worker.queries().morgue_fetch(["a"]) == []
 
@@ -221,8 +222,19 @@ def test_morgue_job_moved_back_with_nothing_queued(worker, queue):
     [job] = worker.queries().fetch(["a"])
     assert before <= job["perform_in"] <= time.time()
     assert job["retry_count"] == -1
-    assert "error" not in job
+    assert job["error"] == "fatal"  # the last error stays in sight
     assert job["payloads"] == [["dead", 1.0]]
+
+    # Being performed, it shows the error too; a new failure replaces it, and a
+    # success leaves no error behind.
+    batch = pop(queue, 0, 10, now=time.time())
+    assert [busy["error"] for busy in worker.queries().processing_data()] == ["fatal"]
+    fail(queue, 0, batch, "newer", retry_in, 3, now=NOW)
+    assert worker.queries().fetch(["a"])[0]["error"] == "newer"
+    pop(queue, 0, 10, now=NOW + 1000)
+    ack(queue, 0)
+    worker.perform_async([{"id": "a", "payload": "next"}])
+    assert "error" not in worker.queries().fetch(["a"])[0]
 
 
 def test_payloads_merging_into_the_morgue_keep_the_smallest_score(worker, queue):

@@ -272,3 +272,11 @@ def test_the_job_page_pages_through_a_hot_jobs_payloads(client):
     assert "payloads_from=0" in second and "Next payloads" not in second
     bad = client.get("/MailWorker/job?id=hot&payloads_from=-1")
     assert bad.status_code == 400 and "payloads_from" in bad.get_data(as_text=True)
+
+
+def test_a_dead_job_queued_up_again_shows_its_last_error(client):
+    bury(MailWorker, 1, error="the last straw")
+    MailWorker.actions().morgue_queue_up(["d0000"])
+    html = client.get("/MailWorker/enqueued").get_data(as_text=True)
+    assert ids_on(html) == ["d0000"] and "the last straw" in html
+    assert "the last straw" in client.get("/MailWorker/job?id=d0000").get_data(as_text=True)

@@ -2,8 +2,9 @@
 -- (lowkiq/storage/keys.py: lua_prelude), so `K` and `P` are in scope.
 --
 -- Job layout: a queued job lives in K.fresh_lex_zset (retry_count -1) or in
--- K.retry_lex_zset (retry_count >= 0, with K.retry_count_zset and
--- K.errors_hash), as member `id \0 blob`, and in K.perform_in_zset(shard).
+-- K.retry_lex_zset (retry_count >= 0, with K.retry_count_zset), as member
+-- `id \0 blob`, and in K.perform_in_zset(shard); its last error, if any, in
+-- K.errors_hash (a dead job queued up again is fresh and keeps its error).
 -- A blob is repeated struct('>dI4') score, length, then payload bytes,
 -- ascending by score; an empty blob marks a hot id (see payloads_add).
 
@@ -162,10 +163,10 @@ end
 
 local function remove_queued(id, shard, member, is_retry)
   redis.call('zrem', K.perform_in_zset(shard), id)
+  redis.call('hdel', K.errors_hash, id)
   if is_retry then
     redis.call('zrem', K.retry_lex_zset, member)
     redis.call('zrem', K.retry_count_zset, id)
-    redis.call('hdel', K.errors_hash, id)
   else
     redis.call('zrem', K.fresh_lex_zset, member)
   end
@@ -187,8 +188,8 @@ local function write_queued(id, shard, blob, perform_in, retry_count, error, now
   else
     redis.call('zadd', K.retry_lex_zset, 0, id .. '\0' .. blob)
     redis.call('zadd', K.retry_count_zset, retry_count, id)
-    if error then redis.call('hset', K.errors_hash, id, error) end
   end
+  if error then redis.call('hset', K.errors_hash, id, error) end
   redis.call('zadd', K.perform_in_zset(shard), perform_in, id)
   if tonumber(perform_in) <= tonumber(now) then wake(shard) end
 end
@@ -236,14 +237,15 @@ local function morgue_merge(id, blob, error, now, src_key)
 end
 
 -- Take a dead job out of the morgue; returns its blob ('' = its payloads are
--- in K.morgue_payloads_zset(id), left for the caller) or nil.
+-- in K.morgue_payloads_zset(id), left for the caller) and its error, or nil.
 local function morgue_remove(id)
   local member = find_member(K.morgue_lex_zset, id)
   if not member then return nil end
+  local error = redis.call('hget', K.morgue_errors_hash, id) or nil
   redis.call('zrem', K.morgue_lex_zset, member)
   redis.call('zrem', K.morgue_updated_at_zset, id)
   redis.call('hdel', K.morgue_errors_hash, id)
-  return blob_of(member, id)
+  return blob_of(member, id), error
 end
 
 -- A job in a processing area: struct('>di4i4') perform_in, retry_count,

@@ -41,11 +41,9 @@ for i = 1, #due, 2 do
   local id, perform_in = due[i], due[i + 1]
   local member, is_retry = find_queued(id)
   if member then
-    local retry_count, error = -1, nil
-    if is_retry then
-      retry_count = tonumber(redis.call('zscore', K.retry_count_zset, id))
-      error = redis.call('hget', K.errors_hash, id) or nil
-    end
+    local retry_count = -1
+    if is_retry then retry_count = tonumber(redis.call('zscore', K.retry_count_zset, id)) end
+    local error = redis.call('hget', K.errors_hash, id) or nil
     local blob = blob_of(member, id)
     if blob == '' then
       local payloads_zset = K.payloads_zset(id)
