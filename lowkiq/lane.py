@@ -134,13 +134,8 @@ class Lane:
             self._release(held)
 
     def _release(self, handlers: list[ShardHandler]) -> None:
-        by_queue: dict[str, list[ShardHandler]] = {}
-        for handler in handlers:
-            by_queue.setdefault(handler.queue.name, []).append(handler)
-        for group in by_queue.values():
-            queue = group[0].queue
-            with contextlib.suppress(redis.RedisError):
-                leases.release(queue, [Lease(queue, h.shard, h.token) for h in group])
+        with contextlib.suppress(redis.RedisError):
+            leases.release_many(Lease(h.queue, h.shard, h.token) for h in handlers)
         log.info("released %s", " ".join(h.name for h in handlers))
         self.on_released(handlers)
 

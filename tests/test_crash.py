@@ -5,40 +5,11 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
 import redis
 
-import lowkiq
 from tests.apps.runner import WorkerProcess, eventually
-
-
-@pytest.fixture
-def workers(redis_client: redis.Redis, redis_url: str) -> Iterator[Callable[..., WorkerProcess]]:
-    """Start worker processes on the recorder app; all are killed after the test."""
-    started: list[WorkerProcess] = []
-
-    def start(*args: str, **env: str) -> WorkerProcess:
-        process = WorkerProcess(
-            "-r", "tests/apps/recorder.py", *args, env={"REDIS_URL": redis_url, **env}
-        )
-        started.append(process)
-        process.wait_started()
-        return process
-
-    yield start
-    for process in started:
-        process.close()
-
-
-@pytest.fixture
-def recorder(redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch, redis_url: str) -> type:
-    monkeypatch.setenv("REDIS_URL", redis_url)
-    from tests.apps.recorder import Recorder
-
-    lowkiq.settings.workers = [Recorder]
-    return Recorder
 
 
 def finished(client: redis.Redis) -> set[str]:

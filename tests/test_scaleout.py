@@ -8,48 +8,16 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
 import redis
 
-import lowkiq
 from lowkiq.ownership import leases
 from lowkiq.ownership.membership import live_processes
 from tests.apps.runner import WorkerProcess, eventually
 
+#: The recorder app's lease TTL (``TEST_LEASE_TTL``, default 2 s).
 TTL = 2.0
-
-
-@pytest.fixture
-def workers(redis_client: redis.Redis, redis_url: str) -> Iterator[Callable[..., WorkerProcess]]:
-    """Start recorder worker processes (automatic assignment); all are killed after the test."""
-    started: list[WorkerProcess] = []
-
-    def start(*args: str, wait: bool = True, **env: str) -> WorkerProcess:
-        process = WorkerProcess(
-            "-r",
-            "tests/apps/recorder.py",
-            *args,
-            env={"REDIS_URL": redis_url, "TEST_LEASE_TTL": str(TTL), **env},
-        )
-        started.append(process)
-        if wait:
-            process.wait_started()
-        return process
-
-    yield start
-    for process in started:
-        process.close()
-
-
-@pytest.fixture
-def recorder(redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch, redis_url: str) -> type:
-    monkeypatch.setenv("REDIS_URL", redis_url)
-    from tests.apps.recorder import Recorder
-
-    lowkiq.settings.workers = [Recorder]
-    return Recorder
 
 
 def feed(recorder: type, ids: list[str], versions: range, sleep: float = 0.0) -> None:

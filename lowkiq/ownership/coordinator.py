@@ -185,23 +185,20 @@ class Coordinator:
 
     def _renew(self) -> None:
         with self._lock:
-            held = list(self._held.values())
-        by_queue: dict[str, list[Lease]] = {}
-        for lease, _ in held:
-            by_queue.setdefault(lease.queue.name, []).append(lease)
-        for name, group in by_queue.items():
-            for lease in leases.renew(self.queues[name], group, self.lease_ttl):
-                log.warning(
-                    "%s:%d: lease epoch %d expired before it was renewed",
-                    name,
-                    lease.shard,
-                    lease.epoch,
-                )
-                with self._lock:
-                    entry = self._held.get((name, lease.shard))
-                    if entry and entry[0].token == lease.token:
-                        del self._held[(name, lease.shard)]
-                        self.lanes[entry[1]].remove((name, lease.shard), release=False)
+            held = [lease for lease, _ in self._held.values()]
+        for lease in leases.renew_many(held, self.lease_ttl):
+            log.warning(
+                "%s:%d: lease epoch %d expired before it was renewed",
+                lease.queue.name,
+                lease.shard,
+                lease.epoch,
+            )
+            key = (lease.queue.name, lease.shard)
+            with self._lock:
+                entry = self._held.get(key)
+                if entry and entry[0].token == lease.token:
+                    del self._held[key]
+                    self.lanes[entry[1]].remove(key, release=False)
 
     def _rebalance(self, wanted: list[ShardKey]) -> None:
         wanted_set = set(wanted)
@@ -261,10 +258,7 @@ class Coordinator:
         with self._lock:
             held = [lease for lease, _ in self._held.values()]
             self._held.clear()
-        by_queue: dict[str, list[Lease]] = {}
-        for lease in held:
-            by_queue.setdefault(lease.queue.name, []).append(lease)
-        return sum(leases.release(self.queues[name], group) for name, group in by_queue.items())
+        return leases.release_many(held)
 
     def leave(self) -> None:
         """Deregister (after the threads released their leases) and nudge the others."""

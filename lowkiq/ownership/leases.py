@@ -9,7 +9,7 @@ in the same script, so that batch is put back exactly once, by the new owner.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from lowkiq.storage.queue import Queue, _now
@@ -71,6 +71,23 @@ def release(queue: Queue, leases: Sequence[Lease]) -> int:
     for lease in leases:
         args += (lease.shard, lease.token)
     return int(queue.run("lease_release", *args))
+
+
+def _by_queue(held: Iterable[Lease]) -> list[list[Lease]]:
+    groups: dict[str, list[Lease]] = {}
+    for lease in held:
+        groups.setdefault(lease.queue.name, []).append(lease)
+    return list(groups.values())
+
+
+def renew_many(held: Iterable[Lease], ttl: float) -> list[Lease]:
+    """Extend leases of any queues, a script call per queue; returns those no longer held."""
+    return [lost for group in _by_queue(held) for lost in renew(group[0].queue, group, ttl)]
+
+
+def release_many(held: Iterable[Lease]) -> int:
+    """Give up leases of any queues, a script call per queue; returns how many were held."""
+    return sum(release(group[0].queue, group) for group in _by_queue(held))
 
 
 def holders(queue: Queue) -> list[str | None]:
