@@ -92,6 +92,9 @@ class SeqScheduler:
     def __call__(self, lane: Lane) -> Step:
         """The step function of one thread."""
         handlers = list(lane.handlers)
+        if not handlers:
+            # A thread with no shard (yet): wait for the coordinator to deal it one.
+            return lane.wait
         order = cycle(handlers)
         idle = 0
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
 
 from lowkiq.schedulers import build_lag_scheduler, build_seq_scheduler
 
@@ -96,3 +100,12 @@ def test_seq_cycles_and_waits_only_after_a_whole_idle_cycle() -> None:
     assert lane.waits == 0
     step()  # a: nothing left; with b's miss before it, that is a whole idle cycle
     assert lane.waits == 1
+
+
+@pytest.mark.parametrize("build", [build_lag_scheduler, build_seq_scheduler])
+def test_a_thread_without_shards_only_waits(build: Callable[[], Any]) -> None:
+    lane = FakeLane([], heads=[])
+    step = build()(lane)
+    step()
+    step()
+    assert lane.waits == 2
