@@ -8,9 +8,10 @@ thread its handler with :meth:`Lane.add`, and asks for a shard back with
 itself, so a shard is never served by two threads at once.
 
 The idle wait blocks on the shards' wake lists (pushed by every script that
-makes a job due), so an enqueue wakes the thread within milliseconds, while
-the timeout (the next scheduled ``perform_in``, at most ``poll_interval``)
-picks up jobs scheduled for later on time.
+makes a job due, or schedules one before every other job of its shard), so an
+enqueue wakes the thread within milliseconds, while the timeout (the next
+scheduled ``perform_in``, at most ``poll_interval``) picks up jobs scheduled
+for later on time; the last ~100 ms before one are waited out in the thread.
 """
 
 from __future__ import annotations
@@ -30,8 +31,15 @@ from lowkiq.storage.queue import Queue
 
 log = logging.getLogger("lowkiq.lane")
 
-# Below this many seconds a blocking wait is not worth it (and BLPOP 0 would block forever).
-MIN_BLOCK = 0.001
+# Below this many seconds a blocking wait is not worth it.  Redis truncates a
+# BLPOP timeout to whole milliseconds, and 0 blocks forever: keep well above 1 ms.
+MIN_BLOCK = 0.01
+# Seconds a BLPOP timeout may fire late: Redis checks them on its timer tick
+# (1 / hz, 100 ms by default) unless other traffic wakes it first.
+TIMER_SLACK = 0.11
+# The last TIMER_SLACK before a scheduled job is waited out locally, checking
+# the wake lists every LOCAL_STEP seconds.
+LOCAL_STEP = 0.004
 
 ShardKey = tuple[str, int]
 
@@ -154,13 +162,30 @@ class Lane:
         if not self.handlers:
             self._changed.wait(self.poll_interval)
             return
-        timeout = self.max_block
         scheduled = [at for at in self.earliest() if at is not None]
-        if scheduled:
-            timeout = min(timeout, min(scheduled) - self.clock())
-        if timeout < MIN_BLOCK:
+        due = min(scheduled) if scheduled else None
+        now = self.clock()
+        end = now + self.max_block
+        if due is not None and due > end:
+            due = None  # beyond this wait
+        if due is not None:
+            # Redis ends a blocked command's wait on its next timer tick, so it may
+            # end TIMER_SLACK late: the last stretch before a due job is waited here.
+            end = due - TIMER_SLACK
+        woken = end - now >= MIN_BLOCK and self.client.blpop(self.wake_keys, timeout=end - now)
+        if woken:
             return
-        self.client.blpop(self.wake_keys, timeout=timeout)
+        if due is not None:
+            self._wait_until(due)
+
+    def _wait_until(self, due: float) -> None:
+        """Sleep until ``due`` in short steps; end early on a wake-up (its element is
+        taken, as BLPOP would), a stop or a change of shards."""
+        while not (self.stop.is_set() or self._changed.is_set()):
+            left = due - self.clock()
+            if left <= 0 or self.client.delete(*self.wake_keys):
+                return
+            time.sleep(min(left, LOCAL_STEP))
 
     def stopping(self) -> bool:
         """Whether the thread must stop taking batches (stopping, or its shards changed)."""

@@ -157,6 +157,22 @@ def test_a_job_scheduled_for_later_runs_on_time_without_an_enqueue(
     assert time.time() >= due
 
 
+@pytest.mark.parametrize("socket_timeout", [None, 30.0])
+def test_an_idle_thread_learns_of_a_job_scheduled_before_its_wait_ends(
+    server: Callable[..., Server], redis_url: str, socket_timeout: float | None
+) -> None:
+    """Whatever the client's socket timeout (none by default before redis-py 6): a job
+    scheduled sooner than anything the thread waits for ends its wait."""
+    lowkiq.settings.redis = lambda: redis.Redis.from_url(redis_url, socket_timeout=socket_timeout)
+    Seen.perform_async([{"id": "far", "perform_in": time.time() + 3600}])
+    server(poll_interval=60.0, threads_per_node=1)
+    time.sleep(0.3)  # the thread now waits for "far", or for poll_interval
+    due = time.time() + 0.5
+    Seen.perform_async([{"id": "soon", "perform_in": due}])
+    eventually(lambda: performed_ids() == {"soon"}, timeout=20)
+    assert time.time() >= due
+
+
 def test_stop_does_not_wait_for_a_sleeping_thread(server: Callable[..., Server]) -> None:
     srv = server(poll_interval=60.0)
     time.sleep(0.2)

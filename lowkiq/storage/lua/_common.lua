@@ -173,12 +173,27 @@ local function remove_queued(id, shard, member, is_retry)
 end
 
 local woken = {}
--- Tell the thread serving `shard` that due work arrived (at most one element).
+-- Tell the thread serving `shard` that due work arrived, or that its next job
+-- is now earlier than it thought (at most one element).
 local function wake(shard)
   if woken[shard] then return end
   woken[shard] = true
   local list = K.wake_list(shard)
   if redis.call('llen', list) == 0 then redis.call('rpush', list, '1') end
+end
+
+-- Wake the shard's thread when jobs about to be scheduled at `perform_in` are
+-- due, or earlier than every job the shard holds: an idle thread blocks until
+-- the earliest perform_in it knows of, so it must learn of an earlier one.
+-- Call before writing them to K.perform_in_zset(shard).
+local function wake_if_sooner(shard, perform_in, now)
+  if woken[shard] then return end
+  local at = tonumber(perform_in)
+  if at > tonumber(now) then
+    local head = redis.call('zrange', K.perform_in_zset(shard), 0, 0, 'withscores')[2]
+    if head and tonumber(head) <= at then return end
+  end
+  wake(shard)
 end
 
 -- perform_in is a string (exact); error is a string or nil.
@@ -190,8 +205,8 @@ local function write_queued(id, shard, blob, perform_in, retry_count, error, now
     redis.call('zadd', K.retry_count_zset, retry_count, id)
   end
   if error then redis.call('hset', K.errors_hash, id, error) end
+  wake_if_sooner(shard, perform_in, now)
   redis.call('zadd', K.perform_in_zset(shard), perform_in, id)
-  if tonumber(perform_in) <= tonumber(now) then wake(shard) end
 end
 
 -- Merge a job into the queue.  keep_schedule: the queued job (if any) keeps

@@ -36,9 +36,9 @@ while i <= #ARGV do
       end
     end
     if #lex_args > 0 then
+      wake_if_sooner(shard, perform_in, now)
       redis.call('zadd', K.fresh_lex_zset, unpack(lex_args))
       redis.call('zadd', perform_in_zset, unpack(schedule_args))
-      if tonumber(perform_in) <= tonumber(now) then wake(shard) end
     end
   end
   total = total + count
