@@ -1,4 +1,11 @@
-"""Redis connections of the processing threads, and how a server is named in logs."""
+"""Redis connections of the processing threads, and how a server is named in logs.
+
+Besides the client API this relies on a connection pool's ``connection_kwargs``,
+``connection_class`` and ``make_connection()``, and on a connection's
+``send_command``, ``disconnect`` and ``socket_timeout`` with the client's
+``parse_response``: stable from redis-py 5.0 to 8.x, the range pyproject.toml
+allows and ``.ci/run`` tests (its lowest and newest).
+"""
 
 from __future__ import annotations
 

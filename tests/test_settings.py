@@ -3,6 +3,9 @@ bad values rejected with an error that names the setting."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 import redis
 
@@ -164,14 +167,23 @@ def test_client_pool_size_and_pool_timeout_bound_the_shared_client(redis_url):
     settings.redis = lambda: redis.Redis.from_url(redis_url)
     settings.client_pool_size = 2
     settings.pool_timeout = 0.2
-    pool = settings.client().connection_pool
-    held = [pool.get_connection(), pool.get_connection()]
+    client = settings.client()
+    # Two blocking reads hold both connections; a third command waits pool_timeout, then fails.
+    holders = [
+        threading.Thread(target=client.blpop, args=([f"lowkiq-test-nothing-{n}"], 1))
+        for n in range(2)
+    ]
+    for holder in holders:
+        holder.start()
+    time.sleep(0.3)
     try:
+        started = time.monotonic()
         with pytest.raises(redis.ConnectionError):
-            pool.get_connection()
+            client.ping()
+        assert time.monotonic() - started < 0.9
     finally:
-        for connection in held:
-            pool.release(connection)
+        for holder in holders:
+            holder.join()
     assert settings.client().ping()
 
 
