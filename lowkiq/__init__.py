@@ -17,6 +17,7 @@ from lowkiq.errors import (
     RedisUnavailable,
 )
 from lowkiq.schedulers import build_lag_scheduler, build_seq_scheduler
+from lowkiq.serializers import Undecodable
 from lowkiq.settings import Settings, settings
 from lowkiq.splitters import build_by_node_splitter, build_default_splitter
 from lowkiq.storage.actions import Actions
@@ -52,6 +53,7 @@ __all__ = [
     "Queries",
     "QueueMetrics",
     "RedisUnavailable",
+    "Undecodable",
     "Worker",
     "__version__",
     "build_by_node_splitter",

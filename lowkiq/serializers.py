@@ -50,6 +50,26 @@ def identity(value: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class Undecodable:
+    """A stored payload that ``load_payload`` could not read: its raw bytes and why.
+
+    Reads for people (queries, the dashboard) show it in place of the payload
+    instead of failing; a popped job with one goes to the morgue at once.
+    """
+
+    raw: bytes
+    reason: str
+
+    def __str__(self) -> str:
+        return f"undecodable payload ({self.reason}), raw bytes: {self.raw!r}"
+
+
+def decode_failure(what: str, exc: Exception) -> str:
+    """Why ``what`` could not be decoded, in one line."""
+    return f"{what} cannot be decoded: {type(exc).__name__}: {exc}"
+
+
+@dataclass(frozen=True)
 class Codec:
     """How payloads and error texts are turned into Redis bytes and back."""
 
@@ -64,6 +84,17 @@ class Codec:
         return data.encode() if isinstance(data, str) else bytes(data)
 
     def error_text(self, data: bytes) -> str:
-        """Deserialize an error stored by :meth:`error_bytes`."""
-        value = self.load_error(data)
+        """Deserialize an error stored by :meth:`error_bytes`; one that ``load_error``
+        cannot read comes back as a text that says so, with its raw bytes."""
+        try:
+            value = self.load_error(data)
+        except Exception as exc:
+            return f"[{decode_failure('this error', exc)}] raw bytes: {data!r}"
         return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+    def payload_or_undecodable(self, data: bytes) -> Any:
+        """The payload stored as ``data``, or :class:`Undecodable` when it cannot be read."""
+        try:
+            return self.load_payload(data)
+        except Exception as exc:
+            return Undecodable(data, decode_failure("the payload", exc))

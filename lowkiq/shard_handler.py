@@ -155,6 +155,12 @@ class ShardHandler:
         batch = popped.jobs
         if not batch:
             return False
+        undecodable = [job for job in batch if job.undecodable is not None]
+        if undecodable:
+            self._bury(undecodable)
+            batch = [job for job in batch if job.undecodable is None]
+            if self.lost or not batch:
+                return True
         self.busy = True
         try:
             run_perform(self.worker, {job.id: job.payloads for job in batch}, self.middlewares)
@@ -246,6 +252,17 @@ class ShardHandler:
                 self.worker.retries_exhausted(morgue)
             except Exception:
                 log.exception("%s: retries_exhausted raised", self.name)
+
+    def _bury(self, jobs: Sequence[PoppedJob]) -> None:
+        """Send jobs that cannot be performed (a payload cannot be decoded) straight
+        to the morgue, their stored bytes kept; the rest of the batch goes on."""
+        errors = [(job.id, f"{job.undecodable}; moved to the morgue unperformed") for job in jobs]
+        for job_id, error in errors:
+            log.error("%s: job %r: %s", self.name, job_id, error)
+        try:
+            self._guarded(lambda: self.queue.bury(self.shard, self.token, errors))
+        except LeaseLost:
+            self.lease_lost("its undecodable jobs were not buried")
 
     def _retry_in(self, retry_count: int) -> float:
         try:

@@ -8,6 +8,8 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+from lowkiq import Undecodable
+
 _UNITS = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"))
 
 
@@ -64,8 +66,16 @@ def retry_label(retry_count: int) -> str:
     return f"{retry_count} [fresh]" if retry_count < 0 else f"{retry_count} [retry]"
 
 
+def undecodable(payload: Any) -> bool:
+    """Whether a payload is one the app's ``load_payload`` could not read."""
+    return isinstance(payload, Undecodable)
+
+
 def pretty_payload(payload: Any) -> str:
-    """A payload pretty-printed as JSON (any value ``json`` cannot show becomes its repr)."""
+    """A payload pretty-printed as JSON (any value ``json`` cannot show becomes its repr;
+    an undecodable one says why, with its raw bytes)."""
+    if isinstance(payload, Undecodable):
+        return f"{payload.reason}\nraw bytes: {payload.raw!r}"
     try:
         return json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False)
     except (TypeError, ValueError):

@@ -221,3 +221,44 @@ def test_seq_scheduler_and_a_custom_splitter(server: Callable[..., Server]) -> N
     assert [lane.describe() for lane in srv.lanes] == ["Seen:0 Seen:1 Seen:2"]
     Seen.perform_async([{"id": n} for n in range(10)])
     eventually(lambda: performed_ids() == {str(n) for n in range(10)})
+
+
+class OneShard(lowkiq.Worker):
+    """One shard and room for the whole test's jobs in one batch."""
+
+    shards_count = 1
+    batch_size = 10
+    seen: list[dict[str, list[Any]]] = []
+    exhausted: list[Any] = []
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        cls.seen.append(dict(payloads_by_id))
+
+    @classmethod
+    def retries_exhausted(cls, jobs: list[dict[str, Any]]) -> None:
+        cls.exhausted.extend(jobs)
+
+
+def test_an_undecodable_payload_buries_its_own_job_and_the_batch_goes_on(
+    server: Callable[..., Server],
+) -> None:
+    OneShard.seen, OneShard.exhausted = [], []
+    lowkiq.settings.workers = [OneShard]
+    OneShard.perform_async([{"id": "good", "payload": 1, "score": 1, "perform_in": 0}])
+    OneShard.queue().push([("bad", b"\xff{not json", 2.0, 0.0)])
+    OneShard.perform_async([{"id": "also-good", "payload": 3, "score": 3, "perform_in": 0}])
+    srv = server(workers=[OneShard])
+    eventually(lambda: OneShard.queries().morgue_fetch(["bad"]))
+    eventually(lambda: OneShard.metrics()["length"] == 0 and OneShard.seen)
+    assert OneShard.seen == [{"good": [1], "also-good": [3]}]
+    [dead] = OneShard.queries().morgue_fetch(["bad"])
+    assert dead["error"].startswith("payload 1 of 1 cannot be decoded: UnicodeDecodeError")
+    [[payload, score]] = dead["payloads"]
+    assert isinstance(payload, lowkiq.Undecodable) and payload.raw == b"\xff{not json"
+    assert score == 2.0
+    assert OneShard.metrics()["failed"] == 1 and OneShard.exhausted == []
+    # The process is alive and serves the next jobs.
+    OneShard.perform_async([{"id": "next", "payload": 4}])
+    eventually(lambda: {"next": [4]} in OneShard.seen)
+    assert srv.fatal is None

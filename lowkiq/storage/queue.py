@@ -16,7 +16,7 @@ from typing import Any
 import redis
 
 from lowkiq.errors import LeaseLost
-from lowkiq.serializers import Codec
+from lowkiq.serializers import Codec, decode_failure
 from lowkiq.storage import blob
 from lowkiq.storage.keys import QueueKeys
 from lowkiq.storage.scripts import Scripts
@@ -47,6 +47,9 @@ class PoppedJob:
     retry_count: int
     payloads: list[Any] = field(default_factory=list)
     perform_in: float = 0.0
+    #: Why a payload of the job cannot be decoded (``payloads`` is then empty):
+    #: the job is not performed but buried (:meth:`Queue.bury`).
+    undecodable: str | None = None
 
 
 #: ``Popped.acked`` when no ack was asked, and when the ack's lease was not held.
@@ -152,17 +155,30 @@ class Queue:
         acked, status = reply[0], reply[1]
         if status != 1:
             return Popped(acked, [], occupied=status == 0, fenced=status == -1)
-        load = self.codec.load_payload
         jobs = [
-            PoppedJob(
-                id=reply[i].decode(),
-                retry_count=int(reply[i + 1]),
-                payloads=[load(payload) for payload, _ in blob.unpack(reply[i + 3])],
-                perform_in=float(reply[i + 2]),
+            self._popped_job(
+                reply[i].decode(), int(reply[i + 1]), float(reply[i + 2]), reply[i + 3]
             )
             for i in range(2, len(reply), 4)
         ]
         return Popped(acked, jobs)
+
+    def _popped_job(
+        self, job_id: str, retry_count: int, perform_in: float, data: bytes
+    ) -> PoppedJob:
+        load = self.codec.load_payload
+        pairs = blob.unpack(data)
+        try:
+            payloads = [load(payload) for payload, _ in pairs]
+        except Exception:
+            for n, (payload, _) in enumerate(pairs, 1):
+                try:
+                    load(payload)
+                except Exception as exc:
+                    reason = decode_failure(f"payload {n} of {len(pairs)}", exc)
+                    break
+            return PoppedJob(job_id, retry_count, [], perform_in, undecodable=reason)
+        return PoppedJob(job_id, retry_count, payloads, perform_in)
 
     def ack(self, shard: int, token: str) -> int:
         """The batch of ``shard`` succeeded: clear its processing area; returns its size.
@@ -210,9 +226,23 @@ class Queue:
         """
         return int(self.run_fenced("restore", shard, token, _now(now)))
 
+    def bury(
+        self, shard: int, token: str, jobs: Sequence[tuple[str, str]], now: float | None = None
+    ) -> int:
+        """Move jobs of ``shard``'s batch, whole, to the morgue with their own error
+        (``(id, error)`` pairs): jobs that retrying cannot help, such as a payload
+        ``load_payload`` cannot read.  The payloads keep their stored bytes.
+        Returns how many moved; raises :class:`LeaseLost` when ``token`` is stale.
+        """
+        args: list[Any] = [_now(now)]
+        for job_id, error in jobs:
+            args += (job_id, self.codec.error_bytes(error))
+        return int(self.run_fenced("bury", shard, token, *args))
+
     def load_pairs(self, pairs: Iterable[tuple[bytes, float]]) -> list[list[Any]]:
-        """``[[payload, score], ...]`` of stored ``(payload bytes, score)`` pairs."""
-        load = self.codec.load_payload
+        """``[[payload, score], ...]`` of stored ``(payload bytes, score)`` pairs; a payload
+        that cannot be decoded comes as :class:`~lowkiq.serializers.Undecodable`."""
+        load = self.codec.payload_or_undecodable
         return [[load(payload), score] for payload, score in pairs]
 
     def earliest_perform_in(self, shards: Sequence[int]) -> list[float | None]:

@@ -92,6 +92,7 @@ class Scripts:
     ack: Script
     fail: Script
     restore: Script
+    bury: Script
     morgue_queue_up: Script
     morgue_delete: Script
     kill_failed: Script

@@ -49,7 +49,7 @@ def test_a_lease_expires_on_redis_clock_unless_renewed(queue: Queue) -> None:
     assert leases.renew(queue, [lease], 10) == [lease]
 
 
-def test_a_stale_token_can_neither_pop_ack_fail_nor_restore(queue: Queue) -> None:
+def test_a_stale_token_can_neither_pop_ack_fail_restore_nor_bury(queue: Queue) -> None:
     old, _, _ = leases.acquire(queue, 0, "a", 10)
     assert old is not None
     popped = queue.pop(0, old.token, 3, now=NOW)
@@ -67,6 +67,8 @@ def test_a_stale_token_can_neither_pop_ack_fail_nor_restore(queue: Queue) -> Non
         queue.fail(0, old.token, popped.jobs, "late", lambda c: 1.0, 5, now=NOW)
     with pytest.raises(LeaseLost):
         queue.restore(0, old.token, now=NOW)
+    with pytest.raises(LeaseLost):
+        queue.bury(0, old.token, [(popped.jobs[0].id, "late")], now=NOW)
     assert queue.client.dump(queue.keys.fresh_lex_zset) == before
 
 

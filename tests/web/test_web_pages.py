@@ -280,3 +280,26 @@ def test_a_dead_job_queued_up_again_shows_its_last_error(client):
     html = client.get("/MailWorker/enqueued").get_data(as_text=True)
     assert ids_on(html) == ["d0000"] and "the last straw" in html
     assert "the last straw" in client.get("/MailWorker/job?id=d0000").get_data(as_text=True)
+
+
+def test_undecodable_payloads_and_errors_show_marked_and_escaped_never_a_500(client):
+    raw = b"\xff<script>alert(1)</script>"
+    MailWorker.queue().push([("bad", raw, 1.0, time.time() + 3600)])
+    bury(MailWorker, 1, error="boom")
+
+    def refuse(data: bytes) -> str:
+        raise ValueError("not ours")
+
+    lowkiq.settings.load_error = refuse
+    for url in ("/MailWorker/enqueued", "/MailWorker/job?id=bad"):
+        page = client.get(url)
+        html = page.get_data(as_text=True)
+        assert page.status_code == 200, url
+        assert '<li class="undecodable">' in html and "⚠ undecodable payload" in html
+        assert "raw bytes: b&#39;\\xff&lt;script&gt;alert(1)&lt;/script&gt;&#39;" in html
+        assert "<script>alert(1)" not in html
+    dead = client.get("/MailWorker/dead")
+    assert dead.status_code == 200
+    assert "[this error cannot be decoded: ValueError: not ours] raw bytes: b&#39;boom&#39;" in (
+        dead.get_data(as_text=True)
+    )
