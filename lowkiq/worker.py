@@ -168,9 +168,19 @@ def validate_jobs(
         if job_id.__class__ is not str:
             if job_id is None:
                 raise InvalidJob(index, "id", "is required")
-            job_id = str(job_id)
+            try:
+                job_id = str(job_id)
+            except Exception as exc:  # e.g. an int past Python's digit limit
+                raise InvalidJob(index, "id", f"cannot be made a string: {exc}") from None
         if "\0" in job_id:
             raise InvalidJob(index, "id", "must not contain NUL characters")
+        if not job_id.isascii():
+            try:
+                job_id.encode()
+            except UnicodeEncodeError:
+                raise InvalidJob(
+                    index, "id", "must be valid Unicode (no lone surrogates)"
+                ) from None
         try:
             payload = dump(job.get("payload", ""))
             if payload.__class__ is not bytes:

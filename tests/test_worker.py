@@ -160,6 +160,8 @@ BAD_JOBS = [
     ({"id": 1, "perform_in": -math.inf}, "perform_in"),
     ({"id": 1, "perform_in": [1]}, "perform_in"),
     ({"id": 1, "perform_in": -(10**400)}, "perform_in"),
+    ({"id": 10**5000}, "id"),  # past Python's int -> str digit limit
+    ({"id": "a\ud800b"}, "id"),  # a lone surrogate cannot be stored as UTF-8
     ({"id": 1, "delay": 5}, "delay"),
     ({"id": 1, "payloads": [1]}, "payloads"),
 ]
