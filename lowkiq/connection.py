@@ -35,19 +35,22 @@ class ThreadClient(redis.Redis):
         super().__init__(
             connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
         )
-        self._private = self.connection_pool.make_connection()
+        # redis-py's connection class is untyped in parts: held as Any.
+        self._private: Any = self.connection_pool.make_connection()
 
     @property
     def socket_timeout(self) -> float | None:
         """Seconds a read may block before it fails (``None``: forever)."""
-        return self._private.socket_timeout
+        timeout: float | None = self._private.socket_timeout
+        return timeout
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
         """Send one command on the private connection and parse its reply."""
         connection = self._private
         try:
             connection.send_command(*args)
-            return self.parse_response(connection, args[0], **options)
+            parse: Any = self.parse_response
+            return parse(connection, args[0], **options)
         except (redis.ConnectionError, redis.TimeoutError):
             connection.disconnect()
             raise

@@ -52,7 +52,7 @@ class Actions:
         ids = [str(job_id) for job_id in ids]
         if not ids:
             return 0
-        return self.queue.run("morgue_queue_up", time.time(), *self._with_shards(ids))
+        return int(self.queue.run("morgue_queue_up", time.time(), *self._with_shards(ids)))
 
     def morgue_queue_up_all_jobs(self) -> int:
         """Move every dead job back to the queue, due now."""
@@ -63,7 +63,7 @@ class Actions:
         ids = [str(job_id) for job_id in ids]
         if not ids:
             return 0
-        return self.queue.run("morgue_delete", *ids)
+        return int(self.queue.run("morgue_delete", *ids))
 
     def morgue_delete_all_jobs(self) -> int:
         """Delete every dead job (a chunk at a time, hot ids' payloads with them)."""
@@ -78,9 +78,14 @@ class Actions:
     def _drain(self, index_key: str, handle: Callable[[list[str]], int]) -> int:
         """Apply ``handle(ids)`` to the ids of ``index_key``, a chunk at a time, until none left."""
         total = 0
-        while ids := [i.decode() for i in self.client.zrange(index_key, 0, CHUNK - 1)]:
+        while ids := [_text(i) for i in self.client.zrange(index_key, 0, CHUNK - 1)]:
             done = handle(ids)
             total += done
             if done == 0:
                 break
         return total
+
+
+def _text(member: Any) -> str:
+    """A sorted-set member read back (bytes) as text."""
+    return member.decode() if isinstance(member, bytes) else str(member)

@@ -58,7 +58,8 @@ def source(name: str) -> str:
     """The full Lua source of one script, as sent to Redis."""
     own = (LUA_DIR / f"{name}.lua").read_text()
     blocks = _definitions((LUA_DIR / "_common.lua").read_text())
-    used, text = set(), own
+    used: set[str] = set()
+    text = own
     while added := [b for b in blocks if b[0] not in used and _refers_to(text, b[0])]:
         used.update(block_name for block_name, _ in added)
         text += "".join(block_text for _, block_text in added)

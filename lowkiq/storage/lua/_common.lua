@@ -161,9 +161,10 @@ local function find_queued(id)
   return nil, false
 end
 
-local function remove_queued(id, shard, member, is_retry)
+-- without_error: the caller knows the job has no error (skips an HDEL).
+local function remove_queued(id, shard, member, is_retry, without_error)
   redis.call('zrem', K.perform_in_zset(shard), id)
-  redis.call('hdel', K.errors_hash, id)
+  if not without_error then redis.call('hdel', K.errors_hash, id) end
   if is_retry then
     redis.call('zrem', K.retry_lex_zset, member)
     redis.call('zrem', K.retry_count_zset, id)

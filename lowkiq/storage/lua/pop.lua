@@ -36,6 +36,8 @@ local due = redis.call('zrangebyscore', K.perform_in_zset(shard), '-inf', now,
   'withscores', 'limit', 0, limit)
 local out = {acked, 1}
 local budget = BATCH_PAYLOADS
+-- Most pops find no error at all: then no job's error is read or deleted.
+local any_error = #due > 0 and redis.call('hlen', K.errors_hash) > 0
 for i = 1, #due, 2 do
   if budget <= 0 then break end
   local id, perform_in = due[i], due[i + 1]
@@ -43,16 +45,18 @@ for i = 1, #due, 2 do
   if member then
     local retry_count = -1
     if is_retry then retry_count = tonumber(redis.call('zscore', K.retry_count_zset, id)) end
-    local error = redis.call('hget', K.errors_hash, id) or nil
+    local error = any_error and redis.call('hget', K.errors_hash, id) or nil
     local blob = blob_of(member, id)
     if blob == '' then
       local payloads_zset = K.payloads_zset(id)
       local taken
       blob, taken = zset_take(payloads_zset, budget)
       budget = budget - taken
-      if redis.call('exists', payloads_zset) == 0 then remove_queued(id, shard, member, is_retry) end
+      if redis.call('exists', payloads_zset) == 0 then
+        remove_queued(id, shard, member, is_retry, error == nil)
+      end
     else
-      remove_queued(id, shard, member, is_retry)
+      remove_queued(id, shard, member, is_retry, error == nil)
     end
     redis.call('hset', processing, id, processing_pack(perform_in, retry_count, error, blob))
     out[#out + 1] = id
