@@ -11,32 +11,21 @@ Usage: python bench/handoff.py [--rounds 3] [--lease-ttl 10]
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import redis
+from _blank import blank_env, start_blank_worker
 from _machine import machine
 
 from lowkiq.embedded import start_server
 from lowkiq.ownership import leases
 from lowkiq.storage.queue import Queue
 
-ROOT = Path(__file__).resolve().parents[1]
 SHARDS = 20
-
-
-def start(env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "lowkiq", "worker", "-r", "blank_app", "--log-level", "WARNING"],
-        env=env, cwd=ROOT / "bench",
-    )  # fmt: skip
 
 
 def wait_for(check: Callable[[], object], timeout: float = 60.0) -> float:
@@ -50,17 +39,11 @@ def wait_for(check: Callable[[], object], timeout: float = 60.0) -> float:
 
 
 def one_round(url: str, how: signal.Signals, ttl: float) -> float:
-    env = {
-        **os.environ,
-        "REDIS_URL": url,
-        "BENCH_SHARDS": str(SHARDS),
-        "BENCH_LEASE_TTL": str(ttl),
-        "PYTHONPATH": str(ROOT),
-    }
+    env = blank_env(url, SHARDS, BENCH_LEASE_TTL=str(ttl))
     client = redis.Redis.from_url(url)
     client.flushall()
     queue = Queue(client, "Blank", SHARDS)
-    leaving, staying = start(env), start(env)
+    leaving, staying = start_blank_worker(env), start_blank_worker(env)
 
     def owners() -> set[str]:
         return {leases.parse_owner(t) for t in leases.holders(queue) if t}

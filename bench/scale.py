@@ -10,22 +10,19 @@ Usage: python bench/scale.py [--jobs 100000] [--processes 1 2 4] [--shards 20]
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import redis
+from _blank import BENCH, blank_env, start_blank_worker
 from _machine import machine
 
 from lowkiq.embedded import start_server
 from lowkiq.storage.keys import QueueKeys
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def redis_cpu(client: redis.Redis) -> float:
@@ -42,19 +39,13 @@ def children_cpu() -> float:
 
 def drain(url: str, jobs: int, processes: int, shards: int) -> tuple[float, float, float]:
     """Enqueue, then run the supervisor until all are processed: jobs/s, Python CPU, Redis CPU."""
-    env = {**os.environ, "REDIS_URL": url, "BENCH_SHARDS": str(shards), "PYTHONPATH": str(ROOT)}
+    env = blank_env(url, shards)
     client = redis.Redis.from_url(url)
     client.flushall()
-    subprocess.run(
-        [sys.executable, "-c", ENQUEUE, str(jobs)], env=env, cwd=ROOT / "bench", check=True
-    )
+    subprocess.run([sys.executable, "-c", ENQUEUE, str(jobs)], env=env, cwd=BENCH, check=True)
     processed_key = QueueKeys("Blank").processed_counter
     cpu_before, redis_before = children_cpu(), redis_cpu(client)
-    supervisor = subprocess.Popen(
-        [sys.executable, "-m", "lowkiq", "worker", "-r", "blank_app", "--processes",
-         str(processes), "--log-level", "WARNING"],
-        env=env, cwd=ROOT / "bench",
-    )  # fmt: skip
+    supervisor = start_blank_worker(env, "--processes", str(processes))
     while int(client.get(processed_key) or 0) == 0:
         time.sleep(0.001)
     started = time.perf_counter()

@@ -91,15 +91,12 @@ class Lane:
         """Serve ``handler``'s shard (its lease is held) from the next step on."""
         with self._lock:
             self._added.append(handler)
-        self._nudge()
+        self._changed.set()
 
     def remove(self, key: ShardKey, release: bool) -> None:
         """Stop serving a shard after the running batch; ``release``: give its lease up."""
         with self._lock:
             self._removed[key] = release
-        self._nudge()
-
-    def _nudge(self) -> None:
         self._changed.set()
 
     def wake(self, client: redis.Redis) -> None:

@@ -83,6 +83,10 @@ class Server:
         self._stop_signal: str | None = None
         self._interrupts = 0
         self._dump_stacks = False
+        # Made by build(): this process's membership id and ownership loop.
+        self.process_id = ""
+        self.coordinator: Coordinator | None = None
+        self.coordinator_thread: threading.Thread | None = None
 
     # -- set-up ------------------------------------------------------------
 
@@ -106,7 +110,7 @@ class Server:
                 static[(shard.worker.queue_name, shard.index)] = lane
         return Plan(lanes=len(groups), static=static)
 
-    def build(self) -> None:
+    def build(self) -> Coordinator:
         """Make the threads' lanes, each on its own connection, and the coordinator."""
         config = self.settings
         if config.heartbeat_interval * 2 > config.lease_ttl:
@@ -137,13 +141,13 @@ class Server:
                 self.lanes[lane].deferred,
                 config.server_middlewares,
                 config.format_error,
-                on_lost=self.coordinator.lost,
+                on_lost=coordinator.lost,
             )
 
         client = pooled_client(config.redis(), 4, config.pool_timeout)
         self.process_id = new_process_id()
         assignable = [] if plan.static is not None else sorted(workers)
-        self.coordinator = Coordinator(
+        coordinator = Coordinator(
             client,
             Membership(client, self.process_id, config.lease_ttl, assignable),
             [worker.queue(client, config) for worker in workers.values()],
@@ -155,7 +159,9 @@ class Server:
             plan.lanes,
         )
         for lane in self.lanes:
-            lane.on_released = self.coordinator.released
+            lane.on_released = coordinator.released
+        self.coordinator = coordinator
+        return coordinator
 
     def _until_redis_answers(self, action: Callable[[], Any]) -> Any:
         failures = 0
@@ -178,7 +184,7 @@ class Server:
         """Run ``on_server_init``, join the membership, take the first shards, start threads."""
         config = self.settings
         config.on_server_init()
-        self.build()
+        coordinator = self.build()
         build_scheduler = config.build_scheduler
         log.info(
             "lowkiq %s, pid %d, process %s, Redis %s",
@@ -187,14 +193,14 @@ class Server:
             self.process_id,
             describe_redis(self.lanes[0].client),
         )
-        mode = "static splitter" if self.coordinator.plan.static is not None else "automatic"
+        mode = "static splitter" if coordinator.plan.static is not None else "automatic"
         log.info(
             "shard assignment: %s; lease TTL %.1fs, heartbeat every %.1fs",
             mode,
             config.lease_ttl,
             config.heartbeat_interval,
         )
-        self._until_redis_answers(self.coordinator.beat)
+        self._until_redis_answers(coordinator.beat)
         if self._stop_signal is not None:
             return
         for number, lane in enumerate(self.lanes):
@@ -208,15 +214,17 @@ class Server:
             )
             self.threads.append(thread)
         self.coordinator_thread = threading.Thread(
-            target=self._run_coordinator, name="lowkiq-coordinator", daemon=True
+            target=self._run_coordinator,
+            args=(coordinator,),
+            name="lowkiq-coordinator",
+            daemon=True,
         )
         log.info("send TTIN to write every thread's stack to %s", self.stacks_path)
         for thread in self.threads:
             thread.start()
         self.coordinator_thread.start()
 
-    def _run_coordinator(self) -> None:
-        coordinator = self.coordinator
+    def _run_coordinator(self, coordinator: Coordinator) -> None:
         failures = 0
         while not self.stop_event.is_set():
             try:
@@ -342,25 +350,27 @@ class Server:
         """Stop every thread after its running batch and wait for them."""
         if self._stop_signal and self.fatal is None:
             log.info("%s: stopping after the running batches", self._stop_signal)
-        if hasattr(self, "coordinator"):
-            self.coordinator.close()
+        coordinator = self.coordinator
+        if coordinator is not None:
+            coordinator.close()
         self.stop_event.set()
         waker = ThreadClient(self.settings.redis())
         for lane in self.lanes:
             with contextlib.suppress(redis.RedisError):
                 lane.wake(waker)
-        with contextlib.suppress(redis.RedisError, AttributeError):
-            waker.rpush(self.coordinator.membership.keys.nudge_list(self.process_id), "1")
-        for thread in [*self.threads, getattr(self, "coordinator_thread", None)]:
+        if coordinator is not None:
+            with contextlib.suppress(redis.RedisError):
+                coordinator.membership.wake()
+        for thread in [*self.threads, self.coordinator_thread]:
             while thread is not None and thread.is_alive():
                 thread.join(MAIN_TICK)
                 if self._dump_stacks:
                     self._dump_stacks = False
                     self.write_stacks()
-        if hasattr(self, "coordinator"):
+        if coordinator is not None:
             try:
-                self.coordinator.release_remaining()
-                self.coordinator.leave()
+                coordinator.release_remaining()
+                coordinator.leave()
             except redis.RedisError as exc:
                 log.warning("could not deregister (%s); this process ages out of the list", exc)
         waker.close()

@@ -233,15 +233,15 @@ def test_a_server_runs_with_the_settings_it_was_given(redis_client, redis_url):
         dump_payload=dump_upper,
     )
     server = Server(config)
-    server.build()
+    coordinator = server.build()
     lanes = server.lanes
     try:
-        server.coordinator.beat()
+        coordinator.beat()
         assert len(lanes) == 1
         lanes[0].apply()
         assert len(lanes[0].handlers) == 6
         assert {handler.queue.codec.dump_payload for handler in lanes[0].handlers} == {dump_upper}
     finally:
-        server.coordinator.leave()
+        coordinator.leave()
         for lane in lanes:
             lane.client.close()

@@ -110,7 +110,6 @@ class Coordinator:
         self._releasing: set[ShardKey] = set()
         self._dealt: dict[ShardKey, int] = {}
         self._retry_at = 0.0
-        self._released_since_beat = False
 
     # -- what the processing threads report ---------------------------------
 
@@ -130,7 +129,6 @@ class Coordinator:
                 entry = self._held.get(handler.key)
                 if entry and entry[0].token == handler.token:
                     del self._held[handler.key]
-            self._released_since_beat = True
         try:
             self.membership.nudge_others()
         except redis.RedisError as exc:

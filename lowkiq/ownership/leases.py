@@ -9,10 +9,11 @@ in the same script, so that batch is put back exactly once, by the new owner.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from lowkiq.storage.queue import Queue, _now
+from lowkiq.storage.queue import Queue
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def acquire(
     (now restored), or ``None`` and how many milliseconds the current lease
     has left.
     """
-    reply = queue.run("lease_acquire", shard, owner, _ms(ttl), _now(now))
+    reply = queue.run("lease_acquire", shard, owner, _ms(ttl), time.time() if now is None else now)
     if reply[0] is None:
         return None, 0, int(reply[1])
     return Lease(queue, shard, reply[0].decode()), int(reply[1]), 0

@@ -100,6 +100,10 @@ class Membership:
         """Wake every other live process's coordinator (e.g. after releasing leases)."""
         self._run("membership_nudge", self.process_id)
 
+    def wake(self) -> None:
+        """Interrupt this process's own :meth:`wait_for_nudge` (the process is stopping)."""
+        self.client.rpush(self.keys.nudge_list(self.process_id), "1")
+
     def wait_for_nudge(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds for a nudge (membership changed, a command)."""
         if timeout < 0.001:
