@@ -16,6 +16,7 @@ from lowkiq.errors import (
     LowkiqError,
     RedisUnavailable,
 )
+from lowkiq.ownership.status import Process, Processes, QueueOwners, command_process, processes
 from lowkiq.schedulers import build_lag_scheduler, build_seq_scheduler
 from lowkiq.serializers import Undecodable
 from lowkiq.settings import Settings, settings
@@ -50,8 +51,11 @@ __all__ = [
     "Job",
     "LowkiqError",
     "Overview",
+    "Process",
+    "Processes",
     "Queries",
     "QueueMetrics",
+    "QueueOwners",
     "RedisUnavailable",
     "Undecodable",
     "Worker",
@@ -60,7 +64,9 @@ __all__ = [
     "build_default_splitter",
     "build_lag_scheduler",
     "build_seq_scheduler",
+    "command_process",
     "overview",
+    "processes",
     "settings",
     "stats",
 ]

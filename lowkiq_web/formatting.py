@@ -25,6 +25,16 @@ def human_number(value: float) -> str:
     return str(int(value))
 
 
+def human_bytes(count: float) -> str:
+    """``123_456_789`` → ``"117.7 MiB"``: binary units, one decimal."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB"):
+        if abs(value) < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
 def human_duration(seconds: float) -> str:
     """``192`` → ``"3m 12s"``: the two largest units, ``"0s"`` for nothing, ms below 1 s."""
     if not math.isfinite(seconds):

@@ -50,7 +50,9 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
 
 
 @pytest.fixture
-def workers(redis_client: redis.Redis, redis_url: str) -> Iterator[Callable[..., WorkerProcess]]:
+def worker_processes(
+    redis_client: redis.Redis, redis_url: str
+) -> Iterator[Callable[..., WorkerProcess]]:
     """Start real `lowkiq worker` processes on the recorder app; all are killed after the test.
 
     ``start(*args, wait=True, **env)``: extra command-line arguments and
@@ -70,6 +72,13 @@ def workers(redis_client: redis.Redis, redis_url: str) -> Iterator[Callable[...,
     yield start
     for process in started:
         process.close()
+
+
+@pytest.fixture
+def workers(worker_processes: Callable[..., WorkerProcess]) -> Callable[..., WorkerProcess]:
+    """:func:`worker_processes`, by its short name (the dashboard tests' ``workers`` are
+    worker classes instead)."""
+    return worker_processes
 
 
 @pytest.fixture

@@ -25,6 +25,15 @@ def test_human_duration(seconds, text):
     assert formatting.human_duration(seconds) == text
 
 
+@pytest.mark.parametrize(
+    ("count", "text"),
+    [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (35_127_296, "33.5 MiB"),
+     (3 * 2**30, "3.0 GiB"), (5 * 2**40, "5120.0 GiB")],
+)  # fmt: skip
+def test_human_bytes(count, text):
+    assert formatting.human_bytes(count) == text
+
+
 def test_times_and_labels():
     assert formatting.iso_time(0) == "1970-01-01 00:00:00 UTC"
     assert formatting.relative_time(100, now=40) == "in 1m"
