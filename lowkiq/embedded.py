@@ -112,8 +112,10 @@ def start_server(
     daemonize: bool = False,
     binary: str | None = None,
     config: Sequence[str] = (),
+    port: int = 0,
 ) -> EmbeddedServer:
-    """Start a Redis server listening only on a unix socket in ``directory``.
+    """Start a Redis server listening on a unix socket in ``directory`` (and, with
+    ``port``, on that TCP port of 127.0.0.1; its URL is then the TCP one).
 
     ``persistent`` turns on the append-only file; ``daemonize`` detaches it so it
     outlives this process; ``config`` adds command-line settings (e.g.
@@ -124,7 +126,8 @@ def start_server(
     sock = socket_path(directory)
     args = [
         binary or redis_server_binary(),
-        "--port", "0",
+        "--port", str(port),
+        "--bind", "127.0.0.1",
         "--unixsocket", str(sock),
         "--unixsocketperm", "700",
         "--dir", str(directory),
@@ -141,7 +144,7 @@ def start_server(
     if daemonize and process is not None:
         process.wait(START_TIMEOUT)
         process = None
-    url = f"unix://{sock}"
+    url = f"redis://127.0.0.1:{port}" if port else f"unix://{sock}"
     deadline = time.monotonic() + START_TIMEOUT
     while not _answers(url):
         if process is not None and process.poll() is not None or time.monotonic() > deadline:
