@@ -11,12 +11,11 @@ import tempfile
 import time
 
 import redis
-from _machine import machine
+from _machine import machine, processed
 
 import lowkiq
 from lowkiq.embedded import start_server
 from lowkiq.server import Server
-from lowkiq.storage.keys import QueueKeys
 
 
 def make_worker(shards: int, batch: int) -> type[lowkiq.Worker]:
@@ -48,8 +47,7 @@ def drain(url: str, jobs: int, threads: int, shards: int, batch: int) -> float:
     started = time.perf_counter()
     server.start()
     counter = redis.Redis.from_url(url)
-    processed_key = QueueKeys(worker.queue_name).processed_counter
-    while int(counter.get(processed_key) or 0) < jobs:
+    while processed(counter, worker.queue_name, shards) < jobs:
         time.sleep(0.01)
     elapsed = time.perf_counter() - started
     server.request_stop()

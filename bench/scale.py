@@ -19,10 +19,9 @@ import time
 
 import redis
 from _blank import BENCH, blank_env, start_blank_worker
-from _machine import machine
+from _machine import machine, processed
 
 from lowkiq.embedded import start_server
-from lowkiq.storage.keys import QueueKeys
 
 
 def redis_cpu(client: redis.Redis) -> float:
@@ -43,13 +42,12 @@ def drain(url: str, jobs: int, processes: int, shards: int) -> tuple[float, floa
     client = redis.Redis.from_url(url)
     client.flushall()
     subprocess.run([sys.executable, "-c", ENQUEUE, str(jobs)], env=env, cwd=BENCH, check=True)
-    processed_key = QueueKeys("Blank").processed_counter
     cpu_before, redis_before = children_cpu(), redis_cpu(client)
     supervisor = start_blank_worker(env, "--processes", str(processes))
-    while int(client.get(processed_key) or 0) == 0:
+    while processed(client, "Blank", shards) == 0:
         time.sleep(0.001)
     started = time.perf_counter()
-    while int(client.get(processed_key) or 0) < jobs:
+    while processed(client, "Blank", shards) < jobs:
         time.sleep(0.005)
     elapsed = time.perf_counter() - started
     redis_used = redis_cpu(client) - redis_before

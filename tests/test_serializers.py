@@ -114,7 +114,7 @@ def test_dump_error_and_load_error_wrap_stored_errors(worker, redis_client):
     worker.perform_async([{"id": "a", "perform_in": NOW}, {"id": "b", "perform_in": NOW}])
     fail(queue, 0, pop(queue, 0, 10, now=NOW), text, lambda c: 10, 1, now=NOW)
 
-    stored = redis_client.hget(queue.keys.errors_hash, "a")
+    stored = redis_client.hget(queue.keys.errors_hash(0), "a")
     assert stored == zlib.compress(text.encode())
     assert [job["error"] for job in worker.queries().fetch(["a"])] == [text]
 

@@ -47,31 +47,31 @@ def acquire(
     (now restored), or ``None`` and how many milliseconds the current lease
     has left.
     """
-    reply = queue.run("lease_acquire", shard, owner, _ms(ttl), time.time() if now is None else now)
+    now = time.time() if now is None else now
+    reply = queue.run("lease_acquire", shard, owner, _ms(ttl), now)
     if reply[0] is None:
         return None, 0, int(reply[1])
     return Lease(queue, shard, reply[0].decode()), int(reply[1]), 0
 
 
 def renew(queue: Queue, leases: Sequence[Lease], ttl: float) -> list[Lease]:
-    """Extend ``leases`` (all of ``queue``) by ``ttl`` seconds; returns those no longer held."""
+    """Extend ``leases`` (all of ``queue``) by ``ttl`` seconds, in one round trip; returns
+    those no longer held."""
     if not leases:
         return []
-    args: list[object] = [_ms(ttl)]
-    for lease in leases:
-        args += (lease.shard, lease.token)
-    renewed = queue.run("lease_renew", *args)
+    renewed = queue.run_pipelined(
+        [("lease_renew", lease.shard, (_ms(ttl), lease.token)) for lease in leases]
+    )
     return [lease for lease, ok in zip(leases, renewed, strict=True) if not ok]
 
 
 def release(queue: Queue, leases: Sequence[Lease]) -> int:
-    """Give up ``leases`` (all of ``queue``) still held; returns how many were."""
+    """Give up ``leases`` (all of ``queue``) still held, in one round trip; returns how
+    many were."""
     if not leases:
         return 0
-    args: list[object] = []
-    for lease in leases:
-        args += (lease.shard, lease.token)
-    return int(queue.run("lease_release", *args))
+    calls = [("lease_release", lease.shard, (lease.token,)) for lease in leases]
+    return sum(queue.run_pipelined(calls))
 
 
 def _by_queue(held: Iterable[Lease]) -> list[list[Lease]]:
@@ -82,19 +82,21 @@ def _by_queue(held: Iterable[Lease]) -> list[list[Lease]]:
 
 
 def renew_many(held: Iterable[Lease], ttl: float) -> list[Lease]:
-    """Extend leases of any queues, a script call per queue; returns those no longer held."""
+    """Extend leases of any queues, a round trip per queue; returns those no longer held."""
     return [lost for group in _by_queue(held) for lost in renew(group[0].queue, group, ttl)]
 
 
 def release_many(held: Iterable[Lease]) -> int:
-    """Give up leases of any queues, a script call per queue; returns how many were held."""
+    """Give up leases of any queues, a round trip per queue; returns how many were held."""
     return sum(release(group[0].queue, group) for group in _by_queue(held))
 
 
 def holders(queue: Queue) -> list[str | None]:
     """The current lease token of each shard of ``queue`` (``None``: nobody holds it)."""
-    tokens = queue.run("leases", *range(queue.shards_count))
-    return [token.decode() if token else None for token in tokens]
+    pipe = queue.client.pipeline(transaction=False)
+    for shard in range(queue.shards_count):
+        pipe.get(queue.keys.lease(shard))
+    return [token.decode() if token else None for token in pipe.execute()]
 
 
 def _ms(seconds: float) -> int:

@@ -37,52 +37,59 @@ class Actions:
         """Move queued jobs with ``retry_count >= 0``, whole, to the morgue."""
         return self._drain(
             self.keys.retry_count_zset,
-            lambda ids: self.queue.run("kill_failed", time.time(), *self._with_shards(ids)),
+            lambda shard, ids: self.queue.run("kill_failed", shard, time.time(), *ids),
         )
 
     def delete_all_failed_jobs(self) -> int:
         """Delete queued jobs with ``retry_count >= 0``."""
         return self._drain(
             self.keys.retry_count_zset,
-            lambda ids: self.queue.run("delete_failed", *self._with_shards(ids)),
+            lambda shard, ids: self.queue.run("delete_failed", shard, *ids),
         )
 
     def morgue_queue_up(self, ids: Iterable[Any]) -> int:
         """Move these dead jobs back to the queue, due now (SPEC §3 rule 4)."""
-        ids = [str(job_id) for job_id in ids]
-        if not ids:
-            return 0
-        return int(self.queue.run("morgue_queue_up", time.time(), *self._with_shards(ids)))
+        return self._by_shard(ids, self._morgue_queue_up)
 
     def morgue_queue_up_all_jobs(self) -> int:
         """Move every dead job back to the queue, due now."""
-        return self._drain(self.keys.morgue_updated_at_zset, self.morgue_queue_up)
+        return self._drain(self.keys.morgue_updated_at_zset, self._morgue_queue_up)
 
     def morgue_delete(self, ids: Iterable[Any]) -> int:
         """Delete these dead jobs."""
-        ids = [str(job_id) for job_id in ids]
-        if not ids:
-            return 0
-        return int(self.queue.run("morgue_delete", *ids))
+        return self._by_shard(ids, self._morgue_delete)
 
     def morgue_delete_all_jobs(self) -> int:
         """Delete every dead job (a chunk at a time, hot ids' payloads with them)."""
-        return self._drain(self.keys.morgue_updated_at_zset, self.morgue_delete)
+        return self._drain(self.keys.morgue_updated_at_zset, self._morgue_delete)
 
-    def _with_shards(self, ids: Iterable[str]) -> list[Any]:
-        args: list[Any] = []
+    def _morgue_queue_up(self, shard: int, ids: list[str]) -> int:
+        return int(self.queue.run("morgue_queue_up", shard, time.time(), *ids))
+
+    def _morgue_delete(self, shard: int, ids: list[str]) -> int:
+        return int(self.queue.run("morgue_delete", shard, *ids))
+
+    def _by_shard(self, ids: Iterable[Any], handle: Callable[[int, list[str]], int]) -> int:
+        """Apply ``handle(shard, ids)`` to the given ids, grouped by shard."""
+        groups: dict[int, list[str]] = {}
         for job_id in ids:
-            args += (job_id, self.queue.shard_of(job_id))
-        return args
+            text = str(job_id)
+            groups.setdefault(self.queue.shard_of(text), []).append(text)
+        return sum(handle(shard, group) for shard, group in sorted(groups.items()))
 
-    def _drain(self, index_key: str, handle: Callable[[list[str]], int]) -> int:
-        """Apply ``handle(ids)`` to the ids of ``index_key``, a chunk at a time, until none left."""
+    def _drain(
+        self, index_key: Callable[[int], str], handle: Callable[[int, list[str]], int]
+    ) -> int:
+        """Apply ``handle(shard, ids)`` to the ids of each shard's ``index_key(shard)``, a
+        chunk at a time, until none are left."""
         total = 0
-        while ids := [_text(i) for i in self.client.zrange(index_key, 0, CHUNK - 1)]:
-            done = handle(ids)
-            total += done
-            if done == 0:
-                break
+        for shard in range(self.queue.shards_count):
+            key = index_key(shard)
+            while ids := [_text(i) for i in self.client.zrange(key, 0, CHUNK - 1)]:
+                done = handle(shard, ids)
+                total += done
+                if done == 0:
+                    break
         return total
 
 

@@ -1,32 +1,39 @@
 """Every Redis key name of lowkiq, built in this one place.
 
-All keys of one queue share the hash tag ``{queue_name}``, so a Lua script that
-touches several of them stays in one Redis Cluster slot.  The Lua scripts get
-the queue's prefix as ``KEYS[1]`` and build the same names through
-:func:`lua_prelude`, which is generated from :data:`SUFFIXES` below.
+A queue is ``shards_count`` independent shards, and every key of one shard
+carries the hash tag ``{queue_name:shard}``: a Lua script only ever touches
+the keys of one shard, so it stays in one Redis Cluster slot, and the shards
+of one queue spread over the cluster's masters.  There is no queue-wide key:
+counters, the morgue and the indexes are per shard, and reads of a whole
+queue (metrics, the dashboard's lists) read every shard and merge.  The Lua
+scripts get the shard's prefix as ``KEYS[1]`` and build the same names
+through :func:`lua_prelude`, which is generated from :data:`SUFFIXES` below.
 
-Layout of one queue (``P`` = ``lowkiq:{name}:``):
+Layout of one shard (``S`` = ``lowkiq:{name:shard}:``):
 
 ============================  =====  ==========================================
 key                           type   content
 ============================  =====  ==========================================
-P fresh_lex_zset              zset   score 0, member ``id \\0 blob``, jobs with retry_count -1
-P retry_lex_zset              zset   score 0, member ``id \\0 blob``, jobs with retry_count >= 0
-P retry_count_zset            zset   id -> retry_count, for jobs in retry_lex_zset
-P errors_hash                 hash   id -> last error of a queued job that failed
-P perform_in_zset:<s>         zset   id -> perform_in, every queued job of shard s
-P processing_hash:<s>         hash   id -> packed job, the batch shard s is running
-P wake_list:<s>               list   at most one element: "shard s has new due work"
-P payloads_zset:<id>          zset   payload -> score, the payloads of a queued hot id
-P morgue_lex_zset             zset   score 0, member ``id \\0 blob``, dead jobs
-P morgue_updated_at_zset      zset   id -> updated_at, dead jobs
-P morgue_errors_hash          hash   id -> error, dead jobs
-P morgue_payloads_zset:<id>   zset   payload -> score, the payloads of a dead hot id
-P processed_counter           str    jobs processed successfully
-P failed_counter              str    jobs whose batch failed
-P lease:<s>                   str    ``epoch owner``: the lease on shard s, with a TTL
-P epoch:<s>                   str    counter, +1 on every acquisition of shard s; never expires
+S fresh                       zset   score 0, member ``id \\0 blob``, jobs with retry_count -1
+S retry                       zset   score 0, member ``id \\0 blob``, jobs with retry_count >= 0
+S retry_count                 zset   id -> retry_count, for jobs in ``retry``
+S errors                      hash   id -> last error of a queued job that failed
+S perform_in                  zset   id -> perform_in, every queued job
+S processing                  hash   id -> packed job, the batch the shard is running
+S wake                        list   at most one element: "the shard has new due work"
+S payloads:<id>               zset   payload -> score, the payloads of a queued hot id
+S morgue                      zset   score 0, member ``id \\0 blob``, dead jobs
+S morgue_updated_at           zset   id -> updated_at, dead jobs
+S morgue_errors               hash   id -> error, dead jobs
+S morgue_payloads:<id>        zset   payload -> score, the payloads of a dead hot id
+S processed                   str    jobs processed successfully
+S failed                      str    jobs whose batch failed
+S lease                       str    ``epoch owner``: the lease on the shard, with a TTL
+S epoch                       str    counter, +1 on every acquisition of the shard; never expires
 ============================  =====  ==========================================
+
+An id's shard is ``crc32(id) % shards_count``; every key of an id is in the
+shard of that id.
 
 Ownership (one hash tag for the whole installation, ``M`` = ``lowkiq:{lowkiq}:``):
 
@@ -40,8 +47,8 @@ M nudge:<id>              list   at most one element: "membership changed, look 
 ========================  =====  ==========================================
 
 A lease is the only right to change a shard: pop, ack, fail and restore take
-the lease's token (``epoch owner``) and refuse unless it is the value of
-``lease:<s>``, so a process whose lease expired changes nothing.
+the lease's token (``epoch owner``) and refuse unless it is the value of the
+shard's ``lease``, so a process whose lease expired changes nothing.
 
 A *blob* is the job's payloads: repeated ``>d`` score, ``>I`` length, payload
 bytes, ascending by score (see :mod:`lowkiq.storage.blob`).
@@ -50,10 +57,7 @@ A *hot* id, one whose payloads outgrow :data:`lowkiq.storage.blob.SPILL_PAYLOADS
 or :data:`~lowkiq.storage.blob.SPILL_BYTES`, keeps them in a sorted set of its
 own (member = payload bytes, score = score; ``ZADD LT`` keeps the smallest
 score of equal payloads) and an empty blob in its lex member, so a push onto it
-costs O(log n).  Per-id keys are named after the id alone: an id's shard is
-``crc32(id) % shards_count``, so when keys move to per-shard hash tags
-(``{name:shard}``, for Redis Cluster) a script derives them from the same
-shard as the other keys it touches.
+costs O(log n).
 """
 
 from __future__ import annotations
@@ -62,15 +66,15 @@ from dataclasses import dataclass
 
 NAMESPACE = "lowkiq"
 
-#: Key suffix of each structure; keys in SHARDED and PER_ID get an argument.
+#: Key suffix of each structure of a shard; keys in PER_ID get ``<id>`` appended.
 SUFFIXES = {
     "fresh_lex_zset": "fresh",
     "retry_lex_zset": "retry",
     "retry_count_zset": "retry_count",
     "errors_hash": "errors",
-    "perform_in_zset": "perform_in:",
-    "processing_hash": "processing:",
-    "wake_list": "wake:",
+    "perform_in_zset": "perform_in",
+    "processing_hash": "processing",
+    "wake_list": "wake",
     "payloads_zset": "payloads:",
     "morgue_lex_zset": "morgue",
     "morgue_updated_at_zset": "morgue_updated_at",
@@ -78,101 +82,90 @@ SUFFIXES = {
     "morgue_payloads_zset": "morgue_payloads:",
     "processed_counter": "processed",
     "failed_counter": "failed",
-    "lease": "lease:",
-    "epoch_counter": "epoch:",
+    "lease": "lease",
+    "epoch_counter": "epoch",
 }
 
-#: Keys with an argument: ``:<shard>`` or ``:<id>`` appended.
-SHARDED = {"perform_in_zset", "processing_hash", "wake_list", "lease", "epoch_counter"}
+#: Keys with an argument: ``<id>`` appended.
 PER_ID = {"payloads_zset", "morgue_payloads_zset"}
 
 
 @dataclass(frozen=True)
 class QueueKeys:
-    """The key names of one queue."""
+    """The key names of one queue, shard by shard."""
 
     queue_name: str
 
-    @property
-    def prefix(self) -> str:
-        """``lowkiq:{queue_name}:``; passed to every script as ``KEYS[1]``."""
-        return f"{NAMESPACE}:{{{self.queue_name}}}:"
+    def prefix(self, shard: int) -> str:
+        """``lowkiq:{queue_name:shard}:``; passed to every script of the shard as ``KEYS[1]``."""
+        return f"{NAMESPACE}:{{{self.queue_name}:{shard}}}:"
 
-    def _key(self, name: str) -> str:
-        return self.prefix + SUFFIXES[name]
+    def _key(self, name: str, shard: int) -> str:
+        return self.prefix(shard) + SUFFIXES[name]
 
-    @property
-    def fresh_lex_zset(self) -> str:
+    def fresh_lex_zset(self, shard: int) -> str:
         """Jobs never failed (retry_count -1), members ``id\\0blob``."""
-        return self._key("fresh_lex_zset")
+        return self._key("fresh_lex_zset", shard)
 
-    @property
-    def retry_lex_zset(self) -> str:
+    def retry_lex_zset(self, shard: int) -> str:
         """Jobs waiting for a retry (retry_count >= 0), members ``id\\0blob``."""
-        return self._key("retry_lex_zset")
+        return self._key("retry_lex_zset", shard)
 
-    @property
-    def retry_count_zset(self) -> str:
-        """id -> retry_count of the jobs in :attr:`retry_lex_zset`."""
-        return self._key("retry_count_zset")
+    def retry_count_zset(self, shard: int) -> str:
+        """id -> retry_count of the jobs in :meth:`retry_lex_zset`."""
+        return self._key("retry_count_zset", shard)
 
-    @property
-    def errors_hash(self) -> str:
+    def errors_hash(self, shard: int) -> str:
         """id -> last error of a queued job: a retry, or a dead job queued up again."""
-        return self._key("errors_hash")
+        return self._key("errors_hash", shard)
 
     def perform_in_zset(self, shard: int) -> str:
-        """id -> perform_in of every queued job of one shard."""
-        return f"{self._key('perform_in_zset')}{shard}"
+        """id -> perform_in of every queued job of the shard."""
+        return self._key("perform_in_zset", shard)
 
     def processing_hash(self, shard: int) -> str:
-        """id -> packed job: the batch one shard is running."""
-        return f"{self._key('processing_hash')}{shard}"
+        """id -> packed job: the batch the shard is running."""
+        return self._key("processing_hash", shard)
 
     def wake_list(self, shard: int) -> str:
-        """A one-element list pushed when a shard gets due work; threads block on it."""
-        return f"{self._key('wake_list')}{shard}"
+        """A one-element list pushed when the shard gets due work; threads block on it."""
+        return self._key("wake_list", shard)
 
-    def payloads_zset(self, job_id: str) -> str:
+    def payloads_zset(self, shard: int, job_id: str) -> str:
         """payload -> score of a queued hot id (its lex member then has an empty blob)."""
-        return f"{self._key('payloads_zset')}{job_id}"
+        return self._key("payloads_zset", shard) + job_id
 
-    def morgue_payloads_zset(self, job_id: str) -> str:
+    def morgue_payloads_zset(self, shard: int, job_id: str) -> str:
         """payload -> score of a dead hot id (its morgue member then has an empty blob)."""
-        return f"{self._key('morgue_payloads_zset')}{job_id}"
+        return self._key("morgue_payloads_zset", shard) + job_id
 
-    @property
-    def morgue_lex_zset(self) -> str:
+    def morgue_lex_zset(self, shard: int) -> str:
         """Dead jobs, members ``id\\0blob``."""
-        return self._key("morgue_lex_zset")
+        return self._key("morgue_lex_zset", shard)
 
-    @property
-    def morgue_updated_at_zset(self) -> str:
+    def morgue_updated_at_zset(self, shard: int) -> str:
         """id -> when the dead job last entered the morgue."""
-        return self._key("morgue_updated_at_zset")
+        return self._key("morgue_updated_at_zset", shard)
 
-    @property
-    def morgue_errors_hash(self) -> str:
+    def morgue_errors_hash(self, shard: int) -> str:
         """id -> the dead job's error."""
-        return self._key("morgue_errors_hash")
+        return self._key("morgue_errors_hash", shard)
 
-    @property
-    def processed_counter(self) -> str:
-        """Count of jobs processed successfully."""
-        return self._key("processed_counter")
+    def processed_counter(self, shard: int) -> str:
+        """Count of the shard's jobs processed successfully."""
+        return self._key("processed_counter", shard)
 
-    @property
-    def failed_counter(self) -> str:
-        """Count of jobs whose batch failed."""
-        return self._key("failed_counter")
+    def failed_counter(self, shard: int) -> str:
+        """Count of the shard's jobs whose batch failed."""
+        return self._key("failed_counter", shard)
 
     def lease(self, shard: int) -> str:
-        """The lease on one shard: ``epoch owner``, expiring unless renewed."""
-        return f"{self._key('lease')}{shard}"
+        """The lease on the shard: ``epoch owner``, expiring unless renewed."""
+        return self._key("lease", shard)
 
     def epoch_counter(self, shard: int) -> str:
-        """How many times one shard's lease was acquired; never expires."""
-        return f"{self._key('epoch_counter')}{shard}"
+        """How many times the shard's lease was acquired; never expires."""
+        return self._key("epoch_counter", shard)
 
 
 OWNERSHIP_PREFIX = f"{NAMESPACE}:{{{NAMESPACE}}}:"
@@ -202,16 +195,19 @@ class OwnershipKeys:
 
 
 def lua_prelude(code: str | None = None) -> str:
-    """Lua that defines ``K.<name>`` (or ``K.<name>(shard or id)``) from the prefix in ``KEYS[1]``.
+    """Lua that defines ``keys_at(prefix)``, a table of the key names of the shard whose
+    prefix is given (``t.<name>``, or ``t.<name>(id)`` for per-id keys), and ``K``,
+    that table for the script's own shard (``KEYS[1]``, also ``P``).
 
     With ``code``, only the names it uses (every name costs a string per call).
     """
-    lines = ["local P = KEYS[1]", "local K = {}"]
+    lines = ["local P = KEYS[1]", "local function keys_at(prefix)", "  local t = {}"]
     for name, suffix in SUFFIXES.items():
-        if code is not None and f"K.{name}" not in code:
+        if code is not None and f".{name}" not in code:
             continue
-        if name in SHARDED or name in PER_ID:
-            lines.append(f'K.{name} = function(s) return P .. "{suffix}" .. s end')
+        if name in PER_ID:
+            lines.append(f'  t.{name} = function(id) return prefix .. "{suffix}" .. id end')
         else:
-            lines.append(f'K.{name} = P .. "{suffix}"')
+            lines.append(f'  t.{name} = prefix .. "{suffix}"')
+    lines += ["  return t", "end", "local K = keys_at(P)"]
     return "\n".join(lines) + "\n"

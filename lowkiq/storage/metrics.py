@@ -10,6 +10,7 @@ from typing import Any, TypedDict
 import redis
 
 from lowkiq.storage.queue import Queue
+from lowkiq.storage.scripts import run_pipelined
 
 
 class QueueMetrics(TypedDict):
@@ -33,18 +34,28 @@ class QueueMetrics(TypedDict):
     busy: int
 
 
-def _decode(reply: Sequence[Any], now: float) -> QueueMetrics:
-    fresh, retries, morgue_length, processed, failed, busy, earliest = reply
-    lag = max(0.0, now - float(earliest)) if earliest else 0.0
+def _decode(shard_replies: Sequence[Sequence[Any]], now: float) -> QueueMetrics:
+    """One queue's metrics from the ``metrics`` script's reply of each of its shards."""
+    fresh = retries = morgue_length = processed = failed = busy = 0
+    earliest: float | None = None
+    for reply in shard_replies:
+        fresh += int(reply[0])
+        retries += int(reply[1])
+        morgue_length += int(reply[2])
+        processed += int(reply[3])
+        failed += int(reply[4])
+        busy += int(reply[5])
+        if reply[6] and (earliest is None or float(reply[6]) < earliest):
+            earliest = float(reply[6])
     return {
-        "length": int(fresh) + int(retries),
-        "fresh": int(fresh),
-        "retries": int(retries),
-        "morgue_length": int(morgue_length),
-        "lag": lag,
-        "processed": int(processed),
-        "failed": int(failed),
-        "busy": int(busy),
+        "length": fresh + retries,
+        "fresh": fresh,
+        "retries": retries,
+        "morgue_length": morgue_length,
+        "lag": max(0.0, now - earliest) if earliest is not None else 0.0,
+        "processed": processed,
+        "failed": failed,
+        "busy": busy,
     }
 
 
@@ -57,12 +68,19 @@ def queue_metrics(queue: Queue, now: float | None = None) -> QueueMetrics:
 def many_queue_metrics(
     client: redis.Redis, queues: Sequence[Queue], now: float | None = None
 ) -> list[QueueMetrics]:
-    """The metrics of several queues in one pipelined round trip."""
+    """The metrics of several queues in one pipelined round trip (a script call per shard)."""
     now = time.time() if now is None else now
-    pipe = client.pipeline(transaction=False)
+    calls = [
+        (queue.scripts.metrics, [queue.keys.prefix(shard)], ())
+        for queue in queues
+        for shard in range(queue.shards_count)
+    ]
+    replies = run_pipelined(client, calls)
+    metrics, start = [], 0
     for queue in queues:
-        queue.scripts.metrics(keys=[queue.keys.prefix], args=[queue.shards_count], client=pipe)
-    return [_decode(reply, now) for reply in pipe.execute()]
+        metrics.append(_decode(replies[start : start + queue.shards_count], now))
+        start += queue.shards_count
+    return metrics
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable
+from itertools import islice
 from typing import Any, TypedDict
 
 from lowkiq.errors import InvalidQuery
@@ -56,13 +57,14 @@ class Queries:
     def fetch(self, ids: Iterable[Any]) -> list[Job]:
         """The queued jobs with these ids, in the given order; missing ids are skipped."""
         ids = [str(job_id) for job_id in ids]
-        pipe = self.client.pipeline(transaction=True)
+        pipe = self._reads(ids)
         for job_id in ids:
-            pipe.zrangebylex(self.keys.fresh_lex_zset, *_exact(job_id))
-            pipe.zrangebylex(self.keys.retry_lex_zset, *_exact(job_id))
-            pipe.zscore(self.keys.perform_in_zset(self.queue.shard_of(job_id)), job_id)
-            pipe.zscore(self.keys.retry_count_zset, job_id)
-            pipe.hget(self.keys.errors_hash, job_id)
+            shard = self.queue.shard_of(job_id)
+            pipe.zrangebylex(self.keys.fresh_lex_zset(shard), *_exact(job_id))
+            pipe.zrangebylex(self.keys.retry_lex_zset(shard), *_exact(job_id))
+            pipe.zscore(self.keys.perform_in_zset(shard), job_id)
+            pipe.zscore(self.keys.retry_count_zset(shard), job_id)
+            pipe.hget(self.keys.errors_hash(shard), job_id)
         replies = pipe.execute()
         jobs: list[Job] = []
         packed: list[bytes] = []
@@ -118,11 +120,12 @@ class Queries:
     def morgue_fetch(self, ids: Iterable[Any]) -> list[Job]:
         """The dead jobs with these ids, in the given order; missing ids are skipped."""
         ids = [str(job_id) for job_id in ids]
-        pipe = self.client.pipeline(transaction=True)
+        pipe = self._reads(ids)
         for job_id in ids:
-            pipe.zrangebylex(self.keys.morgue_lex_zset, *_exact(job_id))
-            pipe.zscore(self.keys.morgue_updated_at_zset, job_id)
-            pipe.hget(self.keys.morgue_errors_hash, job_id)
+            shard = self.queue.shard_of(job_id)
+            pipe.zrangebylex(self.keys.morgue_lex_zset(shard), *_exact(job_id))
+            pipe.zscore(self.keys.morgue_updated_at_zset(shard), job_id)
+            pipe.hget(self.keys.morgue_errors_hash(shard), job_id)
         replies = pipe.execute()
         jobs: list[Job] = []
         packed: list[bytes] = []
@@ -195,17 +198,24 @@ class Queries:
 
     # -- helpers -----------------------------------------------------------
 
+    def _reads(self, ids: list[str]) -> Any:
+        """A pipeline for reads of these ids: atomic (MULTI) when they are all in one
+        shard, so a job is never seen half moved; else per shard."""
+        one_shard = len({self.queue.shard_of(job_id) for job_id in ids}) <= 1
+        return self.client.pipeline(transaction=one_shard)
+
     def _payloads(self, packed: bytes) -> list[list[Any]]:
         return self.queue.load_pairs(blob.unpack(packed))
 
     def _with_payloads(
-        self, jobs: list[Job], packed: list[bytes], hot_key: Callable[[str], str]
+        self, jobs: list[Job], packed: list[bytes], hot_key: Callable[[int, str], str]
     ) -> list[Job]:
         """Give each job its payloads: from its blob, or a hot id's from its sorted set
-        (``hot_key(id)``), read in one more round trip; bounded by ``payloads_limit``."""
+        (``hot_key(shard, id)``), read in one more round trip; bounded by ``payloads_limit``."""
         limit = self.payloads_limit
         pairs = zip(jobs, packed, strict=True)
-        hot = [(job, hot_key(job["id"])) for job, data in pairs if not data]
+        shard_of = self.queue.shard_of
+        hot = [(job, hot_key(shard_of(job["id"]), job["id"])) for job, data in pairs if not data]
         pipe = self.client.pipeline(transaction=False)
         for _, key in hot:
             pipe.zrange(key, 0, -1 if limit is None else limit - 1, withscores=True)
@@ -230,12 +240,13 @@ class Queries:
             raise InvalidQuery(f"start must be an integer >= 0, got {start!r}")
         if check_limit(limit) == 0:
             return []
+        shard = self.queue.shard_of(job_id)
         if queued:
-            lex_keys: tuple[str, ...] = (self.keys.fresh_lex_zset, self.keys.retry_lex_zset)
-            hot_key = self.keys.payloads_zset(job_id)
+            lex_keys = [self.keys.fresh_lex_zset(shard), self.keys.retry_lex_zset(shard)]
+            hot_key = self.keys.payloads_zset(shard, job_id)
         else:
-            lex_keys = (self.keys.morgue_lex_zset,)
-            hot_key = self.keys.morgue_payloads_zset(job_id)
+            lex_keys = [self.keys.morgue_lex_zset(shard)]
+            hot_key = self.keys.morgue_payloads_zset(shard, job_id)
         pipe = self.client.pipeline(transaction=True)
         for key in lex_keys:
             pipe.zrangebylex(key, *_exact(job_id))
@@ -262,23 +273,32 @@ class Queries:
         else:
             pipe.zrangebylex(key, low, high, start=0, num=limit)
 
-    def _ids_by_lex(self, min: str, max: str, limit: int, reverse: bool) -> list[str]:
-        limit = check_limit(limit)
+    def _lex_keys(self, *names: Callable[[int], str]) -> list[str]:
+        """The keys ``name(shard)`` of every shard, for each of ``names``."""
+        return [name(shard) for name in names for shard in range(self.queue.shards_count)]
+
+    def _merged_lex(
+        self, keys: list[str], min: str, max: str, limit: int, reverse: bool
+    ) -> list[str]:
+        """Ids in ``[min, max]`` across lex zsets of ``id\\0blob`` members, in id order."""
         pipe = self.client.pipeline(transaction=False)
-        for key in (self.keys.fresh_lex_zset, self.keys.retry_lex_zset):
+        for key in keys:
             self._lex(pipe, key, min, max, limit, reverse)
-        fresh, retry = ([_member_id(m) for m in reply] for reply in pipe.execute())
-        merged = heapq.merge(fresh, retry, key=_id_order, reverse=reverse)
-        return list(merged)[:limit]
+        heads = [[_member_id(m) for m in reply] for reply in pipe.execute()]
+        return list(islice(heapq.merge(*heads, key=_id_order, reverse=reverse), limit))
+
+    def _ids_by_lex(self, min: str, max: str, limit: int, reverse: bool) -> list[str]:
+        keys = self._lex_keys(self.keys.fresh_lex_zset, self.keys.retry_lex_zset)
+        return self._merged_lex(keys, min, max, check_limit(limit), reverse)
 
     def _morgue_ids_by_lex(self, min: str, max: str, limit: int, reverse: bool) -> list[str]:
-        pipe = self.client.pipeline(transaction=False)
-        self._lex(pipe, self.keys.morgue_lex_zset, min, max, check_limit(limit), reverse)
-        return [_member_id(member) for member in pipe.execute()[0]]
+        keys = self._lex_keys(self.keys.morgue_lex_zset)
+        return self._merged_lex(keys, min, max, check_limit(limit), reverse)
 
     def _scored(
         self,
         pipe: Any,
+        shard: int,
         key: str,
         low: ScoreBound,
         high: ScoreBound,
@@ -286,8 +306,8 @@ class Queries:
         reverse: bool,
         after_id: str | None,
     ) -> Callable[[list[Any]], list[tuple[float, bytes]]]:
-        """Queue on ``pipe`` a read of one sorted set, in order; returns the decoder of
-        its reply into ``(score, member)`` pairs.
+        """Queue on ``pipe`` a read of one sorted set of ``shard``, in order; returns the
+        decoder of its reply into ``(score, member)`` pairs.
 
         With ``after_id`` the range starts after the cursor ``(score, after_id)``,
         the score being ``low`` (ascending) or ``high`` (descending); members of
@@ -303,31 +323,43 @@ class Queries:
         if cursor.exclusive:
             raise InvalidQuery("with after_id the cursor bound must be inclusive")
         self.queue.scripts.range_after(
-            keys=[self.keys.prefix, key],
+            keys=[self.keys.prefix(shard), key],
             args=[repr(cursor.value), after_id, far, limit, "desc" if reverse else "asc"],
             client=pipe,
         )
         return _from_flat
 
+    def _ids_by_score(
+        self,
+        key: Callable[[int], str],
+        min: Any,
+        max: Any,
+        limit: int,
+        reverse: bool,
+        after_id: str | None,
+    ) -> list[str]:
+        """The first ``limit`` members of the sorted sets ``key(shard)`` of all shards with
+        scores in ``[min, max]`` (after the cursor ``after_id``), in (score, member) order."""
+        low, high, limit = score_bound(min), score_bound(max), check_limit(limit)
+        pipe = self.client.pipeline(transaction=False)
+        decoders = [
+            self._scored(pipe, shard, key(shard), low, high, limit, reverse, after_id)
+            for shard in range(self.queue.shards_count)
+        ]
+        heads = [decode(reply) for decode, reply in zip(decoders, pipe.execute(), strict=True)]
+        merged = islice(heapq.merge(*heads, reverse=reverse), limit)
+        return [member.decode() for _, member in merged]
+
     def _ids_by_perform_in(
         self, min: Any, max: Any, limit: int, reverse: bool, after_id: str | None
     ) -> list[str]:
-        low, high, limit = score_bound(min), score_bound(max), check_limit(limit)
-        pipe = self.client.pipeline(transaction=False)
-        keys = [self.keys.perform_in_zset(shard) for shard in range(self.queue.shards_count)]
-        decoders = [self._scored(pipe, key, low, high, limit, reverse, after_id) for key in keys]
-        heads = [decode(reply) for decode, reply in zip(decoders, pipe.execute(), strict=True)]
-        merged = heapq.merge(*heads, reverse=reverse)
-        return [member.decode() for _, member in list(merged)[:limit]]
+        return self._ids_by_score(self.keys.perform_in_zset, min, max, limit, reverse, after_id)
 
     def _ids_by_updated_at(
         self, min: Any, max: Any, limit: int, reverse: bool, after_id: str | None
     ) -> list[str]:
-        low, high, limit = score_bound(min), score_bound(max), check_limit(limit)
-        pipe = self.client.pipeline(transaction=False)
         key = self.keys.morgue_updated_at_zset
-        decode = self._scored(pipe, key, low, high, limit, reverse, after_id)
-        return [member.decode() for _, member in decode(pipe.execute()[0])]
+        return self._ids_by_score(key, min, max, limit, reverse, after_id)
 
     def _ids_by_retry_count(
         self, min: Any, max: Any, limit: int, reverse: bool, after_id: str | None
@@ -336,18 +368,16 @@ class Queries:
         retries ascending and after them descending, in id order as Redis ties are."""
         low, high, limit = score_bound(min), score_bound(max), check_limit(limit)
         cursor = (high if reverse else low).value if after_id is not None else None
-        pipe = self.client.pipeline(transaction=False)
-        fresh_included = low.admits_from_below(-1) and high.admits_from_above(-1)
-        if fresh_included:
+        fresh: list[str] = []
+        if low.admits_from_below(-1) and high.admits_from_above(-1):
             start = f"({after_id}" if cursor == -1 else ("+" if reverse else "-")
             bounds = ("-", start) if reverse else (start, "+")
-            self._lex(pipe, self.keys.fresh_lex_zset, *bounds, limit, reverse)
+            keys = self._lex_keys(self.keys.fresh_lex_zset)
+            fresh = self._merged_lex(keys, *bounds, limit, reverse)
         retry_after = after_id if cursor is not None and cursor >= 0 else None
-        key = self.keys.retry_count_zset
-        decode = self._scored(pipe, key, low, high, limit, reverse, retry_after)
-        replies = pipe.execute()
-        fresh = [_member_id(member) for member in replies[0]] if fresh_included else []
-        retries = [member.decode() for _, member in decode(replies[-1])]
+        retries = self._ids_by_score(
+            self.keys.retry_count_zset, min, max, limit, reverse, retry_after
+        )
         return ((retries + fresh) if reverse else (fresh + retries))[:limit]
 
 

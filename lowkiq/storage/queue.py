@@ -19,7 +19,7 @@ from lowkiq.errors import LeaseLost
 from lowkiq.serializers import Codec, decode_failure
 from lowkiq.storage import blob
 from lowkiq.storage.keys import QueueKeys
-from lowkiq.storage.scripts import Scripts
+from lowkiq.storage.scripts import Scripts, run_pipelined
 
 # A processing-area value: perform_in, retry_count, error length (-1: none).
 PROCESSING_HEADER = struct.Struct(">dii")
@@ -94,10 +94,24 @@ class Queue:
         """The shard this queue keeps ``job_id`` in."""
         return shard_of(job_id, self.shards_count)
 
-    def run(self, script_name: str, *args: Any) -> Any:
-        """Run one of the queue's Lua scripts with ``args`` as ``ARGV``."""
+    def run(self, script_name: str, shard: int, *args: Any) -> Any:
+        """Run one of the Lua scripts on ``shard`` with ``args`` as ``ARGV``."""
         script = getattr(self.scripts, script_name)
-        return script(keys=[self.keys.prefix], args=args)
+        return script(keys=[self.keys.prefix(shard)], args=args)
+
+    def run_pipelined(
+        self, calls: Sequence[tuple[str, int, Sequence[Any]]], transaction: bool = False
+    ) -> list[Any]:
+        """Run ``(script name, shard, args)`` calls in one round trip (see
+        :func:`~lowkiq.storage.scripts.run_pipelined`); returns their replies."""
+        return run_pipelined(
+            self.client,
+            [
+                (getattr(self.scripts, name), [self.keys.prefix(shard)], args)
+                for name, shard, args in calls
+            ],
+            transaction,
+        )
 
     def run_fenced(self, script_name: str, shard: int, token: str, *args: Any) -> Any:
         """Run a script that needs the shard's lease; :class:`LeaseLost` when it is stale."""
@@ -109,7 +123,8 @@ class Queue:
             raise
 
     def push(self, jobs: Iterable[NewJob], now: float | None = None) -> None:
-        """Enqueue jobs in one round trip; same-id jobs merge (SPEC §3 rule 2)."""
+        """Enqueue jobs in one round trip (a script call per shard, in one transaction);
+        same-id jobs merge (SPEC §3 rule 2)."""
         by_id: dict[str, tuple[float, list[tuple[bytes, float]]]] = {}
         for job_id, payload, score, perform_in in jobs:
             entry = by_id.get(job_id)
@@ -127,11 +142,18 @@ class Queue:
             if members is None:
                 members = groups[key] = []
             members.append(id_bytes + b"\0" + packed)
-        args: list[Any] = [_now(now)]
+        by_shard: dict[int, list[Any]] = {}
         for (shard, perform_in), members in groups.items():
-            args += (shard, perform_in, len(members))
+            args = by_shard.get(shard)
+            if args is None:
+                args = by_shard[shard] = [_now(now)]
+            args += (perform_in, len(members))
             args += members
-        self.run("push", *args)
+        if len(by_shard) == 1:
+            ((shard, args),) = by_shard.items()
+            self.run("push", shard, *args)
+        else:
+            self.run_pipelined([("push", shard, args) for shard, args in by_shard.items()], True)
 
     def pop(
         self,
@@ -150,8 +172,10 @@ class Queue:
         last batch and pops the next in one round trip.  The popped jobs come
         earliest ``perform_in`` first (none when nothing is due).
         """
-        ack = "" if ack_shard is None else ack_shard
-        reply = self.run("pop", shard, token, _now(now), limit, ack, ack_token)
+        keys = [self.keys.prefix(shard)]
+        if ack_shard is not None:
+            keys.append(self.keys.prefix(ack_shard))
+        reply = self.scripts.pop(keys=keys, args=(token, _now(now), limit, ack_token))
         acked, status = reply[0], reply[1]
         if status != 1:
             return Popped(acked, [], occupied=status == 0, fenced=status == -1)
@@ -247,4 +271,7 @@ class Queue:
 
     def earliest_perform_in(self, shards: Sequence[int]) -> list[float | None]:
         """The earliest ``perform_in`` queued in each shard, or ``None`` when it is empty."""
-        return [None if head is None else float(head) for head in self.run("heads", *shards)]
+        pipe = self.client.pipeline(transaction=False)
+        for shard in shards:
+            pipe.zrange(self.keys.perform_in_zset(shard), 0, 0, withscores=True)
+        return [head[0][1] if head else None for head in pipe.execute()]

@@ -14,10 +14,13 @@ import functools
 import re
 import threading
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import redis
 from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 
 from lowkiq.storage import blob
 from lowkiq.storage.keys import lua_prelude
@@ -101,16 +104,50 @@ class Scripts:
     perform_now: Script
     metrics: Script
     range_after: Script
-    heads: Script
     lease_acquire: Script
     lease_renew: Script
     lease_release: Script
-    leases: Script
     membership_beat: Script
     membership_leave: Script
     membership_command: Script
     membership_list: Script
     membership_nudge: Script
+
+
+#: One script call: the script, its keys, its arguments.
+ScriptCall = tuple[Script, Sequence[str], Sequence[Any]]
+
+
+def run_pipelined(
+    client: redis.Redis, calls: Sequence[ScriptCall], transaction: bool = False
+) -> list[Any]:
+    """Run script calls in one pipelined round trip; returns their replies in order.
+
+    Each call is an ``EVALSHA`` (redis-py's pipelined ``Script`` would first ask
+    ``SCRIPT EXISTS``, one more round trip).  The calls whose script Redis does
+    not have (a restarted or flushed server) load it and run again in a second
+    round trip; every other call has run once.  An error reply of any call is
+    raised after all calls ran.
+    """
+    replies = _execute(client, calls, transaction)
+    missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+    if missing:
+        for text in {calls[i][0].script for i in missing}:
+            client.script_load(text)
+        again = _execute(client, [calls[i] for i in missing], transaction)
+        for i, reply in zip(missing, again, strict=True):
+            replies[i] = reply
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
+def _execute(client: redis.Redis, calls: Sequence[ScriptCall], transaction: bool) -> list[Any]:
+    pipe = client.pipeline(transaction=transaction)
+    for script, keys, args in calls:
+        pipe.evalsha(script.sha, len(keys), *keys, *args)
+    return list(pipe.execute(raise_on_error=False))
 
 
 _LOCK = threading.Lock()

@@ -58,7 +58,7 @@ def test_a_stale_token_can_neither_pop_ack_fail_restore_nor_bury(queue: Queue) -
     new, restored, _ = leases.acquire(queue, 0, "b", 10)
     assert new is not None and new.epoch == old.epoch + 1
     assert restored == 3  # the new owner put the stale owner's batch back, once
-    before = queue.client.dump(queue.keys.fresh_lex_zset)
+    before = queue.client.dump(queue.keys.fresh_lex_zset(0))
 
     assert queue.pop(0, old.token, 3, now=NOW).fenced
     with pytest.raises(LeaseLost):
@@ -69,7 +69,7 @@ def test_a_stale_token_can_neither_pop_ack_fail_restore_nor_bury(queue: Queue) -
         queue.restore(0, old.token, now=NOW)
     with pytest.raises(LeaseLost):
         queue.bury(0, old.token, [(popped.jobs[0].id, "late")], now=NOW)
-    assert queue.client.dump(queue.keys.fresh_lex_zset) == before
+    assert queue.client.dump(queue.keys.fresh_lex_zset(0)) == before
 
 
 def test_a_riding_ack_with_a_stale_token_acks_nothing_and_the_pop_goes_on(queue: Queue) -> None:
@@ -80,7 +80,7 @@ def test_a_riding_ack_with_a_stale_token_acks_nothing_and_the_pop_goes_on(queue:
     queue.client.delete(queue.keys.lease(0))
     popped = queue.pop(1, shard1.token, 2, now=NOW, ack_shard=0, ack_token=shard0.token)
     assert popped.acked == ACK_FENCED and popped.jobs
-    assert int(queue.client.get(queue.keys.processed_counter) or 0) == 0
+    assert int(queue.client.get(queue.keys.processed_counter(0)) or 0) == 0
     assert queue.client.hlen(queue.keys.processing_hash(0)) == 2
 
 

@@ -30,7 +30,9 @@ def push_one_by_one(worker, job_id, count, first_score=0.0, perform_in=NOW):
         )
 
 
-def lex_member(redis_client, key, job_id):
+def lex_member(redis_client, queue, job_id):
+    """The fresh lex-zset member of ``job_id``."""
+    key = queue.keys.fresh_lex_zset(queue.shard_of(job_id))
     [member] = redis_client.zrangebylex(key, f"[{job_id}\0", f"({job_id}\x01")
     return member
 
@@ -39,8 +41,9 @@ def test_an_id_past_the_limit_keeps_its_payloads_in_a_sorted_set_of_its_own(
     worker, queue, redis_client
 ):
     push_one_by_one(worker, "hot", blob.SPILL_PAYLOADS + 1)
-    assert lex_member(redis_client, queue.keys.fresh_lex_zset, "hot") == b"hot\0"
-    assert redis_client.zcard(queue.keys.payloads_zset("hot")) == blob.SPILL_PAYLOADS + 1
+    assert lex_member(redis_client, queue, "hot") == b"hot\0"
+    hot_zset = queue.keys.payloads_zset(queue.shard_of("hot"), "hot")
+    assert redis_client.zcard(hot_zset) == blob.SPILL_PAYLOADS + 1
     [job] = worker.queries().fetch(["hot"])
     assert job["payloads"] == [[n, float(n)] for n in range(blob.SPILL_PAYLOADS + 1)]
     assert "payloads_count" not in job
@@ -51,14 +54,14 @@ def test_a_few_large_payloads_also_move_out(worker, queue, redis_client):
     worker.perform_async([{"id": "big", "payload": big + "1", "score": 1}])
     worker.perform_async([{"id": "big", "payload": big + "2", "score": 2}])
     worker.perform_async([{"id": "big", "payload": big + "3", "score": 3}])
-    assert lex_member(redis_client, queue.keys.fresh_lex_zset, "big") == b"big\0"
+    assert lex_member(redis_client, queue, "big") == b"big\0"
     [job] = worker.queries().fetch(["big"])
     assert [score for _, score in job["payloads"]] == [1.0, 2.0, 3.0]
 
 
 def test_one_large_payload_stays_packed(worker, queue, redis_client):
     worker.perform_async([{"id": "one", "payload": "x" * (2 * blob.SPILL_BYTES)}])
-    assert lex_member(redis_client, queue.keys.fresh_lex_zset, "one") != b"one\0"
+    assert lex_member(redis_client, queue, "one") != b"one\0"
 
 
 def test_pushing_onto_a_hot_id_keeps_the_merge_rules(worker, queue):
@@ -139,7 +142,7 @@ def test_kill_and_queue_up_move_a_hot_id_whole_and_merge_with_what_is_there(
     push_one_by_one(worker, "hot", 100, perform_in=NOW - 100)
     fail_batch(now=NOW)
     assert worker.actions().kill_all_failed_jobs() == 1
-    assert not redis_client.exists(queue.keys.payloads_zset("hot"))
+    assert not redis_client.exists(queue.keys.payloads_zset(queue.shard_of("hot"), "hot"))
     [dead] = worker.queries().morgue_fetch(["hot"])
     assert len(dead["payloads"]) == 100 and dead["error"] == "boom"
     # A newer hot job of the same id arrives; queuing up merges both (smaller into larger).

@@ -1,9 +1,11 @@
-"""Redis Cluster readiness (SPEC §10): every key of a queue carries the tag ``{queue_name}``."""
+"""Redis Cluster readiness: every key of a shard carries the tag ``{queue_name:shard}``, and
+every key of an id is in the shard of that id."""
 
 from __future__ import annotations
 
 import time
 
+from redis.crc import key_slot
 from storage_support import NOW
 
 import lowkiq
@@ -46,7 +48,7 @@ def exercise(worker: type[lowkiq.Worker]) -> None:
     queries.processing_data()
 
 
-def test_every_key_of_every_operation_carries_the_queue_hash_tag(redis_client):
+def test_every_key_of_every_operation_carries_its_shards_hash_tag(redis_client):
     class OrderWorker(lowkiq.Worker):
         shards_count = 4
         batch_size = 5
@@ -65,41 +67,60 @@ def test_every_key_of_every_operation_carries_the_queue_hash_tag(redis_client):
     for key in keys:
         assert "{" in key and "}" in key, f"{key} has no hash tag"
         tag = key[key.index("{") + 1 : key.index("}")]
-        assert tag in ("OrderWorker", "mail"), f"{key} has the hash tag {tag!r}"
         by_tag.setdefault(tag, set()).add(key)
+    expected_tags = {f"OrderWorker:{shard}" for shard in range(4)} | {"mail:0"}
+    assert set(by_tag) == expected_tags
 
-    for tag in ("OrderWorker", "mail"):
-        names = QueueKeys(tag)
-        expected = {
-            names.fresh_lex_zset,
-            names.retry_lex_zset,
-            names.retry_count_zset,
-            names.errors_hash,
-            names.morgue_lex_zset,
-            names.morgue_updated_at_zset,
-            names.morgue_errors_hash,
-            names.processed_counter,
-            names.failed_counter,
-            names.perform_in_zset(0),
-            names.processing_hash(0),
-        }
-        assert expected <= by_tag[tag], expected - by_tag[tag]
+    for worker in (OrderWorker, MailWorker):
+        queue = worker.queue()
+        for shard in range(worker.shards_count):
+            names = QueueKeys(queue.name)
+            expected = {
+                names.fresh_lex_zset(shard),
+                names.retry_lex_zset(shard),
+                names.retry_count_zset(shard),
+                names.errors_hash(shard),
+                names.morgue_lex_zset(shard),
+                names.morgue_updated_at_zset(shard),
+                names.morgue_errors_hash(shard),
+                names.processed_counter(shard),
+                names.failed_counter(shard),
+                names.perform_in_zset(shard),
+                names.processing_hash(shard),
+                names.lease(shard),
+                names.epoch_counter(shard),
+            }
+            tagged = by_tag[f"{queue.name}:{shard}"]
+            assert expected <= tagged, expected - tagged
+            for key in tagged - expected - {names.wake_list(shard)}:  # per-id keys
+                job_id = key.rsplit(":", 1)[1]
+                assert queue.shard_of(job_id) == shard, key
 
 
-def test_queue_keys_share_one_cluster_slot(redis_client):
+def test_the_keys_of_a_shard_share_one_cluster_slot_and_shards_spread():
     keys = QueueKeys("OrderWorker")
-    names = [
-        keys.fresh_lex_zset,
-        keys.retry_lex_zset,
-        keys.retry_count_zset,
-        keys.errors_hash,
-        keys.morgue_lex_zset,
-        keys.morgue_updated_at_zset,
-        keys.morgue_errors_hash,
-        keys.processed_counter,
-        keys.failed_counter,
-        *(keys.perform_in_zset(shard) for shard in range(3)),
-        *(keys.processing_hash(shard) for shard in range(3)),
-    ]
-    assert len(set(names)) == len(names)
-    assert {name[name.index("{") : name.index("}") + 1] for name in names} == {"{OrderWorker}"}
+    slots = set()
+    for shard in range(8):
+        names = [
+            keys.fresh_lex_zset(shard),
+            keys.retry_lex_zset(shard),
+            keys.retry_count_zset(shard),
+            keys.errors_hash(shard),
+            keys.morgue_lex_zset(shard),
+            keys.morgue_updated_at_zset(shard),
+            keys.morgue_errors_hash(shard),
+            keys.processed_counter(shard),
+            keys.failed_counter(shard),
+            keys.perform_in_zset(shard),
+            keys.processing_hash(shard),
+            keys.wake_list(shard),
+            keys.lease(shard),
+            keys.epoch_counter(shard),
+            keys.payloads_zset(shard, "some id"),
+            keys.morgue_payloads_zset(shard, "some id"),
+        ]
+        assert len(set(names)) == len(names)
+        shard_slots = {key_slot(name.encode()) for name in names}
+        assert len(shard_slots) == 1
+        slots |= shard_slots
+    assert len(slots) == 8

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import lowkiq
 from lowkiq.storage.scripts import SCRIPT_NAMES, source
 
 
@@ -15,8 +16,8 @@ def test_every_script_loads_into_redis(redis_client):
 def test_a_script_carries_the_helpers_it_uses_and_not_the_others():
     ack = source("ack")
     assert "local function ack_processing" in ack
-    assert "K.processing_hash =" in ack and "K.processed_counter =" in ack
-    assert "blob_merge" not in ack and "K.fresh_lex_zset" not in ack
+    assert "t.processing_hash =" in ack and "t.processed_counter =" in ack
+    assert "blob_merge" not in ack and "fresh_lex_zset" not in ack
     # pop uses find_queued, which needs find_member: helpers bring their own helpers.
     pop = source("pop")
     assert "local function find_queued" in pop and "local function find_member" in pop
@@ -31,3 +32,17 @@ def test_every_helper_a_script_calls_is_defined_before_the_script():
         called = set(re.findall(r"(?<![\w.:])([a-z_]+)\(", own))
         lua_builtins = {"tonumber", "tostring", "ipairs", "pairs", "unpack", "math", "type"}
         assert called - defined - lua_builtins <= {"function"}, (name, called - defined)
+
+
+def test_pipelined_calls_reload_scripts_a_restarted_redis_lost(redis_client):
+    class SpreadWorker(lowkiq.Worker):
+        shards_count = 4
+
+    jobs = [{"id": n, "payload": n} for n in range(40)]
+    SpreadWorker.perform_async(jobs[:20])
+    redis_client.script_flush()  # as after a restart
+    SpreadWorker.perform_async(jobs[20:])
+    queued = SpreadWorker.queries().range_by_id("-", "+", limit=100)
+    assert sorted(int(job["id"]) for job in queued) == list(range(40))
+    assert all(len(job["payloads"]) == 1 for job in queued)
+    assert SpreadWorker.metrics()["length"] == 40

@@ -1,9 +1,11 @@
 -- Shared helpers, prepended to every script after the generated key prelude
--- (lowkiq/storage/keys.py: lua_prelude), so `K` and `P` are in scope.
+-- (lowkiq/storage/keys.py: lua_prelude), so `K`, `P` and `keys_at` are in
+-- scope. Every script works on one shard, the one of KEYS[1] (`K`); only pop
+-- may also ack another shard (keys_at(KEYS[2])), and never on a Redis Cluster.
 --
 -- Job layout: a queued job lives in K.fresh_lex_zset (retry_count -1) or in
 -- K.retry_lex_zset (retry_count >= 0, with K.retry_count_zset), as member
--- `id \0 blob`, and in K.perform_in_zset(shard); its last error, if any, in
+-- `id \0 blob`, and in K.perform_in_zset; its last error, if any, in
 -- K.errors_hash (a dead job queued up again is fresh and keeps its error).
 -- A blob is repeated struct('>dI4') score, length, then payload bytes,
 -- ascending by score; an empty blob marks a hot id (see payloads_add).
@@ -162,8 +164,8 @@ local function find_queued(id)
 end
 
 -- without_error: the caller knows the job has no error (skips an HDEL).
-local function remove_queued(id, shard, member, is_retry, without_error)
-  redis.call('zrem', K.perform_in_zset(shard), id)
+local function remove_queued(id, member, is_retry, without_error)
+  redis.call('zrem', K.perform_in_zset, id)
   if not without_error then redis.call('hdel', K.errors_hash, id) end
   if is_retry then
     redis.call('zrem', K.retry_lex_zset, member)
@@ -173,32 +175,32 @@ local function remove_queued(id, shard, member, is_retry, without_error)
   end
 end
 
-local woken = {}
--- Tell the thread serving `shard` that due work arrived, or that its next job
--- is now earlier than it thought (at most one element).
-local function wake(shard)
-  if woken[shard] then return end
-  woken[shard] = true
-  local list = K.wake_list(shard)
+local woken = false
+-- Tell the thread serving the shard that due work arrived, or that its next
+-- job is now earlier than it thought (at most one element).
+local function wake()
+  if woken then return end
+  woken = true
+  local list = K.wake_list
   if redis.call('llen', list) == 0 then redis.call('rpush', list, '1') end
 end
 
 -- Wake the shard's thread when jobs about to be scheduled at `perform_in` are
 -- due, or earlier than every job the shard holds: an idle thread blocks until
 -- the earliest perform_in it knows of, so it must learn of an earlier one.
--- Call before writing them to K.perform_in_zset(shard).
-local function wake_if_sooner(shard, perform_in, now)
-  if woken[shard] then return end
+-- Call before writing them to K.perform_in_zset.
+local function wake_if_sooner(perform_in, now)
+  if woken then return end
   local at = tonumber(perform_in)
   if at > tonumber(now) then
-    local head = redis.call('zrange', K.perform_in_zset(shard), 0, 0, 'withscores')[2]
+    local head = redis.call('zrange', K.perform_in_zset, 0, 0, 'withscores')[2]
     if head and tonumber(head) <= at then return end
   end
-  wake(shard)
+  wake()
 end
 
 -- perform_in is a string (exact); error is a string or nil.
-local function write_queued(id, shard, blob, perform_in, retry_count, error, now)
+local function write_queued(id, blob, perform_in, retry_count, error, now)
   if retry_count < 0 then
     redis.call('zadd', K.fresh_lex_zset, 0, id .. '\0' .. blob)
   else
@@ -206,16 +208,15 @@ local function write_queued(id, shard, blob, perform_in, retry_count, error, now
     redis.call('zadd', K.retry_count_zset, retry_count, id)
   end
   if error then redis.call('hset', K.errors_hash, id, error) end
-  wake_if_sooner(shard, perform_in, now)
-  redis.call('zadd', K.perform_in_zset(shard), perform_in, id)
+  wake_if_sooner(perform_in, now)
+  redis.call('zadd', K.perform_in_zset, perform_in, id)
 end
 
 -- Merge a job into the queue.  keep_schedule: the queued job (if any) keeps
 -- its perform_in, retry_count and error (SPEC rule 2); otherwise the incoming
 -- values win (rules 3 and 4).  Payloads always merge as a union; they are
 -- `blob`, or when blob is '' the sorted set `src_key`.
-local function queue_merge(id, shard, blob, perform_in, retry_count, error, keep_schedule, now,
-                           src_key)
+local function queue_merge(id, blob, perform_in, retry_count, error, keep_schedule, now, src_key)
   local member, is_retry = find_queued(id)
   local queued = member and blob_of(member, id)
   local merged = payloads_move(blob, src_key, queued, K.payloads_zset(id))
@@ -228,9 +229,9 @@ local function queue_merge(id, shard, blob, perform_in, retry_count, error, keep
       end
       return
     end
-    remove_queued(id, shard, member, is_retry)
+    remove_queued(id, member, is_retry)
   end
-  write_queued(id, shard, merged, perform_in, retry_count, error, now)
+  write_queued(id, merged, perform_in, retry_count, error, now)
 end
 
 -- Merge payloads (`blob`, or '' = the sorted set `src_key`) into the morgue
@@ -287,36 +288,38 @@ local function processing_unpack(value)
   return string.format('%.17g', perform_in), retry_count, error, string.sub(value, pos)
 end
 
--- Clear a shard's processing area as done; returns how many jobs it held.
-local function ack_processing(shard)
-  local processing = K.processing_hash(shard)
+-- Clear the processing area of the shard whose keys are `keys` (K, or
+-- keys_at(another prefix)) as done; returns how many jobs it held.
+local function ack_processing(keys)
+  local processing = keys.processing_hash
   local count = redis.call('hlen', processing)
   if count > 0 then
     redis.call('del', processing)
-    redis.call('incrby', K.processed_counter, count)
+    redis.call('incrby', keys.processed_counter, count)
   end
   return count
 end
 
--- Whether `token` (`epoch owner`) is the current lease on `shard`: only the
--- holder of the current lease may pop, ack, fail or restore the shard.
-local function lease_held(shard, token)
-  return redis.call('get', K.lease(shard)) == token
+-- Whether `token` (`epoch owner`) is the current lease on the shard whose keys
+-- are `keys`: only the holder of the current lease may pop, ack, fail or
+-- restore the shard.
+local function lease_held(keys, token)
+  return redis.call('get', keys.lease) == token
 end
 
 -- The error reply of a script called with a stale lease; nothing was changed.
-local function fenced(shard)
-  return redis.error_reply('FENCED ' .. P .. shard .. ': the lease is not held')
+local function fenced()
+  return redis.error_reply('FENCED ' .. P .. ': the lease is not held')
 end
 
--- Put a shard's processing area back into the queue, the processing copy's
+-- Put the shard's processing area back into the queue, the processing copy's
 -- perform_in, retry_count and error winning (SPEC §3 rule 3); returns its size.
-local function restore_processing(shard, now)
-  local processing = K.processing_hash(shard)
+local function restore_processing(now)
+  local processing = K.processing_hash
   local entries = redis.call('hgetall', processing)
   for i = 1, #entries, 2 do
     local perform_in, retry_count, error, blob = processing_unpack(entries[i + 1])
-    queue_merge(entries[i], shard, blob, perform_in, retry_count, error, false, now)
+    queue_merge(entries[i], blob, perform_in, retry_count, error, false, now)
   end
   redis.call('del', processing)
   return #entries / 2

@@ -1,14 +1,14 @@
 -- delete_failed: delete queued jobs with retry_count >= 0.
--- KEYS[1]  queue prefix
--- ARGV[1+2i..2+2i]  id, shard
+-- KEYS[1]  the shard's prefix
+-- ARGV     ids (of this shard)
 -- Writes: queue keys (with payloads_zset(id) of hot ids)
 -- Returns: the number of jobs deleted
 local deleted = 0
-for i = 1, #ARGV, 2 do
+for i = 1, #ARGV do
   local id = ARGV[i]
   local member = find_member(K.retry_lex_zset, id)
   if member then
-    remove_queued(id, ARGV[i + 1], member, true)
+    remove_queued(id, member, true)
     payloads_drop(blob_of(member, id), K.payloads_zset(id))
     deleted = deleted + 1
   end

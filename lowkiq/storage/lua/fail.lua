@@ -1,21 +1,20 @@
 -- fail: the shard's batch raised; retry each job or move it to the morgue (SPEC §4).
--- KEYS[1]  queue prefix
--- ARGV[1]  shard
--- ARGV[2]  lease token of the shard
--- ARGV[3]  now
--- ARGV[4]  error (already serialized)
--- ARGV[5]  max_retry_count
--- ARGV[6+2i..7+2i]  id, perform_in of its retry (now + retry_in(retry_count + 1))
--- Writes: processing_hash(shard), queue keys, morgue keys (with the per-id
---   payload sets of hot ids), failed_counter
+-- KEYS[1]  the shard's prefix
+-- ARGV[1]  lease token of the shard
+-- ARGV[2]  now
+-- ARGV[3]  error (already serialized)
+-- ARGV[4]  max_retry_count
+-- ARGV[5+2i..6+2i]  id, perform_in of its retry (now + retry_in(retry_count + 1))
+-- Writes: processing_hash, queue keys, morgue keys (with the per-id payload
+--   sets of hot ids), failed_counter
 -- Returns: flat list id, blob of the payload each job sent to the morgue;
 --   error FENCED when the lease is not held
-local shard, token, now, error = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local max_retry_count = tonumber(ARGV[5])
-if not lease_held(shard, token) then return fenced(shard) end
-local processing = K.processing_hash(shard)
+local token, now, error = ARGV[1], ARGV[2], ARGV[3]
+local max_retry_count = tonumber(ARGV[4])
+if not lease_held(K, token) then return fenced() end
+local processing = K.processing_hash
 local dead = {}
-for i = 6, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   local id, retry_at = ARGV[i], ARGV[i + 1]
   local value = redis.call('hget', processing, id)
   if value then
@@ -26,9 +25,9 @@ for i = 6, #ARGV, 2 do
       morgue_merge(id, first, error, now)
       dead[#dead + 1] = id
       dead[#dead + 1] = first
-      if rest ~= '' then queue_merge(id, shard, rest, now, -1, nil, false, now) end
+      if rest ~= '' then queue_merge(id, rest, now, -1, nil, false, now) end
     else
-      queue_merge(id, shard, blob, retry_at, retry_count, error, false, now)
+      queue_merge(id, blob, retry_at, retry_count, error, false, now)
     end
   end
 end

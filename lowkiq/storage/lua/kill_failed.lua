@@ -1,18 +1,18 @@
 -- kill_failed: move queued jobs with retry_count >= 0, whole, to the morgue.
--- KEYS[1]  queue prefix
+-- KEYS[1]  the shard's prefix
 -- ARGV[1]  now
--- ARGV[2+2i..3+2i]  id, shard
+-- ARGV[2..]  ids (of this shard)
 -- Writes: queue keys, morgue keys (a hot id's payloads_zset(id) becomes its
 --   morgue_payloads_zset(id))
 -- Returns: the number of jobs killed
 local now = ARGV[1]
 local killed = 0
-for i = 2, #ARGV, 2 do
+for i = 2, #ARGV do
   local id = ARGV[i]
   local member = find_member(K.retry_lex_zset, id)
   if member then
     local error = redis.call('hget', K.errors_hash, id) or nil
-    remove_queued(id, ARGV[i + 1], member, true)
+    remove_queued(id, member, true)
     morgue_merge(id, blob_of(member, id), error, now, K.payloads_zset(id))
     killed = killed + 1
   end

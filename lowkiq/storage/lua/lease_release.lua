@@ -1,14 +1,9 @@
--- lease_release: give up leases (a process stopping, or a shard moving away),
--- so another process can take the shards at once instead of after the TTL.
--- KEYS[1]  queue prefix
--- ARGV[1+2i..2+2i]  shard, lease token
--- Writes: lease(shard) of each still held by that token (deleted)
--- Returns: how many leases were released
-local released = 0
-for i = 1, #ARGV, 2 do
-  if lease_held(ARGV[i], ARGV[i + 1]) then
-    redis.call('del', K.lease(ARGV[i]))
-    released = released + 1
-  end
-end
-return released
+-- lease_release: give up a lease (a process stopping, or a shard moving away),
+-- so another process can take the shard at once instead of after the TTL.
+-- KEYS[1]  the shard's prefix
+-- ARGV[1]  lease token
+-- Writes: lease, when still held by that token (deleted)
+-- Returns: 1 when the lease was released, 0 when it was no longer held
+if not lease_held(K, ARGV[1]) then return 0 end
+redis.call('del', K.lease)
+return 1

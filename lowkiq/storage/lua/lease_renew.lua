@@ -1,17 +1,9 @@
--- lease_renew: extend the leases a process holds on shards of one queue.
--- KEYS[1]  queue prefix
+-- lease_renew: extend a process's lease on a shard.
+-- KEYS[1]  the shard's prefix
 -- ARGV[1]  lease TTL, milliseconds
--- ARGV[2+2i..3+2i]  shard, lease token
--- Writes: lease(shard) of each (expiry only)
--- Returns: per shard, 1 when renewed, 0 when that lease is no longer held
-local ttl = ARGV[1]
-local renewed = {}
-for i = 2, #ARGV, 2 do
-  if lease_held(ARGV[i], ARGV[i + 1]) then
-    redis.call('pexpire', K.lease(ARGV[i]), ttl)
-    renewed[#renewed + 1] = 1
-  else
-    renewed[#renewed + 1] = 0
-  end
-end
-return renewed
+-- ARGV[2]  lease token
+-- Writes: lease (expiry only)
+-- Returns: 1 when renewed, 0 when that lease is no longer held
+if not lease_held(K, ARGV[2]) then return 0 end
+redis.call('pexpire', K.lease, ARGV[1])
+return 1

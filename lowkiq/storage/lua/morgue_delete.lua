@@ -1,6 +1,6 @@
 -- morgue_delete: delete dead jobs.
--- KEYS[1]  queue prefix
--- ARGV     ids
+-- KEYS[1]  the shard's prefix
+-- ARGV     ids (of this shard)
 -- Writes: morgue_lex_zset, morgue_updated_at_zset, morgue_errors_hash,
 --   morgue_payloads_zset(id) of hot ids
 -- Returns: the number of jobs deleted

@@ -1,19 +1,19 @@
 -- morgue_queue_up: move dead jobs back to the queue with perform_in = now and
 -- retry_count = -1, also when a job of that id is queued (SPEC §3 rule 4); the
 -- dead job's error stays as the queued job's last error.
--- KEYS[1]  queue prefix
+-- KEYS[1]  the shard's prefix
 -- ARGV[1]  now
--- ARGV[2+2i..3+2i]  id, shard
+-- ARGV[2..]  ids (of this shard)
 -- Writes: morgue keys, queue keys (a hot id's morgue_payloads_zset(id) becomes
 --   its payloads_zset(id))
 -- Returns: the number of jobs moved
 local now = ARGV[1]
 local moved = 0
-for i = 2, #ARGV, 2 do
+for i = 2, #ARGV do
   local id = ARGV[i]
   local blob, error = morgue_remove(id)
   if blob then
-    queue_merge(id, ARGV[i + 1], blob, now, -1, error, false, now, K.morgue_payloads_zset(id))
+    queue_merge(id, blob, now, -1, error, false, now, K.morgue_payloads_zset(id))
     moved = moved + 1
   end
 end

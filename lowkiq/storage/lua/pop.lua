@@ -1,15 +1,15 @@
 -- pop: move up to `limit` due jobs of one shard into its processing area.
--- KEYS[1]  queue prefix
--- ARGV[1]  shard
--- ARGV[2]  lease token of the shard
--- ARGV[3]  now
--- ARGV[4]  limit (batch size)
--- ARGV[5]  a shard of this queue whose finished batch to ack first, or "" (so a
---          thread acks its last batch and pops the next in one round trip)
--- ARGV[6]  lease token of that shard
--- Reads/writes: lease(shard and ARGV[5]), perform_in_zset(shard), fresh/retry
---   lex zsets, retry_count_zset, errors_hash, payloads_zset(id) of hot ids,
---   processing_hash(shard and ARGV[5]), processed_counter
+-- KEYS[1]  the shard's prefix
+-- KEYS[2]  optional: the prefix of a shard whose finished batch to ack first
+--          (so a thread acks its last batch and pops the next in one round
+--          trip); on a Redis Cluster only the shard itself (one slot)
+-- ARGV[1]  lease token of the shard
+-- ARGV[2]  now
+-- ARGV[3]  limit (batch size)
+-- ARGV[4]  lease token of the KEYS[2] shard
+-- Reads/writes: lease (of both shards), perform_in_zset, fresh/retry lex
+--   zsets, retry_count_zset, errors_hash, payloads_zset(id) of hot ids,
+--   processing_hash (of both shards), processed_counter (of the acked shard)
 -- Returns: a flat list: the ack's result (jobs acked; -1 when its lease is not
 --   held, so nothing was acked; -2 when no ack was asked), the pop's status
 --   (1 popped; 0 the processing area is still occupied by a batch not yet
@@ -17,22 +17,24 @@
 --   retry_count, perform_in, blob of each popped job, earliest perform_in first.
 --   Hot ids give at most BATCH_PAYLOADS payloads to a batch, smallest scores
 --   first; the rest stay queued and due.
-local shard, token, now, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local ack_shard = ARGV[5]
+local token, now, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local ack_prefix = KEYS[2]
 local acked = -2
 local held = nil
-if ack_shard ~= '' then
+local same = ack_prefix == P
+if ack_prefix then
   acked = -1
-  if lease_held(ack_shard, ARGV[6]) then
-    acked = ack_processing(ack_shard)
+  local A = same and K or keys_at(ack_prefix)
+  if lease_held(A, ARGV[4]) then
+    acked = ack_processing(A)
     -- A thread usually acks the shard it pops: its lease was just checked.
-    if ack_shard == shard and ARGV[6] == token then held = true end
+    if same and ARGV[4] == token then held = true end
   end
 end
-if not held and not lease_held(shard, token) then return {acked, -1} end
-local processing = K.processing_hash(shard)
-if ack_shard ~= shard and redis.call('exists', processing) == 1 then return {acked, 0} end
-local due = redis.call('zrangebyscore', K.perform_in_zset(shard), '-inf', now,
+if not held and not lease_held(K, token) then return {acked, -1} end
+local processing = K.processing_hash
+if not same and redis.call('exists', processing) == 1 then return {acked, 0} end
+local due = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now,
   'withscores', 'limit', 0, limit)
 local out = {acked, 1}
 local budget = BATCH_PAYLOADS
@@ -53,10 +55,10 @@ for i = 1, #due, 2 do
       blob, taken = zset_take(payloads_zset, budget)
       budget = budget - taken
       if redis.call('exists', payloads_zset) == 0 then
-        remove_queued(id, shard, member, is_retry, error == nil)
+        remove_queued(id, member, is_retry, error == nil)
       end
     else
-      remove_queued(id, shard, member, is_retry, error == nil)
+      remove_queued(id, member, is_retry, error == nil)
     end
     redis.call('hset', processing, id, processing_pack(perform_in, retry_count, error, blob))
     out[#out + 1] = id
@@ -64,7 +66,7 @@ for i = 1, #due, 2 do
     out[#out + 1] = perform_in
     out[#out + 1] = blob
   else
-    redis.call('zrem', K.perform_in_zset(shard), id)
+    redis.call('zrem', K.perform_in_zset, id)
   end
 end
 return out

@@ -1,20 +1,19 @@
--- push: enqueue jobs, merging onto queued jobs of the same id (SPEC §3 rule 2).
--- KEYS[1]  queue prefix `lowkiq:{name}:` (every key is derived from it)
+-- push: enqueue jobs of one shard, merging onto queued jobs of the same id
+-- (SPEC §3 rule 2).
+-- KEYS[1]  the shard's prefix `lowkiq:{name:shard}:` (every key is derived from it)
 -- ARGV[1]  now (unix seconds)
--- ARGV[2..]  groups of jobs sharing a shard and a perform_in:
---            shard, perform_in, count, then `count` members `id \0 blob`
---            (ids are unique within one call)
+-- ARGV[2..]  groups of jobs sharing a perform_in: perform_in, count, then
+--            `count` members `id \0 blob` (ids are unique within one call)
 -- Writes: fresh_lex_zset, retry_lex_zset, payloads_zset(id) of hot ids,
---   perform_in_zset(shard), wake_list(shard)
+--   perform_in_zset, wake_list
 -- Returns: the number of jobs given
 local now = ARGV[1]
 local CHUNK = 1000
 local total = 0
 local i = 2
 while i <= #ARGV do
-  local shard, perform_in, count = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-  local perform_in_zset = K.perform_in_zset(shard)
-  local first = i + 3
+  local perform_in, count = ARGV[i], tonumber(ARGV[i + 1])
+  local first = i + 2
   for chunk_start = first, first + count - 1, CHUNK do
     local chunk_end = math.min(chunk_start + CHUNK - 1, first + count - 1)
     local ids = {}
@@ -22,12 +21,12 @@ while i <= #ARGV do
       local member = ARGV[j]
       ids[#ids + 1] = string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
     end
-    local known = redis.call('zmscore', perform_in_zset, unpack(ids))
+    local known = redis.call('zmscore', K.perform_in_zset, unpack(ids))
     local lex_args, schedule_args = {}, {}
     for n, id in ipairs(ids) do
       local member = ARGV[chunk_start + n - 1]
       if known[n] then
-        queue_merge(id, shard, blob_of(member, id), perform_in, -1, nil, true, now)
+        queue_merge(id, blob_of(member, id), perform_in, -1, nil, true, now)
       else
         lex_args[#lex_args + 1] = 0
         lex_args[#lex_args + 1] = member
@@ -36,9 +35,9 @@ while i <= #ARGV do
       end
     end
     if #lex_args > 0 then
-      wake_if_sooner(shard, perform_in, now)
+      wake_if_sooner(perform_in, now)
       redis.call('zadd', K.fresh_lex_zset, unpack(lex_args))
-      redis.call('zadd', perform_in_zset, unpack(schedule_args))
+      redis.call('zadd', K.perform_in_zset, unpack(schedule_args))
     end
   end
   total = total + count

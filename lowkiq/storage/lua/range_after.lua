@@ -2,8 +2,8 @@
 -- through ties: asc gives members with score == cursor and id > after_id, then
 -- scores beyond; desc gives score == cursor and id < after_id, then below.
 -- Ids compare by bytes, as Redis orders equal-score members.
--- KEYS[1]  queue prefix (routing only)
--- KEYS[2]  the sorted set (a key of the same queue)
+-- KEYS[1]  the shard's prefix (routing only)
+-- KEYS[2]  the sorted set (a key of the same shard)
 -- ARGV[1]  cursor score
 -- ARGV[2]  after_id
 -- ARGV[3]  far bound as a ZCOUNT max: asc, the range's max; desc, the
