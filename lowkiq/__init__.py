@@ -25,6 +25,9 @@ from lowkiq.storage.actions import Actions
 from lowkiq.storage.metrics import Overview, QueueMetrics
 from lowkiq.storage.metrics import overview as metrics_overview
 from lowkiq.storage.queries import Job, Queries
+from lowkiq.telemetry import history as _history
+from lowkiq.telemetry.counts import Counts
+from lowkiq.telemetry.history import History, Span
 from lowkiq.version import __version__
 from lowkiq.worker import Worker
 
@@ -37,6 +40,16 @@ def overview(config: Settings = settings) -> Overview:
     )
 
 
+def history(
+    minutes: int = 60, workers: list[str] | None = None, config: Settings = settings
+) -> dict[str, History]:
+    """The stored metrics of the last ``minutes`` minutes (at most 72 hours) of each
+    worker of ``config`` (or of those named in ``workers``), by worker name."""
+    client = config.client()
+    chosen = [w for w in config.workers if workers is None or w.__name__ in workers]
+    return _history.read(client, {w.__name__: w.queue_name for w in chosen}, minutes)
+
+
 def stats() -> dict[str, Any]:
     """The ``/api/v1/stats`` document over ``settings.workers``: ``length``,
     ``morgue_length`` and ``lag`` in total (lag: the largest) and by worker."""
@@ -46,6 +59,8 @@ def stats() -> dict[str, Any]:
 __all__ = [
     "Actions",
     "ConfigurationError",
+    "Counts",
+    "History",
     "InvalidJob",
     "InvalidQuery",
     "Job",
@@ -57,6 +72,7 @@ __all__ = [
     "QueueMetrics",
     "QueueOwners",
     "RedisUnavailable",
+    "Span",
     "Undecodable",
     "Worker",
     "__version__",
@@ -65,6 +81,7 @@ __all__ = [
     "build_lag_scheduler",
     "build_seq_scheduler",
     "command_process",
+    "history",
     "overview",
     "processes",
     "settings",

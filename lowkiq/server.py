@@ -37,6 +37,7 @@ from lowkiq.ownership.membership import Membership, new_process_id
 from lowkiq.settings import Settings, pooled_client, settings
 from lowkiq.shard_handler import DeferredAck, ShardHandler
 from lowkiq.splitters import build_default_splitter, with_threads
+from lowkiq.telemetry.recorder import Recorder
 from lowkiq.version import __version__
 from lowkiq.worker import Worker
 
@@ -87,6 +88,8 @@ class Server:
         self.process_id = ""
         self.coordinator: Coordinator | None = None
         self.coordinator_thread: threading.Thread | None = None
+        # Made by build(): the metrics history's per-process counts and flush thread.
+        self.recorder: Recorder | None = None
 
     # -- set-up ------------------------------------------------------------
 
@@ -142,9 +145,11 @@ class Server:
                 config.server_middlewares,
                 config.format_error,
                 on_lost=coordinator.lost,
+                recorder=recorder.for_queue(queue_name, lane),
             )
 
         client = pooled_client(config.redis(), 4, config.pool_timeout)
+        recorder = self.recorder = Recorder(client, workers)
         self.process_id = new_process_id()
         assignable = [] if plan.static is not None else sorted(workers)
         coordinator = Coordinator(
@@ -223,6 +228,8 @@ class Server:
         for thread in self.threads:
             thread.start()
         self.coordinator_thread.start()
+        if self.recorder is not None:
+            self.recorder.start()
 
     def _run_coordinator(self, coordinator: Coordinator) -> None:
         failures = 0
@@ -373,6 +380,8 @@ class Server:
                 coordinator.leave()
             except redis.RedisError as exc:
                 log.warning("could not deregister (%s); this process ages out of the list", exc)
+        if self.recorder is not None:
+            self.recorder.stop()
         waker.close()
         for lane in self.lanes:
             lane.client.close()

@@ -19,6 +19,7 @@ batch is never dropped, at worst performed twice (at-least-once).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ import redis
 from lowkiq.errors import LeaseLost
 from lowkiq.middleware import Batch, ServerMiddleware, chain
 from lowkiq.storage.queue import ACK_FENCED, PoppedJob, Queue
+from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder
 from lowkiq.worker import Worker
 
 log = logging.getLogger("lowkiq.shard_handler")
@@ -87,6 +89,7 @@ class ShardHandler:
         middlewares: Sequence[ServerMiddleware] = (),
         format_error: Callable[[BaseException], str] = str,
         on_lost: Callable[[ShardHandler], None] | None = None,
+        recorder: BatchRecorder = NO_RECORDER,
     ) -> None:
         self.worker = worker
         self.shard = shard
@@ -96,6 +99,8 @@ class ShardHandler:
         self.middlewares = middlewares
         self.format_error = format_error
         self.on_lost = on_lost
+        # Counts every performed batch for the metrics history.
+        self.recorder = recorder
         # A Redis call was interrupted: the processing area's state is unknown.
         self.unsure = False
         # Redis refused the lease token: this handler must not be used again.
@@ -162,13 +167,16 @@ class ShardHandler:
             if self.lost or not batch:
                 return True
         self.busy = True
+        started = time.time()
         try:
             run_perform(self.worker, {job.id: job.payloads for job in batch}, self.middlewares)
         except Exception as exc:
             self.busy = False
+            self.recorder.performed(batch, started, True)
             self._fail(batch, exc)
             return True
         self.busy = False
+        self.recorder.performed(batch, started, False)
         self.deferred.holder = self
         return True
 

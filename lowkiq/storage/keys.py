@@ -35,6 +35,22 @@ S epoch                       str    counter, +1 on every acquisition of the sha
 An id's shard is ``crc32(id) % shards_count``; every key of an id is in the
 shard of that id.
 
+Metrics history of a queue (:mod:`lowkiq.telemetry`; one hash tag per queue,
+``T`` = ``lowkiq:{name:metrics}:``, so a queue's metrics are one slot apart from its shards):
+
+========================  =====  ==========================================
+key                       type   content
+========================  =====  ==========================================
+T minute:<m>              hash   what the workers did in minute m (unix time // 60); kept 72 h
+T totals                  hash   the same fields, summed since the queue's first perform
+========================  =====  ==========================================
+
+Their fields (:data:`lowkiq.telemetry.counts.FIELDS`): ``n`` performs, ``f``
+failed performs, ``j`` jobs, ``fj`` jobs of failed performs, ``p`` payloads,
+``t`` perform time (µs), ``w`` queue wait (µs, summed over jobs), ``d0``…
+perform-time and ``w0``… queue-wait histogram buckets; a field that would be 0
+is absent.
+
 Ownership (one hash tag for the whole installation, ``M`` = ``lowkiq:{lowkiq}:``):
 
 ========================  =====  ==========================================
@@ -166,6 +182,20 @@ class QueueKeys:
     def epoch_counter(self, shard: int) -> str:
         """How many times the shard's lease was acquired; never expires."""
         return self._key("epoch_counter", shard)
+
+    @property
+    def metrics_prefix(self) -> str:
+        """``lowkiq:{queue_name:metrics}:``; passed to the metrics history script as ``KEYS[1]``."""
+        return f"{NAMESPACE}:{{{self.queue_name}:metrics}}:"
+
+    def minute_hash(self, minute: int) -> str:
+        """What the queue's workers did in one minute (``unix time // 60``); kept 72 h."""
+        return f"{self.metrics_prefix}minute:{minute}"
+
+    @property
+    def totals_hash(self) -> str:
+        """The fields of :meth:`minute_hash` summed over all time (Prometheus's counters)."""
+        return f"{self.metrics_prefix}totals"
 
 
 OWNERSHIP_PREFIX = f"{NAMESPACE}:{{{NAMESPACE}}}:"

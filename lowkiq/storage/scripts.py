@@ -112,6 +112,7 @@ class Scripts:
     membership_command: Script
     membership_list: Script
     membership_nudge: Script
+    history_add: Script
 
 
 #: One script call: the script, its keys, its arguments.

@@ -1,0 +1,12 @@
+"""Telemetry: what workers did, kept in Redis, and its Prometheus export.
+
+* :mod:`~lowkiq.telemetry.counts` — the counts of one worker over some span
+  (performs, failures, jobs, payloads, perform time and queue wait with their
+  histograms) and the quantiles read from them;
+* :mod:`~lowkiq.telemetry.recorder` — per-process aggregation on the hot path
+  and the flush thread that adds it to Redis every few seconds;
+* :mod:`~lowkiq.telemetry.store` — the per-minute history in Redis (72 hours)
+  and its all-time totals: one round trip to write, one to read;
+* :mod:`~lowkiq.telemetry.history` — a worker's history over a window, for the
+  dashboard.
+"""

@@ -1,0 +1,164 @@
+"""The metrics history: counted per batch in the process, flushed to Redis in one round trip,
+read back by minute, kept across process restarts, expiring after 72 hours."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import redis
+
+import lowkiq
+from lowkiq.server import Server
+from lowkiq.storage.keys import QueueKeys
+from lowkiq.storage.queue import PoppedJob
+from lowkiq.telemetry import store
+from lowkiq.telemetry.counts import bucket
+from lowkiq.telemetry.history import read
+from lowkiq.telemetry.recorder import Recorder, WorkerTally
+from tests.apps.runner import eventually
+
+T0 = 1_800_000_000.0  # a minute boundary: 30,000,000 minutes
+MINUTE = int(T0 // 60)
+
+
+class Clock:
+    """A settable clock for the tallies."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def job(job_id: str, payloads: int, perform_in: float) -> PoppedJob:
+    return PoppedJob(job_id, -1, [{"n": n} for n in range(payloads)], perform_in)
+
+
+def test_a_tally_counts_batches_jobs_payloads_time_and_wait_by_minute():
+    clock = Clock(T0 + 10.2)
+    tally = WorkerTally(clock)
+    tally.performed([job("a", 3, T0 + 5), job("b", 1, T0 + 10)], started=T0 + 10, failed=False)
+    clock.now = T0 + 61
+    tally.performed([job("c", 1, T0 + 50)], started=T0 + 60.99, failed=True)
+    minutes = tally.unwritten()
+    assert sorted(minutes) == [MINUTE, MINUTE + 1]
+    first = lowkiq.Counts(tuple(minutes[MINUTE]))
+    assert (first.performs, first.failures, first.jobs, first.payloads) == (1, 0, 2, 4)
+    assert first.duration_seconds == pytest.approx(0.2, abs=1e-5)
+    assert first.duration_buckets[bucket(0.2)] == 1
+    # a waited 5 s; b was started the moment it was due
+    assert first.wait_seconds == pytest.approx(5.0)
+    assert first.wait_buckets[bucket(5.0)] == 1 and first.wait_buckets[0] == 1
+    second = lowkiq.Counts(tuple(minutes[MINUTE + 1]))
+    assert (second.performs, second.failures, second.jobs, second.failed_jobs) == (1, 1, 1, 1)
+    # Once written, only what is counted afterwards is unwritten.
+    tally.written(minutes, clock.now)
+    assert tally.unwritten() == {}
+    tally.performed([job("d", 2, T0 + 60)], started=T0 + 60.5, failed=False)
+    later = tally.unwritten()
+    assert list(later) == [MINUTE + 1] and later[MINUTE + 1][:5] == [1, 0, 1, 0, 2]
+    # Minutes long past are forgotten once a flush found nothing new in them.
+    tally.written(later, T0 + 60 * 5)
+    assert tally.unwritten() == {} and len(tally._minutes) == 1
+    tally.written({}, T0 + 60 * 5)
+    assert len(tally._minutes) == 0
+
+
+def test_a_flush_adds_every_worker_and_minute_to_redis(redis_client: redis.Redis):
+    clock = Clock(T0 + 1)
+    recorder = Recorder(redis_client, ["Orders", "Mail"], clock=clock)
+    for thread in range(3):  # each processing thread counts in a tally of its own
+        recorder.for_queue("Orders", thread).performed([job("a", 2, T0)], T0 + 0.5, False)
+    recorder.for_queue("Mail").performed([job("m", 1, T0)], T0 + 0.5, True)
+    clock.now = T0 + 70
+    recorder.for_queue("Orders", 1).performed([job("b", 1, T0)], T0 + 69, False)
+    assert recorder.flush() == 3  # Orders' two minutes and Mail's one
+    assert recorder.flush() == 0
+    recorder.for_queue("Orders", 2).performed([job("e", 1, T0)], T0 + 69.5, False)
+    assert recorder.flush() == 1  # only what grew
+    # A second process adds to the same minute.
+    other = Recorder(redis_client, ["Orders"], clock=Clock(T0 + 2))
+    other.for_queue("Orders").performed([job("c", 1, T0 + 1)], T0 + 1.5, False)
+    other.flush()
+    history = read(redis_client, {"OrderWorker": "Orders", "MailWorker": "Mail"}, 3, now=T0 + 70)
+    orders = history["OrderWorker"]
+    assert (orders.first, orders.last) == (MINUTE - 1, MINUTE + 1)
+    assert orders.minutes[MINUTE].performs == 4 and orders.minutes[MINUTE].payloads == 7
+    assert orders.minutes[MINUTE + 1].jobs == 2 and MINUTE - 1 not in orders.minutes
+    assert orders.total.performs == 6
+    assert history["MailWorker"].total.failed_jobs == 1
+    totals = store.read_totals(redis_client, ["Orders", "Mail"])
+    assert totals["Orders"].performs == 6 and totals["Mail"].failures == 1
+
+
+def test_a_minute_expires_72_hours_after_it_ends_and_the_totals_never(redis_client):
+    now = time.time()
+    recorder = Recorder(redis_client, ["Orders"], clock=Clock(now))
+    recorder.for_queue("Orders").performed([job("a", 1, now)], now, False)
+    recorder.flush()
+    keys = QueueKeys("Orders")
+    minute = int(now // 60)
+    ttl = redis_client.ttl(keys.minute_hash(minute))
+    expected = (minute + 1) * 60 + 72 * 3600 - now
+    assert expected - 2 <= ttl <= expected + 1
+    assert redis_client.ttl(keys.totals_hash) == -1
+    # Only non-zero fields are stored.
+    fields = redis_client.hgetall(keys.minute_hash(minute))
+    assert b"f" not in fields and b"fj" not in fields and all(int(v) for v in fields.values())
+
+
+def test_counts_that_could_not_be_written_are_written_by_the_next_flush(redis_client):
+    down = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    clock = Clock(T0 + 1)
+    recorder = Recorder(down, ["Orders"], clock=clock)
+    recorder.for_queue("Orders").performed([job("a", 1, T0)], T0, False)
+    with pytest.raises(redis.ConnectionError):
+        recorder.flush()
+    recorder.for_queue("Orders").performed([job("b", 1, T0)], T0, False)
+    recorder.client = redis_client
+    assert recorder.flush() == 1
+    stored = read(redis_client, {"W": "Orders"}, 1, now=T0 + 1)["W"]
+    assert stored.total.performs == 2
+
+
+def test_the_history_adds_up_across_server_restarts(redis_client: redis.Redis):
+    class Timed(lowkiq.Worker):
+        shards_count = 2
+        batch_size = 3
+        fail_ids: set[str] = set()
+
+        @classmethod
+        def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+            time.sleep(0.002)
+            if cls.fail_ids & set(payloads_by_id):
+                raise RuntimeError("boom")
+
+        @classmethod
+        def retry_in(cls, retry_count: int) -> float:
+            return 3600.0
+
+    lowkiq.settings.workers = [Timed]
+    lowkiq.settings.poll_interval = 0.05
+    lowkiq.settings.threads_per_node = 2
+    Timed.fail_ids = {"bad"}
+    for run in range(2):
+        Timed.perform_async([{"id": f"{run}-{n}", "payload": n} for n in range(10)])
+        Timed.perform_async([{"id": f"{run}-0", "payload": "again"}])
+        if run == 0:
+            Timed.perform_async([{"id": "bad"}])
+        server = Server(lowkiq.settings)
+        server.start()
+        expected = 10 * (run + 1)
+        eventually(lambda e=expected: Timed.metrics()["processed"] == e, timeout=10)
+        server.request_stop()
+        server.stop()  # the last counts are written on the way out
+    total = lowkiq.history(5)["Timed"].total
+    assert total.processed_jobs == 20 and total.failed_jobs == 1
+    assert total.payloads == 23 and total.payloads_merged == 2
+    assert total.failures == 1 and total.performs >= 8  # batches of up to 3
+    assert total.duration_seconds >= 0.002 * total.performs
+    assert sum(total.duration_buckets) == total.performs
+    assert sum(total.wait_buckets) == total.jobs
