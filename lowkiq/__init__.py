@@ -11,6 +11,7 @@ from typing import Any
 
 from lowkiq.errors import (
     ConfigurationError,
+    EnqueueIncomplete,
     InvalidJob,
     InvalidQuery,
     LowkiqError,
@@ -60,6 +61,7 @@ __all__ = [
     "Actions",
     "ConfigurationError",
     "Counts",
+    "EnqueueIncomplete",
     "History",
     "InvalidJob",
     "InvalidQuery",

@@ -15,6 +15,22 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+#: A client lowkiq works with: one server, or a Redis Cluster.
+Client = redis.Redis | redis.RedisCluster
+
+#: A URL scheme ending with this (``redis+cluster://``, ``rediss+cluster://``) names a
+#: node of a Redis Cluster: lowkiq then makes a ``redis.RedisCluster``.
+CLUSTER_SUFFIX = "+cluster"
+
+
+def client_from_url(url: str) -> Client:
+    """A client of ``url``: a ``redis.RedisCluster`` for ``redis+cluster://host:port``
+    (any one node; the client finds the others), else a ``redis.Redis``."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme.endswith(CLUSTER_SUFFIX):
+        return redis.RedisCluster.from_url(f"{scheme.removesuffix(CLUSTER_SUFFIX)}://{rest}")
+    return redis.Redis.from_url(url)
+
 
 class ThreadClient(redis.Redis):
     """A client that sends every command on one private connection, without retries.
@@ -61,8 +77,21 @@ class ThreadClient(redis.Redis):
         super().close()
 
 
-def describe_redis(client: redis.Redis) -> str:
-    """The server's URL without user name or password, for logs and the dashboard."""
+def is_cluster(client: object) -> bool:
+    """Whether ``client`` talks to a Redis Cluster (a ``redis.RedisCluster``)."""
+    return isinstance(client, redis.RedisCluster)
+
+
+def describe_redis(client: Client) -> str:
+    """The server's URL without user name or password, for logs and the dashboard (for a
+    cluster, one master's, with how many masters it has)."""
+    if isinstance(client, redis.RedisCluster):
+        cluster: Any = client  # parts of redis-py's cluster client are untyped
+        kwargs = cluster.get_connection_kwargs()
+        scheme = "rediss" if kwargs.get("connection_class") is redis.SSLConnection else "redis"
+        primaries = cluster.get_primaries()
+        first = min((node.host, node.port) for node in primaries)
+        return f"{scheme}{CLUSTER_SUFFIX}://{first[0]}:{first[1]} ({len(primaries)} masters)"
     pool = client.connection_pool
     kwargs = pool.connection_kwargs
     db = kwargs.get("db", 0)

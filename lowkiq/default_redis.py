@@ -1,6 +1,7 @@
 """Which Redis lowkiq talks to when the app leaves ``settings.redis`` at its default.
 
-1. ``REDIS_URL``, when set;
+1. ``REDIS_URL``, when set (``redis+cluster://host:port``: a node of a Redis
+   Cluster, see :func:`lowkiq.connection.client_from_url`);
 2. else, when asked for with ``LOWKIQ_EMBEDDED_REDIS=1`` (or the commands'
    ``--embedded-redis``), the project's embedded development server in
    ``./.lowkiq/`` (:mod:`lowkiq.embedded`, from the ``lowkiq[embedded]`` extra);
@@ -16,6 +17,7 @@ import os
 import redis
 from redis import Redis
 
+from lowkiq.connection import Client, client_from_url
 from lowkiq.embedded import project_server_url
 from lowkiq.errors import ConfigurationError, RedisUnavailable
 
@@ -51,9 +53,10 @@ def default_url() -> str:
     return LOCAL_URL
 
 
-def default_redis() -> Redis:
-    """The default ``settings.redis``: a client of :func:`default_url`."""
-    return Redis.from_url(default_url())
+def default_redis() -> Client:
+    """The default ``settings.redis``: a client of :func:`default_url` (a Redis Cluster
+    client when the URL's scheme is ``redis+cluster``)."""
+    return client_from_url(default_url())
 
 
 def development_redis() -> Redis:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import redis
 
+from lowkiq.connection import Client
 from lowkiq.errors import ConfigurationError
 
 log = logging.getLogger("lowkiq.embedded")
@@ -185,7 +186,9 @@ def project_server_url(directory: Path | str = PROJECT_DIR) -> str:
     return url
 
 
-def is_embedded(client: redis.Redis) -> bool:
+def is_embedded(client: Client) -> bool:
     """Whether ``client`` talks to an embedded development server this process uses."""
+    if isinstance(client, redis.RedisCluster):
+        return False
     path = client.connection_pool.connection_kwargs.get("path")
     return bool(path) and f"unix://{path}" in _in_use

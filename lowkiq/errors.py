@@ -31,6 +31,22 @@ class RedisUnavailable(LowkiqError, ConnectionError):
     """Redis could not be reached; the operation did not happen."""
 
 
+class EnqueueIncomplete(RedisUnavailable):
+    """A Redis Cluster master failed during ``perform_async``: some jobs are enqueued, the
+    others are not confirmed (they may or may not be).
+
+    Enqueueing the unconfirmed jobs again is safe: jobs of one id merge, and an
+    equal payload keeps its smallest score.
+    """
+
+    def __init__(self, message: str, enqueued: list[str], not_confirmed: list[str]) -> None:
+        super().__init__(message)
+        #: Ids of the jobs that are enqueued.
+        self.enqueued = enqueued
+        #: Ids of the jobs that may not be enqueued.
+        self.not_confirmed = not_confirmed
+
+
 class LeaseLost(LowkiqError):
     """The shard's lease is no longer held by this process: the call changed nothing.
 

@@ -71,6 +71,17 @@ def backoff(failures: int, poll_interval: float) -> float:
     return min(max(BACKOFF_CAP, poll_interval), doubled)
 
 
+def single_server(config: Settings) -> redis.Redis:
+    """A client of ``config``'s Redis for the processing threads, which need one server."""
+    client = config.redis()
+    if isinstance(client, redis.RedisCluster):
+        raise ConfigurationError(
+            "lowkiq worker cannot run against a Redis Cluster yet (enqueueing, the dashboard "
+            "and lowkiq.stats() can): point the worker at a single Redis server"
+        )
+    return client
+
+
 class Server:
     """Processes the queues of ``settings.workers`` with ``threads_per_node`` threads."""
 
@@ -125,7 +136,7 @@ class Server:
         workers = {worker.queue_name: worker for worker in config.workers}
         self.lanes = [
             Lane(
-                ThreadClient(config.redis()),
+                ThreadClient(single_server(config)),
                 [],
                 DeferredAck(),
                 config.poll_interval,
@@ -361,7 +372,7 @@ class Server:
         if coordinator is not None:
             coordinator.close()
         self.stop_event.set()
-        waker = ThreadClient(self.settings.redis())
+        waker = ThreadClient(single_server(self.settings))
         for lane in self.lanes:
             with contextlib.suppress(redis.RedisError):
                 lane.wake(waker)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 import redis
 from redis import Redis
 
+from lowkiq.connection import Client
 from lowkiq.default_redis import default_redis
 from lowkiq.environment import env_int
 from lowkiq.errors import ConfigurationError
@@ -101,10 +102,10 @@ class SharedClient:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._client: Redis | None = None
+        self._client: Client | None = None
         self._pid: int | None = None
 
-    def get(self, make: Callable[[], Redis]) -> Redis:
+    def get(self, make: Callable[[], Client]) -> Client:
         """The client, made with ``make`` on first use in this process."""
         pid = os.getpid()
         with self._lock:
@@ -133,9 +134,10 @@ class Settings:
 
     #: The worker classes whose queues this process serves and shows.
     workers: list[type[Worker]] = setting(factory=list, check=worker_classes)
-    #: Zero-argument factory of a redis.Redis client: REDIS_URL, else redis://localhost:6379/0
+    #: Zero-argument factory of a client (redis.Redis, or redis.RedisCluster): REDIS_URL, else
+    #: redis://localhost:6379/0
     #: (LOWKIQ_EMBEDDED_REDIS=1: the embedded development server; see lowkiq.default_redis).
-    redis: Callable[[], Redis] = setting(default_redis, check=a_callable)
+    redis: Callable[[], Client] = setting(default_redis, check=a_callable)
     #: Seconds a thread waits when it found nothing or hit an error.
     poll_interval: float = setting(1.0, check=positive_number)
     #: Seconds a shard's lease (and a process's membership) lasts unless renewed;
@@ -200,7 +202,7 @@ class Settings:
         """The payload and error serializers, bundled for storage code."""
         return Codec(self.dump_payload, self.load_payload, self.dump_error, self.load_error)
 
-    def client(self) -> Redis:
+    def client(self) -> Client:
         """The process's shared client for perform_async and the dashboard.
 
         Made lazily, once per process (a forked child makes its own), with a
@@ -222,7 +224,7 @@ _FIELDS = {declared.name: declared for declared in fields(Settings) if "check" i
 _CHECKS: dict[str, Check] = {name: declared.metadata["check"] for name, declared in _FIELDS.items()}
 
 
-def pooled_client(template: Redis, size: int, timeout: float) -> Redis:
+def pooled_client(template: Client, size: int, timeout: float) -> Client:
     """A client with the connection settings of ``template`` and a blocking pool of ``size``."""
     pool = getattr(template, "connection_pool", None)
     if pool is None or not hasattr(pool, "connection_kwargs"):

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import redis
 
+from lowkiq.connection import Client
 from lowkiq.default_redis import unreachable_hint
 from lowkiq.errors import ConfigurationError, InvalidJob, RedisUnavailable
 from lowkiq.middleware import chain
@@ -108,7 +109,7 @@ class Worker:
     # -- storage views -----------------------------------------------------
 
     @classmethod
-    def queue(cls, client: redis.Redis | None = None, config: Settings | None = None) -> Queue:
+    def queue(cls, client: Client | None = None, config: Settings | None = None) -> Queue:
         """This worker's queue storage, with the serializers of ``config`` (default: the
         global settings), on ``client`` or the shared client of ``config``."""
         cls.validate()

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 import redis
 
 import lowkiq
+from lowkiq.connection import Client
 from lowkiq.embedded import EmbeddedServer, redis_server_binary, start_server
+from lowkiq.embedded_cluster import EmbeddedCluster, start_cluster
 from tests.apps.runner import WorkerProcess
 
 
@@ -32,21 +35,44 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.stop()
 
 
+@contextmanager
+def lowkiq_on(make_client: Callable[[], Client]) -> Iterator[Client]:
+    """A client made by ``make_client`` on a flushed database (every master of a cluster),
+    with ``lowkiq.settings`` reset and pointed at the same Redis."""
+    client = make_client()
+    if isinstance(client, redis.RedisCluster):
+        client.flushall(target_nodes=redis.RedisCluster.PRIMARIES)
+    else:
+        client.flushall()
+    lowkiq.settings.reset()
+    lowkiq.settings.redis = make_client
+    try:
+        yield client
+    finally:
+        lowkiq.settings.reset()
+        client.close()
+
+
 @pytest.fixture
 def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     """A client of the session's Redis, on a database flushed for this test.
 
     ``lowkiq.settings`` is reset and pointed at the same server.
     """
-    client = redis.Redis.from_url(redis_url)
-    client.flushall()
-    lowkiq.settings.reset()
-    lowkiq.settings.redis = lambda: redis.Redis.from_url(redis_url)
-    try:
+    with lowkiq_on(lambda: redis.Redis.from_url(redis_url)) as client:
+        assert isinstance(client, redis.Redis)
         yield client
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    """A real 3-master Redis Cluster (no replicas) for the whole session, started from
+    the same binary as the single server when a test first asks for it."""
+    cluster = start_cluster(tmp_path_factory.mktemp("cluster"), masters=3)
+    try:
+        yield cluster
     finally:
-        lowkiq.settings.reset()
-        client.close()
+        cluster.stop()
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from typing import Protocol
 
 import redis
 
+from lowkiq.connection import Client
 from lowkiq.ownership import leases
 from lowkiq.ownership.assignment import assign, deal_sticky
 from lowkiq.ownership.leases import Lease
@@ -80,7 +81,7 @@ class Coordinator:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: Client,
         membership: Membership,
         queues: Sequence[Queue],
         plan: Plan,

@@ -17,8 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis
-
+from lowkiq.connection import Client
 from lowkiq.ownership.assignment import Member
 from lowkiq.storage.keys import OwnershipKeys
 from lowkiq.storage.scripts import Scripts
@@ -63,7 +62,7 @@ class ProcessInfo:
 class Membership:
     """One process's registration, on one Redis client."""
 
-    client: redis.Redis
+    client: Client
     process_id: str
     ttl: float
     queues: Sequence[str]
@@ -113,7 +112,7 @@ class Membership:
         )
 
 
-def live_processes(client: redis.Redis) -> tuple[int, list[ProcessInfo]]:
+def live_processes(client: Client) -> tuple[int, list[ProcessInfo]]:
     """Redis's time in ms and every live process, for the dashboard."""
     keys = OwnershipKeys()
     reply = Scripts.for_client(client).membership_list(keys=[keys.prefix], args=[])
@@ -132,7 +131,7 @@ def live_processes(client: redis.Redis) -> tuple[int, list[ProcessInfo]]:
     return int(reply[0]), processes
 
 
-def send_command(client: redis.Redis, process_id: str, command: str) -> bool:
+def send_command(client: Client, process_id: str, command: str) -> bool:
     """Leave ``command`` (quiet, stop) for a live process; ``False`` when it is unknown."""
     if command not in COMMANDS:
         raise ValueError(f"unknown command {command!r}; commands: {', '.join(COMMANDS)}")

@@ -7,8 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-import redis
-
+from lowkiq.connection import Client
 from lowkiq.storage.queue import Queue
 from lowkiq.storage.scripts import run_pipelined
 
@@ -66,7 +65,7 @@ def queue_metrics(queue: Queue, now: float | None = None) -> QueueMetrics:
 
 
 def many_queue_metrics(
-    client: redis.Redis, queues: Sequence[Queue], now: float | None = None
+    client: Client, queues: Sequence[Queue], now: float | None = None
 ) -> list[QueueMetrics]:
     """The metrics of several queues in one pipelined round trip (a script call per shard)."""
     now = time.time() if now is None else now
@@ -106,9 +105,7 @@ def _stats_entry(metrics: QueueMetrics) -> dict[str, Any]:
     return {key: metrics[key] for key in ("length", "morgue_length", "lag")}
 
 
-def overview(
-    client: redis.Redis, queues: Mapping[str, Queue], now: float | None = None
-) -> Overview:
+def overview(client: Client, queues: Mapping[str, Queue], now: float | None = None) -> Overview:
     """The metrics of ``queues`` (worker name -> queue) and their totals, in one round trip."""
     now = time.time() if now is None else now
     metrics = many_queue_metrics(client, list(queues.values()), now)

@@ -17,10 +17,12 @@ from collections.abc import Callable, Iterable
 from itertools import islice
 from typing import Any, TypedDict
 
+from lowkiq.connection import is_cluster
 from lowkiq.errors import InvalidQuery
 from lowkiq.storage import blob
-from lowkiq.storage.bounds import ScoreBound, check_limit, member_bound, score_bound
+from lowkiq.storage.bounds import check_limit, member_bound, score_bound
 from lowkiq.storage.queue import PROCESSING_HEADER, Queue
+from lowkiq.storage.scripts import run_pipelined
 
 
 class _JobFields(TypedDict):
@@ -202,7 +204,7 @@ class Queries:
         """A pipeline for reads of these ids: atomic (MULTI) when they are all in one
         shard, so a job is never seen half moved; else per shard."""
         one_shard = len({self.queue.shard_of(job_id) for job_id in ids}) <= 1
-        return self.client.pipeline(transaction=one_shard)
+        return self.client.pipeline(transaction=one_shard and not is_cluster(self.client))
 
     def _payloads(self, packed: bytes) -> list[list[Any]]:
         return self.queue.load_pairs(blob.unpack(packed))
@@ -247,7 +249,7 @@ class Queries:
         else:
             lex_keys = [self.keys.morgue_lex_zset(shard)]
             hot_key = self.keys.morgue_payloads_zset(shard, job_id)
-        pipe = self.client.pipeline(transaction=True)
+        pipe = self.client.pipeline(transaction=not is_cluster(self.client))
         for key in lex_keys:
             pipe.zrangebylex(key, *_exact(job_id))
         pipe.zrange(hot_key, start, start + limit - 1, withscores=True)
@@ -295,40 +297,6 @@ class Queries:
         keys = self._lex_keys(self.keys.morgue_lex_zset)
         return self._merged_lex(keys, min, max, check_limit(limit), reverse)
 
-    def _scored(
-        self,
-        pipe: Any,
-        shard: int,
-        key: str,
-        low: ScoreBound,
-        high: ScoreBound,
-        limit: int,
-        reverse: bool,
-        after_id: str | None,
-    ) -> Callable[[list[Any]], list[tuple[float, bytes]]]:
-        """Queue on ``pipe`` a read of one sorted set of ``shard``, in order; returns the
-        decoder of its reply into ``(score, member)`` pairs.
-
-        With ``after_id`` the range starts after the cursor ``(score, after_id)``,
-        the score being ``low`` (ascending) or ``high`` (descending); members of
-        equal score are in id order, so paging through a tie is exact.
-        """
-        if after_id is None:
-            if reverse:
-                pipe.zrevrangebyscore(key, high.redis, low.redis, 0, limit, withscores=True)
-            else:
-                pipe.zrangebyscore(key, low.redis, high.redis, 0, limit, withscores=True)
-            return _from_pairs
-        cursor, far = (high, low.complement) if reverse else (low, high.redis)
-        if cursor.exclusive:
-            raise InvalidQuery("with after_id the cursor bound must be inclusive")
-        self.queue.scripts.range_after(
-            keys=[self.keys.prefix(shard), key],
-            args=[repr(cursor.value), after_id, far, limit, "desc" if reverse else "asc"],
-            client=pipe,
-        )
-        return _from_flat
-
     def _ids_by_score(
         self,
         key: Callable[[int], str],
@@ -339,14 +307,33 @@ class Queries:
         after_id: str | None,
     ) -> list[str]:
         """The first ``limit`` members of the sorted sets ``key(shard)`` of all shards with
-        scores in ``[min, max]`` (after the cursor ``after_id``), in (score, member) order."""
+        scores in ``[min, max]``, in (score, member) order, in one round trip.
+
+        With ``after_id`` the range starts after the cursor ``(score, after_id)``,
+        the score being ``min`` (ascending) or ``max`` (descending); members of
+        equal score are in id order, so paging through a tie is exact.
+        """
         low, high, limit = score_bound(min), score_bound(max), check_limit(limit)
-        pipe = self.client.pipeline(transaction=False)
-        decoders = [
-            self._scored(pipe, shard, key(shard), low, high, limit, reverse, after_id)
-            for shard in range(self.queue.shards_count)
-        ]
-        heads = [decode(reply) for decode, reply in zip(decoders, pipe.execute(), strict=True)]
+        shards = range(self.queue.shards_count)
+        heads: list[list[tuple[float, bytes]]]
+        if after_id is None:
+            pipe = self.client.pipeline(transaction=False)
+            for shard in shards:
+                if reverse:
+                    pipe.zrevrangebyscore(
+                        key(shard), high.redis, low.redis, 0, limit, withscores=True
+                    )
+                else:
+                    pipe.zrangebyscore(key(shard), low.redis, high.redis, 0, limit, withscores=True)
+            heads = [_from_pairs(reply) for reply in pipe.execute()]
+        else:
+            cursor, far = (high, low.complement) if reverse else (low, high.redis)
+            if cursor.exclusive:
+                raise InvalidQuery("with after_id the cursor bound must be inclusive")
+            args = [repr(cursor.value), after_id, far, limit, "desc" if reverse else "asc"]
+            script = self.queue.scripts.range_after
+            calls = [(script, [self.keys.prefix(shard), key(shard)], args) for shard in shards]
+            heads = [_from_flat(reply) for reply in run_pipelined(self.client, calls)]
         merged = islice(heapq.merge(*heads, reverse=reverse), limit)
         return [member.decode() for _, member in merged]
 

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from redis.exceptions import RedisClusterException
 
-from lowkiq.errors import LeaseLost
+from lowkiq.connection import Client, is_cluster
+from lowkiq.errors import EnqueueIncomplete, LeaseLost
 from lowkiq.serializers import Codec, decode_failure
 from lowkiq.storage import blob
 from lowkiq.storage.keys import QueueKeys
@@ -73,6 +75,20 @@ class Popped:
     fenced: bool = False
 
 
+def _pushed_ids(by_shard: dict[int, list[Any]], shards: Iterable[int]) -> list[str]:
+    """The job ids in the push arguments of ``shards`` (``now``, then groups of
+    ``perform_in``, count, members ``id\\0blob``)."""
+    ids: list[str] = []
+    for shard in shards:
+        args = by_shard[shard]
+        i = 1
+        while i < len(args):
+            count = args[i + 1]
+            ids += [member.split(b"\0", 1)[0].decode() for member in args[i + 2 : i + 2 + count]]
+            i += 2 + count
+    return ids
+
+
 def _fenced(exc: redis.ResponseError) -> bool:
     return str(exc).startswith("FENCED")
 
@@ -81,7 +97,7 @@ class Queue:
     """The storage of one worker's queue, bound to one Redis client."""
 
     def __init__(
-        self, client: redis.Redis, name: str, shards_count: int, codec: Codec | None = None
+        self, client: Client, name: str, shards_count: int, codec: Codec | None = None
     ) -> None:
         self.client = client
         self.name = name
@@ -124,7 +140,11 @@ class Queue:
 
     def push(self, jobs: Iterable[NewJob], now: float | None = None) -> None:
         """Enqueue jobs in one round trip (a script call per shard, in one transaction);
-        same-id jobs merge (SPEC §3 rule 2)."""
+        same-id jobs merge (SPEC §3 rule 2).
+
+        On a Redis Cluster, a round trip per master; when one fails,
+        :class:`~lowkiq.errors.EnqueueIncomplete` says which jobs are enqueued.
+        """
         by_id: dict[str, tuple[float, list[tuple[bytes, float]]]] = {}
         for job_id, payload, score, perform_in in jobs:
             entry = by_id.get(job_id)
@@ -152,8 +172,34 @@ class Queue:
         if len(by_shard) == 1:
             ((shard, args),) = by_shard.items()
             self.run("push", shard, *args)
+        elif is_cluster(self.client):
+            self._push_per_master(by_shard)
         else:
             self.run_pipelined([("push", shard, args) for shard, args in by_shard.items()], True)
+
+    def _push_per_master(self, by_shard: dict[int, list[Any]]) -> None:
+        """The push calls of a cluster, a pipeline per master, reporting a failed one."""
+        cluster: Any = self.client
+        by_master: dict[str, list[int]] = {}
+        for shard in by_shard:
+            master = cluster.get_node_from_key(self.keys.prefix(shard)).name
+            by_master.setdefault(master, []).append(shard)
+        done: list[int] = []
+        for master, shards in by_master.items():
+            try:
+                self.run_pipelined([("push", shard, by_shard[shard]) for shard in shards])
+            except (redis.RedisError, RedisClusterException) as exc:
+                enqueued = _pushed_ids(by_shard, done)
+                missing = _pushed_ids(by_shard, [s for s in by_shard if s not in done])
+                raise EnqueueIncomplete(
+                    f"{self.name}: Redis master {master} failed ({exc}): {len(enqueued)} job "
+                    f"id(s) enqueued, {len(missing)} not confirmed (enqueueing them again is "
+                    f"safe: jobs of one id merge): not confirmed: {missing[:20]}"
+                    + (" ..." if len(missing) > 20 else ""),
+                    enqueued,
+                    missing,
+                ) from exc
+            done += shards
 
     def pop(
         self,
@@ -169,9 +215,19 @@ class Queue:
         ``token`` is the shard's lease token.  ``ack_shard`` (this shard or
         another of this queue, with its lease token ``ack_token``) has its
         finished batch acked first, in the same script: a thread acks its
-        last batch and pops the next in one round trip.  The popped jobs come
+        last batch and pops the next in one round trip (on a Redis Cluster,
+        another shard's ack is a call of its own).  The popped jobs come
         earliest ``perform_in`` first (none when nothing is due).
         """
+        if ack_shard is not None and ack_shard != shard and is_cluster(self.client):
+            # Two shards are two slots: a cluster acks in a call of its own first.
+            try:
+                acked = self.ack(ack_shard, ack_token)
+            except LeaseLost:
+                acked = ACK_FENCED
+            popped = self.pop(shard, token, limit, now)
+            popped.acked = acked
+            return popped
         keys = [self.keys.prefix(shard)]
         if ack_shard is not None:
             keys.append(self.keys.prefix(ack_shard))

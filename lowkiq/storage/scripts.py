@@ -22,6 +22,7 @@ import redis
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
+from lowkiq.connection import Client, is_cluster
 from lowkiq.storage import blob
 from lowkiq.storage.keys import lua_prelude
 
@@ -78,12 +79,12 @@ def source(name: str) -> str:
 class Scripts:
     """The lowkiq scripts registered on one client, as attributes named after their files."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: Client) -> None:
         for name in SCRIPT_NAMES:
             setattr(self, name, client.register_script(source(name)))
 
     @classmethod
-    def for_client(cls, client: redis.Redis) -> Scripts:
+    def for_client(cls, client: Client) -> Scripts:
         """The scripts registered on ``client``, made once per client."""
         with _LOCK:
             scripts = _BY_CLIENT.get(client)
@@ -120,7 +121,7 @@ ScriptCall = tuple[Script, Sequence[str], Sequence[Any]]
 
 
 def run_pipelined(
-    client: redis.Redis, calls: Sequence[ScriptCall], transaction: bool = False
+    client: Client, calls: Sequence[ScriptCall], transaction: bool = False
 ) -> list[Any]:
     """Run script calls in one pipelined round trip; returns their replies in order.
 
@@ -128,13 +129,13 @@ def run_pipelined(
     ``SCRIPT EXISTS``, one more round trip).  The calls whose script Redis does
     not have (a restarted or flushed server) load it and run again in a second
     round trip; every other call has run once.  An error reply of any call is
-    raised after all calls ran.
+    raised after all calls ran.  ``transaction``: all calls in one MULTI on a
+    single server (on a Redis Cluster each call is atomic on its own).
     """
     replies = _execute(client, calls, transaction)
     missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
     if missing:
-        for text in {calls[i][0].script for i in missing}:
-            client.script_load(text)
+        _load([calls[i] for i in missing], client)
         again = _execute(client, [calls[i] for i in missing], transaction)
         for i, reply in zip(missing, again, strict=True):
             replies[i] = reply
@@ -144,12 +145,29 @@ def run_pipelined(
     return replies
 
 
-def _execute(client: redis.Redis, calls: Sequence[ScriptCall], transaction: bool) -> list[Any]:
-    pipe = client.pipeline(transaction=transaction)
+def _load(calls: Sequence[ScriptCall], client: Client) -> None:
+    """Load the scripts of ``calls`` where they run: the server, or on a cluster the
+    master of each call's first key (a cluster-wide SCRIPT LOAD would fail on any
+    master that is down)."""
+    if not isinstance(client, redis.RedisCluster):
+        for text in {script.script for script, _, _ in calls}:
+            client.script_load(text)
+        return
+    cluster: Any = client  # parts of redis-py's cluster client are untyped
+    loads = {(script.script, cluster.get_node_from_key(keys[0]).name) for script, keys, _ in calls}
+    for text, name in loads:
+        cluster.execute_command("SCRIPT LOAD", text, target_nodes=cluster.get_node(node_name=name))
+
+
+def _execute(client: Client, calls: Sequence[ScriptCall], transaction: bool) -> list[Any]:
+    # A cluster runs a transaction only within one slot: its calls run one by one.
+    pipe = client.pipeline(transaction=transaction and not is_cluster(client))
     for script, keys, args in calls:
-        pipe.evalsha(script.sha, len(keys), *keys, *args)
+        # execute_command: redis-py's cluster pipeline refuses its evalsha() method,
+        # yet routes an EVALSHA by its first key like any other command.
+        pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
     return list(pipe.execute(raise_on_error=False))
 
 
 _LOCK = threading.Lock()
-_BY_CLIENT: weakref.WeakKeyDictionary[redis.Redis, Scripts] = weakref.WeakKeyDictionary()
+_BY_CLIENT: weakref.WeakKeyDictionary[Client, Scripts] = weakref.WeakKeyDictionary()

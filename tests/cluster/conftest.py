@@ -1,5 +1,5 @@
-"""A real Redis Cluster for the tests that need one: 3 masters started from the same
-``redis-server`` binary as the single server (see :mod:`lowkiq.embedded_cluster`)."""
+"""Fixtures of the cluster tests (the cluster itself is ``redis_cluster``, in the root
+conftest)."""
 
 from __future__ import annotations
 
@@ -8,25 +8,13 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from lowkiq.embedded_cluster import EmbeddedCluster, start_cluster
-
-
-@pytest.fixture(scope="session")
-def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    """A 3-master cluster for the whole session (no replicas)."""
-    cluster = start_cluster(tmp_path_factory.mktemp("cluster"), masters=3)
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+from lowkiq.embedded_cluster import EmbeddedCluster
+from tests.conftest import lowkiq_on
 
 
 @pytest.fixture
 def cluster_client(redis_cluster: EmbeddedCluster) -> Iterator[redis.RedisCluster]:
-    """A cluster client on a flushed cluster."""
-    client = redis_cluster.client()
-    client.flushall(target_nodes=redis.RedisCluster.PRIMARIES)
-    try:
+    """A cluster client on a flushed cluster, ``lowkiq.settings`` pointed at it."""
+    with lowkiq_on(lambda: redis.RedisCluster.from_url(redis_cluster.url)) as client:
+        assert isinstance(client, redis.RedisCluster)
         yield client
-    finally:
-        client.close()

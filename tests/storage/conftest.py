@@ -1,7 +1,9 @@
 """Worker classes and helpers shared by the storage tests.
 
-Every fixture here depends on ``redis_client``, so each test starts on a
-flushed database with ``lowkiq.settings`` pointed at it.
+Every storage test runs twice: on a single Redis server and on a 3-master
+Redis Cluster (``redis_client`` is then a ``redis.RedisCluster``).  Every
+fixture here depends on ``redis_client``, so each test starts on a flushed
+database with ``lowkiq.settings`` pointed at it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from storage_support import NOW, retry_in
 
 import lowkiq
 from lowkiq.storage.queue import Queue
+from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client)
 from tests.leasing import fail, pop
 
 

@@ -6,6 +6,8 @@ import re
 
 from web_support import MailWorker, OrderWorker, bury, enqueue, fail_all, post
 
+from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client)
+
 
 def test_queue_up_one_dead_job_removes_its_row_and_updates_counts(client):
     ids = bury(OrderWorker, 3)

@@ -10,6 +10,7 @@ from web_support import MailWorker, OrderWorker, bury, enqueue, fail_all, hold
 
 import lowkiq
 from lowkiq.embedded import EmbeddedServer, project_server_url
+from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client)
 
 
 def ids_on(html: str) -> list[str]:
