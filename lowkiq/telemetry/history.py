@@ -6,8 +6,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import redis
-
+from lowkiq.connection import Client
 from lowkiq.telemetry import store
 from lowkiq.telemetry.counts import Counts
 
@@ -68,7 +67,7 @@ class History:
 
 
 def read(
-    client: redis.Redis,
+    client: Client,
     queue_names: Mapping[str, str],
     minutes: int,
     now: float | None = None,

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import redis
 
+from lowkiq.connection import Client
 from lowkiq.storage.queue import PoppedJob
 from lowkiq.telemetry import store
 from lowkiq.telemetry.counts import (
@@ -142,7 +143,7 @@ class Recorder:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: Client,
         queue_names: Iterable[str],
         interval: float = FLUSH_INTERVAL,
         clock: Callable[[], float] = time.time,

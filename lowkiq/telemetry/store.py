@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import redis
-
+from lowkiq.connection import Client
 from lowkiq.storage.keys import QueueKeys
 from lowkiq.storage.scripts import ScriptCall, Scripts, run_pipelined
 from lowkiq.telemetry.counts import FIELDS, Counts
@@ -25,7 +24,7 @@ RETENTION = 72 * 3600
 Rows = Mapping[tuple[str, int], Sequence[int]]
 
 
-def add(client: redis.Redis, rows: Rows) -> None:
+def add(client: Client, rows: Rows) -> None:
     """Add ``rows`` to the stored minutes and totals in one round trip."""
     if not rows:
         return
@@ -41,7 +40,7 @@ def add(client: redis.Redis, rows: Rows) -> None:
 
 
 def read_minutes(
-    client: redis.Redis, queue_names: Sequence[str], first: int, last: int
+    client: Client, queue_names: Sequence[str], first: int, last: int
 ) -> dict[str, dict[int, Counts]]:
     """The stored minutes ``first`` to ``last`` (inclusive) of each queue; absent minutes
     (nothing performed, or expired) are left out.  One pipelined round trip."""
@@ -61,7 +60,7 @@ def read_minutes(
     return result
 
 
-def read_totals(client: redis.Redis, queue_names: Sequence[str]) -> dict[str, Counts]:
+def read_totals(client: Client, queue_names: Sequence[str]) -> dict[str, Counts]:
     """Each queue's counts since its first perform, in one round trip."""
     pipe = client.pipeline(transaction=False)
     for name in queue_names:
