@@ -12,6 +12,9 @@ makes a job due, or schedules one before every other job of its shard), so an
 enqueue wakes the thread within milliseconds, while the timeout (the next
 scheduled ``perform_in``, at most ``poll_interval``) picks up jobs scheduled
 for later on time; the last ~100 ms before one are waited out in the thread.
+On a Redis Cluster one BLPOP cannot span shards (each shard is a slot of its
+own): there the idle thread looks at its shards' earliest ``perform_in``
+every :data:`CLUSTER_POLL` seconds instead.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Callable, Sequence
 
 import redis
 
+from lowkiq.connection import Client, is_cluster
 from lowkiq.ownership import leases
 from lowkiq.ownership.leases import Lease
 from lowkiq.shard_handler import DeferredAck, ShardHandler
@@ -41,6 +45,9 @@ TIMER_SLACK = 0.11
 # the wake lists every LOCAL_STEP seconds.
 LOCAL_STEP = 0.004
 
+#: Seconds between two looks at the shards of an idle thread on a Redis Cluster.
+CLUSTER_POLL = 0.025
+
 ShardKey = tuple[str, int]
 
 
@@ -49,7 +56,7 @@ class Lane:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: Client,
         handlers: Sequence[ShardHandler],
         deferred: DeferredAck,
         poll_interval: float,
@@ -68,6 +75,7 @@ class Lane:
         self._added: list[ShardHandler] = []
         self._removed: dict[ShardKey, bool] = {}
         self._changed = threading.Event()
+        self.polls = is_cluster(client)
         # A blocking read must end before the socket times out.
         socket_timeout = getattr(client, "socket_timeout", None)
         self.max_block = (
@@ -99,7 +107,7 @@ class Lane:
             self._removed[key] = release
         self._changed.set()
 
-    def wake(self, client: redis.Redis) -> None:
+    def wake(self, client: Client) -> None:
         """Interrupt this lane's blocking wait from another connection."""
         self._changed.set()
         if self.wake_keys:
@@ -165,6 +173,9 @@ class Lane:
         end = now + self.max_block
         if due is not None and due > end:
             due = None  # beyond this wait
+        if self.polls:
+            self._poll_until(end if due is None else due)
+            return
         if due is not None:
             # Redis ends a blocked command's wait on its next timer tick, so it may
             # end TIMER_SLACK late: the last stretch before a due job is waited here.
@@ -183,6 +194,18 @@ class Lane:
             if left <= 0 or self.client.delete(*self.wake_keys):
                 return
             time.sleep(min(left, LOCAL_STEP))
+
+    def _poll_until(self, end: float) -> None:
+        """Sleep until ``end`` in steps of CLUSTER_POLL; end early when a job of a shard is
+        due, on a stop or on a change of shards."""
+        while not (self.stop.is_set() or self._changed.is_set()):
+            now = self.clock()
+            if now >= end:
+                return
+            time.sleep(min(CLUSTER_POLL, end - now))
+            heads = [at for at in self.earliest() if at is not None]
+            if heads and min(heads) <= self.clock():
+                return
 
     def stopping(self) -> bool:
         """Whether the thread must stop taking batches (stopping, or its shards changed)."""

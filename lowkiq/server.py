@@ -29,7 +29,7 @@ from typing import Any
 
 import redis
 
-from lowkiq.connection import ThreadClient, describe_redis
+from lowkiq.connection import describe_redis, thread_client
 from lowkiq.errors import ConfigurationError
 from lowkiq.lane import Lane
 from lowkiq.ownership.coordinator import Coordinator, Plan
@@ -69,17 +69,6 @@ def backoff(failures: int, poll_interval: float) -> float:
     """Seconds to wait after ``failures`` consecutive Redis errors (doubling, capped)."""
     doubled: float = poll_interval * 2.0 ** min(failures - 1, 16)
     return min(max(BACKOFF_CAP, poll_interval), doubled)
-
-
-def single_server(config: Settings) -> redis.Redis:
-    """A client of ``config``'s Redis for the processing threads, which need one server."""
-    client = config.redis()
-    if isinstance(client, redis.RedisCluster):
-        raise ConfigurationError(
-            "lowkiq worker cannot run against a Redis Cluster yet (enqueueing, the dashboard "
-            "and lowkiq.stats() can): point the worker at a single Redis server"
-        )
-    return client
 
 
 class Server:
@@ -136,7 +125,7 @@ class Server:
         workers = {worker.queue_name: worker for worker in config.workers}
         self.lanes = [
             Lane(
-                ThreadClient(single_server(config)),
+                thread_client(config.redis()),
                 [],
                 DeferredAck(),
                 config.poll_interval,
@@ -372,7 +361,7 @@ class Server:
         if coordinator is not None:
             coordinator.close()
         self.stop_event.set()
-        waker = ThreadClient(single_server(self.settings))
+        waker = thread_client(self.settings.redis())
         for lane in self.lanes:
             with contextlib.suppress(redis.RedisError):
                 lane.wake(waker)

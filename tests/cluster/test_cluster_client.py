@@ -1,5 +1,5 @@
 """lowkiq on a Redis Cluster: the ``redis+cluster://`` convention, a queue's shards spread
-over the masters, and a failed master during perform_async reported job by job."""
+over the masters, the dashboard, and a failed master during perform_async reported job by job."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ from lowkiq.connection import describe_redis
 from lowkiq.default_redis import default_redis
 from lowkiq.embedded import EmbeddedServer
 from lowkiq.embedded_cluster import EmbeddedCluster, start_cluster
-from lowkiq.errors import ConfigurationError
-from lowkiq.server import Server
 from lowkiq_web import create_app
 
 
@@ -56,12 +54,6 @@ def test_the_dashboard_runs_on_a_cluster(cluster_client: redis.RedisCluster) -> 
     html = create_app().test_client().get("/").get_data(as_text=True)
     assert 'id="total-enqueued"><span class="num" title="7">7<' in html
     assert "(3 masters)</code>" in html
-
-
-def test_a_worker_refuses_a_cluster_with_a_clear_error(cluster_client: redis.RedisCluster) -> None:
-    lowkiq.settings.workers = [SpreadWorker]
-    with pytest.raises(ConfigurationError, match="cannot run against a Redis Cluster yet"):
-        Server(lowkiq.settings).build()
 
 
 def test_a_master_failing_during_perform_async_is_reported_job_by_job(tmp_path: Path) -> None:
