@@ -17,7 +17,13 @@ from typing import Any
 
 from flask import Flask
 
-from lowkiq_web import actions, errors, processes, views  # noqa: F401  (they register their routes)
+from lowkiq_web import (  # noqa: F401  (they register their routes)
+    actions,
+    errors,
+    history,
+    processes,
+    views,
+)
 from lowkiq_web.blueprint import lowkiq_web
 
 __all__ = ["create_app", "lowkiq_web"]

@@ -2,19 +2,25 @@
 
 The page keeps the samples (``time:processed:failed`` totals) in a hidden
 field that every refresh sends back; the server appends the current totals
-and draws the rates between consecutive samples.  No state on the server, so
-it works the same across gunicorn workers.
+and draws the rates between consecutive samples, placed by time.  No state on
+the server, so it works the same across gunicorn workers.  A page opened
+afresh starts from the stored metrics history: a sample at every minute
+boundary of the last :data:`SEED_MINUTES` minutes (:func:`seed_samples`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from lowkiq import Counts
 from lowkiq_web.listing import BadParameter
 
-#: Samples kept in the page (one per refresh).
+#: Samples kept in the page (one per refresh, plus the seeded minutes).
 MAX_SAMPLES = 60
+#: Minutes of stored history a fresh page's chart starts from.
+SEED_MINUTES = 10
 WIDTH = 600
 HEIGHT = 120
 
@@ -66,9 +72,34 @@ class Chart:
     height: int = HEIGHT
 
 
-def build_chart(samples: list[Sample]) -> Chart:
-    """Per-second rates between consecutive samples, scaled into the SVG box."""
-    rates: list[tuple[float, float]] = []
+def seed_samples(now: Sample, minutes: Mapping[int, Counts]) -> list[Sample]:
+    """Samples at the minute boundaries since the first stored minute, ending with ``now``.
+
+    ``minutes`` are the stored counts of every worker together (``unix time //
+    60`` -> counts); each sample's totals are ``now``'s minus what was performed
+    after it.  No stored minute: just ``now``.
+    """
+    if not minutes:
+        return [now]
+    processed, failed = now.processed, now.failed
+    samples = [now]
+    for minute in range(int(now.at // 60), min(minutes) - 1, -1):
+        counts = minutes.get(minute)
+        if counts is not None:
+            processed -= counts.processed_jobs
+            failed -= counts.failed_jobs
+        if minute * 60.0 < now.at:
+            samples.append(Sample(minute * 60.0, max(0, processed), max(0, failed)))
+    return samples[::-1]
+
+
+def build_chart(samples: list[Sample], min_window: float = 0.0) -> Chart:
+    """Per-second rates between consecutive samples, scaled into the SVG box.
+
+    Each rate is drawn at its later sample's time; the box spans the samples'
+    time, at least ``min_window`` seconds, ending at the last sample.
+    """
+    rates: list[tuple[float, float, float]] = []
     for before, after in zip(samples, samples[1:], strict=False):
         elapsed = after.at - before.at
         if elapsed <= 0:
@@ -76,20 +107,23 @@ def build_chart(samples: list[Sample]) -> Chart:
         # Counters only grow; a reset (FLUSHALL) would give a negative rate.
         rates.append(
             (
+                after.at,
                 max(0, after.processed - before.processed) / elapsed,
                 max(0, after.failed - before.failed) / elapsed,
             )
         )
-    peak = max((max(p, f) for p, f in rates), default=0.0)
+    peak = max((max(p, f) for _, p, f in rates), default=0.0)
     scale = (HEIGHT - 10) / peak if peak > 0 else 0.0
-    step = WIDTH / max(1, MAX_SAMPLES - 2)
-    offset = WIDTH - step * max(0, len(rates) - 1)
+    end = samples[-1].at if samples else 0.0
+    window = max(min_window, end - samples[0].at if samples else 0.0)
+
+    def x(at: float) -> float:
+        return WIDTH - (end - at) / window * WIDTH if window > 0 else float(WIDTH)
 
     def points(index: int) -> str:
         return " ".join(
-            f"{offset + n * step:.1f},{HEIGHT - 2 - rate[index] * scale:.1f}"
-            for n, rate in enumerate(rates)
+            f"{x(rate[0]):.1f},{HEIGHT - 2 - rate[index] * scale:.1f}" for rate in rates
         )
 
-    last = rates[-1] if rates else (0.0, 0.0)
-    return Chart(points(0), points(1), peak, last[0], last[1])
+    last = rates[-1] if rates else (0.0, 0.0, 0.0)
+    return Chart(points(1), points(2), peak, last[1], last[2])

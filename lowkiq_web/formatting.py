@@ -97,3 +97,16 @@ def exact_number(value: float) -> str:
     if isinstance(value, float) and not value.is_integer():
         return f"{value:,.3f}"
     return f"{int(value):,}"
+
+
+def latency(seconds: float | None) -> str:
+    """A perform time or queue wait: ``"0.42 ms"``, ``"12.3 ms"``, ``"2m 5s"``; ``"–"`` for none."""
+    if seconds is None:
+        return "–"
+    if seconds < 0.01:
+        return f"{seconds * 1000:.2f} ms"
+    if seconds < 1:
+        return f"{seconds * 1000:.1f} ms" if seconds < 0.1 else f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.2f} s"
+    return human_duration(seconds)

@@ -36,11 +36,17 @@ def _live_context() -> dict[str, Any]:
     interval, paused = live_controls(request.args)
     samples = chart.parse_history(request.args.get("history", ""))
     data = lowkiq.overview()
-    samples.append(chart.Sample(data.at, data.totals["processed"], data.totals["failed"]))
+    now = chart.Sample(data.at, data.totals["processed"], data.totals["failed"])
+    if samples:
+        samples.append(now)
+    else:  # a fresh page: start from the stored history
+        stored = list(lowkiq.history(chart.SEED_MINUTES).values())
+        minutes = lowkiq.History.merged(stored).minutes if stored else {}
+        samples = chart.seed_samples(now, minutes)
     return {
         "overview": data,
         "redis": redis_info(),
-        "chart": chart.build_chart(samples),
+        "chart": chart.build_chart(samples, interval * (chart.MAX_SAMPLES - 2)),
         "history": chart.encode_history(samples),
         "interval": interval,
         "paused": paused,

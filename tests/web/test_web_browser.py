@@ -21,10 +21,11 @@ from web_support import (
     enqueue,
     fail_all,
     hold,
+    process,
+    record_history,
 )
 
 import lowkiq
-from tests.leasing import ack, pop
 
 expect = pytest.importorskip("playwright.sync_api").expect
 
@@ -33,16 +34,6 @@ class ReportWorker(lowkiq.Worker):
     """A third queue, for a fuller screenshot."""
 
     shards_count = 2
-
-
-def process(worker: type[lowkiq.Worker], count: int) -> None:
-    """Pretend a server processed ``count`` due jobs (pop and ack)."""
-    queue = worker.queue()
-    done = 0
-    for shard in range(worker.shards_count):
-        while done < count and (batch := pop(queue, shard, count - done)):
-            ack(queue, shard)
-            done += len(batch)
 
 
 def test_dashboard_counts_change_without_reload(page, live_server):
@@ -172,3 +163,44 @@ def test_error_banner_on_a_refused_action(page, live_server):
     assert all("403" in error for error in page.console_errors)
     page.console_errors.clear()
     assert OrderWorker.metrics()["morgue_length"] == 1
+
+
+def test_metrics_pages_from_the_nav_link(page, live_server):
+    """The Metrics pages over stored history: index, a worker, another window (screenshots)."""
+    lowkiq.settings.workers = [OrderWorker, MailWorker, ReportWorker]
+    now = time.time()
+    for minute in range(60):  # an hour of OrderWorker, busier lately
+        at = now - minute * 60
+        record_history(OrderWorker, at, batches=20 - minute // 4, jobs=10, seconds=0.004, wait=0.3)
+        record_history(OrderWorker, at, batches=3, jobs=10, seconds=0.12, wait=2.0)
+        if minute % 10 == 0:
+            record_history(OrderWorker, at, batches=2, jobs=10, seconds=1.5, failed=True)
+    record_history(MailWorker, now - 300, batches=40, seconds=0.3, wait=12.0)
+    record_history(ReportWorker, now - 5 * 3600, batches=4, seconds=95.0, wait=0.01)
+    page.goto(live_server + "/")
+    # The live chart starts from the stored history, not empty.
+    assert page.locator("#live polyline.processed").get_attribute("points").count(",") > 2
+    page.click("header nav.pages >> text=Metrics")
+    expect(page).to_have_url(live_server + "/history")
+    order = page.locator("tr[data-worker=OrderWorker]")
+    expect(order.locator("td[data-count=processed] span")).to_have_attribute("title", "9,600")
+    expect(page.locator("tr[data-worker=ReportWorker] td[data-count=processed]")).to_have_text("0")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "metrics.png"), full_page=True)
+    order.locator("th a").click()
+    expect(page.locator("h1")).to_have_text("OrderWorker · Metrics · last 1h")
+    buckets = page.locator("section[aria-label='Perform time'] tbody tr")
+    assert buckets.count() == 9  # ≤ 5 ms to ≤ 2.5 s
+    expect(page.locator("#history-failed span")).to_have_attribute("title", "120")
+    page.screenshot(path=str(ARTIFACTS / "metrics-worker.png"), full_page=True)
+    docs = REPO / "docs" / "metrics.png"
+    if not docs.exists() or os.environ.get("LOWKIQ_UPDATE_SCREENSHOT") == "1":
+        shutil.copyfile(ARTIFACTS / "metrics-worker.png", docs)
+    page.emulate_media(color_scheme="dark")
+    page.screenshot(path=str(ARTIFACTS / "metrics-worker-dark.png"), full_page=True)
+    page.goto(live_server + "/history")
+    page.click("nav.windows >> text=8h")
+    expect(page.locator("tr[data-worker=ReportWorker] td[data-count=processed]")).to_have_text("4")
+    page.locator("tr[data-worker=ReportWorker] th a").click()
+    quantiles = page.locator("tr[data-metric=duration] td")
+    expect(quantiles.first).to_have_text("1m 30s")

@@ -11,7 +11,7 @@ from typing import Any
 from flask.testing import FlaskClient
 
 import lowkiq
-from tests.leasing import fail, pop
+from tests.leasing import ack, fail, pop
 
 ORIGIN = "http://localhost"
 #: Where browser tests leave screenshots (besides docs/dashboard.png).
@@ -94,3 +94,36 @@ def hold(worker: type[lowkiq.Worker], shard: int = 0) -> list[str]:
     """Pop the due jobs of one shard into its processing area (busy) and leave them there."""
     batch = pop(worker.queue(), shard, 1000) or []
     return [job.id for job in batch]
+
+
+def process(worker: type[lowkiq.Worker], count: int) -> None:
+    """Pretend a server processed ``count`` due jobs (pop and ack)."""
+    queue = worker.queue()
+    done = 0
+    for shard in range(worker.shards_count):
+        while done < count and (batch := pop(queue, shard, count - done)):
+            ack(queue, shard)
+            done += len(batch)
+
+
+def record_history(
+    worker: type[lowkiq.Worker],
+    at: float,
+    batches: int,
+    jobs: int = 1,
+    seconds: float = 0.01,
+    wait: float = 0.5,
+    failed: bool = False,
+) -> None:
+    """Store ``batches`` performed batches of ``jobs`` jobs each in ``worker``'s metrics
+    history, as a worker process would: ``perform`` took ``seconds``, ending at ``at``, and each
+    job had waited ``wait`` seconds.  Written through the engine's own recorder and flush."""
+    from lowkiq.storage.queue import PoppedJob
+    from lowkiq.telemetry.recorder import Recorder
+
+    recorder = Recorder(lowkiq.settings.client(), [worker.queue_name], clock=lambda: at)
+    started = at - seconds
+    batch = [PoppedJob(f"h{n}", -1, ["p"], started - wait) for n in range(jobs)]
+    for _ in range(batches):
+        recorder.for_queue(worker.queue_name).performed(batch, started, failed)
+    recorder.flush()

@@ -1,0 +1,135 @@
+"""The Metrics pages (stored history over 1 h / 8 h / 72 h) and the live chart's start from it."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from web_support import MailWorker, OrderWorker, enqueue, fail_all, process, record_history
+
+import lowkiq
+from lowkiq_web import chart, history_charts
+
+
+def cell(html: str, worker: str, count: str) -> str:
+    row = re.search(rf'<tr data-worker="{worker}">(.*?)</tr>', html, re.S).group(1)
+    return re.search(rf'data-count="{count}">.*?title="([^"]*)"', row, re.S).group(1)
+
+
+def test_the_metrics_index_sums_each_worker_over_the_window(client):
+    now = time.time()
+    record_history(OrderWorker, now - 30, batches=40, jobs=10)
+    record_history(OrderWorker, now - 600, batches=5, jobs=10, failed=True)
+    record_history(OrderWorker, now - 3 * 3600, batches=7, jobs=10)  # only in 8 h and 72 h
+    record_history(MailWorker, now - 120, batches=3)
+    html = client.get("/history").get_data(as_text=True)
+    assert cell(html, "OrderWorker", "processed") == "400"
+    assert cell(html, "OrderWorker", "failed") == "50"
+    assert cell(html, "MailWorker", "processed") == "3"
+    assert 'aria-current="page">1h<' in html.replace("\n", "")
+    assert 'class="processed" fill="none" points="' in html
+    eight = client.get("/history?window=8h").get_data(as_text=True)
+    assert cell(eight, "OrderWorker", "processed") == "470"
+    assert "/OrderWorker/history?window=8h" in eight
+
+
+def test_a_worker_page_shows_quantiles_histograms_and_throughput(client):
+    now = time.time()
+    record_history(OrderWorker, now - 60, batches=90, jobs=2, seconds=0.004, wait=0.02)
+    record_history(OrderWorker, now - 60, batches=10, jobs=2, seconds=2.0, wait=40.0, failed=True)
+    response = client.get("/OrderWorker/history")
+    assert response.status_code == 200
+    html = response.get_data(as_text=True)
+    assert re.search(r'id="history-processed">\s*<span class="num" title="180"', html)
+    assert re.search(r'id="history-failed">\s*<span class="num" title="20"', html)
+    assert re.search(r'id="history-performs">\s*<span class="num" title="100"', html)
+    duration = re.search(r'<tr data-metric="duration">(.*?)</tr>', html, re.S).group(1)
+    cells = re.findall(r'<td class="num">([^<]*)</td>', duration)
+    # p50 in (2.5 ms, 5 ms]; p95 and p99 in (1 s, 2.5 s]
+    assert cells[0].endswith(" ms") and 2.5 < float(cells[0].split()[0]) <= 5
+    assert cells[1].endswith(" s") and 1 < float(cells[1].split()[0]) <= 2.5
+    wait = re.search(r'<tr data-metric="wait">(.*?)</tr>', html, re.S).group(1)
+    assert re.findall(r'<td class="num">([^<]*)</td>', wait)[-1] == "200"
+    histogram = re.search(r'aria-label="Perform time">(.*?)</section>', html, re.S).group(1)
+    labels = re.findall(r'<th scope="row">([^<]*)</th>', histogram)
+    assert labels[0] == "≤ 5 ms" and labels[-1] == "≤ 2.5 s"
+    assert '<rect width="100.00"' in histogram
+    assert 'aria-current="page">Metrics</a>' in html
+
+
+def test_an_idle_worker_page_says_nothing_was_performed(client):
+    html = client.get("/MailWorker/history?window=72h").get_data(as_text=True)
+    assert "Nothing performed in this window." in html
+    assert re.search(r'<tr data-metric="duration">.*?<td class="num">–</td>', html, re.S)
+
+
+@pytest.mark.parametrize(
+    ("url", "status", "message"),
+    [
+        ("/history?window=2h", 400, "window must be one of 1h, 8h, 72h, got &#39;2h&#39;"),
+        ("/OrderWorker/history?window=", 200, ""),
+        ("/OrderWorker/history?window=forever", 400, "window must be one of"),
+        ("/NoSuchWorker/history", 404, "no worker named"),
+    ],
+)
+def test_bad_window_is_a_400_and_unknown_worker_a_404(client, url, status, message):
+    response = client.get(url)
+    assert response.status_code == status
+    assert message in response.get_data(as_text=True)
+
+
+def test_every_page_links_to_the_metrics(client):
+    html = client.get("/").get_data(as_text=True)
+    assert 'href="/history">Metrics</a>' in html
+    assert 'href="/OrderWorker/history"' in client.get("/OrderWorker/dead").get_data(as_text=True)
+
+
+def test_a_fresh_dashboard_chart_starts_from_the_stored_history(client):
+    now = time.time()
+    minute = int(now // 60)
+    # 120 jobs processed three minutes ago, 60 failed two minutes ago.
+    enqueue(OrderWorker, 120, perform_in=0)
+    process(OrderWorker, 120)
+    record_history(OrderWorker, (minute - 3) * 60 + 10, batches=120)
+    enqueue(MailWorker, 60, perform_in=0)
+    fail_all(MailWorker)
+    record_history(MailWorker, (minute - 2) * 60 + 10, batches=60, failed=True)
+    html = client.get("/live").get_data(as_text=True)
+    history = re.search(r'name="history" value="([^"]*)"', html).group(1).split(",")
+    # A sample at each minute boundary from the first stored minute, then now.
+    times = [float(s.split(":")[0]) for s in history]
+    assert times[:-1] == [m * 60.0 for m in range(minute - 3, minute + 1)]
+    processed = [int(s.split(":")[1]) for s in history]
+    failed = [int(s.split(":")[2]) for s in history]
+    assert processed == [0, 120, 120, 120, 120] and failed == [0, 0, 60, 60, 60]
+    points = re.search(r'class="processed" fill="none" points="([^"]*)"', html).group(1)
+    assert len(points.split()) == 4
+
+
+def test_chart_seeds_nothing_without_stored_minutes_and_fills_from_the_right():
+    now = chart.Sample(1000.0, 50, 2)
+    assert chart.seed_samples(now, {}) == [now]
+    drawn = chart.build_chart([chart.Sample(990.0, 40, 2), now], min_window=100.0)
+    assert drawn.processed_points == "600.0,8.0" and drawn.processed_rate == 1.0
+    # One stored minute: a sample where it began, and one where the next began.
+    seeded = chart.seed_samples(chart.Sample(130.0, 50, 2), {1: lowkiq.Counts.from_hash({"j": 8})})
+    assert seeded == [
+        chart.Sample(60.0, 42, 2),
+        chart.Sample(120.0, 50, 2),
+        chart.Sample(130.0, 50, 2),
+    ]
+
+
+def test_histogram_bars_span_the_used_buckets_and_labels_name_their_bound():
+    assert history_charts.bucket_label(0) == "≤ 1 ms"
+    assert history_charts.bucket_label(13) == "≤ 30 s"
+    assert history_charts.bucket_label(16) == "≤ 5 min"
+    assert history_charts.bucket_label(19) == "> 30 min"
+    bars = history_charts.histogram([0, 0, 4, 0, 1] + [0] * 15)
+    assert [(b.label, b.count, b.length) for b in bars] == [
+        ("≤ 5 ms", 4, 100.0),
+        ("≤ 10 ms", 0, 0.0),
+        ("≤ 25 ms", 1, 25.0),
+    ]
+    assert history_charts.histogram([0] * 20) == []
