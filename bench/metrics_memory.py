@@ -56,7 +56,8 @@ def minute_counts(rng: random.Random, buckets: int, failures: bool) -> list[int]
 
 
 def day_bytes(client: redis.Redis, name: str, buckets: int, failures: bool) -> int:
-    """Write a day of ``name``'s minutes; the MEMORY USAGE of its keys, summed."""
+    """Write a day of ``name``'s minutes; the MEMORY USAGE of its keys (minutes, ten
+    minutes, hours, totals), summed."""
     rng = random.Random(7)
     rows = {
         (name, FIRST_MINUTE + m): minute_counts(rng, buckets, failures) for m in range(DAY_MINUTES)
@@ -64,7 +65,9 @@ def day_bytes(client: redis.Redis, name: str, buckets: int, failures: bool) -> i
     for start in range(0, DAY_MINUTES, 60):  # an hour of minutes per round trip
         store.add(client, {key: rows[key] for key in list(rows)[start : start + 60]})
     keys = QueueKeys(name)
-    names = [keys.minute_hash(FIRST_MINUTE + m) for m in range(DAY_MINUTES)]
+    names = [keys.span_hash(1, FIRST_MINUTE + m) for m in range(DAY_MINUTES)]
+    names += {keys.span_hash(10, (FIRST_MINUTE + m) // 10) for m in range(DAY_MINUTES)}
+    names += {keys.span_hash(60, (FIRST_MINUTE + m) // 60) for m in range(DAY_MINUTES)}
     pipe = client.pipeline(transaction=False)
     for key in names:
         pipe.memory_usage(key, samples=0)

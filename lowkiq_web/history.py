@@ -25,7 +25,7 @@ class Window:
 
 
 #: The windows offered, the first being the default.
-WINDOWS = (Window("1h", 60, 1), Window("8h", 480, 5), Window("72h", 4320, 30))
+WINDOWS = (Window("1h", 60, 1), Window("8h", 480, 10), Window("72h", 4320, 60))
 #: The quantiles shown.
 QUANTILES = (0.5, 0.95, 0.99)
 

@@ -42,7 +42,9 @@ Metrics history of a queue (:mod:`lowkiq.telemetry`; one hash tag per queue,
 key                       type   content
 ========================  =====  ==========================================
 T minute:<m>              hash   what the workers did in minute m (unix time // 60); kept 72 h
-T totals                  hash   the same fields, summed since the queue's first perform
+T 10min:<n>               hash   the same, summed over minutes 10n to 10n + 9; kept 72 h
+T hour:<h>                hash   the same, summed over hour h (unix time // 3600); kept 72 h
+T totals                  hash   the same, summed since the queue's first perform
 ========================  =====  ==========================================
 
 Their fields (:data:`lowkiq.telemetry.counts.FIELDS`): ``n`` performs, ``f``
@@ -101,6 +103,9 @@ SUFFIXES = {
     "lease": "lease",
     "epoch_counter": "epoch",
 }
+
+#: The metrics history's spans: their length in minutes -> their key's name.
+SPAN_NAMES = {1: "minute", 10: "10min", 60: "hour"}
 
 #: Keys with an argument: ``<id>`` appended.
 PER_ID = {"payloads_zset", "morgue_payloads_zset"}
@@ -188,13 +193,15 @@ class QueueKeys:
         """``lowkiq:{queue_name:metrics}:``; passed to the metrics history script as ``KEYS[1]``."""
         return f"{NAMESPACE}:{{{self.queue_name}:metrics}}:"
 
-    def minute_hash(self, minute: int) -> str:
-        """What the queue's workers did in one minute (``unix time // 60``); kept 72 h."""
-        return f"{self.metrics_prefix}minute:{minute}"
+    def span_hash(self, minutes: int, number: int) -> str:
+        """What the queue's workers did in span ``number`` of ``minutes`` minutes (1, 10
+        or 60: minute ``number``, minutes ``10 * number`` to ``10 * number + 9``, hour
+        ``number``); kept 72 h."""
+        return f"{self.metrics_prefix}{SPAN_NAMES[minutes]}:{number}"
 
     @property
     def totals_hash(self) -> str:
-        """The fields of :meth:`minute_hash` summed over all time (Prometheus's counters)."""
+        """The fields of :meth:`span_hash` summed over all time (Prometheus's counters)."""
         return f"{self.metrics_prefix}totals"
 
 

@@ -1,4 +1,5 @@
-"""A worker's stored history over a window of minutes, as the dashboard reads it."""
+"""A worker's stored history over a window, as the dashboard reads it: minute by minute,
+ten minutes or an hour at a time for longer windows (:data:`RESOLUTIONS`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from lowkiq.telemetry.counts import Counts
 
 #: The longest window, minutes: what the store keeps.
 MAX_MINUTES = store.RETENTION // 60
+#: The span, minutes, a window is read by: the first whose longest window fits.
+#: (window up to, minutes) -> span.
+RESOLUTIONS = ((60, 1), (8 * 60, 10), (MAX_MINUTES, 60))
 
 
 @dataclass(frozen=True)
@@ -25,12 +29,14 @@ class Span:
 
 @dataclass(frozen=True)
 class History:
-    """One worker's stored minutes ``first`` to ``last`` (``unix time // 60``, inclusive)."""
+    """One worker's stored counts from minute ``first`` to minute ``last`` (``unix time //
+    60``, inclusive), by spans of ``resolution`` minutes (1, 10 or 60)."""
 
     first: int
     last: int
-    #: The minutes in which something was performed.
+    #: The start minute of each span in which something was performed -> its counts.
     minutes: Mapping[int, Counts]
+    resolution: int = 1
 
     @property
     def total(self) -> Counts:
@@ -39,28 +45,32 @@ class History:
 
     @classmethod
     def merged(cls, histories: Sequence[History]) -> History:
-        """Several workers' histories of one window, summed minute by minute."""
+        """Several workers' histories of one window, summed span by span."""
         if not histories:
             raise ValueError("no history to merge")
-        first, last = histories[0].first, histories[0].last
-        if any((h.first, h.last) != (first, last) for h in histories):
+        first = histories[0]
+        shape = (first.first, first.last, first.resolution)
+        if any((h.first, h.last, h.resolution) != shape for h in histories):
             raise ValueError("histories of different windows cannot be merged")
         by_minute: dict[int, list[Counts]] = {}
         for history in histories:
             for minute, counts in history.minutes.items():
                 by_minute.setdefault(minute, []).append(counts)
-        return cls(first, last, {m: Counts.total(spans) for m, spans in sorted(by_minute.items())})
+        summed = {m: Counts.total(spans) for m, spans in sorted(by_minute.items())}
+        return cls(first.first, first.last, summed, first.resolution)
 
     def series(self, step: int) -> list[Span]:
-        """The window in spans of ``step`` minutes, oldest first, ending with the last minute."""
-        if step < 1:
-            raise ValueError(f"step must be at least 1 minute, got {step}")
-        spans = []
-        end = self.last + 1
+        """The window in spans of ``step`` minutes (a multiple of the resolution), oldest
+        first, the last one ending with the window."""
+        if step < 1 or step % self.resolution:
+            raise ValueError(f"step must be a multiple of {self.resolution} minutes, got {step}")
+        resolution = self.resolution
+        end = (self.last // resolution + 1) * resolution
         start = end - step * -(-(end - self.first) // step)
+        spans = []
         for first in range(start, end, step):
             counts = Counts.total(
-                self.minutes[m] for m in range(first, first + step) if m in self.minutes
+                self.minutes[m] for m in range(first, first + step, resolution) if m in self.minutes
             )
             spans.append(Span(first * 60.0, step * 60.0, counts))
         return spans
@@ -73,10 +83,19 @@ def read(
     now: float | None = None,
 ) -> dict[str, History]:
     """The last ``minutes`` minutes (the current one included) of each worker, given as
-    worker name -> queue name, in one round trip."""
+    worker name -> queue name, in one round trip.
+
+    A window longer than an hour is read by spans of 10 or 60 minutes
+    (:data:`RESOLUTIONS`): it starts at the start of a span, a little earlier.
+    """
     if not 1 <= minutes <= MAX_MINUTES:
         raise ValueError(f"minutes must be from 1 to {MAX_MINUTES}, got {minutes}")
+    span = next(span for longest, span in RESOLUTIONS if minutes <= longest)
     last = int((time.time() if now is None else now) // 60)
-    first = last - minutes + 1
-    stored = store.read_minutes(client, list(queue_names.values()), first, last)
-    return {worker: History(first, last, stored[queue]) for worker, queue in queue_names.items()}
+    last_span = last // span
+    first_span = last_span - -(-minutes // span) + 1
+    stored = store.read_spans(client, list(queue_names.values()), span, first_span, last_span)
+    return {
+        worker: History(first_span * span, last, {n * span: c for n, c in stored[q].items()}, span)
+        for worker, q in queue_names.items()
+    }

@@ -101,12 +101,15 @@ def test_a_minute_expires_72_hours_after_it_ends_and_the_totals_never(redis_clie
     recorder.flush()
     keys = QueueKeys("Orders")
     minute = int(now // 60)
-    ttl = redis_client.ttl(keys.minute_hash(minute))
+    ttl = redis_client.ttl(keys.span_hash(1, minute))
     expected = (minute + 1) * 60 + 72 * 3600 - now
     assert expected - 2 <= ttl <= expected + 1
+    hour_ttl = redis_client.ttl(keys.span_hash(60, minute // 60))
+    expected = (minute // 60 + 1) * 3600 + 72 * 3600 - now
+    assert expected - 2 <= hour_ttl <= expected + 1
     assert redis_client.ttl(keys.totals_hash) == -1
     # Only non-zero fields are stored.
-    fields = redis_client.hgetall(keys.minute_hash(minute))
+    fields = redis_client.hgetall(keys.span_hash(1, minute))
     assert b"f" not in fields and b"fj" not in fields and all(int(v) for v in fields.values())
 
 
@@ -162,3 +165,24 @@ def test_the_history_adds_up_across_server_restarts(redis_client: redis.Redis):
     assert total.duration_seconds >= 0.002 * total.performs
     assert sum(total.duration_buckets) == total.performs
     assert sum(total.wait_buckets) == total.jobs
+
+
+def test_a_window_longer_than_8_hours_is_read_by_the_hour(redis_client):
+    now = time.time()
+    for ago, batches in ((5 * 60, 1), (2 * 3600, 3), (70.5 * 3600, 4), (75 * 3600, 50)):
+        recorder = Recorder(redis_client, ["Orders"], clock=Clock(now - ago))
+        for _ in range(batches):
+            recorder.for_queue("Orders").performed([job("a", 1, now - ago)], now - ago, False)
+        recorder.flush()
+    week = read(redis_client, {"W": "Orders"}, 72 * 60, now=now)["W"]
+    assert week.resolution == 60 and week.total.performs == 8  # 75 h ago is out (and expired)
+    spans = week.series(60)
+    assert len(spans) == 72 and spans[-1].start == (int(now // 3600)) * 3600.0
+    assert [s.counts.performs for s in spans if s.counts.performs] == [4, 3, 1]
+    day = read(redis_client, {"W": "Orders"}, 8 * 60, now=now)["W"]
+    assert day.resolution == 10 and day.total.performs == 4
+    assert len(day.series(10)) == 48 and len(day.series(60)) == 8
+    hour = read(redis_client, {"W": "Orders"}, 60, now=now)["W"]
+    assert hour.resolution == 1 and hour.total.performs == 1 and len(hour.series(1)) == 60
+    with pytest.raises(ValueError, match="multiple of 60"):
+        week.series(30)
