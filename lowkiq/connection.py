@@ -77,23 +77,10 @@ class ThreadClient(redis.Redis):
         super().close()
 
 
-def thread_client(template: Client) -> Client:
-    """The client of one processing thread, made from a new client of the settings.
-
-    One server: a :class:`ThreadClient` (one private connection, no retries).
-    A Redis Cluster: ``template`` itself with redis-py's retries turned off (a
-    retried pop could take two batches); it still follows MOVED and ASK
-    redirections, which mean the command did not run.
-    """
-    if isinstance(template, redis.RedisCluster):
-        template.set_retry(Retry(NoBackoff(), 0))
-        return template
-    return ThreadClient(template)
-
-
 def is_cluster(client: object) -> bool:
-    """Whether ``client`` talks to a Redis Cluster (a ``redis.RedisCluster``)."""
-    return isinstance(client, redis.RedisCluster)
+    """Whether ``client`` talks to a Redis Cluster (a ``redis.RedisCluster``, or a
+    processing thread's client routing by slot)."""
+    return isinstance(client, redis.RedisCluster) or getattr(client, "routes_by_slot", False)
 
 
 def describe_redis(client: Client) -> str:

@@ -29,7 +29,8 @@ from typing import Any
 
 import redis
 
-from lowkiq.connection import describe_redis, thread_client
+from lowkiq.cluster_connection import thread_client
+from lowkiq.connection import describe_redis
 from lowkiq.errors import ConfigurationError
 from lowkiq.lane import Lane
 from lowkiq.ownership.coordinator import Coordinator, Plan

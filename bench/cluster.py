@@ -1,0 +1,135 @@
+"""One Redis server vs a 3-master Redis Cluster on this machine, in one run: enqueue
+(jobs/s) and drain (blank jobs through an in-process server, jobs/s).
+
+Both start privately from the same redis-server binary (lowkiq.embedded), never REDIS_URL.
+Usage: python bench/cluster.py [--jobs 100000] [--drain-jobs 30000] [--threads 5] [--shards 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Callable
+
+import redis
+from _machine import machine
+from drain import make_worker
+
+import lowkiq
+from lowkiq.connection import Client
+from lowkiq.embedded import start_server
+from lowkiq.embedded_cluster import start_cluster
+from lowkiq.server import Server
+
+
+def flush(client: Client) -> None:
+    if isinstance(client, redis.RedisCluster):
+        client.flushall(target_nodes=redis.RedisCluster.PRIMARIES)
+    else:
+        client.flushall()
+
+
+def processed(worker: type[lowkiq.Worker], client: Client) -> int:
+    """The queue's processed counters, one pipelined round trip."""
+    keys = worker.queue(client).keys
+    pipe = client.pipeline(transaction=False)
+    for shard in range(worker.shards_count):
+        pipe.get(keys.processed_counter(shard))
+    return sum(int(count or 0) for count in pipe.execute())
+
+
+def enqueue(make: Callable[[], Client], jobs: int, shards: int) -> float:
+    """jobs/s of perform_async, 1,000 small jobs per call."""
+    lowkiq.settings.reset()
+    lowkiq.settings.redis = make
+    worker = make_worker(shards, 1)
+    lowkiq.settings.workers = [worker]
+    flush(lowkiq.settings.client())
+    started = time.perf_counter()
+    for start in range(0, jobs, 1000):
+        worker.perform_async(
+            [
+                {"id": n, "payload": {"order_id": n, "status": "paid"}}
+                for n in range(start, start + 1000)
+            ]
+        )
+    return jobs / (time.perf_counter() - started)
+
+
+def redis_cpu(client: Client) -> float:
+    """CPU seconds used so far by the Redis server, or by every master of a cluster."""
+    if isinstance(client, redis.RedisCluster):
+        nodes = client.get_primaries()
+        infos = [client.info("cpu", target_nodes=node) for node in nodes]
+    else:
+        infos = [client.info("cpu")]
+    return sum(info["used_cpu_sys"] + info["used_cpu_user"] for info in infos)
+
+
+def drain(
+    make: Callable[[], Client], jobs: int, threads: int, shards: int, batch: int
+) -> tuple[float, float, float]:
+    """jobs/s of a server draining ``jobs`` blank jobs, and µs of CPU per job of this
+    process and of Redis (all masters)."""
+    lowkiq.settings.reset()
+    lowkiq.settings.redis = make
+    lowkiq.settings.threads_per_node = threads
+    worker = make_worker(shards, batch)
+    lowkiq.settings.workers = [worker]
+    client = lowkiq.settings.client()
+    flush(client)
+    for start in range(0, jobs, 1000):
+        worker.perform_async([{"id": i} for i in range(start, start + 1000)])
+    server = Server(lowkiq.settings)
+    cpu, redis_before = time.process_time(), redis_cpu(client)
+    started = time.perf_counter()
+    server.start()
+    while processed(worker, client) < jobs:
+        time.sleep(0.01)
+    elapsed = time.perf_counter() - started
+    cpu, redis_used = time.process_time() - cpu, redis_cpu(client) - redis_before
+    server.request_stop()
+    server.stop()
+    return jobs / elapsed, cpu / jobs * 1e6, redis_used / jobs * 1e6
+
+
+def main() -> None:
+    """Print enqueue and drain figures of both, and the cluster's share of the server's."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--drain-jobs", type=int, default=30_000)
+    parser.add_argument("--threads", type=int, default=5)
+    parser.add_argument("--shards", type=int, default=12)
+    args = parser.parse_args()
+    server = start_server(tempfile.mkdtemp(prefix="lowkiq-bench-"))
+    cluster = start_cluster(tempfile.mkdtemp(prefix="lowkiq-bench-cluster-"), masters=3)
+    targets: dict[str, Callable[[], Client]] = {
+        "1 server": lambda: redis.Redis.from_url(server.url),
+        "3-master cluster": lambda: redis.RedisCluster.from_url(cluster.url),
+    }
+    try:
+        print(machine())
+        print(f"{args.shards} shards, {args.threads} threads")
+        rows: dict[str, list[float]] = {}
+        for name, make in targets.items():
+            rows[name] = [enqueue(make, args.jobs, args.shards)]
+            for batch in (1, 10):
+                rows[name] += drain(make, args.drain_jobs, args.threads, args.shards, batch)
+        heads = ["enqueue/s"]
+        for batch in (1, 10):
+            heads += [f"drain b={batch} /s", "worker µs/job", "Redis µs/job"]
+        print(f"{'':<18}" + "".join(f"{head:>15}" for head in heads))
+        for name, figures in rows.items():
+            print(f"{name:<18}" + "".join(f"{figure:>15,.0f}" for figure in figures))
+        single, spread = rows["1 server"], rows["3-master cluster"]
+        shares = "".join(f"{b / a:>15.0%}" for a, b in zip(single, spread, strict=True))
+        print(f"{'cluster / server':<18}" + shares)
+    finally:
+        lowkiq.settings.reset()
+        cluster.stop()
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

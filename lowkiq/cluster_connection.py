@@ -1,0 +1,166 @@
+"""A processing thread's connections to a Redis Cluster: one private connection per master.
+
+redis-py's ``RedisCluster`` resolves a command's policy, node and retries on every
+call, which costs about five times the client CPU of a plain connection.  A
+processing thread sends few kinds of commands, each naming its shard's key
+first, so :class:`ClusterThreadClient` routes each to the master of that key's
+slot (redis-py's slot map) over a :class:`~lowkiq.connection.ThreadClient`
+of that master: no retries (a retried pop could take two batches), and a
+``MOVED`` or ``ASK`` redirection, which means the command did not run, is
+followed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from redis.exceptions import AskError, ClusterError, MovedError
+
+from lowkiq.connection import Client, ThreadClient
+
+#: Redirections followed for one command before giving up (the slot map keeps moving).
+MAX_REDIRECTS = 5
+
+
+def _first_key(args: tuple[Any, ...]) -> Any:
+    """The first key of a command, or ``None`` (a command without key)."""
+    name = str(args[0]).upper()
+    if name in ("EVALSHA", "EVAL"):
+        return args[3] if int(args[2]) > 0 else None
+    if name.startswith("SCRIPT"):
+        return None
+    return args[1] if len(args) > 1 else None
+
+
+class ClusterThreadClient(ThreadClient):
+    """The client of one processing thread on a Redis Cluster (see the module)."""
+
+    #: What :func:`lowkiq.connection.is_cluster` looks for.
+    routes_by_slot = True
+
+    def __init__(self, cluster: redis.RedisCluster) -> None:
+        # Parts of redis-py's cluster client are untyped.
+        self.topology: Any = cluster
+        first = cluster.get_primaries()[0]  # type: ignore[no-untyped-call]
+        super().__init__(first.redis_connection)
+        self._masters: dict[str, ThreadClient] = {first.name: self}
+        # key -> its master's client; forgotten on a MOVED (the slot map changed).
+        self._routes: dict[Any, ThreadClient] = {}
+
+    def _master(self, name: str) -> ThreadClient:
+        client = self._masters.get(name)
+        if client is None:
+            node = self.topology.get_node(node_name=name)
+            client = self._masters[name] = ThreadClient(node.redis_connection)
+        return client
+
+    def route(self, key: Any) -> ThreadClient:
+        """The client of the master serving ``key``'s slot."""
+        client = self._routes.get(key)
+        if client is None:
+            node = self.topology.get_node_from_key(key)
+            client = self._routes[key] = self._master(node.name)
+        return client
+
+    def _send(self, client: ThreadClient, args: tuple[Any, ...], options: dict[str, Any]) -> Any:
+        if client is self:
+            return super().execute_command(*args, **options)
+        return client.execute_command(*args, **options)
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        """Send one command to the master of its first key; a keyless one (SCRIPT LOAD)
+        to every master, returning the first reply."""
+        key = _first_key(args)
+        if key is None:
+            replies = [
+                self._send(self._master(node.name), args, options)
+                for node in self.topology.get_primaries()
+            ]
+            return replies[0]
+        for _ in range(MAX_REDIRECTS):
+            try:
+                return self._send(self.route(key), args, options)
+            except AskError as redirect:
+                target = self._master(f"{redirect.host}:{redirect.port}")
+                if isinstance(redirect, MovedError):
+                    self._routes.clear()
+                    self.topology.nodes_manager.initialize()
+                    continue
+                self._send(target, ("ASKING",), {})
+                return self._send(target, args, options)
+        raise ClusterError(f"{args[0]} on {key!r}: too many redirections")
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
+        """A pipeline whose commands go, grouped, to the masters of their keys."""
+        return RoutedPipeline(self)
+
+    def close(self) -> None:
+        """Close the connections to every master."""
+        for client in self._masters.values():
+            if client is not self:
+                client.close()
+        super().close()
+
+
+class RoutedPipeline:
+    """Commands queued, then sent a pipeline per master; replies in queued order.
+
+    A command redirected (``MOVED``/``ASK``: it did not run) is sent again alone.
+    """
+
+    def __init__(self, client: ClusterThreadClient) -> None:
+        self.client = client
+        self.commands: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    def execute_command(self, *args: Any, **options: Any) -> RoutedPipeline:
+        """Queue a command."""
+        self.commands.append((args, options))
+        return self
+
+    def zrange(self, name: str, start: int, end: int, withscores: bool = False) -> RoutedPipeline:
+        """Queue a ZRANGE (``withscores``: replies as ``(member, score)`` pairs)."""
+        if not withscores:
+            return self.execute_command("ZRANGE", name, start, end)
+        options = {"withscores": True, "score_cast_func": float}
+        return self.execute_command("ZRANGE", name, start, end, "WITHSCORES", **options)
+
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        """Send the queued commands; an error reply raises unless ``raise_on_error`` is off."""
+        by_master: dict[ThreadClient, list[int]] = {}
+        for index, (args, _) in enumerate(self.commands):
+            by_master.setdefault(self.client.route(_first_key(args)), []).append(index)
+        replies: list[Any] = [None] * len(self.commands)
+        for master, indexes in by_master.items():
+            # The master's own pipeline (the first master's client is the routing one).
+            pipe: Any = redis.Redis.pipeline(master, transaction=False)
+            for index in indexes:
+                args, options = self.commands[index]
+                pipe.execute_command(*args, **options)
+            for index, reply in zip(indexes, pipe.execute(raise_on_error=False), strict=True):
+                if isinstance(reply, AskError):
+                    args, options = self.commands[index]
+                    reply = _again(self.client, args, options)
+                replies[index] = reply
+        self.commands = []
+        if raise_on_error:
+            for reply in replies:
+                if isinstance(reply, Exception):
+                    raise reply
+        return replies
+
+
+def thread_client(template: Client) -> Client:
+    """The client of one processing thread, made from a new client of the settings: a
+    :class:`~lowkiq.connection.ThreadClient` (one private connection, no retries), or
+    on a Redis Cluster a :class:`ClusterThreadClient` (one such connection per master)."""
+    if isinstance(template, redis.RedisCluster):
+        return ClusterThreadClient(template)
+    return ThreadClient(template)
+
+
+def _again(client: ClusterThreadClient, args: tuple[Any, ...], options: dict[str, Any]) -> Any:
+    try:
+        return client.execute_command(*args, **options)
+    except redis.ResponseError as exc:
+        return exc
