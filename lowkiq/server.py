@@ -31,6 +31,7 @@ import redis
 
 from lowkiq.cluster_connection import thread_client
 from lowkiq.connection import describe_redis
+from lowkiq.coroutines import close_thread_loop
 from lowkiq.errors import ConfigurationError
 from lowkiq.lane import Lane
 from lowkiq.ownership.coordinator import Coordinator, Plan
@@ -287,6 +288,8 @@ class Server:
             # The failing batch stays in processing; its shard's next owner restores it.
             with contextlib.suppress(redis.RedisError):
                 lane.release_all()
+        finally:
+            close_thread_loop()
 
     def _fatal(self, exc: BaseException) -> None:
         log.critical(

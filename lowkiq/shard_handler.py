@@ -25,6 +25,7 @@ from typing import Any
 
 import redis
 
+from lowkiq.coroutines import settle
 from lowkiq.errors import LeaseLost
 from lowkiq.middleware import Batch, ServerMiddleware, chain
 from lowkiq.storage.queue import ACK_FENCED, PoppedJob, Queue
@@ -37,10 +38,11 @@ log = logging.getLogger("lowkiq.shard_handler")
 def run_perform(
     worker: type[Worker], batch: Batch, middlewares: Sequence[ServerMiddleware]
 ) -> None:
-    """Call ``worker.perform(batch)`` inside the server middlewares, the first outermost."""
+    """Call ``worker.perform(batch)`` inside the server middlewares, the first outermost;
+    a coroutine ``perform`` runs on the calling thread's event loop."""
 
     def perform(final_worker: type[Worker], final_batch: Batch) -> None:
-        final_worker.perform(final_batch)
+        settle(final_worker.perform(final_batch))
 
     chain(middlewares, perform)(worker, batch)
 
@@ -257,7 +259,7 @@ class ShardHandler:
             return
         if morgue:
             try:
-                self.worker.retries_exhausted(morgue)
+                settle(self.worker.retries_exhausted(morgue))
             except Exception:
                 log.exception("%s: retries_exhausted raised", self.name)
 

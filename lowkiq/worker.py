@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
 import redis
@@ -66,13 +66,15 @@ class Worker:
         return float(retry_count**4 + 15 + random.randrange(30) * (retry_count + 1))
 
     @classmethod
-    def retries_exhausted(cls, jobs: list[dict[str, Any]]) -> None:
+    def retries_exhausted(cls, jobs: list[dict[str, Any]]) -> Awaitable[None] | None:
         """Called with the jobs just moved to the morgue: ``{"id", "payloads", "error"}``,
-        ``payloads`` being ``[[payload, score], ...]`` as in every job dict."""
+        ``payloads`` being ``[[payload, score], ...]`` as in every job dict.  May be
+        ``async def`` (see :mod:`lowkiq.coroutines`)."""
 
     @classmethod
-    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
-        """Process a batch: ``{id: [payload, ...]}``, payloads ascending by score."""
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> Awaitable[None] | None:
+        """Process a batch: ``{id: [payload, ...]}``, payloads ascending by score.  May be
+        ``async def``: the coroutine runs on the processing thread's own event loop."""
         raise NotImplementedError(f"{cls.__name__}.perform is not defined")
 
     # -- enqueueing --------------------------------------------------------
