@@ -18,6 +18,7 @@ from lowkiq.errors import (
     RedisUnavailable,
 )
 from lowkiq.ownership.status import Process, Processes, QueueOwners, command_process, processes
+from lowkiq.pausing import paused_queues
 from lowkiq.schedulers import build_lag_scheduler, build_seq_scheduler
 from lowkiq.serializers import Undecodable
 from lowkiq.settings import Settings, settings
@@ -49,6 +50,12 @@ def history(
     client = config.client()
     chosen = [w for w in config.workers if workers is None or w.__name__ in workers]
     return _history.read(client, {w.__name__: w.queue_name for w in chosen}, minutes)
+
+
+def paused_workers(config: Settings = settings) -> set[str]:
+    """The names of the workers of ``config`` whose queues are paused (``Worker.pause``)."""
+    paused = paused_queues(config.client())
+    return {worker.__name__ for worker in config.workers if worker.queue_name in paused}
 
 
 def stats() -> dict[str, Any]:
@@ -85,6 +92,7 @@ __all__ = [
     "command_process",
     "history",
     "overview",
+    "paused_workers",
     "processes",
     "settings",
     "stats",

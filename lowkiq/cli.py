@@ -1,4 +1,5 @@
-"""The ``lowkiq`` command line: ``lowkiq worker`` and ``lowkiq redis stop`` (SPEC §8).
+"""The ``lowkiq`` command line: ``lowkiq worker``, ``pause``/``resume`` and ``lowkiq redis
+stop`` (SPEC §8).
 
 Thin glue: the logic lives in :mod:`lowkiq.server`, :mod:`lowkiq.app_loader`
 and :mod:`lowkiq.embedded`; ``lowkiq web`` lives in :mod:`lowkiq_web.cli`.
@@ -8,7 +9,9 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -22,6 +25,9 @@ from lowkiq.cli_support import (
 from lowkiq.embedded import PROJECT_DIR
 from lowkiq.errors import LowkiqError
 from lowkiq.version import __version__
+
+if TYPE_CHECKING:
+    from lowkiq.worker import Worker
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
 
@@ -119,6 +125,57 @@ def worker(
         sys.exit(Supervisor(processes, lambda: Server(settings).run()).run())
     except LowkiqError as exc:
         fail(str(exc))
+
+
+_PAUSE_APP_HELP = "The app that defines WORKER: a .py file or a dotted module name."
+
+
+@main.command()
+@click.argument("worker_name", metavar="WORKER")
+@require_option(_PAUSE_APP_HELP)
+@embedded_redis_option()
+def pause(worker_name: str, app: str) -> None:
+    """Pause WORKER (a class of settings.workers) on every worker process.
+
+    Its shards take no new batches (running batches finish) until `lowkiq
+    resume`; enqueueing goes on and the jobs wait.
+    """
+    worker = _find_worker(app, worker_name)
+    changed = _redis_call(worker.pause)
+    click.echo(f"{worker.__name__} {'paused' if changed else 'was already paused'}")
+
+
+@main.command()
+@click.argument("worker_name", metavar="WORKER")
+@require_option(_PAUSE_APP_HELP)
+@embedded_redis_option()
+def resume(worker_name: str, app: str) -> None:
+    """Resume WORKER, paused by `lowkiq pause` or the dashboard, on every worker process."""
+    worker = _find_worker(app, worker_name)
+    changed = _redis_call(worker.resume)
+    click.echo(f"{worker.__name__} {'resumed' if changed else 'was not paused'}")
+
+
+def _find_worker(app: str, name: str) -> type[Worker]:
+    """The worker class of ``settings.workers`` named ``name``, or a one-line error."""
+    load_app_or_exit(app)
+    import lowkiq
+
+    workers = {worker.__name__: worker for worker in lowkiq.settings.workers}
+    if name not in workers:
+        known = ", ".join(workers) or "none: the app sets no settings.workers"
+        fail(f"no worker {name!r} in settings.workers (workers: {known})")
+    return workers[name]
+
+
+def _redis_call(call: Callable[[], bool]) -> bool:
+    """``call()``, or a one-line error when Redis does not answer."""
+    import redis as redis_client
+
+    try:
+        return call()
+    except redis_client.RedisError as exc:
+        fail(f"Redis did not answer: {exc}")
 
 
 @main.group()

@@ -5,7 +5,9 @@ The shards a thread serves change while it runs: the process's coordinator
 thread its handler with :meth:`Lane.add`, and asks for a shard back with
 :meth:`Lane.remove`.  The thread applies such changes only between batches
 (:meth:`Lane.apply`), acking the shard's last batch and releasing its lease
-itself, so a shard is never served by two threads at once.
+itself, so a shard is never served by two threads at once.  The shards of a
+paused queue (:mod:`lowkiq.pausing`) are parked the same way: their leases stay
+held, but the thread neither pops nor watches them until the queue resumes.
 
 The idle wait blocks on the shards' wake lists (pushed by every script that
 makes a job due, or schedules one before every other job of its shard), so an
@@ -74,6 +76,10 @@ class Lane:
         self._lock = threading.Lock()
         self._added: list[ShardHandler] = []
         self._removed: dict[ShardKey, bool] = {}
+        self._pausing: frozenset[str] | None = None
+        #: Names of the paused queues, and the handlers of their shards (not served).
+        self.paused: frozenset[str] = frozenset()
+        self.parked: list[ShardHandler] = []
         self._changed = threading.Event()
         self.polls = is_cluster(client)
         # A blocking read must end before the socket times out.
@@ -107,6 +113,13 @@ class Lane:
             self._removed[key] = release
         self._changed.set()
 
+    def pause(self, queues: frozenset[str]) -> None:
+        """Park the shards of ``queues`` (the paused queues, all of them) after the
+        running batch; serve again those of queues no longer in it."""
+        with self._lock:
+            self._pausing = queues
+        self._changed.set()
+
     def wake(self, client: Client) -> None:
         """Interrupt this lane's blocking wait from another connection."""
         self._changed.set()
@@ -123,15 +136,18 @@ class Lane:
             self._changed.clear()
             added, self._added = self._added, []
             removed, self._removed = self._removed, {}
-        if not added and not removed:
+            pausing, self._pausing = self._pausing, None
+        if not added and not removed and pausing is None:
             return False
-        self.handlers += added
-        released = [h for h in self.handlers if removed.get(h.key)]
-        leaving = [h for h in self.handlers if h.key in removed]
-        for handler in leaving:
-            if self.deferred.holder is handler:
-                self.deferred.settle()
-        self.handlers = [h for h in self.handlers if h.key not in removed]
+        if pausing is not None:
+            self.paused = pausing
+        every = self.handlers + self.parked + added
+        released = [h for h in every if removed.get(h.key)]
+        kept = [h for h in every if h.key not in removed]
+        self.handlers = [h for h in kept if h.queue.name not in self.paused]
+        self.parked = [h for h in kept if h.queue.name in self.paused]
+        if self.deferred.holder is not None and self.deferred.holder not in self.handlers:
+            self.deferred.settle()
         self._index()
         if released:
             self._release(released)
@@ -140,8 +156,8 @@ class Lane:
     def release_all(self) -> None:
         """Ack the last batch and give up every lease (the process is stopping)."""
         self.deferred.settle()
-        held = [h for h in self.handlers if not h.lost]
-        self.handlers = []
+        held = [h for h in self.handlers + self.parked if not h.lost]
+        self.handlers, self.parked = [], []
         self._index()
         if held:
             self._release(held)
@@ -222,4 +238,7 @@ class Lane:
 
     def describe(self) -> str:
         """The shards of this lane, e.g. ``OrderWorker:0 OrderWorker:3``."""
-        return " ".join(handler.name for handler in self.handlers) or "(none yet)"
+        served = " ".join(handler.name for handler in self.handlers) or "(none yet)"
+        if self.parked:
+            served += " (paused: " + " ".join(handler.name for handler in self.parked) + ")"
+        return served

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import redis
 
+from lowkiq import pausing
 from lowkiq.connection import Client
 from lowkiq.default_redis import unreachable_hint
 from lowkiq.errors import ConfigurationError, InvalidJob, RedisUnavailable
@@ -107,6 +108,24 @@ class Worker:
                 f"{cls.__name__}.perform_async: Redis is unreachable, "
                 f"{len(new_jobs)} job(s) were not enqueued: {exc}" + (f" ({hint})" if hint else "")
             ) from exc
+
+    # -- pausing -----------------------------------------------------------
+
+    @classmethod
+    def pause(cls) -> bool:
+        """Stop every process taking new batches of this queue (running ones finish);
+        enqueueing goes on.  ``False`` when it was paused already."""
+        return pausing.pause(settings.client(), cls.queue_name)
+
+    @classmethod
+    def resume(cls) -> bool:
+        """Let the processes take this queue's batches again; ``False`` when not paused."""
+        return pausing.resume(settings.client(), cls.queue_name)
+
+    @classmethod
+    def paused(cls) -> bool:
+        """Whether this queue is paused."""
+        return cls.queue_name in pausing.paused_queues(settings.client())
 
     # -- storage views -----------------------------------------------------
 

@@ -55,6 +55,22 @@ def bulk(worker: str, kind: str, action: str) -> Response | str:
     return render_template("lowkiq/_list_response.html", message=message, **context)
 
 
+@lowkiq_web.post("/<worker>/<any(pause, resume):action>")
+def pause_or_resume(worker: str, action: str) -> Response | str:
+    """Pause the worker on every process (its shards take no new batches), or resume it;
+    htmx swaps the pause control for the new state's."""
+    found = find_worker(worker)
+    if action == "pause":
+        found.pause()
+    else:
+        found.resume()
+    if not request.headers.get("HX-Request"):
+        return redirect(url_for("lowkiq_web.enqueued", worker=worker), 303)
+    return render_template(
+        "lowkiq/_pause.html", worker=found.__name__, worker_paused=found.paused()
+    )
+
+
 @lowkiq_web.post("/<worker>/dead/job/<action>")
 def dead_job(worker: str, action: str) -> Response | str:
     """Queue up or delete one dead job; htmx swaps its row for nothing."""

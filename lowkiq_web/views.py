@@ -45,6 +45,7 @@ def _live_context() -> dict[str, Any]:
         samples = chart.seed_samples(now, minutes)
     return {
         "overview": data,
+        "paused_workers": lowkiq.paused_workers(),
         "redis": redis_info(),
         "chart": chart.build_chart(samples, interval * (chart.MAX_SAMPLES - 2)),
         "history": chart.encode_history(samples),
@@ -90,6 +91,7 @@ def list_context(worker_name: str, kind: str, args: Any) -> dict[str, Any]:
         "orders": listing.ORDERS[kind],
         "per_page": listing.PER_PAGE,
         "metrics": worker.metrics(),
+        "worker_paused": worker.paused(),
         "bulk_actions": bulk_actions(kind),
     }
 
@@ -138,6 +140,7 @@ def job(worker: str) -> tuple[str, int]:
         "places": places,
         "payloads_from": start,
         "payloads_per_page": JOB_PAYLOADS,
+        "worker_paused": found.paused(),
     }
     return render_template("lowkiq/job.html", metrics=found.metrics(), **context), status
 

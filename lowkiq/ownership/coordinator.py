@@ -8,6 +8,8 @@ process should serve (:func:`~lowkiq.ownership.assignment.assign`, or a fixed
 set from a static splitter), renews the leases it holds, asks the processing
 threads to give back shards that moved away, and acquires the shards that
 came to it once their previous owner released them (or its lease expired).
+It also reads which queues are paused (:mod:`lowkiq.pausing`) and tells the
+threads when that changes.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from lowkiq.ownership import leases
 from lowkiq.ownership.assignment import assign, deal_sticky
 from lowkiq.ownership.leases import Lease
 from lowkiq.ownership.membership import Beat, Membership
+from lowkiq.pausing import paused_queues
 from lowkiq.shard_handler import ShardHandler
 from lowkiq.storage.queue import Queue
 from lowkiq.version import __version__
@@ -49,6 +52,9 @@ class LaneLike(Protocol):
 
     def remove(self, key: ShardKey, release: bool) -> None:
         """Stop serving a shard after its running batch; ``release``: give its lease up."""
+
+    def pause(self, queues: frozenset[str]) -> None:
+        """Take no new batch of these queues' shards (all the paused ones), keeping them."""
 
     @property
     def busy(self) -> int:
@@ -111,6 +117,8 @@ class Coordinator:
         self._releasing: set[ShardKey] = set()
         self._dealt: dict[ShardKey, int] = {}
         self._retry_at = 0.0
+        #: The paused queues among this process's, as last told to the threads.
+        self.paused: frozenset[str] = frozenset()
 
     # -- what the processing threads report ---------------------------------
 
@@ -169,8 +177,21 @@ class Coordinator:
             log.info("stop requested from the dashboard")
             self.stop_requested.set()
         self._renew()
+        self._follow_pauses()
         self._rebalance(self._wanted(beat))
         return beat
+
+    def _follow_pauses(self) -> None:
+        paused = paused_queues(self.client) & self.queues.keys()
+        if paused == self.paused:
+            return
+        for name in sorted(paused - self.paused):
+            log.info("%s is paused: its shards take no new batch", name)
+        for name in sorted(self.paused - paused):
+            log.info("%s is resumed", name)
+        self.paused = frozenset(paused)
+        for lane in self.lanes:
+            lane.pause(self.paused)
 
     def _wanted(self, beat: Beat) -> list[ShardKey]:
         if self.quiet or self.closing or self.stop_requested.is_set():

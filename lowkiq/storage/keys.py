@@ -62,6 +62,7 @@ M processes               zset   process id -> heartbeat expiry, ms on Redis's c
 M process:<id>            hash   ``info`` (JSON), ``weight`` (threads; 0 when quiet),
                                  ``queues`` (JSON list), ``beat`` (ms), ``command``
 M nudge:<id>              list   at most one element: "membership changed, look now"
+M paused                  set    names of paused queues (:mod:`lowkiq.pausing`)
 ========================  =====  ==========================================
 
 A lease is the only right to change a shard: pop, ack, fail and restore take
@@ -229,6 +230,11 @@ class OwnershipKeys:
     def nudge_list(self, process_id: str) -> str:
         """Pushed when membership changed or a command waits; the process blocks on it."""
         return f"{OWNERSHIP_PREFIX}nudge:{process_id}"
+
+    @property
+    def paused_set(self) -> str:
+        """The names of the paused queues: their shards take no new batches."""
+        return OWNERSHIP_PREFIX + "paused"
 
 
 def lua_prelude(code: str | None = None) -> str:

@@ -204,3 +204,27 @@ def test_metrics_pages_from_the_nav_link(page, live_server):
     page.locator("tr[data-worker=ReportWorker] th a").click()
     quantiles = page.locator("tr[data-metric=duration] td")
     expect(quantiles.first).to_have_text("1m 30s")
+
+
+def test_pause_asks_for_confirmation_and_shows_the_state(page, live_server):
+    page.goto(live_server + "/OrderWorker/enqueued")
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.click("button[data-action=pause]")
+    page.wait_for_timeout(300)
+    assert not OrderWorker.paused()
+
+    questions: list[str] = []
+
+    def accept(dialog):
+        questions.append(dialog.message)
+        dialog.accept()
+
+    page.once("dialog", accept)
+    page.click("button[data-action=pause]")
+    expect(page.locator("#pause [data-worker-paused]")).to_have_text("paused")
+    assert "Pause OrderWorker on every worker process?" in questions[0]
+    assert OrderWorker.paused()
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("button[data-action=resume]")
+    expect(page.locator("button[data-action=pause]")).to_be_visible()
+    assert not OrderWorker.paused()
