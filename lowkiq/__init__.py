@@ -19,6 +19,7 @@ from lowkiq.errors import (
 )
 from lowkiq.ownership.status import Process, Processes, QueueOwners, command_process, processes
 from lowkiq.pausing import paused_queues
+from lowkiq.running import RunningBatch, current_batch
 from lowkiq.schedulers import build_lag_scheduler, build_seq_scheduler
 from lowkiq.serializers import Undecodable
 from lowkiq.settings import Settings, settings
@@ -81,6 +82,7 @@ __all__ = [
     "QueueMetrics",
     "QueueOwners",
     "RedisUnavailable",
+    "RunningBatch",
     "Span",
     "Undecodable",
     "Worker",
@@ -90,6 +92,7 @@ __all__ = [
     "build_lag_scheduler",
     "build_seq_scheduler",
     "command_process",
+    "current_batch",
     "history",
     "overview",
     "paused_workers",

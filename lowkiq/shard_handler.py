@@ -28,6 +28,8 @@ import redis
 from lowkiq.coroutines import settle
 from lowkiq.errors import LeaseLost
 from lowkiq.middleware import Batch, ServerMiddleware, chain
+from lowkiq.running import RunningBatch
+from lowkiq.running import local as running
 from lowkiq.storage.queue import ACK_FENCED, PoppedJob, Queue
 from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder
 from lowkiq.worker import Worker
@@ -169,15 +171,18 @@ class ShardHandler:
             if self.lost or not batch:
                 return True
         self.busy = True
+        running.batch = (self.worker, self.shard, batch)
         started = time.time()
         try:
             run_perform(self.worker, {job.id: job.payloads for job in batch}, self.middlewares)
         except Exception as exc:
             self.busy = False
+            running.batch = None
             self.recorder.performed(batch, started, True)
             self._fail(batch, exc)
             return True
         self.busy = False
+        running.batch = None
         self.recorder.performed(batch, started, False)
         self.deferred.holder = self
         return True
@@ -237,6 +242,7 @@ class ShardHandler:
             type(exc).__name__,
             exc,
             exc_info=exc,
+            extra=RunningBatch.popped(self.worker, self.shard, batch).log_fields(),
         )
         try:
             error = self.format_error(exc)
