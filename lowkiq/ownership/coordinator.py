@@ -56,6 +56,9 @@ class LaneLike(Protocol):
     def pause(self, queues: frozenset[str]) -> None:
         """Take no new batch of these queues' shards (all the paused ones), keeping them."""
 
+    def wake(self, client: Client) -> None:
+        """Interrupt the thread's idle wait."""
+
     @property
     def busy(self) -> int:
         """How many of the thread's shards are in ``perform`` now."""
@@ -192,6 +195,8 @@ class Coordinator:
         self.paused = frozenset(paused)
         for lane in self.lanes:
             lane.pause(self.paused)
+            # A thread blocked on its other shards' wake lists takes the change now.
+            lane.wake(self.client)
 
     def _wanted(self, beat: Beat) -> list[ShardKey]:
         if self.quiet or self.closing or self.stop_requested.is_set():
