@@ -68,6 +68,18 @@ def main() -> None:
     show_default=True,
     help="Worker processes to fork on this host (one core each), restarted when they die.",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    help="Serve the Prometheus metrics of every worker (read from Redis) at "
+    "http://HOST:PORT/metrics; with --processes, from the first worker process.",
+)
+@click.option(
+    "--metrics-host",
+    default="0.0.0.0",
+    show_default=True,
+    help="Address the --metrics-port server listens on.",
+)
 @embedded_redis_option()
 @click.option(
     "--log-level",
@@ -82,6 +94,8 @@ def worker(
     nodes: int | None,
     node: int | None,
     processes: int,
+    metrics_port: int | None,
+    metrics_host: str,
     log_level: str,
 ) -> None:
     """Process the queues of the workers defined by APP.
@@ -118,11 +132,15 @@ def worker(
         if nodes is not None and node is not None:
             settings.build_splitter = lambda: lowkiq.build_by_node_splitter(nodes, node)
         check_local_redis(settings.redis)
+        metrics = None if metrics_port is None else (metrics_host, metrics_port)
         if processes == 1:
-            sys.exit(Server(settings).run())
+            sys.exit(Server(settings, metrics).run())
         from lowkiq.supervisor import Supervisor
 
-        sys.exit(Supervisor(processes, lambda: Server(settings).run()).run())
+        def run_child(number: int) -> int:
+            return Server(settings, metrics if number == 0 else None).run()
+
+        sys.exit(Supervisor(processes, run_child).run())
     except LowkiqError as exc:
         fail(str(exc))
 

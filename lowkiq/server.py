@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 import redis
 
@@ -39,6 +40,7 @@ from lowkiq.ownership.membership import Membership, new_process_id
 from lowkiq.settings import Settings, pooled_client, settings
 from lowkiq.shard_handler import DeferredAck, ShardHandler
 from lowkiq.splitters import build_default_splitter, with_threads
+from lowkiq.telemetry import prometheus
 from lowkiq.telemetry.recorder import Recorder
 from lowkiq.version import __version__
 from lowkiq.worker import Worker
@@ -76,8 +78,12 @@ def backoff(failures: int, poll_interval: float) -> float:
 class Server:
     """Processes the queues of ``settings.workers`` with ``threads_per_node`` threads."""
 
-    def __init__(self, config: Settings = settings) -> None:
+    def __init__(
+        self, config: Settings = settings, metrics_address: tuple[str, int] | None = None
+    ) -> None:
         self.settings = config
+        #: ``(host, port)`` to serve the Prometheus metrics on, if any.
+        self.metrics_address = metrics_address
         self.stop_event = threading.Event()
         self.lanes: list[Lane] = []
         self.threads: list[threading.Thread] = []
@@ -92,6 +98,7 @@ class Server:
         self.coordinator_thread: threading.Thread | None = None
         # Made by build(): the metrics history's per-process counts and flush thread.
         self.recorder: Recorder | None = None
+        self.metrics_server: WSGIServer | None = None
 
     # -- set-up ------------------------------------------------------------
 
@@ -207,6 +214,8 @@ class Server:
             config.lease_ttl,
             config.heartbeat_interval,
         )
+        if self.metrics_address is not None:
+            self.serve_metrics(*self.metrics_address)
         self._until_redis_answers(coordinator.beat)
         if self._stop_signal is not None:
             return
@@ -232,6 +241,14 @@ class Server:
         self.coordinator_thread.start()
         if self.recorder is not None:
             self.recorder.start()
+
+    def serve_metrics(self, host: str, port: int) -> None:
+        """Serve the Prometheus metrics at ``http://host:port/metrics`` until :meth:`stop`."""
+        try:
+            self.metrics_server = prometheus.serve(port, host, self.settings)[0]
+        except OSError as exc:
+            raise ConfigurationError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
+        log.info("Prometheus metrics on http://%s:%d/metrics", host, port)
 
     def _run_coordinator(self, coordinator: Coordinator) -> None:
         failures = 0
@@ -386,6 +403,9 @@ class Server:
                 log.warning("could not deregister (%s); this process ages out of the list", exc)
         if self.recorder is not None:
             self.recorder.stop()
+        if self.metrics_server is not None:
+            self.metrics_server.shutdown()
+            self.metrics_server.server_close()
         waker.close()
         for lane in self.lanes:
             lane.client.close()

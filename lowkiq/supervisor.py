@@ -62,9 +62,10 @@ def exit_code(status: int) -> int:
 
 
 class Supervisor:
-    """Runs ``processes`` children, each calling ``run_child()`` and exiting with its result."""
+    """Runs ``processes`` children, each calling ``run_child(number)`` (0 to ``processes`` - 1,
+    kept by a restarted child) and exiting with its result."""
 
-    def __init__(self, processes: int, run_child: Callable[[], int]) -> None:
+    def __init__(self, processes: int, run_child: Callable[[int], int]) -> None:
         self.slots = [Slot(number) for number in range(processes)]
         self.run_child = run_child
         self.stopping: str | None = None
@@ -78,7 +79,7 @@ class Supervisor:
                 for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGTTIN):
                     signal.signal(signum, signal.SIG_DFL)
                 stop_with_parent()
-                code = self.run_child()
+                code = self.run_child(slot.number)
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
             except BaseException:

@@ -7,6 +7,7 @@ from typing import Any
 from flask import Response, jsonify, render_template, request
 
 import lowkiq
+from lowkiq.telemetry import prometheus
 from lowkiq_web import chart, listing
 from lowkiq_web.blueprint import lowkiq_web
 from lowkiq_web.bulk import bulk_actions
@@ -71,6 +72,14 @@ def live() -> str:
 def stats() -> Response:
     """The document of SPEC §5: totals and per-worker length, morgue_length, lag."""
     return jsonify(lowkiq.stats())
+
+
+@lowkiq_web.get("/metrics")
+def prometheus_metrics() -> Response:
+    """Every worker's metrics in the Prometheus text format, read from Redis (the same in
+    every process serving the dashboard)."""
+    body, content_type = prometheus.render(request.headers.get("Accept", ""))
+    return Response(body, content_type=content_type)
 
 
 def list_context(worker_name: str, kind: str, args: Any) -> dict[str, Any]:
