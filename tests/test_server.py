@@ -107,7 +107,8 @@ def test_a_failing_batch_is_retried_then_buried(server: Callable[..., Server]) -
     dead = eventually(lambda: Seen.queries().morgue_fetch(["bad"]))
     assert dead[0]["error"] == "boom ['bad']"
     assert [batch for kind, batch in Seen.log] == [{"bad": [{"n": 1}]}] * 3
-    [exhausted] = Seen.exhausted
+    # retries_exhausted runs just after the failure step made the job dead.
+    [exhausted] = eventually(lambda: Seen.exhausted)
     assert (exhausted["id"], exhausted["error"]) == ("bad", "boom ['bad']")
     assert [payload for payload, _ in exhausted["payloads"]] == [{"n": 1}]
     assert all(isinstance(score, float) for _, score in exhausted["payloads"])
