@@ -153,10 +153,10 @@ _PAUSE_APP_HELP = "The app that defines WORKER: a .py file or a dotted module na
 @require_option(_PAUSE_APP_HELP)
 @embedded_redis_option()
 def pause(worker_name: str, app: str) -> None:
-    """Pause WORKER (a class of settings.workers) on every worker process.
+    """Pause WORKER on every process: its shards take no new batches.
 
-    Its shards take no new batches (running batches finish) until `lowkiq
-    resume`; enqueueing goes on and the jobs wait.
+    WORKER is a class of the app's settings.workers. Running batches finish;
+    enqueueing goes on and the jobs wait until `lowkiq resume`.
     """
     worker = _find_worker(app, worker_name)
     changed = _redis_call(worker.pause)
@@ -168,7 +168,7 @@ def pause(worker_name: str, app: str) -> None:
 @require_option(_PAUSE_APP_HELP)
 @embedded_redis_option()
 def resume(worker_name: str, app: str) -> None:
-    """Resume WORKER, paused by `lowkiq pause` or the dashboard, on every worker process."""
+    """Resume WORKER on every process (paused by `lowkiq pause` or the dashboard)."""
     worker = _find_worker(app, worker_name)
     changed = _redis_call(worker.resume)
     click.echo(f"{worker.__name__} {'resumed' if changed else 'was not paused'}")

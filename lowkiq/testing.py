@@ -21,6 +21,7 @@ from lowkiq.middleware import Batch, Next
 from lowkiq.ownership import leases
 from lowkiq.settings import Settings, settings
 from lowkiq.shard_handler import DeferredAck, ShardHandler
+from lowkiq.storage.actions import Actions
 from lowkiq.worker import Worker
 
 #: Seconds the shards' leases last while drain() holds them.
@@ -65,7 +66,7 @@ def drain(
     """
     queue = worker.queue(config=config)
     if future:
-        worker.actions().perform_all_jobs_now()
+        Actions(queue).perform_all_jobs_now()
     drained = Drained()
     owner = f"drain-{uuid.uuid4().hex[:12]}"
     held: list[leases.Lease] = []
