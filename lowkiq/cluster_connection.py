@@ -7,7 +7,9 @@ first, so :class:`ClusterThreadClient` routes each to the master of that key's
 slot (redis-py's slot map) over a :class:`~lowkiq.connection.ThreadClient`
 of that master: no retries (a retried pop could take two batches), and a
 ``MOVED`` or ``ASK`` redirection, which means the command did not run, is
-followed.
+followed.  A connection error (a master died) is raised, as on one server, and
+the next command first reloads the slot map, so once a replica has taken
+over, the thread talks to it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import redis
-from redis.exceptions import AskError, ClusterError, MovedError
+from redis.exceptions import AskError, ClusterError, MovedError, RedisClusterException
 
 from lowkiq.connection import Client, ThreadClient
 
@@ -47,6 +49,8 @@ class ClusterThreadClient(ThreadClient):
         self._masters: dict[str, ThreadClient] = {first.name: self}
         # key -> its master's client; forgotten on a MOVED (the slot map changed).
         self._routes: dict[Any, ThreadClient] = {}
+        # Set by a connection error: reload the slot map before the next command.
+        self._stale = False
 
     def _master(self, name: str) -> ThreadClient:
         client = self._masters.get(name)
@@ -59,9 +63,23 @@ class ClusterThreadClient(ThreadClient):
         """The client of the master serving ``key``'s slot."""
         client = self._routes.get(key)
         if client is None:
-            node = self.topology.get_node_from_key(key)
+            if self._stale:
+                self._reload()
+            try:
+                node = self.topology.get_node_from_key(key)
+            except RedisClusterException as exc:  # a slot without a master, for now
+                raise redis.ConnectionError(str(exc)) from exc
             client = self._routes[key] = self._master(node.name)
         return client
+
+    def _reload(self) -> None:
+        """Forget the routes and reload the slot map from the cluster."""
+        self._routes.clear()
+        try:
+            self.topology.nodes_manager.initialize()
+        except RedisClusterException as exc:
+            raise redis.ConnectionError(f"cannot load the cluster's slot map: {exc}") from exc
+        self._stale = False
 
     def _send(self, client: ThreadClient, args: tuple[Any, ...], options: dict[str, Any]) -> Any:
         if client is self:
@@ -71,6 +89,20 @@ class ClusterThreadClient(ThreadClient):
     def execute_command(self, *args: Any, **options: Any) -> Any:
         """Send one command to the master of its first key; a keyless one (SCRIPT LOAD)
         to every master, returning the first reply."""
+        try:
+            return self._execute(args, options)
+        except (redis.ConnectionError, redis.TimeoutError):
+            self.lost_connection()
+            raise
+
+    def lost_connection(self) -> None:
+        """A master did not answer: reload the slot map before the next command."""
+        self._stale = True
+        self._routes.clear()
+
+    def _execute(self, args: tuple[Any, ...], options: dict[str, Any]) -> Any:
+        if self._stale:
+            self._reload()
         key = _first_key(args)
         if key is None:
             replies = [
@@ -84,8 +116,7 @@ class ClusterThreadClient(ThreadClient):
             except AskError as redirect:
                 target = self._master(f"{redirect.host}:{redirect.port}")
                 if isinstance(redirect, MovedError):
-                    self._routes.clear()
-                    self.topology.nodes_manager.initialize()
+                    self._reload()
                     continue
                 self._send(target, ("ASKING",), {})
                 return self._send(target, args, options)
@@ -137,7 +168,12 @@ class RoutedPipeline:
             for index in indexes:
                 args, options = self.commands[index]
                 pipe.execute_command(*args, **options)
-            for index, reply in zip(indexes, pipe.execute(raise_on_error=False), strict=True):
+            try:
+                sent = pipe.execute(raise_on_error=False)
+            except (redis.ConnectionError, redis.TimeoutError):
+                self.client.lost_connection()
+                raise
+            for index, reply in zip(indexes, sent, strict=True):
                 if isinstance(reply, AskError):
                     args, options = self.commands[index]
                     reply = _again(self.client, args, options)

@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import redis
 
@@ -74,8 +75,8 @@ class Lane:
         #: Called by this lane's thread with the handlers whose leases it released.
         self.on_released: Callable[[list[ShardHandler]], None] = lambda handlers: None
         self._lock = threading.Lock()
-        self._added: list[ShardHandler] = []
-        self._removed: dict[ShardKey, bool] = {}
+        # The coordinator's changes, in order: ("add", handler) or ("remove", key, release).
+        self._changes: list[tuple[Any, ...]] = []
         self._pausing: frozenset[str] | None = None
         #: Names of the paused queues, and the handlers of their shards (not served).
         self.paused: frozenset[str] = frozenset()
@@ -104,13 +105,13 @@ class Lane:
     def add(self, handler: ShardHandler) -> None:
         """Serve ``handler``'s shard (its lease is held) from the next step on."""
         with self._lock:
-            self._added.append(handler)
+            self._changes.append(("add", handler))
         self._changed.set()
 
     def remove(self, key: ShardKey, release: bool) -> None:
         """Stop serving a shard after the running batch; ``release``: give its lease up."""
         with self._lock:
-            self._removed[key] = release
+            self._changes.append(("remove", key, release))
         self._changed.set()
 
     def pause(self, queues: frozenset[str]) -> None:
@@ -129,23 +130,31 @@ class Lane:
     # -- on the lane's own thread ------------------------------------------
 
     def apply(self) -> bool:
-        """Take in the coordinator's changes; ``True`` when the shards changed."""
+        """Take in the coordinator's changes, in the order they were made (a shard whose
+        lease was lost and acquired again is removed, then added); ``True`` when the
+        shards changed."""
         if not self._changed.is_set():
             return False
         with self._lock:
             self._changed.clear()
-            added, self._added = self._added, []
-            removed, self._removed = self._removed, {}
+            changes, self._changes = self._changes, []
             pausing, self._pausing = self._pausing, None
-        if not added and not removed and pausing is None:
+        if not changes and pausing is None:
             return False
         if pausing is not None:
             self.paused = pausing
-        every = self.handlers + self.parked + added
-        released = [h for h in every if removed.get(h.key)]
-        kept = [h for h in every if h.key not in removed]
-        self.handlers = [h for h in kept if h.queue.name not in self.paused]
-        self.parked = [h for h in kept if h.queue.name in self.paused]
+        every = self.handlers + self.parked
+        released: list[ShardHandler] = []
+        for change in changes:
+            if change[0] == "add":
+                every.append(change[1])
+                continue
+            _, key, release = change
+            if release:
+                released += [h for h in every if h.key == key]
+            every = [h for h in every if h.key != key]
+        self.handlers = [h for h in every if h.queue.name not in self.paused]
+        self.parked = [h for h in every if h.queue.name in self.paused]
         if self.deferred.holder is not None and self.deferred.holder not in self.handlers:
             self.deferred.settle()
         self._index()

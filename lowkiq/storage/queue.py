@@ -6,6 +6,7 @@ crash between two calls leaves the queue consistent (see SPEC §4).
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import time
 import zlib
@@ -178,28 +179,40 @@ class Queue:
             self.run_pipelined([("push", shard, args) for shard, args in by_shard.items()], True)
 
     def _push_per_master(self, by_shard: dict[int, list[Any]]) -> None:
-        """The push calls of a cluster, a pipeline per master, reporting a failed one."""
+        """The push calls of a cluster, a pipeline per master.  The shards of a master
+        that failed are tried once more after reloading the slot map (a replica may
+        have taken over); then :class:`EnqueueIncomplete` names what is enqueued."""
         cluster: Any = self.client
-        by_master: dict[str, list[int]] = {}
-        for shard in by_shard:
-            master = cluster.get_node_from_key(self.keys.prefix(shard)).name
-            by_master.setdefault(master, []).append(shard)
-        done: list[int] = []
-        for master, shards in by_master.items():
-            try:
-                self.run_pipelined([("push", shard, by_shard[shard]) for shard in shards])
-            except (redis.RedisError, RedisClusterException) as exc:
-                enqueued = _pushed_ids(by_shard, done)
-                missing = _pushed_ids(by_shard, [s for s in by_shard if s not in done])
-                raise EnqueueIncomplete(
-                    f"{self.name}: Redis master {master} failed ({exc}): {len(enqueued)} job "
-                    f"id(s) enqueued, {len(missing)} not confirmed (enqueueing them again is "
-                    f"safe: jobs of one id merge): not confirmed: {missing[:20]}"
-                    + (" ..." if len(missing) > 20 else ""),
-                    enqueued,
-                    missing,
-                ) from exc
-            done += shards
+        pending, done = list(by_shard), []
+        for attempt in range(2):
+            by_master: dict[str, list[int]] = {}
+            for shard in pending:
+                master = cluster.get_node_from_key(self.keys.prefix(shard)).name
+                by_master.setdefault(master, []).append(shard)
+            failed: list[int] = []
+            for master, shards in by_master.items():
+                try:
+                    self.run_pipelined([("push", shard, by_shard[shard]) for shard in shards])
+                except (redis.RedisError, RedisClusterException) as exc:
+                    failed += shards
+                    failure = f"Redis master {master} failed ({exc})"
+                else:
+                    done += shards
+            if not failed:
+                return
+            pending = failed
+            if attempt == 0:
+                with contextlib.suppress(redis.RedisError, RedisClusterException):
+                    cluster.nodes_manager.initialize()
+        enqueued = _pushed_ids(by_shard, done)
+        missing = _pushed_ids(by_shard, pending)
+        raise EnqueueIncomplete(
+            f"{self.name}: {failure}: {len(enqueued)} job id(s) enqueued, {len(missing)} not "
+            f"confirmed (enqueueing them again is safe: jobs of one id merge): not "
+            f"confirmed: {missing[:20]}" + (" ..." if len(missing) > 20 else ""),
+            enqueued,
+            missing,
+        )
 
     def pop(
         self,
