@@ -1,8 +1,11 @@
-"""One Redis server vs a 3-master Redis Cluster on this machine, in one run: enqueue
-(jobs/s) and drain (blank jobs through an in-process server, jobs/s).
+"""One Redis server vs a 3-master Redis Cluster (a replica each) on this machine, in one
+run: enqueue (jobs/s) and drain (blank jobs through an in-process server, jobs/s, and
+CPU µs per job of this process and of Redis), and the cluster again with
+``wait_replicas = 1`` (every write waits for its replica: the cost of durability).
 
 Both start privately from the same redis-server binary (lowkiq.embedded), never REDIS_URL.
-Usage: python bench/cluster.py [--jobs 100000] [--drain-jobs 30000] [--threads 5] [--shards 12]
+Usage: python bench/cluster.py [--jobs 100000] [--drain-jobs 30000] [--threads 5]
+[--shards 12]
 """
 
 from __future__ import annotations
@@ -39,10 +42,11 @@ def processed(worker: type[lowkiq.Worker], client: Client) -> int:
     return sum(int(count or 0) for count in pipe.execute())
 
 
-def enqueue(make: Callable[[], Client], jobs: int, shards: int) -> float:
+def enqueue(make: Callable[[], Client], jobs: int, shards: int, wait: int) -> float:
     """jobs/s of perform_async, 1,000 small jobs per call."""
     lowkiq.settings.reset()
     lowkiq.settings.redis = make
+    lowkiq.settings.wait_replicas = wait
     worker = make_worker(shards, 1)
     lowkiq.settings.workers = [worker]
     flush(lowkiq.settings.client())
@@ -68,13 +72,14 @@ def redis_cpu(client: Client) -> float:
 
 
 def drain(
-    make: Callable[[], Client], jobs: int, threads: int, shards: int, batch: int
+    make: Callable[[], Client], jobs: int, threads: int, shards: int, batch: int, wait: int
 ) -> tuple[float, float, float]:
     """jobs/s of a server draining ``jobs`` blank jobs, and µs of CPU per job of this
     process and of Redis (all masters)."""
     lowkiq.settings.reset()
     lowkiq.settings.redis = make
     lowkiq.settings.threads_per_node = threads
+    lowkiq.settings.wait_replicas = wait
     worker = make_worker(shards, batch)
     lowkiq.settings.workers = [worker]
     client = lowkiq.settings.client()
@@ -103,28 +108,37 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=12)
     args = parser.parse_args()
     server = start_server(tempfile.mkdtemp(prefix="lowkiq-bench-"))
-    cluster = start_cluster(tempfile.mkdtemp(prefix="lowkiq-bench-cluster-"), masters=3)
-    targets: dict[str, Callable[[], Client]] = {
-        "1 server": lambda: redis.Redis.from_url(server.url),
-        "3-master cluster": lambda: redis.RedisCluster.from_url(cluster.url),
+    cluster = start_cluster(tempfile.mkdtemp(prefix="lowkiq-bench-cluster-"), masters=3, replicas=1)
+
+    def on_cluster() -> Client:
+        return redis.RedisCluster.from_url(cluster.url)
+
+    targets: dict[str, tuple[Callable[[], Client], int]] = {
+        "1 server": (lambda: redis.Redis.from_url(server.url), 0),
+        "3-master cluster": (on_cluster, 0),
+        "cluster, WAIT 1": (on_cluster, 1),
     }
     try:
         print(machine())
         print(f"{args.shards} shards, {args.threads} threads")
         rows: dict[str, list[float]] = {}
-        for name, make in targets.items():
-            rows[name] = [enqueue(make, args.jobs, args.shards)]
+        for name, (make, wait) in targets.items():
+            rows[name] = [enqueue(make, args.jobs, args.shards, wait)]
             for batch in (1, 10):
-                rows[name] += drain(make, args.drain_jobs, args.threads, args.shards, batch)
+                rows[name] += drain(make, args.drain_jobs, args.threads, args.shards, batch, wait)
         heads = ["enqueue/s"]
         for batch in (1, 10):
             heads += [f"drain b={batch} /s", "worker µs/job", "Redis µs/job"]
         print(f"{'':<18}" + "".join(f"{head:>15}" for head in heads))
         for name, figures in rows.items():
             print(f"{name:<18}" + "".join(f"{figure:>15,.0f}" for figure in figures))
-        single, spread = rows["1 server"], rows["3-master cluster"]
-        shares = "".join(f"{b / a:>15.0%}" for a, b in zip(single, spread, strict=True))
-        print(f"{'cluster / server':<18}" + shares)
+        single = rows["1 server"]
+        for name, label in (
+            ("3-master cluster", "cluster/server"),
+            ("cluster, WAIT 1", "WAIT 1/server"),
+        ):
+            shares = "".join(f"{b / a:>15.0%}" for a, b in zip(single, rows[name], strict=True))
+            print(f"{label:<18}" + shares)
     finally:
         lowkiq.settings.reset()
         cluster.stop()

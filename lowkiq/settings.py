@@ -26,6 +26,7 @@ from lowkiq.middleware import ClientMiddleware, ServerMiddleware
 from lowkiq.schedulers import Scheduler, build_lag_scheduler
 from lowkiq.serializers import Codec, dump_json, format_error, identity, load_json
 from lowkiq.splitters import Splitter, default_build_splitter
+from lowkiq.storage.queue import Replication
 
 if TYPE_CHECKING:
     from lowkiq.worker import Worker
@@ -42,6 +43,13 @@ def positive_int(name: str, value: Any) -> int:
     """An ``int`` >= 1 (``bool`` is not a count)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigurationError(f"setting {name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def non_negative_int(name: str, value: Any) -> int:
+    """An ``int`` >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigurationError(f"setting {name} must be an integer >= 0, got {value!r}")
     return value
 
 
@@ -145,6 +153,12 @@ class Settings:
     lease_ttl: float = setting(10.0, check=positive_number)
     #: Seconds between a process's heartbeats (lease renewals); at most lease_ttl / 2.
     heartbeat_interval: float = setting(1.0, check=positive_number)
+    #: Replicas every state change must reach before lowkiq goes on: Redis WAIT after each
+    #: enqueue, pop, ack, fail, restore and bury, in the same round trip. 0: don't wait
+    #: (Redis replicates asynchronously: a failover can lose the last writes).
+    wait_replicas: int = setting(0, check=non_negative_int)
+    #: Seconds such a WAIT may take; a write that reached fewer replicas is logged.
+    wait_timeout: float = setting(1.0, check=positive_number)
     #: Processing threads of one ``lowkiq worker`` process (env LOWKIQ_THREADS_PER_NODE).
     threads_per_node: int = setting(
         factory=lambda: env_int("LOWKIQ_THREADS_PER_NODE", 5), check=positive_int
@@ -196,6 +210,11 @@ class Settings:
         for name in _CHECKS:
             setattr(self, name, _default(_FIELDS[name]))
         self._shared.drop()
+
+    @property
+    def replication(self) -> Replication:
+        """What every write waits for (:attr:`wait_replicas`, :attr:`wait_timeout`)."""
+        return Replication(self.wait_replicas, max(1, round(self.wait_timeout * 1000)))
 
     @property
     def codec(self) -> Codec:

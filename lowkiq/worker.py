@@ -135,7 +135,13 @@ class Worker:
         global settings), on ``client`` or the shared client of ``config``."""
         cls.validate()
         config = settings if config is None else config
-        return Queue(client or config.client(), cls.queue_name, cls.shards_count, config.codec)
+        return Queue(
+            client or config.client(),
+            cls.queue_name,
+            cls.shards_count,
+            config.codec,
+            config.replication,
+        )
 
     @classmethod
     def queries(cls, payloads_limit: int | None = None) -> Queries:

@@ -48,7 +48,7 @@ def acquire(
     has left.
     """
     now = time.time() if now is None else now
-    reply = queue.run("lease_acquire", shard, owner, _ms(ttl), now)
+    reply = queue.write("lease_acquire", [queue.keys.prefix(shard)], owner, _ms(ttl), now)
     if reply[0] is None:
         return None, 0, int(reply[1])
     return Lease(queue, shard, reply[0].decode()), int(reply[1]), 0

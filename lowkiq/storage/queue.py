@@ -7,6 +7,7 @@ crash between two calls leaves the queue consistent (see SPEC §4).
 from __future__ import annotations
 
 import contextlib
+import logging
 import struct
 import time
 import zlib
@@ -22,7 +23,9 @@ from lowkiq.errors import EnqueueIncomplete, LeaseLost
 from lowkiq.serializers import Codec, decode_failure
 from lowkiq.storage import blob
 from lowkiq.storage.keys import QueueKeys
-from lowkiq.storage.scripts import Scripts, run_pipelined
+from lowkiq.storage.scripts import Scripts, run_pipelined, run_replicated
+
+log = logging.getLogger("lowkiq.storage")
 
 # A processing-area value: perform_in, retry_count, error length (-1: none).
 PROCESSING_HEADER = struct.Struct(">dii")
@@ -90,6 +93,28 @@ def _pushed_ids(by_shard: dict[int, list[Any]], shards: Iterable[int]) -> list[s
     return ids
 
 
+def _incomplete(
+    queue: str, failure: str, by_shard: dict[int, list[Any]], done: list[int], pending: list[int]
+) -> EnqueueIncomplete:
+    """The error of a push that enqueued the shards ``done`` and not ``pending``."""
+    enqueued, missing = _pushed_ids(by_shard, done), _pushed_ids(by_shard, pending)
+    return EnqueueIncomplete(
+        f"{queue}: {failure}: {len(enqueued)} job id(s) enqueued, {len(missing)} not "
+        f"confirmed (enqueueing them again is safe: jobs of one id merge): not "
+        f"confirmed: {missing[:20]}" + (" ..." if len(missing) > 20 else ""),
+        enqueued,
+        missing,
+    )
+
+
+@dataclass(frozen=True)
+class Replication:
+    """How many replicas a write must reach (Redis WAIT), and for how long to wait."""
+
+    replicas: int
+    timeout_ms: int
+
+
 def _fenced(exc: redis.ResponseError) -> bool:
     return str(exc).startswith("FENCED")
 
@@ -98,7 +123,12 @@ class Queue:
     """The storage of one worker's queue, bound to one Redis client."""
 
     def __init__(
-        self, client: Client, name: str, shards_count: int, codec: Codec | None = None
+        self,
+        client: Client,
+        name: str,
+        shards_count: int,
+        codec: Codec | None = None,
+        replication: Replication | None = None,
     ) -> None:
         self.client = client
         self.name = name
@@ -106,6 +136,8 @@ class Queue:
         self.codec = codec or Codec()
         self.keys = QueueKeys(name)
         self.scripts = Scripts.for_client(client)
+        #: With replicas to wait for, every write waits until they have it.
+        self.replication = replication if replication and replication.replicas else None
 
     def shard_of(self, job_id: str) -> int:
         """The shard this queue keeps ``job_id`` in."""
@@ -115,6 +147,21 @@ class Queue:
         """Run one of the Lua scripts on ``shard`` with ``args`` as ``ARGV``."""
         script = getattr(self.scripts, script_name)
         return script(keys=[self.keys.prefix(shard)], args=args)
+
+    def write(self, script_name: str, keys: list[str], *args: Any) -> Any:
+        """Run a script that changes state; with :attr:`replication`, wait (Redis WAIT,
+        same round trip) until enough replicas have the change."""
+        script = getattr(self.scripts, script_name)
+        if self.replication is None:
+            return script(keys=keys, args=args)
+        wanted, timeout_ms = self.replication.replicas, self.replication.timeout_ms
+        reply, acked = run_replicated(self.client, (script, keys, args), wanted, timeout_ms)
+        if acked < wanted:
+            log.warning(
+                "%s: %s reached %d of %d replica(s) within %d ms; it is on the master only",
+                self.name, script_name, acked, wanted, timeout_ms,
+            )  # fmt: skip
+        return reply
 
     def run_pipelined(
         self, calls: Sequence[tuple[str, int, Sequence[Any]]], transaction: bool = False
@@ -133,7 +180,7 @@ class Queue:
     def run_fenced(self, script_name: str, shard: int, token: str, *args: Any) -> Any:
         """Run a script that needs the shard's lease; :class:`LeaseLost` when it is stale."""
         try:
-            return self.run(script_name, shard, token, *args)
+            return self.write(script_name, [self.keys.prefix(shard)], token, *args)
         except redis.ResponseError as exc:
             if _fenced(exc):
                 raise LeaseLost(f"{self.name}:{shard}: the lease is not held") from None
@@ -172,7 +219,9 @@ class Queue:
             args += members
         if len(by_shard) == 1:
             ((shard, args),) = by_shard.items()
-            self.run("push", shard, *args)
+            self.write("push", [self.keys.prefix(shard)], *args)
+        elif self.replication is not None:
+            self._push_one_by_one(by_shard)
         elif is_cluster(self.client):
             self._push_per_master(by_shard)
         else:
@@ -204,15 +253,18 @@ class Queue:
             if attempt == 0:
                 with contextlib.suppress(redis.RedisError, RedisClusterException):
                     cluster.nodes_manager.initialize()
-        enqueued = _pushed_ids(by_shard, done)
-        missing = _pushed_ids(by_shard, pending)
-        raise EnqueueIncomplete(
-            f"{self.name}: {failure}: {len(enqueued)} job id(s) enqueued, {len(missing)} not "
-            f"confirmed (enqueueing them again is safe: jobs of one id merge): not "
-            f"confirmed: {missing[:20]}" + (" ..." if len(missing) > 20 else ""),
-            enqueued,
-            missing,
-        )
+        raise _incomplete(self.name, failure, by_shard, done, pending)
+
+    def _push_one_by_one(self, by_shard: dict[int, list[Any]]) -> None:
+        """The push calls, a round trip per shard (each waits for the replicas)."""
+        done: list[int] = []
+        for shard, args in by_shard.items():
+            try:
+                self.write("push", [self.keys.prefix(shard)], *args)
+            except (redis.RedisError, RedisClusterException) as exc:
+                pending = [s for s in by_shard if s not in done]
+                raise _incomplete(self.name, str(exc), by_shard, done, pending) from exc
+            done.append(shard)
 
     def pop(
         self,
@@ -244,7 +296,7 @@ class Queue:
         keys = [self.keys.prefix(shard)]
         if ack_shard is not None:
             keys.append(self.keys.prefix(ack_shard))
-        reply = self.scripts.pop(keys=keys, args=(token, _now(now), limit, ack_token))
+        reply = self.write("pop", keys, token, _now(now), limit, ack_token)
         acked, status = reply[0], reply[1]
         if status != 1:
             return Popped(acked, [], occupied=status == 0, fenced=status == -1)

@@ -145,6 +145,33 @@ def run_pipelined(
     return replies
 
 
+def run_replicated(
+    client: Client, call: ScriptCall, replicas: int, timeout_ms: int
+) -> tuple[Any, int]:
+    """Run one script call, then ``WAIT replicas timeout_ms`` on the same connection (one
+    round trip): the reply, and how many replicas have the write (and every earlier
+    write of that connection).  A script Redis lost is loaded and the call run again.
+    """
+    script, keys, args = call
+    if isinstance(client, redis.RedisCluster):
+        # The master of the call's slot, on one connection of its own pool.
+        node_client: Any = client.get_node_from_key(keys[0]).redis_connection  # type: ignore[no-untyped-call]
+    else:
+        route = getattr(client, "route", None)
+        node_client = route(keys[0]) if route else client
+    for attempt in range(2):
+        pipe: Any = redis.Redis.pipeline(node_client, transaction=False)
+        pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        pipe.execute_command("WAIT", replicas, timeout_ms)
+        reply, acked = pipe.execute(raise_on_error=False)
+        if not isinstance(reply, NoScriptError) or attempt:
+            break
+        redis.Redis.script_load(node_client, script.script)
+    if isinstance(reply, Exception):
+        raise reply
+    return reply, int(acked)
+
+
 def _load(calls: Sequence[ScriptCall], client: Client) -> None:
     """Load the scripts of ``calls`` where they run: the server, or on a cluster the
     master of each call's first key (a cluster-wide SCRIPT LOAD would fail on any

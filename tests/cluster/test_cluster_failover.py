@@ -16,6 +16,7 @@ import redis
 import lowkiq
 from lowkiq.embedded_cluster import start_cluster
 from tests.apps.runner import WorkerProcess, eventually
+from tests.cluster.conftest import failed_over
 from tests.conftest import lowkiq_on
 from tests.test_scaleout import feed
 
@@ -43,23 +44,7 @@ def test_workers_carry_on_after_a_master_fails_over_to_its_replica(
             dead = next(m for m in cluster.masters[1:])
             dead.stop()  # kill the master; its replica is promoted within a few seconds
 
-            dead_port = int(dead.url.rsplit(":", 1)[1])
-
-            def settled() -> bool:
-                """Every live node says the cluster is ok, and no slot is the dead master's
-                (its replica was promoted)."""
-                for node in cluster.nodes:
-                    if node is dead:
-                        continue
-                    with node.client() as one:
-                        if one.cluster("info").get("cluster_state") != "ok":
-                            return False
-                        ranges = one.execute_command("CLUSTER SLOTS")
-                        if any(int(master[1]) == dead_port for _, _, master, *_ in ranges):
-                            return False
-                return True
-
-            eventually(settled, 30, interval=0.2)
+            eventually(lambda: failed_over(cluster, dead), 30, interval=0.2)
             later = range(10, 16)
             feed(Recorder, ids, later)
             done = lambda: all(  # noqa: E731
