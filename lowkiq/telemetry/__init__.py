@@ -5,8 +5,11 @@
   histograms) and the quantiles read from them;
 * :mod:`~lowkiq.telemetry.recorder` — per-process aggregation on the hot path
   and the flush thread that adds it to Redis every few seconds;
-* :mod:`~lowkiq.telemetry.store` — the per-minute history in Redis (72 hours)
-  and its all-time totals: one round trip to write, one to read;
+* :mod:`~lowkiq.telemetry.store` — the history in Redis, per minute, ten
+  minutes and hour (72 hours), and its all-time totals: one round trip to
+  write, one to read;
 * :mod:`~lowkiq.telemetry.history` — a worker's history over a window, for the
-  dashboard.
+  dashboard and ``lowkiq.history()``;
+* :mod:`~lowkiq.telemetry.prometheus` — the Prometheus collector, read from
+  Redis at every scrape (``/metrics``, ``lowkiq worker --metrics-port``).
 """
