@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 import redis
-from _machine import machine
+from _machine import machine, redis_cpu
 from drain import make_worker
 
 import lowkiq
@@ -59,16 +59,6 @@ def enqueue(make: Callable[[], Client], jobs: int, shards: int, wait: int) -> fl
             ]
         )
     return jobs / (time.perf_counter() - started)
-
-
-def redis_cpu(client: Client) -> float:
-    """CPU seconds used so far by the Redis server, or by every master of a cluster."""
-    if isinstance(client, redis.RedisCluster):
-        nodes = client.get_primaries()
-        infos = [client.info("cpu", target_nodes=node) for node in nodes]
-    else:
-        infos = [client.info("cpu")]
-    return sum(info["used_cpu_sys"] + info["used_cpu_user"] for info in infos)
 
 
 def drain(

@@ -1,4 +1,6 @@
-"""Drain throughput: N blank jobs through one `lowkiq worker`-style server, jobs/s.
+"""Drain throughput: N blank jobs through one `lowkiq worker`-style server: jobs/s, and
+CPU µs per job of the worker process and of Redis (``INFO cpu``), a figure far steadier
+than jobs/s on a shared host.
 
 Runs against a private Redis (lowkiq.embedded.start_server), never REDIS_URL.
 Usage: python bench/drain.py [--jobs 100000] [--threads 5] [--shards 5]
@@ -11,7 +13,7 @@ import tempfile
 import time
 
 import redis
-from _machine import machine, processed
+from _machine import machine, processed, redis_cpu
 
 import lowkiq
 from lowkiq.embedded import start_server
@@ -33,8 +35,9 @@ def make_worker(shards: int, batch: int) -> type[lowkiq.Worker]:
     return Blank
 
 
-def drain(url: str, jobs: int, threads: int, shards: int, batch: int) -> float:
-    """Enqueue ``jobs`` jobs, then time a server until all are processed; returns jobs/s."""
+def drain(url: str, jobs: int, threads: int, shards: int, batch: int) -> tuple[float, float, float]:
+    """Enqueue ``jobs`` jobs, then time a server until all are processed; returns jobs/s
+    and the CPU µs per job of this process (the server's threads) and of Redis."""
     lowkiq.settings.reset()
     lowkiq.settings.redis = lambda: redis.Redis.from_url(url)
     lowkiq.settings.threads_per_node = threads
@@ -44,15 +47,17 @@ def drain(url: str, jobs: int, threads: int, shards: int, batch: int) -> float:
     for start in range(0, jobs, 1000):
         worker.perform_async([{"id": i, "payload": ""} for i in range(start, start + 1000)])
     server = Server(lowkiq.settings)
+    counter = redis.Redis.from_url(url)
+    cpu, redis_before = time.process_time(), redis_cpu(counter)
     started = time.perf_counter()
     server.start()
-    counter = redis.Redis.from_url(url)
     while processed(counter, worker.queue_name, shards) < jobs:
         time.sleep(0.01)
     elapsed = time.perf_counter() - started
+    cpu, redis_used = time.process_time() - cpu, redis_cpu(counter) - redis_before
     server.request_stop()
     server.stop()
-    return jobs / elapsed
+    return jobs / elapsed, cpu / jobs * 1e6, redis_used / jobs * 1e6
 
 
 def main() -> None:
@@ -66,10 +71,18 @@ def main() -> None:
     server = start_server(tempfile.mkdtemp(prefix="lowkiq-bench-"))
     try:
         print(machine())
-        print(f"{'jobs':>8} {'threads':>7} {'shards':>6} {'batch':>5} {'jobs/s':>9}")
+        print(
+            f"{'jobs':>8} {'threads':>7} {'shards':>6} {'batch':>5} {'jobs/s':>9} "
+            f"{'worker µs/job':>14} {'Redis µs/job':>13} {'ratio':>6}"
+        )
         for batch in args.batch:
-            rate = drain(server.url, args.jobs, args.threads, args.shards, batch)
-            print(f"{args.jobs:>8} {args.threads:>7} {args.shards:>6} {batch:>5} {rate:>9,.0f}")
+            rate, worker_us, redis_us = drain(
+                server.url, args.jobs, args.threads, args.shards, batch
+            )
+            print(
+                f"{args.jobs:>8} {args.threads:>7} {args.shards:>6} {batch:>5} {rate:>9,.0f} "
+                f"{worker_us:>14.1f} {redis_us:>13.1f} {worker_us / redis_us:>6.2f}"
+            )
     finally:
         server.stop()
 

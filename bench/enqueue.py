@@ -1,7 +1,8 @@
 """Enqueue throughput and memory: 100,000 jobs with a small dict payload, 1,000 per call.
 
 Runs against a private Redis (lowkiq.embedded) unless REDIS_URL is set, and
-prints jobs/s and Redis bytes per queued job (INFO used_memory delta).
+prints jobs/s, Redis bytes per queued job (INFO used_memory delta), and the CPU µs per job
+of this process (the perform_async calls, job dicts built beforehand) and of Redis.
 
     python bench/enqueue.py [--jobs 100000] [--per-call 1000]
 """
@@ -15,6 +16,7 @@ import tempfile
 import time
 
 import redis
+from _machine import redis_cpu
 
 import lowkiq
 from lowkiq.embedded import start_server
@@ -44,15 +46,21 @@ def main() -> None:
         client = lowkiq.settings.client()
         client.flushall()
         before = client.info("memory")["used_memory"]
+        calls = [
+            [
+                {"id": n, "payload": {"order_id": n, "status": "paid", "version": 3}}
+                for n in range(start, min(start + options.per_call, options.jobs))
+            ]
+            for start in range(0, options.jobs, options.per_call)
+        ]
+        redis_before = redis_cpu(client)
+        cpu = time.process_time()
         started = time.perf_counter()
-        for start in range(0, options.jobs, options.per_call):
-            BenchWorker.perform_async(
-                [
-                    {"id": n, "payload": {"order_id": n, "status": "paid", "version": 3}}
-                    for n in range(start, min(start + options.per_call, options.jobs))
-                ]
-            )
+        for jobs in calls:
+            BenchWorker.perform_async(jobs)
         elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu
+        redis_used = redis_cpu(client) - redis_before
         used = client.info("memory")["used_memory"] - before
         queued = BenchWorker.metrics()["length"]
         print(
@@ -62,6 +70,10 @@ def main() -> None:
         print(f"enqueued {queued} jobs, {options.per_call} per call, in {elapsed:.2f} s")
         print(f"throughput: {options.jobs / elapsed:,.0f} jobs/s")
         print(f"memory: {used / queued:.0f} bytes per queued job")
+        print(
+            f"CPU per job: Python {cpu / options.jobs * 1e6:.2f} µs, "
+            f"Redis {redis_used / options.jobs * 1e6:.2f} µs"
+        )
     finally:
         if server:
             server.stop()

@@ -122,6 +122,10 @@ class ClusterThreadClient(ThreadClient):
                 return self._send(target, args, options)
         raise ClusterError(f"{args[0]} on {key!r}: too many redirections")
 
+    def run_script(self, script: Any, keys: Any, args: Any) -> Any:
+        """A script call routed like any command (see :meth:`execute_command`)."""
+        return script(keys=keys, args=args, client=self)
+
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
         """A pipeline whose commands go, grouped, to the masters of their keys."""
         return RoutedPipeline(self)

@@ -9,11 +9,29 @@ allows and ``.ci/run`` tests (its lowest and newest).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
+from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 from redis.retry import Retry
+
+_hiredis_pack: Any
+try:
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:  # an old hiredis: redis-py packs
+    _hiredis_pack = None
+
+
+def _pack(connection: Any, command: tuple[Any, ...]) -> list[bytes]:
+    """A command in the Redis protocol, as chunks: by hiredis's C packer when it has one."""
+    if _hiredis_pack is not None:
+        return [_hiredis_pack(command)]
+    packed: list[bytes] = connection.pack_command(*command)
+    return packed
+
 
 #: A client lowkiq works with: one server, or a Redis Cluster.
 Client = redis.Redis | redis.RedisCluster
@@ -67,6 +85,24 @@ class ThreadClient(redis.Redis):
             connection.send_command(*args)
             parse: Any = self.parse_response
             return parse(connection, args[0], **options)
+        except (redis.ConnectionError, redis.TimeoutError):
+            connection.disconnect()
+            raise
+
+    def run_script(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """``EVALSHA`` on the private connection, packed by hiredis and read without
+        redis-py's reply callbacks (a script's reply has none); loads the script once
+        on ``NOSCRIPT``.  The hot path of every pop, ack and fail."""
+        connection = self._private
+        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        try:
+            try:
+                connection.send_packed_command(_pack(connection, command), check_health=False)
+                return connection.read_response()
+            except NoScriptError:
+                self.script_load(script.script)
+                connection.send_packed_command(_pack(connection, command), check_health=False)
+                return connection.read_response()
         except (redis.ConnectionError, redis.TimeoutError):
             connection.disconnect()
             raise

@@ -34,9 +34,12 @@ def dump_json(payload: Any) -> bytes:
     return "".join(_C_ENCODER(payload, 0)).encode()
 
 
+_DECODER = json.JSONDecoder()
+
+
 def load_json(data: bytes) -> Any:
-    """Inverse of :func:`dump_json`."""
-    return json.loads(data)
+    """Inverse of :func:`dump_json` (UTF-8)."""
+    return _DECODER.decode(data.decode())
 
 
 def format_error(exc: BaseException) -> str:

@@ -45,7 +45,7 @@ def shard_of(job_id: str, shards_count: int) -> int:
 NewJob = tuple[str, bytes, float, float]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PoppedJob:
     """A job taken into a shard's processing area by :meth:`Queue.pop`."""
 
@@ -136,6 +136,7 @@ class Queue:
         self.codec = codec or Codec()
         self.keys = QueueKeys(name)
         self.scripts = Scripts.for_client(client)
+        self._prefixes = [self.keys.prefix(shard) for shard in range(shards_count)]
         #: With replicas to wait for, every write waits until they have it.
         self.replication = replication if replication and replication.replicas else None
 
@@ -153,7 +154,8 @@ class Queue:
         same round trip) until enough replicas have the change."""
         script = getattr(self.scripts, script_name)
         if self.replication is None:
-            return script(keys=keys, args=args)
+            fast = getattr(self.client, "run_script", None)
+            return script(keys=keys, args=args) if fast is None else fast(script, keys, args)
         wanted, timeout_ms = self.replication.replicas, self.replication.timeout_ms
         reply, acked = run_replicated(self.client, (script, keys, args), wanted, timeout_ms)
         if acked < wanted:
@@ -180,7 +182,7 @@ class Queue:
     def run_fenced(self, script_name: str, shard: int, token: str, *args: Any) -> Any:
         """Run a script that needs the shard's lease; :class:`LeaseLost` when it is stale."""
         try:
-            return self.write(script_name, [self.keys.prefix(shard)], token, *args)
+            return self.write(script_name, [self._prefixes[shard]], token, *args)
         except redis.ResponseError as exc:
             if _fenced(exc):
                 raise LeaseLost(f"{self.name}:{shard}: the lease is not held") from None
@@ -293,9 +295,9 @@ class Queue:
             popped = self.pop(shard, token, limit, now)
             popped.acked = acked
             return popped
-        keys = [self.keys.prefix(shard)]
+        keys = [self._prefixes[shard]]
         if ack_shard is not None:
-            keys.append(self.keys.prefix(ack_shard))
+            keys.append(self._prefixes[ack_shard])
         reply = self.write("pop", keys, token, _now(now), limit, ack_token)
         acked, status = reply[0], reply[1]
         if status != 1:
