@@ -93,6 +93,45 @@ def _pushed_ids(by_shard: dict[int, list[Any]], shards: Iterable[int]) -> list[s
     return ids
 
 
+def _grouped_unique(
+    jobs: list[NewJob], shards_count: int
+) -> dict[tuple[int, float], list[bytes]] | None:
+    """Members ``id\\0blob`` by (shard, perform_in), or ``None`` when an id repeats.
+    One pass: the common case of a call with distinct ids."""
+    groups: dict[tuple[int, float], list[bytes]] = {}
+    seen: set[str] = set()
+    crc32, pack_one = zlib.crc32, blob.pack_one
+    for job_id, payload, score, perform_in in jobs:
+        if job_id in seen:
+            return None
+        seen.add(job_id)
+        id_bytes = job_id.encode()
+        key = (crc32(id_bytes) % shards_count, perform_in)
+        members = groups.get(key)
+        if members is None:
+            members = groups[key] = []
+        members.append(id_bytes + b"\0" + pack_one(payload, score))
+    return groups
+
+
+def _grouped(jobs: list[NewJob], shards_count: int) -> dict[tuple[int, float], list[bytes]]:
+    """Members by (shard, perform_in), the payloads of one id packed into one member
+    (the id's first perform_in)."""
+    by_id: dict[str, tuple[float, list[tuple[bytes, float]]]] = {}
+    for job_id, payload, score, perform_in in jobs:
+        entry = by_id.get(job_id)
+        if entry is None:
+            by_id[job_id] = (perform_in, [(payload, score)])
+        else:
+            entry[1].append((payload, score))
+    groups: dict[tuple[int, float], list[bytes]] = {}
+    for job_id, (perform_in, payloads) in by_id.items():
+        id_bytes = job_id.encode()
+        key = (zlib.crc32(id_bytes) % shards_count, perform_in)
+        groups.setdefault(key, []).append(id_bytes + b"\0" + blob.pack(payloads))
+    return groups
+
+
 def _incomplete(
     queue: str, failure: str, by_shard: dict[int, list[Any]], done: list[int], pending: list[int]
 ) -> EnqueueIncomplete:
@@ -195,23 +234,10 @@ class Queue:
         On a Redis Cluster, a round trip per master; when one fails,
         :class:`~lowkiq.errors.EnqueueIncomplete` says which jobs are enqueued.
         """
-        by_id: dict[str, tuple[float, list[tuple[bytes, float]]]] = {}
-        for job_id, payload, score, perform_in in jobs:
-            entry = by_id.get(job_id)
-            if entry is None:
-                by_id[job_id] = (perform_in, [(payload, score)])
-            else:
-                entry[1].append((payload, score))
-        groups: dict[tuple[int, float], list[bytes]] = {}
-        shards_count, crc32, pack_one = self.shards_count, zlib.crc32, blob.pack_one
-        for job_id, (perform_in, payloads) in by_id.items():
-            id_bytes = job_id.encode()
-            packed = pack_one(*payloads[0]) if len(payloads) == 1 else blob.pack(payloads)
-            key = (crc32(id_bytes) % shards_count, perform_in)
-            members = groups.get(key)
-            if members is None:
-                members = groups[key] = []
-            members.append(id_bytes + b"\0" + packed)
+        jobs = jobs if isinstance(jobs, list) else list(jobs)
+        groups = _grouped_unique(jobs, self.shards_count)
+        if groups is None:  # an id more than once: its payloads merge into one member
+            groups = _grouped(jobs, self.shards_count)
         by_shard: dict[int, list[Any]] = {}
         for (shard, perform_in), members in groups.items():
             args = by_shard.get(shard)
