@@ -1,16 +1,16 @@
 """Per-process aggregation of what the processing threads did, flushed to Redis every few seconds.
 
 The hot path is :meth:`WorkerTally.performed`, called once per batch by the
-shard handler: a few additions to the current minute's list of counts, with
-no lock.  Each processing thread has a tally of its own per worker (only it
-writes there), and the counts only grow, so the :class:`Recorder`'s thread
-never stops them: every :data:`FLUSH_INTERVAL` seconds it reads each minute's
-counts, adds what grew since its last flush to Redis in one round trip
-(:func:`lowkiq.telemetry.store.add`), and remembers what it wrote.  A count
-read half-way through a batch is completed by the next flush; counts it could
-not write are written by the next one; the last ones are written when the
-process stops.  A process that dies without stopping loses at most its last
-interval.
+shard handler: a few additions to the current minute's list of counts, with no
+lock (a lock guards only the adding and forgetting of minutes). Each processing
+thread has a tally of its own per worker (only it writes there), and the counts
+only grow, so the :class:`Recorder`'s thread never stops them: every
+:data:`FLUSH_INTERVAL` seconds it reads each minute's counts, adds what grew
+since its last flush to Redis in one round trip
+(:func:`lowkiq.telemetry.store.add`), and remembers what it wrote. A count read
+half-way through a batch is completed by the next flush; counts it could not
+write are written by the next one; the last ones are written when the process
+stops. A process that dies without stopping loses at most its last interval.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class WorkerTally(BatchRecorder):
     are summed in seconds here and stored in microseconds.
     """
 
-    __slots__ = ("_minutes", "_written", "_row", "_row_start", "_row_end", "_clock")
+    __slots__ = ("_minutes", "_written", "_row", "_row_start", "_row_end", "_clock", "_lock")
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         # minute -> counts since the tally began; minute -> the part already written.
@@ -80,6 +80,8 @@ class WorkerTally(BatchRecorder):
         self._row: list[float] = []
         self._row_start = self._row_end = 0.0
         self._clock = clock
+        # Guards adding and removing minutes (once a minute), never the counting itself.
+        self._lock = threading.Lock()
 
     def performed(self, jobs: Sequence[PoppedJob], started: float, failed: bool) -> None:
         """Count one batch in the current minute: perform time, jobs, payloads, queue waits."""
@@ -104,16 +106,19 @@ class WorkerTally(BatchRecorder):
 
     def _switch_row(self, now: float) -> None:
         minute = int(now // 60)
-        row = self._minutes.get(minute)
-        if row is None:
-            row = [0.0] * SIZE
-            self._minutes[minute] = row
+        with self._lock:
+            row = self._minutes.get(minute)
+            if row is None:
+                row = [0.0] * SIZE
+                self._minutes[minute] = row
         self._row, self._row_start, self._row_end = row, minute * 60.0, minute * 60.0 + 60.0
 
     def unwritten(self) -> dict[int, list[int]]:
         """By minute, what was counted and not written yet (times in µs); see :meth:`written`."""
         result = {}
-        for minute, row in list(self._minutes.items()):
+        with self._lock:
+            rows = list(self._minutes.items())
+        for minute, row in rows:
             total = [
                 round(v * 1e6) if p in (DURATION_US, WAIT_US) else int(v) for p, v in enumerate(row)
             ]
@@ -131,10 +136,11 @@ class WorkerTally(BatchRecorder):
                 delta if done is None else [d + x for d, x in zip(done, delta, strict=True)]
             )
         oldest = int(now // 60) - KEEP_MINUTES
-        for minute in [m for m in self._minutes if m < oldest]:
-            if minute not in minutes:  # fully written by an earlier flush
-                del self._minutes[minute]
-                self._written.pop(minute, None)
+        with self._lock:  # the counting thread may be adding a minute
+            for minute in [m for m in self._minutes if m < oldest]:
+                if minute not in minutes:  # fully written by an earlier flush
+                    del self._minutes[minute]
+                    self._written.pop(minute, None)
 
 
 class Recorder:
@@ -205,6 +211,9 @@ class Recorder:
             if not self._failing:
                 log.warning("could not write the metrics history (kept for later): %s", exc)
             self._failing = True
+            return
+        except Exception:  # a bug here must not stop the flushes, nor the process
+            log.exception("writing the metrics history failed")
             return
         if self._failing:
             log.info("metrics history written again")

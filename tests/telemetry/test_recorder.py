@@ -186,3 +186,26 @@ def test_a_window_longer_than_8_hours_is_read_by_the_hour(redis_client):
     assert hour.resolution == 1 and hour.total.performs == 1 and len(hour.series(1)) == 60
     with pytest.raises(ValueError, match="multiple of 60"):
         week.series(30)
+
+
+def test_flushing_while_a_thread_counts_into_new_minutes_never_fails():
+    """The flush reads and forgets minutes while the counting thread adds new ones."""
+    import threading
+
+    clock = Clock(T0)
+    tally = WorkerTally(clock)
+    stop = threading.Event()
+
+    def count() -> None:
+        while not stop.is_set():
+            clock.now += 60  # every batch in a minute of its own
+            tally.performed([job("a", 1, clock.now)], clock.now, False)
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    try:
+        for _ in range(3000):
+            tally.written(tally.unwritten(), clock.now)
+    finally:
+        stop.set()
+        counter.join()
