@@ -18,11 +18,21 @@ def machine() -> str:
     )
 
 
-def processed(client: redis.Redis, queue_name: str, shards: int) -> int:
+def processed(client: Client, queue_name: str, shards: int) -> int:
     """Jobs of the queue processed so far: its shards' counters, in one round trip."""
     keys = QueueKeys(queue_name)
-    counts = client.mget([keys.processed_counter(shard) for shard in range(shards)])
-    return sum(int(count or 0) for count in counts)
+    pipe = client.pipeline(transaction=False)
+    for shard in range(shards):
+        pipe.get(keys.processed_counter(shard))
+    return sum(int(count or 0) for count in pipe.execute())
+
+
+def flush(client: Client) -> None:
+    """Empty the server, or every master of a cluster."""
+    if isinstance(client, redis.RedisCluster):
+        client.flushall(target_nodes=redis.RedisCluster.PRIMARIES)
+    else:
+        client.flushall()
 
 
 def redis_cpu(client: Client) -> float:

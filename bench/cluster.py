@@ -16,30 +16,13 @@ import time
 from collections.abc import Callable
 
 import redis
-from _machine import machine, redis_cpu
-from drain import make_worker
+from _machine import flush, machine
+from drain import drain, make_worker
 
 import lowkiq
 from lowkiq.connection import Client
 from lowkiq.embedded import start_server
 from lowkiq.embedded_cluster import start_cluster
-from lowkiq.server import Server
-
-
-def flush(client: Client) -> None:
-    if isinstance(client, redis.RedisCluster):
-        client.flushall(target_nodes=redis.RedisCluster.PRIMARIES)
-    else:
-        client.flushall()
-
-
-def processed(worker: type[lowkiq.Worker], client: Client) -> int:
-    """The queue's processed counters, one pipelined round trip."""
-    keys = worker.queue(client).keys
-    pipe = client.pipeline(transaction=False)
-    for shard in range(worker.shards_count):
-        pipe.get(keys.processed_counter(shard))
-    return sum(int(count or 0) for count in pipe.execute())
 
 
 def enqueue(make: Callable[[], Client], jobs: int, shards: int, wait: int) -> float:
@@ -59,34 +42,6 @@ def enqueue(make: Callable[[], Client], jobs: int, shards: int, wait: int) -> fl
             ]
         )
     return jobs / (time.perf_counter() - started)
-
-
-def drain(
-    make: Callable[[], Client], jobs: int, threads: int, shards: int, batch: int, wait: int
-) -> tuple[float, float, float]:
-    """jobs/s of a server draining ``jobs`` blank jobs, and µs of CPU per job of this
-    process and of Redis (all masters)."""
-    lowkiq.settings.reset()
-    lowkiq.settings.redis = make
-    lowkiq.settings.threads_per_node = threads
-    lowkiq.settings.wait_replicas = wait
-    worker = make_worker(shards, batch)
-    lowkiq.settings.workers = [worker]
-    client = lowkiq.settings.client()
-    flush(client)
-    for start in range(0, jobs, 1000):
-        worker.perform_async([{"id": i} for i in range(start, start + 1000)])
-    server = Server(lowkiq.settings)
-    cpu, redis_before = time.process_time(), redis_cpu(client)
-    started = time.perf_counter()
-    server.start()
-    while processed(worker, client) < jobs:
-        time.sleep(0.01)
-    elapsed = time.perf_counter() - started
-    cpu, redis_used = time.process_time() - cpu, redis_cpu(client) - redis_before
-    server.request_stop()
-    server.stop()
-    return jobs / elapsed, cpu / jobs * 1e6, redis_used / jobs * 1e6
 
 
 def main() -> None:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from collections.abc import Callable
 
 import redis
-from _machine import machine, processed, redis_cpu
+from _machine import flush, machine, processed, redis_cpu
 
 import lowkiq
+from lowkiq.connection import Client
 from lowkiq.embedded import start_server
 from lowkiq.server import Server
 
@@ -35,26 +37,31 @@ def make_worker(shards: int, batch: int) -> type[lowkiq.Worker]:
     return Blank
 
 
-def drain(url: str, jobs: int, threads: int, shards: int, batch: int) -> tuple[float, float, float]:
-    """Enqueue ``jobs`` jobs, then time a server until all are processed; returns jobs/s
-    and the CPU µs per job of this process (the server's threads) and of Redis."""
+def drain(
+    make: Callable[[], Client], jobs: int, threads: int, shards: int, batch: int, wait: int = 0
+) -> tuple[float, float, float]:
+    """Enqueue ``jobs`` blank jobs into the Redis ``make`` connects to (a server or a
+    cluster), then time a server until all are processed (``wait``: settings.wait_replicas);
+    returns jobs/s and the CPU µs per job of this process (the server's threads) and of
+    Redis (every master of a cluster)."""
     lowkiq.settings.reset()
-    lowkiq.settings.redis = lambda: redis.Redis.from_url(url)
+    lowkiq.settings.redis = make
     lowkiq.settings.threads_per_node = threads
+    lowkiq.settings.wait_replicas = wait
     worker = make_worker(shards, batch)
     lowkiq.settings.workers = [worker]
-    redis.Redis.from_url(url).flushall()
+    client = lowkiq.settings.client()
+    flush(client)
     for start in range(0, jobs, 1000):
         worker.perform_async([{"id": i, "payload": ""} for i in range(start, start + 1000)])
     server = Server(lowkiq.settings)
-    counter = redis.Redis.from_url(url)
-    cpu, redis_before = time.process_time(), redis_cpu(counter)
+    cpu, redis_before = time.process_time(), redis_cpu(client)
     started = time.perf_counter()
     server.start()
-    while processed(counter, worker.queue_name, shards) < jobs:
+    while processed(client, worker.queue_name, shards) < jobs:
         time.sleep(0.01)
     elapsed = time.perf_counter() - started
-    cpu, redis_used = time.process_time() - cpu, redis_cpu(counter) - redis_before
+    cpu, redis_used = time.process_time() - cpu, redis_cpu(client) - redis_before
     server.request_stop()
     server.stop()
     return jobs / elapsed, cpu / jobs * 1e6, redis_used / jobs * 1e6
@@ -77,7 +84,11 @@ def main() -> None:
         )
         for batch in args.batch:
             rate, worker_us, redis_us = drain(
-                server.url, args.jobs, args.threads, args.shards, batch
+                lambda: redis.Redis.from_url(server.url),
+                args.jobs,
+                args.threads,
+                args.shards,
+                batch,
             )
             print(
                 f"{args.jobs:>8} {args.threads:>7} {args.shards:>6} {batch:>5} {rate:>9,.0f} "
