@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable
 from itertools import islice
 from typing import Any, TypedDict
 
-from lowkiq.connection import is_cluster
 from lowkiq.errors import InvalidQuery
 from lowkiq.storage import blob
 from lowkiq.storage.bounds import check_limit, member_bound, score_bound
@@ -204,7 +203,7 @@ class Queries:
         """A pipeline for reads of these ids: atomic (MULTI) when they are all in one
         shard, so a job is never seen half moved; else per shard."""
         one_shard = len({self.queue.shard_of(job_id) for job_id in ids}) <= 1
-        return self.client.pipeline(transaction=one_shard and not is_cluster(self.client))
+        return self.client.pipeline(transaction=one_shard and not self.queue.cluster)
 
     def _payloads(self, packed: bytes) -> list[list[Any]]:
         return self.queue.load_pairs(blob.unpack(packed))
@@ -249,7 +248,7 @@ class Queries:
         else:
             lex_keys = [self.keys.morgue_lex_zset(shard)]
             hot_key = self.keys.morgue_payloads_zset(shard, job_id)
-        pipe = self.client.pipeline(transaction=not is_cluster(self.client))
+        pipe = self.client.pipeline(transaction=not self.queue.cluster)
         for key in lex_keys:
             pipe.zrangebylex(key, *_exact(job_id))
         pipe.zrange(hot_key, start, start + limit - 1, withscores=True)

@@ -176,6 +176,10 @@ class Queue:
         self.keys = QueueKeys(name)
         self.scripts = Scripts.for_client(client)
         self._prefixes = [self.keys.prefix(shard) for shard in range(shards_count)]
+        #: Whether ``client`` talks to a Redis Cluster (each shard a slot of its own).
+        self.cluster = is_cluster(client)
+        # A processing thread's client runs scripts on its own connection (fast path).
+        self._run_script = getattr(client, "run_script", None)
         #: With replicas to wait for, every write waits until they have it.
         self.replication = replication if replication and replication.replicas else None
 
@@ -193,8 +197,9 @@ class Queue:
         same round trip) until enough replicas have the change."""
         script = getattr(self.scripts, script_name)
         if self.replication is None:
-            fast = getattr(self.client, "run_script", None)
-            return script(keys=keys, args=args) if fast is None else fast(script, keys, args)
+            if self._run_script is None:
+                return script(keys=keys, args=args)
+            return self._run_script(script, keys, args)
         wanted, timeout_ms = self.replication.replicas, self.replication.timeout_ms
         reply, acked = run_replicated(self.client, (script, keys, args), wanted, timeout_ms)
         if acked < wanted:
@@ -250,7 +255,7 @@ class Queue:
             self.write("push", [self.keys.prefix(shard)], *args)
         elif self.replication is not None:
             self._push_one_by_one(by_shard)
-        elif is_cluster(self.client):
+        elif self.cluster:
             self._push_per_master(by_shard)
         else:
             self.run_pipelined([("push", shard, args) for shard, args in by_shard.items()], True)
@@ -312,7 +317,7 @@ class Queue:
         another shard's ack is a call of its own).  The popped jobs come
         earliest ``perform_in`` first (none when nothing is due).
         """
-        if ack_shard is not None and ack_shard != shard and is_cluster(self.client):
+        if ack_shard is not None and ack_shard != shard and self.cluster:
             # Two shards are two slots: a cluster acks in a call of its own first.
             try:
                 acked = self.ack(ack_shard, ack_token)
