@@ -174,6 +174,48 @@ def resume(worker_name: str, app: str) -> None:
     click.echo(f"{worker.__name__} {'resumed' if changed else 'was not paused'}")
 
 
+@main.command()
+@click.argument("worker_name", metavar="WORKER")
+@require_option(_PAUSE_APP_HELP)
+@click.option(
+    "--shards",
+    type=click.IntRange(min=1),
+    help="The new number of shards (omit it to see the queue's layout and progress).",
+)
+@embedded_redis_option()
+def reshard(worker_name: str, app: str, shards: int | None) -> None:
+    """Change WORKER's number of shards while jobs are enqueued and processed.
+
+    New jobs go to the new shards at once; each old shard is then emptied into
+    them, and a new shard runs jobs once its old shards are emptied, so no
+    payload is lost, no id runs twice at a time and each id keeps its order.
+    Progress is printed; an interrupted reshard goes on when the same command
+    runs again.  Afterwards, set the class's shards_count to the new number.
+    """
+    from lowkiq import resharding
+
+    worker = _find_worker(app, worker_name)
+    queue = worker.queue()
+
+    def run() -> bool:
+        if shards is None:
+            click.echo(resharding.status(queue))
+            return True
+        resharding.reshard(queue, shards, lambda progress: click.echo(str(progress)))
+        click.echo(resharding.status(queue))
+        return True
+
+    try:
+        _redis_call(run)
+    except resharding.ReshardError as exc:
+        fail(str(exc))
+    if shards is not None and worker.shards_count != shards:
+        click.echo(
+            f"note: {worker.__name__}.shards_count is {worker.shards_count}; the queue's "
+            f"layout in Redis ({shards}) is what counts from now on"
+        )
+
+
 def _find_worker(app: str, name: str) -> type[Worker]:
     """The worker class of ``settings.workers`` named ``name``, or a one-line error."""
     load_app_or_exit(app)

@@ -178,10 +178,15 @@ class Lane:
         self.on_released(handlers)
 
     def earliest(self) -> list[float | None]:
-        """The earliest ``perform_in`` queued in each shard (``None``: empty), a call per queue."""
+        """The earliest ``perform_in`` queued in each shard (``None``: empty, or held by a
+        reshard for now), a call per queue."""
         heads: list[float | None] = []
         for queue, shards in self._shards_by_queue:
             heads += queue.earliest_perform_in(shards)
+        now = time.monotonic()
+        for index, handler in enumerate(self.handlers):
+            if handler.held_until > now:
+                heads[index] = None
         return heads
 
     def wait(self) -> None:
@@ -207,9 +212,17 @@ class Lane:
             end = due - TIMER_SLACK
         woken = end - now >= MIN_BLOCK and self.client.blpop(self.wake_keys, timeout=end - now)
         if woken:
+            self._woken(woken[0])
             return
         if due is not None:
             self._wait_until(due)
+
+    def _woken(self, key: bytes | str) -> None:
+        """The wake list ``key`` fired: its shard may have been opened by a reshard."""
+        name = key.decode() if isinstance(key, bytes) else key
+        for handler, wake_key in zip(self.handlers, self.wake_keys, strict=True):
+            if wake_key == name:
+                handler.held_until = 0.0
 
     def _wait_until(self, due: float) -> None:
         """Sleep until ``due`` in short steps; end early on a wake-up (its element is

@@ -13,8 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lowkiq.storage.queue import shard_of
-
 if TYPE_CHECKING:
     from lowkiq.storage.queue import PoppedJob
     from lowkiq.worker import Worker
@@ -62,4 +60,4 @@ def batch_of(worker: type[Worker], batch: Mapping[str, Any]) -> RunningBatch:
     if running is not None and running.worker is worker:
         return running
     ids = list(batch)
-    return RunningBatch(worker, shard_of(ids[0] if ids else "", worker.shards_count), ids)
+    return RunningBatch(worker, worker.queue().shard_of(ids[0] if ids else ""), ids)

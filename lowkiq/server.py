@@ -64,9 +64,12 @@ class Shard:
         return f"{self.worker.__name__}:{self.index}"
 
 
-def all_shards(workers: list[type[Worker]]) -> list[Shard]:
-    """Every shard of every worker, in worker order: ``A0 A1 A2 B0 B1 ...``."""
-    return [Shard(worker, index) for worker in workers for index in range(worker.shards_count)]
+def all_shards(workers: list[type[Worker]], config: Settings = settings) -> list[Shard]:
+    """Every shard of every worker, in worker order: ``A0 A1 A2 B0 B1 ...`` (the shards
+    of the queue's layout: numbered from its base once it was resharded)."""
+    return [
+        Shard(worker, index) for worker in workers for index in worker.queue(config=config).shards
+    ]
 
 
 def backoff(failures: int, poll_interval: float) -> float:
@@ -111,7 +114,7 @@ class Server:
         if config.build_splitter is build_default_splitter:
             return Plan(lanes=config.threads_per_node)
         splitter = with_threads(config.build_splitter(), config.threads_per_node)
-        groups = [group for group in splitter(all_shards(workers)) if group]
+        groups = [group for group in splitter(all_shards(workers, config)) if group]
         seen: set[Shard] = set()
         static: dict[tuple[str, int], int] = {}
         for lane, group in enumerate(groups):

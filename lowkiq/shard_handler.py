@@ -36,6 +36,9 @@ from lowkiq.worker import Worker
 
 log = logging.getLogger("lowkiq.shard_handler")
 
+#: Seconds between two pops of a shard a reshard holds (unless its wake list fires).
+HELD_RETRY = 0.5
+
 
 def run_perform(
     worker: type[Worker], batch: Batch, middlewares: Sequence[ServerMiddleware]
@@ -111,6 +114,8 @@ class ShardHandler:
         self.lost = False
         # Whether perform is running now (shown on the dashboard's processes page).
         self.busy = False
+        #: Until when (time.monotonic) a reshard holds the shard: no pop is tried.
+        self.held_until = 0.0
 
     @property
     def key(self) -> tuple[str, int]:
@@ -136,6 +141,10 @@ class ShardHandler:
             return False
         if self.unsure and not self.restore():
             return False
+        if self.held_until:
+            if time.monotonic() < self.held_until:
+                return False
+            self.held_until = 0.0
         riding = self.deferred.ride(self)
         try:
             popped = self.queue.pop(
@@ -155,6 +164,9 @@ class ShardHandler:
             riding.lease_lost("its finished batch was not acked")
         if popped.fenced:
             self.lease_lost("nothing popped")
+            return False
+        if popped.held:
+            self.held_until = time.monotonic() + HELD_RETRY
             return False
         if popped.occupied:
             # Our shard's processing area holds a batch we do not know of.

@@ -71,7 +71,7 @@ def drain(
     owner = f"drain-{uuid.uuid4().hex[:12]}"
     held: list[leases.Lease] = []
     try:
-        for shard in range(worker.shards_count):
+        for shard in queue.shards:
             lease, _, left_ms = leases.acquire(queue, shard, owner, DRAIN_LEASE_TTL)
             if lease is None:
                 raise DrainError(

@@ -144,16 +144,23 @@ class Worker:
         )
 
     @classmethod
+    def _current_queue(cls) -> Queue:
+        """:meth:`queue`, with its layout read from Redis now (a reshard may have run)."""
+        queue = cls.queue()
+        queue.refresh_layout()
+        return queue
+
+    @classmethod
     def queries(cls, payloads_limit: int | None = None) -> Queries:
         """Read-only views of the queue (fetch, range_by_*, processing_data); with
         ``payloads_limit``, each job carries at most that many payloads and
         ``payloads_count``."""
-        return Queries(cls.queue(), payloads_limit)
+        return Queries(cls._current_queue(), payloads_limit)
 
     @classmethod
     def actions(cls) -> Actions:
         """Bulk operations on the queue and its morgue."""
-        return Actions(cls.queue())
+        return Actions(cls._current_queue())
 
     @classmethod
     def metrics(cls) -> QueueMetrics:

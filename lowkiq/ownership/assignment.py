@@ -35,23 +35,23 @@ def _rank(member_id: str, queue: str, shard: int, weight: int) -> float:
 
 
 def assign(
-    members: Sequence[Member], shards_count_by_queue: Mapping[str, int]
+    members: Sequence[Member], shards_by_queue: Mapping[str, Sequence[int]]
 ) -> dict[tuple[str, int], str]:
-    """``(queue, shard) -> member id`` for every shard some live member serves.
+    """``(queue, shard) -> member id`` for every shard (by number) some live member serves.
 
     Members with weight 0 (quiet) take nothing; a queue no member serves is
     left out (its shards have no owner).
     """
     owners: dict[tuple[str, int], str] = {}
-    for queue, shards_count in shards_count_by_queue.items():
+    for queue, shards in shards_by_queue.items():
         candidates = sorted(
             (m for m in members if m.weight > 0 and queue in m.queues), key=lambda m: m.id
         )
         if not candidates:
             continue
         total = sum(m.weight for m in candidates)
-        room = {m.id: math.ceil(shards_count * m.weight / total) for m in candidates}
-        for shard in range(shards_count):
+        room = {m.id: math.ceil(len(shards) * m.weight / total) for m in candidates}
+        for shard in shards:
             ranked = sorted(
                 candidates, key=lambda m: _rank(m.id, queue, shard, m.weight), reverse=True
             )

@@ -181,6 +181,7 @@ class Coordinator:
             self.stop_requested.set()
         self._renew()
         self._follow_pauses()
+        self._follow_layouts()
         self._rebalance(self._wanted(beat))
         return beat
 
@@ -198,15 +199,30 @@ class Coordinator:
             # A thread blocked on its other shards' wake lists takes the change now.
             lane.wake(self.client)
 
+    def _follow_layouts(self) -> None:
+        """Read where each queue's shards are (a reshard adds and later drops a range)."""
+        if self.plan.static is not None:
+            return
+        for queue in self.queues.values():
+            before = queue.layout
+            after = queue.refresh_layout()
+            if after != before:
+                log.info(
+                    "%s: its shards are now %d..%d",
+                    queue.name,
+                    after.shards.start,
+                    after.shards.stop - 1,
+                )
+
     def _wanted(self, beat: Beat) -> list[ShardKey]:
         if self.quiet or self.closing or self.stop_requested.is_set():
             return []
         if self.plan.static is not None:
             return list(self.plan.static)
-        counts = {name: queue.shards_count for name, queue in self.queues.items()}
-        owners = assign(beat.members, counts)
+        shards = {name: queue.shards for name, queue in self.queues.items()}
+        owners = assign(beat.members, shards)
         me = self.membership.process_id
-        return [key for key in _ordered(counts) if owners.get(key) == me]
+        return [key for key in _ordered(shards) if owners.get(key) == me]
 
     def _renew(self) -> None:
         with self._lock:
@@ -290,5 +306,5 @@ class Coordinator:
         self.membership.leave()
 
 
-def _ordered(counts: Mapping[str, int]) -> list[ShardKey]:
-    return [(name, shard) for name, count in counts.items() for shard in range(count)]
+def _ordered(shards: Mapping[str, Sequence[int]]) -> list[ShardKey]:
+    return [(name, shard) for name, numbers in shards.items() for shard in numbers]

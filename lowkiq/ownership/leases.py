@@ -94,7 +94,7 @@ def release_many(held: Iterable[Lease]) -> int:
 def holders(queue: Queue) -> list[str | None]:
     """The current lease token of each shard of ``queue`` (``None``: nobody holds it)."""
     pipe = queue.client.pipeline(transaction=False)
-    for shard in range(queue.shards_count):
+    for shard in queue.shards:
         pipe.get(queue.keys.lease(shard))
     return [token.decode() if token else None for token in pipe.execute()]
 

@@ -64,12 +64,14 @@ class QueueOwners:
     owners: list[str | None]
     #: Per shard, whether its holder is a live process.
     live: list[bool]
+    #: The number of the first shard (shards are renumbered by a reshard).
+    first: int = 0
 
     @property
     def unowned(self) -> list[int]:
         """Shards no live process serves: nobody holds the lease, or a lapsed process
         still does (it is taken over when that lease expires)."""
-        return [shard for shard, live in enumerate(self.live) if not live]
+        return [self.first + index for index, live in enumerate(self.live) if not live]
 
 
 @dataclass(frozen=True)
@@ -115,9 +117,10 @@ def processes(config: Settings = settings) -> Processes:
     queues = []
     for worker in config.workers:
         queue = worker.queue(client, config)
+        queue.refresh_layout()
         owners = [parse_owner(token) if token else None for token in holders(queue)]
         live = [owner is not None and owner in live_ids for owner in owners]
-        queues.append(QueueOwners(worker.__name__, queue.name, owners, live))
+        queues.append(QueueOwners(worker.__name__, queue.name, owners, live, queue.shards.start))
     return Processes(now_ms / 1000.0, found, queues)
 
 

@@ -6,6 +6,7 @@ chunk one atomic script call, so Redis is never blocked for long.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -24,11 +25,16 @@ class Actions:
         self.keys = queue.keys
         self.client = queue.client
 
+    @functools.cached_property
+    def shard_of(self) -> Callable[[str], int]:
+        """The shard each id's jobs are changed in (see :meth:`Queue.locator`)."""
+        return self.queue.locator()
+
     def perform_all_jobs_now(self) -> int:
         """Set every queued job's ``perform_in`` to now; returns how many moved."""
         now = time.time()
         total = 0
-        for shard in range(self.queue.shards_count):
+        for shard in self.queue.shards:
             while moved := self.queue.run("perform_now", shard, now, CHUNK):
                 total += moved
         return total
@@ -74,7 +80,7 @@ class Actions:
         groups: dict[int, list[str]] = {}
         for job_id in ids:
             text = str(job_id)
-            groups.setdefault(self.queue.shard_of(text), []).append(text)
+            groups.setdefault(self.shard_of(text), []).append(text)
         return sum(handle(shard, group) for shard, group in sorted(groups.items()))
 
     def _drain(
@@ -83,7 +89,7 @@ class Actions:
         """Apply ``handle(shard, ids)`` to the ids of each shard's ``index_key(shard)``, a
         chunk at a time, until none are left."""
         total = 0
-        for shard in range(self.queue.shards_count):
+        for shard in self.queue.shards:
             key = index_key(shard)
             while ids := [_text(i) for i in self.client.zrange(key, 0, CHUNK - 1)]:
                 done = handle(shard, ids)

@@ -30,10 +30,27 @@ S processed                   str    jobs processed successfully
 S failed                      str    jobs whose batch failed
 S lease                       str    ``epoch owner``: the lease on the shard, with a TTL
 S epoch                       str    counter, +1 on every acquisition of the shard; never expires
+S hold                        str    set during a reshard: ``closed`` (a new shard, no pops yet)
+                                     or ``retired`` (an old shard; kept for good)
 ============================  =====  ==========================================
 
-An id's shard is ``crc32(id) % shards_count``; every key of an id is in the
-shard of that id.
+An id's shard is ``base + crc32(id) % shards_count``; every key of an id is in
+the shard of that id.  ``base`` is 0 until the queue is resharded
+(:mod:`lowkiq.storage.layout`): a reshard numbers the new shards after the old
+ones, so a shard number is never used twice and no key is renamed.
+
+The layout of a queue (``L`` = ``lowkiq:{name:layout}:``, a slot of its own):
+
+========================  =====  ==========================================
+key                       type   content
+========================  =====  ==========================================
+L layout                  hash   ``base``, ``count``: the shards new jobs go to; during a
+                                 reshard also ``from_base``, ``from_count``, ``started_at``,
+                                 ``moved`` (jobs moved so far); absent: base 0 and the
+                                 class's ``shards_count``
+L retired                 set    the old shards (numbers) whose jobs were all moved
+L lock                    str    the process running the reshard command, with a TTL
+========================  =====  ==========================================
 
 Metrics history of a queue (:mod:`lowkiq.telemetry`; one hash tag per queue,
 ``T`` = ``lowkiq:{name:metrics}:``, so a queue's metrics are one slot apart from its shards):
@@ -103,6 +120,7 @@ SUFFIXES = {
     "failed_counter": "failed",
     "lease": "lease",
     "epoch_counter": "epoch",
+    "hold": "hold",
 }
 
 #: The metrics history's spans: their length in minutes -> their key's name.
@@ -188,6 +206,25 @@ class QueueKeys:
     def epoch_counter(self, shard: int) -> str:
         """How many times the shard's lease was acquired; never expires."""
         return self._key("epoch_counter", shard)
+
+    def hold(self, shard: int) -> str:
+        """``closed`` or ``retired`` while the queue is resharded: no batch is popped."""
+        return self._key("hold", shard)
+
+    @property
+    def layout_hash(self) -> str:
+        """Where the queue's shards are (:mod:`lowkiq.storage.layout`)."""
+        return f"{NAMESPACE}:{{{self.queue_name}:layout}}:layout"
+
+    @property
+    def retired_set(self) -> str:
+        """The old shards a running reshard has emptied."""
+        return f"{NAMESPACE}:{{{self.queue_name}:layout}}:retired"
+
+    @property
+    def reshard_lock(self) -> str:
+        """Held by the one command resharding the queue."""
+        return f"{NAMESPACE}:{{{self.queue_name}:layout}}:lock"
 
     @property
     def metrics_prefix(self) -> str:

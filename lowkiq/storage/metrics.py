@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from lowkiq.connection import Client
+from lowkiq.storage import layout as layouts
 from lowkiq.storage.queue import Queue
 from lowkiq.storage.scripts import run_pipelined
 
@@ -69,16 +70,18 @@ def many_queue_metrics(
 ) -> list[QueueMetrics]:
     """The metrics of several queues in one pipelined round trip (a script call per shard)."""
     now = time.time() if now is None else now
+    fresh = layouts.read_many(client, [(q.name, q.default_shards_count) for q in queues])
+    shards = [q.refresh_layout(layout).shards for q, layout in zip(queues, fresh, strict=True)]
     calls = [
         (queue.scripts.metrics, [queue.keys.prefix(shard)], ())
-        for queue in queues
-        for shard in range(queue.shards_count)
+        for queue, numbers in zip(queues, shards, strict=True)
+        for shard in numbers
     ]
     replies = run_pipelined(client, calls)
     metrics, start = [], 0
-    for queue in queues:
-        metrics.append(_decode(replies[start : start + queue.shards_count], now))
-        start += queue.shards_count
+    for numbers in shards:
+        metrics.append(_decode(replies[start : start + len(numbers)], now))
+        start += len(numbers)
     return metrics
 
 

@@ -12,6 +12,7 @@ many it has), and :meth:`Queries.payloads` pages through them.
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Callable, Iterable
 from itertools import islice
@@ -53,6 +54,11 @@ class Queries:
             raise InvalidQuery("payloads_limit must be at least 1")
         self.payloads_limit = payloads_limit
 
+    @functools.cached_property
+    def shard_of(self) -> Callable[[str], int]:
+        """The shard each id's jobs are read from (see :meth:`Queue.locator`)."""
+        return self.queue.locator()
+
     # -- queued jobs -----------------------------------------------------
 
     def fetch(self, ids: Iterable[Any]) -> list[Job]:
@@ -60,7 +66,7 @@ class Queries:
         ids = [str(job_id) for job_id in ids]
         pipe = self._reads(ids)
         for job_id in ids:
-            shard = self.queue.shard_of(job_id)
+            shard = self.shard_of(job_id)
             pipe.zrangebylex(self.keys.fresh_lex_zset(shard), *_exact(job_id))
             pipe.zrangebylex(self.keys.retry_lex_zset(shard), *_exact(job_id))
             pipe.zscore(self.keys.perform_in_zset(shard), job_id)
@@ -123,7 +129,7 @@ class Queries:
         ids = [str(job_id) for job_id in ids]
         pipe = self._reads(ids)
         for job_id in ids:
-            shard = self.queue.shard_of(job_id)
+            shard = self.shard_of(job_id)
             pipe.zrangebylex(self.keys.morgue_lex_zset(shard), *_exact(job_id))
             pipe.zscore(self.keys.morgue_updated_at_zset(shard), job_id)
             pipe.hget(self.keys.morgue_errors_hash(shard), job_id)
@@ -174,7 +180,7 @@ class Queries:
     def processing_data(self) -> list[Job]:
         """The jobs now in processing areas (being performed), by shard."""
         pipe = self.client.pipeline(transaction=False)
-        for shard in range(self.queue.shards_count):
+        for shard in self.queue.shards:
             pipe.hgetall(self.keys.processing_hash(shard))
         jobs: list[Job] = []
         packed: list[bytes] = []
@@ -202,7 +208,7 @@ class Queries:
     def _reads(self, ids: list[str]) -> Any:
         """A pipeline for reads of these ids: atomic (MULTI) when they are all in one
         shard, so a job is never seen half moved; else per shard."""
-        one_shard = len({self.queue.shard_of(job_id) for job_id in ids}) <= 1
+        one_shard = len({self.shard_of(job_id) for job_id in ids}) <= 1
         return self.client.pipeline(transaction=one_shard and not self.queue.cluster)
 
     def _payloads(self, packed: bytes) -> list[list[Any]]:
@@ -215,7 +221,7 @@ class Queries:
         (``hot_key(shard, id)``), read in one more round trip; bounded by ``payloads_limit``."""
         limit = self.payloads_limit
         pairs = zip(jobs, packed, strict=True)
-        shard_of = self.queue.shard_of
+        shard_of = self.shard_of
         hot = [(job, hot_key(shard_of(job["id"]), job["id"])) for job, data in pairs if not data]
         pipe = self.client.pipeline(transaction=False)
         for _, key in hot:
@@ -241,7 +247,7 @@ class Queries:
             raise InvalidQuery(f"start must be an integer >= 0, got {start!r}")
         if check_limit(limit) == 0:
             return []
-        shard = self.queue.shard_of(job_id)
+        shard = self.shard_of(job_id)
         if queued:
             lex_keys = [self.keys.fresh_lex_zset(shard), self.keys.retry_lex_zset(shard)]
             hot_key = self.keys.payloads_zset(shard, job_id)
@@ -276,7 +282,7 @@ class Queries:
 
     def _lex_keys(self, *names: Callable[[int], str]) -> list[str]:
         """The keys ``name(shard)`` of every shard, for each of ``names``."""
-        return [name(shard) for name in names for shard in range(self.queue.shards_count)]
+        return [name(shard) for name in names for shard in self.queue.shards]
 
     def _merged_lex(
         self, keys: list[str], min: str, max: str, limit: int, reverse: bool
@@ -313,7 +319,7 @@ class Queries:
         equal score are in id order, so paging through a tie is exact.
         """
         low, high, limit = score_bound(min), score_bound(max), check_limit(limit)
-        shards = range(self.queue.shards_count)
+        shards = self.queue.shards
         heads: list[list[tuple[float, bytes]]]
         if after_id is None:
             pipe = self.client.pipeline(transaction=False)

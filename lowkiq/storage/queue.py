@@ -22,7 +22,9 @@ from lowkiq.connection import Client, is_cluster
 from lowkiq.errors import EnqueueIncomplete, LeaseLost
 from lowkiq.serializers import Codec, decode_failure
 from lowkiq.storage import blob
+from lowkiq.storage import layout as layouts
 from lowkiq.storage.keys import QueueKeys
+from lowkiq.storage.layout import Layout
 from lowkiq.storage.scripts import Scripts, run_pipelined, run_replicated
 
 log = logging.getLogger("lowkiq.storage")
@@ -35,9 +37,9 @@ def _now(now: float | None) -> float:
     return time.time() if now is None else now
 
 
-def shard_of(job_id: str, shards_count: int) -> int:
-    """The shard of a job id: ``crc32(id) % shards_count``."""
-    return zlib.crc32(job_id.encode()) % shards_count
+def shard_of(job_id: str, shards_count: int, base: int = 0) -> int:
+    """The shard of a job id: ``base + crc32(id) % shards_count``."""
+    return base + zlib.crc32(job_id.encode()) % shards_count
 
 
 #: A validated job ready to push: id, serialized payload, score, perform_in.
@@ -71,12 +73,14 @@ class Popped:
     :data:`ACK_FENCED` (the ack's lease was not held: nothing was acked).
     ``occupied``: the processing area still held a batch, nothing was popped.
     ``fenced``: the popped shard's lease was not held, nothing was popped.
+    ``held``: a reshard holds the shard (:mod:`lowkiq.resharding`), nothing was popped.
     """
 
     acked: int
     jobs: list[PoppedJob]
     occupied: bool = False
     fenced: bool = False
+    held: bool = False
 
 
 def _pushed_ids(by_shard: dict[int, list[Any]], shards: Iterable[int]) -> list[str]:
@@ -132,6 +136,35 @@ def _grouped(jobs: list[NewJob], shards_count: int) -> dict[tuple[int, float], l
     return groups
 
 
+def _push_args(
+    groups: dict[tuple[int, float], list[bytes]], base: int, now: float
+) -> dict[int, list[Any]]:
+    """The push script's arguments per shard (``base`` + the group's shard): ``now``,
+    then per perform_in: perform_in, count, members."""
+    by_shard: dict[int, list[Any]] = {}
+    for (shard, perform_in), members in groups.items():
+        args = by_shard.get(base + shard)
+        if args is None:
+            args = by_shard[base + shard] = [now]
+        args += (perform_in, len(members))
+        args += members
+    return by_shard
+
+
+def _rerouted(refused: list[list[Any]], layout: Layout) -> dict[int, list[Any]]:
+    """The push arguments of shards that refused them, regrouped by ``layout``'s shards."""
+    groups: dict[tuple[int, float], list[bytes]] = {}
+    for args in refused:
+        i = 1
+        while i < len(args):
+            perform_in, count = args[i], args[i + 1]
+            for member in args[i + 2 : i + 2 + count]:
+                shard = zlib.crc32(member.split(b"\0", 1)[0]) % layout.count
+                groups.setdefault((shard, perform_in), []).append(member)
+            i += 2 + count
+    return _push_args(groups, layout.base, refused[0][0])
+
+
 def _incomplete(
     queue: str, failure: str, by_shard: dict[int, list[Any]], done: list[int], pending: list[int]
 ) -> EnqueueIncomplete:
@@ -154,12 +187,34 @@ class Replication:
     timeout_ms: int
 
 
+#: What the push script replies when its shard was retired by a reshard.
+REFUSED = -1
+#: How many times one enqueue follows a reshard before it gives up.
+REROUTES = 3
+
+
 def _fenced(exc: redis.ResponseError) -> bool:
     return str(exc).startswith("FENCED")
 
 
+class _Prefixes(dict[int, str]):
+    """Shard number -> the shard's key prefix, built on first use."""
+
+    def __init__(self, queue_keys: QueueKeys) -> None:
+        super().__init__()
+        self.queue_keys = queue_keys
+
+    def __missing__(self, shard: int) -> str:
+        prefix = self[shard] = self.queue_keys.prefix(shard)
+        return prefix
+
+
 class Queue:
-    """The storage of one worker's queue, bound to one Redis client."""
+    """The storage of one worker's queue, bound to one Redis client.
+
+    ``shards_count`` is the class's; once the queue was resharded, the layout
+    in Redis (:mod:`lowkiq.storage.layout`) says where its shards are.
+    """
 
     def __init__(
         self,
@@ -168,14 +223,17 @@ class Queue:
         shards_count: int,
         codec: Codec | None = None,
         replication: Replication | None = None,
+        layout: Layout | None = None,
     ) -> None:
         self.client = client
         self.name = name
-        self.shards_count = shards_count
+        #: The class's ``shards_count``: the layout of a queue never resharded.
+        self.default_shards_count = shards_count
+        self._layout = layout
         self.codec = codec or Codec()
         self.keys = QueueKeys(name)
         self.scripts = Scripts.for_client(client)
-        self._prefixes = [self.keys.prefix(shard) for shard in range(shards_count)]
+        self._prefixes = _Prefixes(self.keys)
         #: Whether ``client`` talks to a Redis Cluster (each shard a slot of its own).
         self.cluster = is_cluster(client)
         # A processing thread's client runs scripts on its own connection (fast path).
@@ -183,9 +241,48 @@ class Queue:
         #: With replicas to wait for, every write waits until they have it.
         self.replication = replication if replication and replication.replicas else None
 
+    @property
+    def layout(self) -> Layout:
+        """Where the queue's shards are (read from Redis at most every
+        :data:`~lowkiq.storage.layout.MAX_AGE` seconds, unless given)."""
+        if self._layout is not None:
+            return self._layout
+        return layouts.cached(self.client, self.name, self.default_shards_count)
+
+    def refresh_layout(self, known: Layout | None = None) -> Layout:
+        """Read the layout from Redis now (or take ``known``, just read) and keep it;
+        returns it."""
+        self._layout = known or layouts.read(self.client, self.name, self.default_shards_count)
+        return self._layout
+
+    @property
+    def shards_count(self) -> int:
+        """How many shards new jobs are spread over."""
+        return self.layout.count
+
+    @property
+    def shards(self) -> range:
+        """The numbers of every shard that may hold jobs (see :attr:`Layout.shards`)."""
+        return self.layout.shards
+
     def shard_of(self, job_id: str) -> int:
-        """The shard this queue keeps ``job_id`` in."""
-        return shard_of(job_id, self.shards_count)
+        """The shard new jobs of ``job_id`` go to."""
+        return self.layout.shard_of(job_id)
+
+    def locator(self) -> Callable[[str], int]:
+        """A function giving the shard an id's jobs are read and changed in: the one new
+        jobs go to; during a reshard, the id's old shard until that one is emptied."""
+        current = self.layout
+        if current.previous is None:
+            return current.shard_of
+        old = Layout(*current.previous)
+        emptied = {int(shard) for shard in self.client.smembers(self.keys.retired_set)}
+
+        def located(job_id: str) -> int:
+            shard = old.shard_of(job_id)
+            return current.shard_of(job_id) if shard in emptied else shard
+
+        return located
 
     def run(self, script_name: str, shard: int, *args: Any) -> Any:
         """Run one of the Lua scripts on ``shard`` with ``args`` as ``ARGV``."""
@@ -238,66 +335,86 @@ class Queue:
 
         On a Redis Cluster, a round trip per master; when one fails,
         :class:`~lowkiq.errors.EnqueueIncomplete` says which jobs are enqueued.
+        The jobs of a shard a reshard retired (the push script refuses them and
+        writes nothing) are sent again under the queue's new layout.
         """
         jobs = jobs if isinstance(jobs, list) else list(jobs)
-        groups = _grouped_unique(jobs, self.shards_count)
+        current = self.layout
+        groups = _grouped_unique(jobs, current.count)
         if groups is None:  # an id more than once: its payloads merge into one member
-            groups = _grouped(jobs, self.shards_count)
-        by_shard: dict[int, list[Any]] = {}
-        for (shard, perform_in), members in groups.items():
-            args = by_shard.get(shard)
-            if args is None:
-                args = by_shard[shard] = [_now(now)]
-            args += (perform_in, len(members))
-            args += members
+            groups = _grouped(jobs, current.count)
+        by_shard = _push_args(groups, current.base, _now(now))
+        for _ in range(REROUTES):
+            refused = self._send_pushes(by_shard)
+            if not refused:
+                return
+            current = self.refresh_layout()
+            by_shard = _rerouted([by_shard[shard] for shard in refused], current)
+        raise EnqueueIncomplete(
+            f"{self.name}: the queue was resharded {REROUTES} times during one enqueue",
+            [],
+            _pushed_ids(by_shard, by_shard),
+        )
+
+    def _send_pushes(self, by_shard: dict[int, list[Any]]) -> list[int]:
+        """Run the push script of each shard; returns the shards that refused (retired)."""
         if len(by_shard) == 1:
             ((shard, args),) = by_shard.items()
-            self.write("push", [self.keys.prefix(shard)], *args)
+            replies = [self.write("push", [self._prefixes[shard]], *args)]
         elif self.replication is not None:
-            self._push_one_by_one(by_shard)
+            replies = self._push_one_by_one(by_shard)
         elif self.cluster:
-            self._push_per_master(by_shard)
+            replies = self._push_per_master(by_shard)
         else:
-            self.run_pipelined([("push", shard, args) for shard, args in by_shard.items()], True)
+            calls = [("push", shard, args) for shard, args in by_shard.items()]
+            replies = self.run_pipelined(calls, True)
+        return [shard for shard, reply in zip(by_shard, replies, strict=True) if reply == REFUSED]
 
-    def _push_per_master(self, by_shard: dict[int, list[Any]]) -> None:
-        """The push calls of a cluster, a pipeline per master.  The shards of a master
-        that failed are tried once more after reloading the slot map (a replica may
-        have taken over); then :class:`EnqueueIncomplete` names what is enqueued."""
+    def _push_per_master(self, by_shard: dict[int, list[Any]]) -> list[Any]:
+        """The push calls of a cluster, a pipeline per master; returns their replies in
+        the order of ``by_shard``.  The shards of a master that failed are tried once
+        more after reloading the slot map (a replica may have taken over); then
+        :class:`EnqueueIncomplete` names what is enqueued."""
         cluster: Any = self.client
-        pending, done = list(by_shard), []
+        pending: list[int] = list(by_shard)
+        replies: dict[int, Any] = {}
         for attempt in range(2):
             by_master: dict[str, list[int]] = {}
             for shard in pending:
-                master = cluster.get_node_from_key(self.keys.prefix(shard)).name
+                master = cluster.get_node_from_key(self._prefixes[shard]).name
                 by_master.setdefault(master, []).append(shard)
             failed: list[int] = []
             for master, shards in by_master.items():
                 try:
-                    self.run_pipelined([("push", shard, by_shard[shard]) for shard in shards])
+                    got = self.run_pipelined([("push", shard, by_shard[shard]) for shard in shards])
                 except (redis.RedisError, RedisClusterException) as exc:
                     failed += shards
                     failure = f"Redis master {master} failed ({exc})"
                 else:
-                    done += shards
+                    replies.update(zip(shards, got, strict=True))
             if not failed:
-                return
+                return [replies[shard] for shard in by_shard]
             pending = failed
             if attempt == 0:
                 with contextlib.suppress(redis.RedisError, RedisClusterException):
                     cluster.nodes_manager.initialize()
-        raise _incomplete(self.name, failure, by_shard, done, pending)
+        done = [shard for shard, reply in replies.items() if reply != REFUSED]
+        raise _incomplete(
+            self.name, failure, by_shard, done, [s for s in by_shard if s not in done]
+        )
 
-    def _push_one_by_one(self, by_shard: dict[int, list[Any]]) -> None:
-        """The push calls, a round trip per shard (each waits for the replicas)."""
-        done: list[int] = []
+    def _push_one_by_one(self, by_shard: dict[int, list[Any]]) -> list[Any]:
+        """The push calls, a round trip per shard (each waits for the replicas); returns
+        their replies."""
+        replies: list[Any] = []
         for shard, args in by_shard.items():
             try:
-                self.write("push", [self.keys.prefix(shard)], *args)
+                replies.append(self.write("push", [self._prefixes[shard]], *args))
             except (redis.RedisError, RedisClusterException) as exc:
+                done = [s for s, reply in zip(by_shard, replies, strict=False) if reply != REFUSED]
                 pending = [s for s in by_shard if s not in done]
                 raise _incomplete(self.name, str(exc), by_shard, done, pending) from exc
-            done.append(shard)
+        return replies
 
     def pop(
         self,
@@ -332,7 +449,7 @@ class Queue:
         reply = self.write("pop", keys, token, _now(now), limit, ack_token)
         acked, status = reply[0], reply[1]
         if status != 1:
-            return Popped(acked, [], occupied=status == 0, fenced=status == -1)
+            return Popped(acked, [], status == 0, status == -1, status == -2)
         jobs = [
             self._popped_job(
                 reply[i].decode(), int(reply[i + 1]), float(reply[i + 2]), reply[i + 3]

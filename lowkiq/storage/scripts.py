@@ -114,6 +114,14 @@ class Scripts:
     membership_list: Script
     membership_nudge: Script
     history_add: Script
+    reshard_hold: Script
+    reshard_open: Script
+    reshard_take: Script
+    reshard_put: Script
+    reshard_drop: Script
+    reshard_counts: Script
+    layout_begin: Script
+    layout_lock: Script
 
 
 #: One script call: the script, its keys, its arguments.

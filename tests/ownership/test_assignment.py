@@ -6,7 +6,7 @@ from collections import Counter
 
 from lowkiq.ownership.assignment import Member, assign, deal_sticky
 
-QUEUES = {"Orders": 24, "Shipments": 8}
+QUEUES = {"Orders": range(24), "Shipments": range(8)}
 
 
 def members(*specs: tuple[str, int]) -> list[Member]:
@@ -15,7 +15,7 @@ def members(*specs: tuple[str, int]) -> list[Member]:
 
 def test_every_shard_has_exactly_one_owner_balanced_by_threads() -> None:
     owners = assign(members(("a", 5), ("b", 5), ("c", 10)), QUEUES)
-    assert set(owners) == {(q, s) for q, n in QUEUES.items() for s in range(n)}
+    assert set(owners) == {(q, s) for q, shards in QUEUES.items() for s in shards}
     per_queue = Counter((queue, owner) for (queue, _), owner in owners.items())
     assert per_queue[("Orders", "c")] == 12
     assert per_queue[("Orders", "a")] == per_queue[("Orders", "b")] == 6

@@ -300,6 +300,12 @@ local function ack_processing(keys)
   return count
 end
 
+-- Whether a reshard emptied the shard (its jobs live in the new shards now):
+-- then nothing may be pushed into it, and actions find nothing in it.
+local function retired()
+  return redis.call('get', K.hold) == 'retired'
+end
+
 -- Whether `token` (`epoch owner`) is the current lease on the shard whose keys
 -- are `keys`: only the holder of the current lease may pop, ack, fail or
 -- restore the shard.

@@ -3,6 +3,7 @@
 -- ARGV     ids (of this shard)
 -- Writes: queue keys (with payloads_zset(id) of hot ids)
 -- Returns: the number of jobs deleted
+if retired() then return 0 end  -- its jobs moved to the new shards
 local deleted = 0
 for i = 1, #ARGV do
   local id = ARGV[i]

@@ -5,6 +5,7 @@
 -- Writes: queue keys, morgue keys (a hot id's payloads_zset(id) becomes its
 --   morgue_payloads_zset(id))
 -- Returns: the number of jobs killed
+if retired() then return 0 end  -- its jobs moved to the new shards
 local now = ARGV[1]
 local killed = 0
 for i = 2, #ARGV do

@@ -4,6 +4,7 @@
 -- Writes: morgue_lex_zset, morgue_updated_at_zset, morgue_errors_hash,
 --   morgue_payloads_zset(id) of hot ids
 -- Returns: the number of jobs deleted
+if retired() then return 0 end  -- its jobs moved to the new shards
 local deleted = 0
 for i = 1, #ARGV do
   local blob = morgue_remove(ARGV[i])

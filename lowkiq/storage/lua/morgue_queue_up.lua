@@ -7,6 +7,7 @@
 -- Writes: morgue keys, queue keys (a hot id's morgue_payloads_zset(id) becomes
 --   its payloads_zset(id))
 -- Returns: the number of jobs moved
+if retired() then return 0 end  -- its jobs moved to the new shards
 local now = ARGV[1]
 local moved = 0
 for i = 2, #ARGV do

@@ -5,6 +5,7 @@
 -- ARGV[2]  limit
 -- Writes: perform_in_zset, wake_list
 -- Returns: the number of jobs rescheduled (0: every job of the shard is due now)
+if retired() then return 0 end  -- its jobs moved to the new shards
 local now, limit = ARGV[1], tonumber(ARGV[2])
 local key = K.perform_in_zset
 local ids = redis.call('zrangebyscore', key, '-inf', '(' .. now, 'limit', 0, limit)

@@ -13,7 +13,8 @@
 -- Returns: a flat list: the ack's result (jobs acked; -1 when its lease is not
 --   held, so nothing was acked; -2 when no ack was asked), the pop's status
 --   (1 popped; 0 the processing area is still occupied by a batch not yet
---   acked, failed or restored; -1 the lease is not held), then id,
+--   acked, failed or restored; -1 the lease is not held; -2 a reshard holds
+--   the shard: it is new and waits for its old shards, or retired), then id,
 --   retry_count, perform_in, blob of each popped job, earliest perform_in first.
 --   Hot ids give at most BATCH_PAYLOADS payloads to a batch, smallest scores
 --   first; the rest stay queued and due.
@@ -32,6 +33,7 @@ if ack_prefix then
   end
 end
 if not held and not lease_held(K, token) then return {acked, -1} end
+if redis.call('exists', K.hold) == 1 then return {acked, -2} end
 local processing = K.processing_hash
 if not same and redis.call('exists', processing) == 1 then return {acked, 0} end
 local due = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now,

@@ -6,7 +6,9 @@
 --            `count` members `id \0 blob` (ids are unique within one call)
 -- Writes: fresh_lex_zset, retry_lex_zset, payloads_zset(id) of hot ids,
 --   perform_in_zset, wake_list
--- Returns: the number of jobs given
+-- Returns: the number of jobs given, or -1 (and nothing written) when a
+--   reshard retired the shard: the caller pushes them again under the new layout
+if retired() then return -1 end
 local now = ARGV[1]
 local CHUNK = 1000
 local total = 0

@@ -1,0 +1,26 @@
+-- reshard_drop: remove from a retired shard the jobs reshard_put merged into
+-- the new shards.
+-- KEYS[1]  the old shard's prefix
+-- ARGV     pairs of kind ('q' queued, 'm' dead) and id
+-- Writes: queue keys, morgue keys (with hot ids' payload sorted sets)
+-- Returns: the number of jobs removed
+if not retired() then return redis.error_reply('NOTRETIRED ' .. P .. ': the shard is not retired') end
+local removed = 0
+for i = 1, #ARGV, 2 do
+  local kind, id = ARGV[i], ARGV[i + 1]
+  if kind == 'q' then
+    local member, is_retry = find_queued(id)
+    if member then
+      remove_queued(id, member, is_retry)
+      payloads_drop(blob_of(member, id), K.payloads_zset(id))
+      removed = removed + 1
+    end
+  else
+    local blob = morgue_remove(id)
+    if blob then
+      payloads_drop(blob, K.morgue_payloads_zset(id))
+      removed = removed + 1
+    end
+  end
+end
+return removed
