@@ -209,11 +209,29 @@ def reshard(worker_name: str, app: str, shards: int | None) -> None:
         _redis_call(run)
     except resharding.ReshardError as exc:
         fail(str(exc))
+    static = _static_processes(worker)
+    if static:
+        click.echo(
+            f"note: process(es) {', '.join(static)} deal shards with a static splitter and "
+            f"do not follow a reshard: restart them"
+        )
     if shards is not None and worker.shards_count != shards:
         click.echo(
             f"note: {worker.__name__}.shards_count is {worker.shards_count}; the queue's "
             f"layout in Redis ({shards}) is what counts from now on"
         )
+
+
+def _static_processes(worker: type[Worker]) -> list[str]:
+    """The live processes serving ``worker`` whose shards a static splitter dealt."""
+    from lowkiq.ownership.status import processes
+
+    return [
+        f"{p.host}:{p.pid}"
+        for p in processes().processes
+        if p.mode == "static"
+        and any(shard.startswith(f"{worker.queue_name}:") for shard in p.shards)
+    ]
 
 
 def _find_worker(app: str, name: str) -> type[Worker]:

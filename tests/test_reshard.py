@@ -109,3 +109,12 @@ def test_reshard_names_what_is_wrong(redis_url: str, redis_client: redis.Redis) 
     assert same.returncode != 0 and "has 5 shard(s) already" in same.stderr
     zero = lowkiq_command("reshard", "Recorder", "--shards", "0", env=env)
     assert zero.returncode != 0 and "--shards" in zero.stderr
+
+
+def test_reshard_tells_that_static_processes_must_be_restarted(
+    workers: Callable[..., WorkerProcess], recorder: type, redis_url: str
+) -> None:
+    static = workers("--nodes", "2", "--node", "0", REDIS_URL=redis_url)
+    done = lowkiq_command("reshard", "Recorder", "--shards", "6", env={"REDIS_URL": redis_url})
+    assert done.returncode == 0, done.stderr
+    assert f":{static.process.pid} deal shards with a static splitter" in done.stdout

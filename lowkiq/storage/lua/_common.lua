@@ -175,6 +175,12 @@ local function remove_queued(id, member, is_retry, without_error)
   end
 end
 
+-- Delete a queued job with its payloads.
+local function delete_queued(id, member, is_retry)
+  remove_queued(id, member, is_retry)
+  payloads_drop(blob_of(member, id), K.payloads_zset(id))
+end
+
 local woken = false
 -- Tell the thread serving the shard that due work arrived, or that its next
 -- job is now earlier than it thought (at most one element).
@@ -263,6 +269,13 @@ local function morgue_remove(id)
   redis.call('zrem', K.morgue_updated_at_zset, id)
   redis.call('hdel', K.morgue_errors_hash, id)
   return blob_of(member, id), error
+end
+
+-- Delete a dead job with its payloads; returns whether there was one.
+local function delete_dead(id)
+  local blob = morgue_remove(id)
+  if blob then payloads_drop(blob, K.morgue_payloads_zset(id)) end
+  return blob ~= nil
 end
 
 -- A job in a processing area: struct('>di4i4') perform_in, retry_count,

@@ -9,8 +9,7 @@ for i = 1, #ARGV do
   local id = ARGV[i]
   local member = find_member(K.retry_lex_zset, id)
   if member then
-    remove_queued(id, member, true)
-    payloads_drop(blob_of(member, id), K.payloads_zset(id))
+    delete_queued(id, member, true)
     deleted = deleted + 1
   end
 end

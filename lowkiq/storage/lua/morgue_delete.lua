@@ -7,10 +7,6 @@
 if retired() then return 0 end  -- its jobs moved to the new shards
 local deleted = 0
 for i = 1, #ARGV do
-  local blob = morgue_remove(ARGV[i])
-  if blob then
-    payloads_drop(blob, K.morgue_payloads_zset(ARGV[i]))
-    deleted = deleted + 1
-  end
+  if delete_dead(ARGV[i]) then deleted = deleted + 1 end
 end
 return deleted

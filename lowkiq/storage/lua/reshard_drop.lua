@@ -11,16 +11,11 @@ for i = 1, #ARGV, 2 do
   if kind == 'q' then
     local member, is_retry = find_queued(id)
     if member then
-      remove_queued(id, member, is_retry)
-      payloads_drop(blob_of(member, id), K.payloads_zset(id))
+      delete_queued(id, member, is_retry)
       removed = removed + 1
     end
-  else
-    local blob = morgue_remove(id)
-    if blob then
-      payloads_drop(blob, K.morgue_payloads_zset(id))
-      removed = removed + 1
-    end
+  elseif delete_dead(id) then
+    removed = removed + 1
   end
 end
 return removed
