@@ -13,7 +13,7 @@ class OrderWorker(lowkiq.Worker):
     shards_count = 2
 
 
-def test_a_shard_lost_and_acquired_again_before_the_thread_looks_is_served(redis_url):
+def test_a_shard_lost_and_acquired_again_before_the_thread_looks_is_served(redis_url, redis_client):
     config = Settings(
         workers=[OrderWorker], threads_per_node=1, redis=lambda: redis.Redis.from_url(redis_url)
     )

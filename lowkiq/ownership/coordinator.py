@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from lowkiq.connection import Client
 from lowkiq.ownership import leases
@@ -33,6 +34,7 @@ from lowkiq.ownership.leases import Lease
 from lowkiq.ownership.membership import Beat, Membership
 from lowkiq.pausing import paused_queues
 from lowkiq.shard_handler import ShardHandler
+from lowkiq.storage.layout import Layout
 from lowkiq.storage.queue import Queue
 from lowkiq.version import __version__
 
@@ -122,6 +124,7 @@ class Coordinator:
         self._retry_at = 0.0
         #: The paused queues among this process's, as last told to the threads.
         self.paused: frozenset[str] = frozenset()
+        self._layouts: dict[str, Layout] = {}
 
     # -- what the processing threads report ---------------------------------
 
@@ -204,9 +207,24 @@ class Coordinator:
         if self.plan.static is not None:
             return
         for queue in self.queues.values():
-            before = queue.layout
-            after = queue.refresh_layout()
-            if after != before:
+            before = self._layouts.get(queue.name)
+            try:
+                after = self._layouts[queue.name] = queue.refresh_layout()
+            except (redis.RedisError, RedisClusterException) as exc:
+                if before is None:
+                    raise
+                # The layout's master may be failing over: the shards go on as they are.
+                log.debug("%s: could not read the layout: %s", queue.name, exc)
+                continue
+            if before is None and after.count != queue.default_shards_count:
+                log.warning(
+                    "%s: the class says %d shards, the queue has %d (its layout in Redis, "
+                    "which decides); `lowkiq reshard` changes it",
+                    queue.name,
+                    queue.default_shards_count,
+                    after.count,
+                )
+            elif before is not None and after != before:
                 log.info(
                     "%s: its shards are now %d..%d",
                     queue.name,

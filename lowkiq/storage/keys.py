@@ -46,8 +46,8 @@ key                       type   content
 ========================  =====  ==========================================
 L layout                  hash   ``base``, ``count``: the shards new jobs go to; during a
                                  reshard also ``from_base``, ``from_count``, ``started_at``,
-                                 ``moved`` (jobs moved so far); absent: base 0 and the
-                                 class's ``shards_count``
+                                 ``moved`` (jobs moved so far); written by the first
+                                 process using the queue (base 0, the class's count)
 L retired                 set    the old shards (numbers) whose jobs were all moved
 L lock                    str    the process running the reshard command, with a TTL
 ========================  =====  ==========================================

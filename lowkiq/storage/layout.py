@@ -1,12 +1,13 @@
 """Where a queue's shards are: the range of shard numbers new jobs go to, and
 during a reshard the range being emptied.
 
-A queue starts with shards ``0 .. shards_count - 1`` and no record in Redis.
-Resharding it (:mod:`lowkiq.resharding`) numbers the new shards right after
-the old ones (8 shards become 32 as shards 8 to 39), so no shard number is
-ever used twice: a job's keys never change their name, only the shard they
-are in.  The record (``layout_hash``, :mod:`lowkiq.storage.keys`) then
-overrides the class's ``shards_count``.
+A queue starts with shards ``0 .. shards_count - 1``, the class's count, which
+the first process to use the queue writes to Redis (``layout_hash``,
+:mod:`lowkiq.storage.keys`); from then on the record decides, and a changed
+``shards_count`` in the code is only reported, never followed.  Resharding
+(:mod:`lowkiq.resharding`) numbers the new shards right after the old ones (8
+shards become 32 as shards 8 to 39), so no shard number is ever used twice: a
+job's keys never change their name, only the shard they are in.
 
 An enqueue uses the layout it read at most :data:`MAX_AGE` seconds ago and
 never relies on it being current: a push to a shard a reshard retired is
@@ -22,6 +23,9 @@ import weakref
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import redis
+from redis.exceptions import RedisClusterException
 
 from lowkiq.connection import Client
 from lowkiq.storage.keys import QueueKeys
@@ -65,10 +69,8 @@ class Layout:
         return self.base + zlib.crc32(job_id.encode()) % self.count
 
 
-def parse(fields: dict[bytes, bytes], default_count: int) -> Layout:
-    """The layout in a ``layout_hash``'s fields (none: shards ``0 .. default_count - 1``)."""
-    if b"count" not in fields:
-        return Layout(0, default_count)
+def parse(fields: dict[bytes, bytes]) -> Layout:
+    """The layout in a ``layout_hash``'s fields."""
     previous = None
     if b"from_base" in fields:
         previous = (int(fields[b"from_base"]), int(fields[b"from_count"]))
@@ -81,28 +83,50 @@ def read(client: Client, queue_name: str, default_count: int) -> Layout:
 
 
 def read_many(client: Client, queues: Sequence[tuple[str, int]]) -> list[Layout]:
-    """The layouts of several queues (name, class's shards_count) now, in one round trip."""
+    """The layouts of several queues (name, class's shards_count) now, in one round trip.
+
+    A queue with no layout in Redis gets its class's (base 0) written there, in
+    one more round trip: from then on a changed ``shards_count`` in the code
+    cannot split an id's jobs over two shards; only a reshard changes it.
+    """
     pipe = client.pipeline(transaction=False)
     for name, _ in queues:
         pipe.hgetall(QueueKeys(name).layout_hash)
-    found = [
-        parse(fields, default) for fields, (_, default) in zip(pipe.execute(), queues, strict=True)
-    ]
+    found = list(pipe.execute())
+    missing = [n for n, fields in enumerate(found) if b"count" not in fields]
+    if missing:
+        pipe = client.pipeline(transaction=False)
+        for n in missing:
+            name, default = queues[n]
+            key = QueueKeys(name).layout_hash
+            pipe.hsetnx(key, "base", 0)
+            pipe.hsetnx(key, "count", default)
+            pipe.hgetall(key)
+        for n, fields in zip(missing, pipe.execute()[2::3], strict=True):
+            found[n] = fields
+    layouts = [parse(fields) for fields in found]
     at = time.monotonic()
     with _LOCK:
         known = _CACHE.setdefault(client, {})
-        for (name, _), layout in zip(queues, found, strict=True):
+        for (name, _), layout in zip(queues, layouts, strict=True):
             known[name] = (layout, at)
-    return found
+    return layouts
 
 
 def cached(client: Client, queue_name: str, default_count: int) -> Layout:
-    """The queue's layout, read again when the one known is older than :data:`MAX_AGE`."""
+    """The queue's layout, read again when the one known is older than :data:`MAX_AGE`
+    (kept while Redis cannot say: on a cluster the layout's master may be down while
+    the shards' are up, and a stale layout is safe for an enqueue)."""
     with _LOCK:
         known = _CACHE.get(client, {}).get(queue_name)
     if known is not None and time.monotonic() - known[1] < MAX_AGE:
         return known[0]
-    return read(client, queue_name, default_count)
+    try:
+        return read(client, queue_name, default_count)
+    except (redis.RedisError, RedisClusterException):
+        if known is None:
+            raise
+        return known[0]
 
 
 _LOCK = threading.Lock()

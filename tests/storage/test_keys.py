@@ -69,7 +69,9 @@ def test_every_key_of_every_operation_carries_its_shards_hash_tag(redis_client):
         tag = key[key.index("{") + 1 : key.index("}")]
         by_tag.setdefault(tag, set()).add(key)
     expected_tags = {f"OrderWorker:{shard}" for shard in range(4)} | {"mail:0"}
-    assert set(by_tag) == expected_tags
+    layouts = {"OrderWorker:layout", "mail:layout"}  # each queue's layout, a slot of its own
+    assert set(by_tag) == expected_tags | layouts
+    assert by_tag["mail:layout"] == {QueueKeys("mail").layout_hash}
 
     for worker in (OrderWorker, MailWorker):
         queue = worker.queue()

@@ -12,6 +12,7 @@ from storage_support import NOW, hot_layout, retry_in
 import lowkiq
 from lowkiq.ownership import leases
 from lowkiq.resharding import Progress, ReshardError, reshard
+from lowkiq.storage import layout as layouts
 from lowkiq.storage.layout import Layout
 from lowkiq.storage.queries import Queries
 from lowkiq.storage.queue import Queue
@@ -217,4 +218,19 @@ def test_bad_requests_change_nothing(orders: type[lowkiq.Worker]) -> None:
     with pytest.raises(ReshardError, match="another command"):
         reshard(queue, 4)
     assert queue.refresh_layout() == Layout(0, 3)
-    assert queue.client.exists(queue.keys.layout_hash) == 0
+    assert queue.client.exists(queue.keys.retired_set) == 0
+    assert all(queue.client.get(queue.keys.hold(shard)) is None for shard in range(3, 10))
+
+
+def test_the_first_use_pins_the_class_count_and_a_changed_class_does_not_split_ids(
+    orders: type[lowkiq.Worker],
+) -> None:
+    enqueue(orders, IDS, 1)
+    orders.shards_count = 9  # a deploy changed the class without a reshard
+    layouts.read(orders.queue().client, orders.queue_name, 9)  # no cached layout
+    enqueue(orders, IDS, 2)
+    queue = orders.queue()
+    assert queue.layout == Layout(0, 3)
+    assert [job["payloads"] for job in Queries(queue).fetch(IDS[:2])] == [
+        [[1, NOW + 1], [2, NOW + 2]]
+    ] * 2
