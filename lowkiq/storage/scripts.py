@@ -33,6 +33,8 @@ SCRIPT_NAMES = tuple(sorted(p.stem for p in LUA_DIR.glob("*.lua") if not p.stem.
 
 
 _DEFINITION = re.compile(r"^local (?:function )?(\w+)")
+#: A name as a script refers to it: not a field (``K.name``) nor part of a longer name.
+_NAME = re.compile(r"(?<![\w.])\w+")
 
 
 def _definitions(common: str) -> list[tuple[str, str]]:
@@ -53,25 +55,36 @@ def _definitions(common: str) -> list[tuple[str, str]]:
     return blocks
 
 
-def _refers_to(text: str, name: str) -> bool:
-    return re.search(rf"(?<![\w.]){re.escape(name)}\b", text) is not None
+def _names(text: str) -> set[str]:
+    """The names ``text`` refers to (in code, strings or comments alike)."""
+    return set(_NAME.findall(text))
+
+
+@functools.cache
+def _helpers() -> list[tuple[str, str, frozenset[str]]]:
+    """``(name, text, names it refers to)`` of each helper of ``lua/_common.lua``."""
+    return [
+        (name, text, frozenset(_names(text)))
+        for name, text in _definitions((LUA_DIR / "_common.lua").read_text())
+    ]
 
 
 @functools.cache
 def source(name: str) -> str:
     """The full Lua source of one script, as sent to Redis."""
     own = (LUA_DIR / f"{name}.lua").read_text()
-    blocks = _definitions((LUA_DIR / "_common.lua").read_text())
+    blocks = _helpers()
     used: set[str] = set()
-    text = own
-    while added := [b for b in blocks if b[0] not in used and _refers_to(text, b[0])]:
-        used.update(block_name for block_name, _ in added)
-        text += "".join(block_text for _, block_text in added)
-    helpers = "".join(block_text for block_name, block_text in blocks if block_name in used)
+    referred = _names(own)
+    while added := [b for b in blocks if b[0] not in used and b[0] in referred]:
+        for block_name, _, names in added:
+            used.add(block_name)
+            referred |= names
+    helpers = "".join(block_text for block_name, block_text, _ in blocks if block_name in used)
     constants = "".join(
         f"local {constant} = {getattr(blob, constant)}\n"
         for constant in blob.LUA_CONSTANTS
-        if _refers_to(helpers + own, constant)
+        if constant in referred
     )
     return f"{lua_prelude(helpers + own)}{constants}\n{helpers}\n-- {name}.lua\n{own}"
 
