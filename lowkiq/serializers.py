@@ -29,8 +29,9 @@ _C_ENCODER = (
 
 def dump_json(payload: Any) -> bytes:
     """Canonical JSON: sorted keys and fixed separators, so equal values give equal bytes."""
-    if _C_ENCODER is None or isinstance(payload, str):
+    if _C_ENCODER is None:
         return _CANONICAL.encode(payload).encode()
+    # A str too: the C encoder escapes it with the function JSONEncoder.encode uses.
     return "".join(_C_ENCODER(payload, 0)).encode()
 
 
