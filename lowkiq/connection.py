@@ -1,10 +1,12 @@
-"""Redis connections of the processing threads, and how a server is named in logs.
+"""Redis connections of the processing threads, pipelined commands on a pooled
+connection, and how a server is named in logs.
 
 Besides the client API this relies on a connection pool's ``connection_kwargs``,
-``connection_class`` and ``make_connection()``, and on a connection's
-``send_command``, ``disconnect`` and ``socket_timeout`` with the client's
-``parse_response``: stable from redis-py 5.0 to 8.x, the range pyproject.toml
-allows and ``.ci/run`` tests (its lowest and newest).
+``connection_class``, ``make_connection()``, ``get_connection()`` and ``release()``,
+and on a connection's ``send_command``, ``send_packed_command``, ``read_response``,
+``retry``, ``disconnect`` and ``socket_timeout`` with the client's
+``parse_response``: stable from redis-py 5.0 to 8.x (but for ``get_connection``'s
+argument), the range pyproject.toml allows and ``.ci/run`` tests (its lowest and newest).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 import redis
 from redis.backoff import NoBackoff
 from redis.commands.core import Script
-from redis.exceptions import NoScriptError
+from redis.exceptions import ExecAbortError, NoScriptError, ResponseError
 from redis.retry import Retry
 
 _hiredis_pack: Any
@@ -111,6 +113,56 @@ class ThreadClient(redis.Redis):
         """Close the private connection and the pool."""
         self._private.disconnect()
         super().close()
+
+
+def pipelined(
+    client: redis.Redis, commands: Sequence[tuple[Any, ...]], transaction: bool
+) -> list[Any]:
+    """Send ``commands`` in one write on a connection of ``client``'s pool and read their
+    replies (an error reply in its place), as redis-py's pipeline ``execute(raise_on_error=
+    False)`` does, with the connection's retries; but packed by hiredis (redis-py looks at
+    every argument of a command first, which costs more than the packing of a push).
+    ``transaction``: the commands in one ``MULTI``; a command Redis refuses to queue is
+    raised."""
+    pool = client.connection_pool
+    try:
+        connection: Any = pool.get_connection()
+    except TypeError:  # redis-py before 5.3 wants a command name
+        connection = pool.get_connection("MULTI")
+    try:
+        packed = [chunk for command in commands for chunk in _pack(connection, command)]
+        if transaction:
+            packed = [*_pack(connection, ("MULTI",)), *packed, *_pack(connection, ("EXEC",))]
+        count = len(commands) + 2 if transaction else len(commands)
+
+        def exchange() -> list[Any]:
+            connection.send_packed_command(packed)
+            return [_reply(connection) for _ in range(count)]
+
+        replies: list[Any] = connection.retry.call_with_retry(
+            exchange, lambda error: connection.disconnect()
+        )
+    except BaseException:
+        connection.disconnect()  # replies may be left unread
+        raise
+    finally:
+        pool.release(connection)
+    if not transaction:
+        return replies
+    executed = replies[-1]  # EXEC's: the commands' replies
+    if isinstance(executed, ExecAbortError):  # the first refusal (MULTI's, a command's)
+        raise next(reply for reply in replies if isinstance(reply, Exception))
+    if isinstance(executed, Exception):
+        raise executed
+    return list(executed)
+
+
+def _reply(connection: Any) -> Any:
+    """The next reply on ``connection``; an error reply as its exception."""
+    try:
+        return connection.read_response()
+    except ResponseError as exc:
+        return exc
 
 
 def is_cluster(client: object) -> bool:

@@ -1,11 +1,12 @@
-"""How a Redis server is named in logs and on the dashboard: its URL, never a secret."""
+"""How a Redis server is named in logs and on the dashboard (its URL, never a secret), and
+commands sent pipelined on a connection of a pool."""
 
 from __future__ import annotations
 
 import pytest
 import redis
 
-from lowkiq.connection import describe_redis
+from lowkiq.connection import describe_redis, pipelined
 
 
 @pytest.mark.parametrize(
@@ -20,3 +21,29 @@ from lowkiq.connection import describe_redis
 )
 def test_a_server_is_described_by_its_url_without_credentials(url: str, described: str) -> None:
     assert describe_redis(redis.Redis.from_url(url)) == described
+
+
+# -- pipelined ---------------------------------------------------------------------
+
+
+def test_pipelined_replies_come_in_order_with_an_error_reply_in_its_place(redis_client):
+    replies = pipelined(redis_client, [("SET", "k", "v"), ("INCR", "k"), ("GET", "k")], False)
+    assert replies[0] == b"OK"  # the raw reply: no response callbacks
+    assert isinstance(replies[1], redis.ResponseError)
+    assert replies[2] == b"v"
+    assert redis_client.connection_pool._in_use_connections == set()
+
+
+def test_a_pipelined_transaction_returns_exec_replies_with_runtime_errors_in_place(redis_client):
+    replies = pipelined(redis_client, [("SET", "k", "v"), ("INCR", "k"), ("GET", "k")], True)
+    assert isinstance(replies[1], redis.ResponseError)
+    assert replies[2] == b"v"
+
+
+def test_a_command_redis_refuses_to_queue_aborts_the_transaction(redis_client):
+    with pytest.raises(redis.ResponseError, match="wrong number of arguments"):
+        pipelined(redis_client, [("SET", "k", "v"), ("GET",)], True)
+    assert redis_client.get("k") is None
+    assert redis_client.connection_pool._in_use_connections == set()
+    # The connection went back to the pool clean: the next command reads its own reply.
+    assert redis_client.ping()

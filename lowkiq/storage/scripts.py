@@ -22,7 +22,7 @@ import redis
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
-from lowkiq.connection import Client, is_cluster
+from lowkiq.connection import Client, is_cluster, pipelined
 from lowkiq.storage import blob
 from lowkiq.storage.keys import lua_prelude
 
@@ -208,12 +208,15 @@ def _load(calls: Sequence[ScriptCall], client: Client) -> None:
 
 
 def _execute(client: Client, calls: Sequence[ScriptCall], transaction: bool) -> list[Any]:
+    commands = [("EVALSHA", script.sha, len(keys), *keys, *args) for script, keys, args in calls]
+    if not is_cluster(client) and isinstance(client, redis.Redis):
+        return pipelined(client, commands, transaction)
     # A cluster runs a transaction only within one slot: its calls run one by one.
-    pipe = client.pipeline(transaction=transaction and not is_cluster(client))
-    for script, keys, args in calls:
-        # execute_command: redis-py's cluster pipeline refuses its evalsha() method,
-        # yet routes an EVALSHA by its first key like any other command.
-        pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+    # (redis-py's cluster pipeline refuses its evalsha() method, yet routes an
+    # EVALSHA by its first key like any other command.)
+    pipe = client.pipeline(transaction=False)
+    for command in commands:
+        pipe.execute_command(*command)
     return list(pipe.execute(raise_on_error=False))
 
 
