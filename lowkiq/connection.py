@@ -130,14 +130,14 @@ def pipelined(
     except TypeError:  # redis-py before 5.3 wants a command name
         connection = pool.get_connection("MULTI")
     try:
-        packed = [chunk for command in commands for chunk in _pack(connection, command)]
         if transaction:
-            packed = [*_pack(connection, ("MULTI",)), *packed, *_pack(connection, ("EXEC",))]
-        count = len(commands) + 2 if transaction else len(commands)
+            commands = [("MULTI",), *commands, ("EXEC",)]
+        # One chunk: a connection sends each chunk with a system call of its own.
+        packed = [b"".join([chunk for command in commands for chunk in _pack(connection, command)])]
 
         def exchange() -> list[Any]:
             connection.send_packed_command(packed)
-            return [_reply(connection) for _ in range(count)]
+            return [_reply(connection) for _ in commands]
 
         replies: list[Any] = connection.retry.call_with_retry(
             exchange, lambda error: connection.disconnect()
