@@ -220,8 +220,9 @@ class _Prefixes(dict[int, str]):
 class Queue:
     """The storage of one worker's queue, bound to one Redis client.
 
-    ``shards_count`` is the class's; once the queue was resharded, the layout
-    in Redis (:mod:`lowkiq.storage.layout`) says where its shards are.
+    ``shards_count`` is the class's; the queue's layout in Redis
+    (:mod:`lowkiq.storage.layout`, written from it at the queue's first use,
+    changed only by a reshard) says where its shards are.
     """
 
     def __init__(
@@ -235,7 +236,7 @@ class Queue:
     ) -> None:
         self.client = client
         self.name = name
-        #: The class's ``shards_count``: the layout of a queue never resharded.
+        #: The class's ``shards_count``: the layout written when Redis has none yet.
         self.default_shards_count = shards_count
         self._layout = layout
         self.codec = codec or Codec()
