@@ -19,6 +19,7 @@ import redis
 from _machine import machine
 
 import lowkiq
+from lowkiq.ownership import leases
 from lowkiq.embedded import start_server
 from lowkiq_web import create_app
 
@@ -60,9 +61,12 @@ def fill(workers: list[type[lowkiq.Worker]], jobs: int, dead: int) -> float:
         [{"id": f"dead-{n}", "payload": {"n": n}, "perform_in": 0} for n in range(dead)]
     )
     queue = first.queue()
-    for shard in range(first.shards_count):
-        while batch := queue.pop(shard, 1000):
-            queue.fail(shard, batch, "RuntimeError: gave up", lambda c: 60.0, 0)
+    for shard in queue.shards:
+        lease, _, _ = leases.acquire(queue, shard, "bench", 60.0)
+        assert lease is not None
+        while batch := queue.pop(shard, lease.token, 1000).jobs:
+            queue.fail(shard, lease.token, batch, "RuntimeError: gave up", lambda c: 60.0, 0)
+        leases.release(queue, [lease])
     return now + 600
 
 
