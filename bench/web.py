@@ -19,8 +19,8 @@ import redis
 from _machine import machine
 
 import lowkiq
-from lowkiq.ownership import leases
 from lowkiq.embedded import start_server
+from lowkiq.ownership import leases
 from lowkiq_web import create_app
 
 TARGETS_MS = {
