@@ -126,6 +126,17 @@ class ClusterThreadClient(ThreadClient):
         """A script call routed like any command (see :meth:`execute_command`)."""
         return script(keys=keys, args=args, client=self)
 
+    def run_around(
+        self,
+        script: Any,
+        keys: tuple[Any, ...],
+        before: tuple[Any, ...],
+        value: float,
+        after: tuple[Any, ...],
+    ) -> Any:
+        """A script call routed like any command (see :meth:`execute_command`)."""
+        return self.run_script(script, keys, (*before, value, *after))
+
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
         """A pipeline whose commands go, grouped, to the masters of their keys."""
         return RoutedPipeline(self)

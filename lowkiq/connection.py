@@ -3,21 +3,25 @@ connection, and how a server is named in logs.
 
 Besides the client API this relies on a connection pool's ``connection_kwargs``,
 ``connection_class``, ``make_connection()``, ``get_connection()`` and ``release()``,
-and on a connection's ``send_command``, ``send_packed_command``, ``read_response``,
-``retry``, ``disconnect`` and ``socket_timeout`` with the client's
+on a connection's ``send_command``, ``send_packed_command``, ``read_response``,
+``retry``, ``disconnect``, ``socket_timeout``, ``register_connect_callback``, its
+socket ``_sock`` and its parser's ``parse_error``, with the client's
 ``parse_response``: stable from redis-py 5.0 to 8.x (but for ``get_connection``'s
 argument), the range pyproject.toml allows and ``.ci/run`` tests (its lowest and newest).
 """
 
 from __future__ import annotations
 
+import socket
+import struct
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
 from redis.commands.core import Script
-from redis.exceptions import ExecAbortError, NoScriptError, ResponseError
+from redis.exceptions import ExecAbortError, InvalidResponse, NoScriptError, ResponseError
 from redis.retry import Retry
 
 _hiredis_pack: Any
@@ -25,6 +29,11 @@ try:
     from hiredis import pack_command as _hiredis_pack
 except ImportError:  # an old hiredis: redis-py packs
     _hiredis_pack = None
+_hiredis_reader: Any
+try:
+    from hiredis import Reader as _hiredis_reader
+except ImportError:  # no hiredis: redis-py reads
+    _hiredis_reader = None
 
 
 def _pack(connection: Any, command: tuple[Any, ...]) -> list[bytes]:
@@ -33,6 +42,27 @@ def _pack(connection: Any, command: tuple[Any, ...]) -> list[bytes]:
         return [_hiredis_pack(command)]
     packed: list[bytes] = connection.pack_command(*command)
     return packed
+
+
+#: Commands a thread's client keeps packed for :meth:`ThreadClient.run_around` (a few per
+#: shard it serves); past that it forgets them all (leases changed hands).
+MAX_PACKED = 256
+#: What :func:`_packed_around` packs in place of the value, to split the command there.
+_HOLE = b"\0lowkiq-hole\0"
+
+
+def _packed_around(
+    connection: Any,
+    script: Script,
+    keys: tuple[Any, ...],
+    before: tuple[Any, ...],
+    after: tuple[Any, ...],
+) -> tuple[bytes, bytes]:
+    """An ``EVALSHA`` of ``script`` packed but for one argument: the bytes before and
+    after that argument's bulk string."""
+    command = ("EVALSHA", script.sha, len(keys), *keys, *before, _HOLE, *after)
+    head, tail = b"".join(_pack(connection, command)).split(b"$%d\r\n%b\r\n" % (len(_HOLE), _HOLE))
+    return head, tail
 
 
 #: A client lowkiq works with: one server, or a Redis Cluster.
@@ -73,6 +103,22 @@ class ThreadClient(redis.Redis):
         )
         # redis-py's connection class is untyped in parts: held as Any.
         self._private: Any = self.connection_pool.make_connection()
+        register: Any = self._private.register_connect_callback
+        register(self._on_connect)
+        # Where script replies are read into, and parsed (see _round_trip).
+        self._buffer = bytearray(65536)
+        self._reader: Any = None
+        # (sha, keys, before, after) -> the packed command of run_around, around its value.
+        self._around: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
+
+    def _on_connect(self, connection: Any) -> None:
+        """A new socket: let the kernel time it out (see :func:`kernel_timeouts`), and
+        read script replies with a reader of its own."""
+        kernel_timeouts(connection._sock, connection.socket_timeout)
+        if _hiredis_reader is not None:
+            self._reader = _hiredis_reader(
+                protocolError=InvalidResponse, replyError=connection._parser.parse_error
+            )
 
     @property
     def socket_timeout(self) -> float | None:
@@ -94,20 +140,73 @@ class ThreadClient(redis.Redis):
     def run_script(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """``EVALSHA`` on the private connection, packed by hiredis and read without
         redis-py's reply callbacks (a script's reply has none); loads the script once
-        on ``NOSCRIPT``.  The hot path of every pop, ack and fail."""
-        connection = self._private
-        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        on ``NOSCRIPT``.  The hot path of every ack and fail."""
+        command = b"".join(_pack(self._private, ("EVALSHA", script.sha, len(keys), *keys, *args)))
+        return self.run_packed(script, command)
+
+    def run_around(
+        self,
+        script: Script,
+        keys: tuple[Any, ...],
+        before: tuple[Any, ...],
+        value: float,
+        after: tuple[Any, ...],
+    ) -> Any:
+        """:meth:`run_script` with the arguments ``*before, value, *after``, for a call
+        repeated with only the number ``value`` changing (a pop's time): the rest of
+        the command is packed once."""
+        memo = (script.sha, keys, before, after)
+        parts = self._around.get(memo)
+        if parts is None:
+            if len(self._around) >= MAX_PACKED:
+                self._around.clear()
+            parts = self._around[memo] = _packed_around(self._private, script, keys, before, after)
+        number = repr(value).encode()
+        return self.run_packed(
+            script, b"%b$%d\r\n%b\r\n%b" % (parts[0], len(number), number, parts[1])
+        )
+
+    def run_packed(self, script: Script, command: bytes) -> Any:
+        """Send ``command`` (an ``EVALSHA`` of ``script``, packed) and read its reply;
+        loads the script once on ``NOSCRIPT``."""
         try:
             try:
-                connection.send_packed_command(_pack(connection, command), check_health=False)
-                return connection.read_response()
+                return self._round_trip(command)
             except NoScriptError:
                 self.script_load(script.script)
-                connection.send_packed_command(_pack(connection, command), check_health=False)
-                return connection.read_response()
+                return self._round_trip(command)
         except (redis.ConnectionError, redis.TimeoutError):
-            connection.disconnect()
+            self._private.disconnect()
             raise
+
+    def _round_trip(self, command: bytes) -> Any:
+        """One command and its reply: on the socket and hiredis reader of the private
+        connection when it has them, else through the connection."""
+        connection = self._private
+        sock, reader = connection._sock, self._reader
+        if sock is None or reader is None:  # not connected yet, or no hiredis
+            connection.send_packed_command([command], check_health=False)
+            return connection.read_response()
+        buffer = self._buffer
+        try:
+            sock.sendall(command)
+            reply = reader.gets()
+            while reply is False:
+                size = sock.recv_into(buffer)
+                if not size:
+                    raise redis.ConnectionError("Connection closed by server.")
+                reader.feed(buffer, 0, size)
+                reply = reader.gets()
+        except (TimeoutError, BlockingIOError) as exc:  # Python's or the kernel's timeout
+            raise redis.TimeoutError(f"Timeout talking to Redis: {exc}") from exc
+        except OSError as exc:
+            raise redis.ConnectionError(f"Error talking to Redis: {exc}") from exc
+        except BaseException:
+            connection.disconnect()  # a reply may be left half read
+            raise
+        if isinstance(reply, redis.ResponseError):
+            raise reply
+        return reply
 
     def close(self) -> None:
         """Close the private connection and the pool."""
@@ -163,6 +262,28 @@ def _reply(connection: Any) -> Any:
         return connection.read_response()
     except ResponseError as exc:
         return exc
+
+
+def kernel_timeouts(sock: Any, timeout: float | None) -> None:
+    """Make a plain socket blocking, its reads and writes timed out by the kernel
+    (``SO_RCVTIMEO``, ``SO_SNDTIMEO``) after ``timeout`` seconds.
+
+    Python times a socket out by polling it before every send and receive: two
+    more system calls per round trip, and two more releases of the GIL.  A timed
+    out read then fails with ``EAGAIN``, which redis-py raises as a
+    ``ConnectionError``.  TLS sockets, and platforms without these options, keep
+    Python's timeout.
+    """
+    if not timeout or type(sock) is not socket.socket or sys.platform == "win32":
+        return
+    seconds = int(timeout)
+    interval = struct.pack("ll", seconds, int((timeout - seconds) * 1e6))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, interval)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, interval)
+    except OSError:
+        return
+    sock.settimeout(None)
 
 
 def is_cluster(client: object) -> bool:

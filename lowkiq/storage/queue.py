@@ -452,10 +452,17 @@ class Queue:
             popped = self.pop(shard, token, limit, now)
             popped.acked = acked
             return popped
-        keys = [self._prefixes[shard]]
+        keys: tuple[str, ...] = (self._prefixes[shard],)
         if ack_shard is not None:
-            keys.append(self._prefixes[ack_shard])
-        reply = self.write("pop", keys, token, _now(now), limit, ack_token)
+            keys += (self._prefixes[ack_shard],)
+        if self._run_script is not None and self.replication is None:
+            # A processing thread's client: the pop's command is packed once but for the time.
+            client: Any = self.client
+            reply = client.run_around(
+                self.scripts.pop, keys, (token,), _now(now), (limit, ack_token)
+            )
+        else:
+            reply = self.write("pop", list(keys), token, _now(now), limit, ack_token)
         acked, status = reply[0], reply[1]
         if status != 1:
             return Popped(acked, [], status == 0, status == -1, status == -2)

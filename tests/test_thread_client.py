@@ -1,0 +1,84 @@
+"""A processing thread's client: script calls on one private connection, timed out by
+the kernel, their commands packed once where only the time changes."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+import redis
+
+from lowkiq.connection import ThreadClient
+
+ECHO = "return {KEYS[1], ARGV[1], ARGV[2], ARGV[3]}"
+
+
+@pytest.fixture
+def client(redis_url: str) -> ThreadClient:
+    return ThreadClient(redis.Redis.from_url(redis_url, socket_timeout=0.5))
+
+
+@pytest.fixture
+def timed_client(client: ThreadClient) -> ThreadClient:
+    if client.socket_timeout is None:  # redis-py 5.0 loses a unix socket's timeout
+        pytest.skip("this redis-py makes the connection without its socket_timeout")
+    return client
+
+
+def test_run_around_sends_what_run_script_sends(client: ThreadClient) -> None:
+    script = client.register_script(ECHO)
+    for now in (1795431310.0303938, 100, 0.1):
+        around = client.run_around(script, ("k",), ("token",), now, (7,))
+        assert around == client.run_script(script, ["k"], ["token", now, 7])
+        assert around == [b"k", b"token", repr(now).encode(), b"7"]
+
+
+def test_a_script_redis_lost_is_loaded_again(
+    client: ThreadClient, redis_client: redis.Redis
+) -> None:
+    script = client.register_script(ECHO)
+    assert client.run_around(script, ("k",), ("a",), 1.5, ("b",))[2] == b"1.5"
+    redis_client.script_flush()  # as after a restart
+    assert client.run_around(script, ("k",), ("a",), 2.5, ("b",))[2] == b"2.5"
+
+
+def test_an_error_reply_is_raised_and_the_connection_goes_on(client: ThreadClient) -> None:
+    failing = client.register_script("return redis.error_reply('FENCED no lease')")
+    with pytest.raises(redis.ResponseError, match="FENCED"):
+        client.run_script(failing, ["k"], [])
+    assert client.run_around(client.register_script(ECHO), ("k",), ("a",), 1.0, ("b",))
+
+
+def test_the_kernel_times_a_silent_server_out(timed_client: ThreadClient) -> None:
+    client = timed_client
+    client.ping()
+    sock = client._private._sock
+    assert sock.gettimeout() is None  # no poll before each send and receive
+    slow = client.register_script("local t = redis.call('time') return 1")
+    client.run_script(slow, ["k"], [])
+    # A blocked read (BLPOP on an empty list past the socket timeout) fails in time.
+    started = time.monotonic()
+    with pytest.raises((redis.TimeoutError, redis.ConnectionError)):
+        client.blpop(["lowkiq:test:nothing"], timeout=3)
+    assert time.monotonic() - started < 2
+    # The next call reconnects, with the kernel's timeout again.
+    assert client.run_script(slow, ["k"], []) == 1
+    assert client._private._sock.gettimeout() is None
+    assert client._private._sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, 16) != bytes(16)
+
+
+def test_a_script_reply_later_than_the_socket_timeout_fails_in_time(
+    timed_client: ThreadClient,
+) -> None:
+    client = timed_client
+    busy = client.register_script(
+        "local t = redis.call('time') local start = t[1] * 1e6 + t[2] "
+        "repeat t = redis.call('time') until t[1] * 1e6 + t[2] - start > 900000 return 1"
+    )
+    started = time.monotonic()
+    with pytest.raises(redis.TimeoutError):
+        client.run_script(busy, ["k"], [])
+    assert time.monotonic() - started < 0.85
+    time.sleep(0.5)  # the script ends; its late reply went with the closed connection
+    assert client.run_around(client.register_script(ECHO), ("k",), ("a",), 1.0, ("b",))[2] == b"1.0"
