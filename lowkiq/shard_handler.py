@@ -27,7 +27,7 @@ import redis
 
 from lowkiq.coroutines import settle
 from lowkiq.errors import LeaseLost
-from lowkiq.middleware import Batch, ServerMiddleware, chain
+from lowkiq.middleware import Batch, Next, ServerMiddleware, chain
 from lowkiq.running import RunningBatch
 from lowkiq.running import local as running
 from lowkiq.storage.queue import ACK_FENCED, PoppedJob, Queue
@@ -40,16 +40,14 @@ log = logging.getLogger("lowkiq.shard_handler")
 HELD_RETRY = 0.5
 
 
-def run_perform(
-    worker: type[Worker], batch: Batch, middlewares: Sequence[ServerMiddleware]
-) -> None:
-    """Call ``worker.perform(batch)`` inside the server middlewares, the first outermost;
-    a coroutine ``perform`` runs on the calling thread's event loop."""
+def _perform(worker: type[Worker], batch: Batch) -> None:
+    settle(worker.perform(batch))
 
-    def perform(final_worker: type[Worker], final_batch: Batch) -> None:
-        settle(final_worker.perform(final_batch))
 
-    chain(middlewares, perform)(worker, batch)
+def perform_chain(middlewares: Sequence[ServerMiddleware]) -> Next[type[Worker], Batch]:
+    """``call(worker, batch)``: ``worker.perform(batch)`` inside the server middlewares,
+    the first outermost; a coroutine ``perform`` runs on the calling thread's event loop."""
+    return chain(middlewares, _perform)
 
 
 class DeferredAck:
@@ -104,6 +102,8 @@ class ShardHandler:
         self.token = token
         self.deferred = deferred or DeferredAck()
         self.middlewares = middlewares
+        # perform inside the middlewares, chained once.
+        self._perform = perform_chain(middlewares)
         self.format_error = format_error
         self.on_lost = on_lost
         # Counts every performed batch for the metrics history.
@@ -186,7 +186,7 @@ class ShardHandler:
         running.batch = (self.worker, self.shard, batch)
         started = time.time()
         try:
-            run_perform(self.worker, {job.id: job.payloads for job in batch}, self.middlewares)
+            self._perform(self.worker, {job.id: job.payloads for job in batch})
         except Exception as exc:
             self.busy = False
             running.batch = None
