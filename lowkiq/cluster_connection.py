@@ -14,12 +14,19 @@ over, the thread talks to it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
-from redis.exceptions import AskError, ClusterError, MovedError, RedisClusterException
+from redis.exceptions import (
+    AskError,
+    ClusterError,
+    MovedError,
+    NoScriptError,
+    RedisClusterException,
+)
 
-from lowkiq.connection import Client, ThreadClient
+from lowkiq.connection import Client, KeyedCommand, ThreadClient
 
 #: Redirections followed for one command before giving up (the slot map keeps moving).
 MAX_REDIRECTS = 5
@@ -110,21 +117,39 @@ class ClusterThreadClient(ThreadClient):
                 for node in self.topology.get_primaries()
             ]
             return replies[0]
+        return self._routed(key, lambda client: self._send(client, args, options))
+
+    def _routed(self, key: Any, call: Callable[[ThreadClient], Any]) -> Any:
+        """``call(client)`` on the client of the master of ``key``'s slot, following
+        ``MOVED`` and ``ASK`` (the command did not run)."""
         for _ in range(MAX_REDIRECTS):
             try:
-                return self._send(self.route(key), args, options)
+                return call(self.route(key))
             except AskError as redirect:
                 target = self._master(f"{redirect.host}:{redirect.port}")
                 if isinstance(redirect, MovedError):
                     self._reload()
                     continue
                 self._send(target, ("ASKING",), {})
-                return self._send(target, args, options)
-        raise ClusterError(f"{args[0]} on {key!r}: too many redirections")
+                return call(target)
+        raise ClusterError(f"a command on {key!r}: too many redirections")
+
+    def _run_routed(self, key: Any, call: Callable[[ThreadClient], Any]) -> Any:
+        """:meth:`_routed` for a script call: a lost master reloads the slot map next."""
+        try:
+            if self._stale:
+                self._reload()
+            return self._routed(key, call)
+        except (redis.ConnectionError, redis.TimeoutError):
+            self.lost_connection()
+            raise
 
     def run_script(self, script: Any, keys: Any, args: Any) -> Any:
-        """A script call routed like any command (see :meth:`execute_command`)."""
-        return script(keys=keys, args=args, client=self)
+        """A script call on the master of its first key's slot, on that master's
+        private connection (see :meth:`ThreadClient.run_script`)."""
+        return self._run_routed(
+            keys[0], lambda client: ThreadClient.run_script(client, script, keys, args)
+        )
 
     def run_around(
         self,
@@ -134,8 +159,54 @@ class ClusterThreadClient(ThreadClient):
         value: float,
         after: tuple[Any, ...],
     ) -> Any:
-        """A script call routed like any command (see :meth:`execute_command`)."""
-        return self.run_script(script, keys, (*before, value, *after))
+        """:meth:`ThreadClient.run_around` on the master of the first key's slot."""
+        return self._run_routed(
+            keys[0],
+            lambda client: ThreadClient.run_around(client, script, keys, before, value, after),
+        )
+
+    def run_keyed(self, commands: Sequence[KeyedCommand]) -> list[Any]:
+        """Packed commands ``(first key, bytes, script or None)``, a write to each master
+        of their keys before any reply is read; their replies, an error reply returned
+        as its exception.  A command redirected (it did not run) or whose script Redis
+        lost is sent again alone."""
+        if self._stale:
+            self._reload()
+        by_master: dict[ThreadClient, list[int]] = {}
+        try:
+            for index, (key, _, _) in enumerate(commands):
+                by_master.setdefault(self.route(key), []).append(index)
+            for master, indexes in by_master.items():
+                ThreadClient.send(master, b"".join(commands[index][1] for index in indexes))
+            replies: list[Any] = [None] * len(commands)
+            for master, indexes in by_master.items():
+                for index, reply in zip(
+                    indexes, ThreadClient.replies(master, len(indexes)), strict=True
+                ):
+                    replies[index] = reply
+        except (redis.ConnectionError, redis.TimeoutError):
+            for master in by_master:  # replies may be left unread
+                master.disconnect()
+            self.lost_connection()
+            raise
+        for index, reply in enumerate(replies):
+            if isinstance(reply, (AskError, NoScriptError)):
+                replies[index] = self._again_alone(commands[index])
+        return replies
+
+    def _again_alone(self, command: KeyedCommand) -> Any:
+        """A command of :meth:`run_keyed` sent alone, routed; its reply or error reply."""
+        key, packed, script = command
+
+        def call(client: ThreadClient) -> Any:
+            if script is None:
+                return ThreadClient._round_trip(client, packed)
+            return ThreadClient.run_packed(client, script, packed)
+
+        try:
+            return self._run_routed(key, call)
+        except redis.ResponseError as exc:
+            return exc
 
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
         """A pipeline whose commands go, grouped, to the masters of their keys."""

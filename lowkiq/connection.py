@@ -15,8 +15,8 @@ from __future__ import annotations
 import socket
 import struct
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 import redis
 from redis.backoff import NoBackoff
@@ -63,6 +63,11 @@ def _packed_around(
     command = ("EVALSHA", script.sha, len(keys), *keys, *before, _HOLE, *after)
     head, tail = b"".join(_pack(connection, command)).split(b"$%d\r\n%b\r\n" % (len(_HOLE), _HOLE))
     return head, tail
+
+
+#: A packed command of :meth:`ThreadClient.run_keyed`: its first key (a cluster routes
+#: it by that), its bytes, and its script when it is an ``EVALSHA``.
+KeyedCommand = tuple[Any, bytes, Script | None]
 
 
 #: A client lowkiq works with: one server, or a Redis Cluster.
@@ -141,8 +146,7 @@ class ThreadClient(redis.Redis):
         """``EVALSHA`` on the private connection, packed by hiredis and read without
         redis-py's reply callbacks (a script's reply has none); loads the script once
         on ``NOSCRIPT``.  The hot path of every ack and fail."""
-        command = b"".join(_pack(self._private, ("EVALSHA", script.sha, len(keys), *keys, *args)))
-        return self.run_packed(script, command)
+        return self.run_packed(script, self.pack("EVALSHA", script.sha, len(keys), *keys, *args))
 
     def run_around(
         self,
@@ -180,16 +184,59 @@ class ThreadClient(redis.Redis):
             raise
 
     def _round_trip(self, command: bytes) -> Any:
-        """One command and its reply: on the socket and hiredis reader of the private
-        connection when it has them, else through the connection."""
+        """One command and its reply (an error reply raised)."""
+        self.send(command)
+        reply = self._reply()
+        if isinstance(reply, redis.ResponseError):
+            raise reply
+        return reply
+
+    def run_many(self, commands: Sequence[bytes]) -> list[Any]:
+        """Packed commands in one write, and their replies; an error reply is returned
+        as its exception, not raised."""
+        self.send(b"".join(commands))
+        return self.replies(len(commands))
+
+    def pack(self, *command: Any) -> bytes:
+        """``command`` in the Redis protocol, for :meth:`run_many` or :meth:`run_keyed`."""
+        return b"".join(_pack(self._private, command))
+
+    def run_keyed(self, commands: Sequence[KeyedCommand]) -> list[Any]:
+        """Packed commands ``(first key, bytes, script or None)`` in one write, and their
+        replies; an error reply is returned as its exception.  A script Redis lost
+        (``NOSCRIPT``) is loaded and run again.  (A cluster's client sends a write
+        per master, routed by the keys.)"""
+        replies = self.run_many([packed for _, packed, _ in commands])
+        for index, reply in enumerate(replies):
+            script = commands[index][2]
+            if isinstance(reply, NoScriptError) and script is not None:
+                replies[index] = _reply_or_error(self.run_packed, script, commands[index][1])
+        return replies
+
+    def send(self, command: bytes) -> None:
+        """Send packed commands on the private connection (connecting first); their
+        replies are read with :meth:`replies`.  A failure closes the connection."""
         connection = self._private
-        sock, reader = connection._sock, self._reader
-        if sock is None or reader is None:  # not connected yet, or no hiredis
+        sock = connection._sock
+        if sock is None or self._reader is None:  # not connected yet, or no hiredis
             connection.send_packed_command([command], check_health=False)
-            return connection.read_response()
-        buffer = self._buffer
+            return
         try:
             sock.sendall(command)
+        except BaseException as exc:
+            self._fail(exc)
+
+    def replies(self, count: int) -> list[Any]:
+        """The next ``count`` replies on the private connection; an error reply is
+        returned as its exception.  A failure closes the connection."""
+        return [self._reply() for _ in range(count)]
+
+    def _reply(self) -> Any:
+        reader = self._reader
+        if reader is None:  # no hiredis: redis-py reads
+            return _reply(self._private)
+        sock, buffer = self._private._sock, self._buffer
+        try:
             reply = reader.gets()
             while reply is False:
                 size = sock.recv_into(buffer)
@@ -197,16 +244,23 @@ class ThreadClient(redis.Redis):
                     raise redis.ConnectionError("Connection closed by server.")
                 reader.feed(buffer, 0, size)
                 reply = reader.gets()
-        except (TimeoutError, BlockingIOError) as exc:  # Python's or the kernel's timeout
-            raise redis.TimeoutError(f"Timeout talking to Redis: {exc}") from exc
-        except OSError as exc:
-            raise redis.ConnectionError(f"Error talking to Redis: {exc}") from exc
-        except BaseException:
-            connection.disconnect()  # a reply may be left half read
-            raise
-        if isinstance(reply, redis.ResponseError):
-            raise reply
+        except BaseException as exc:
+            self._fail(exc)
         return reply
+
+    def _fail(self, exc: BaseException) -> NoReturn:
+        """Close the private connection after ``exc`` (a reply may be left unread) and
+        raise it, a socket's error as a Redis error."""
+        self._private.disconnect()
+        if isinstance(exc, (TimeoutError, BlockingIOError)):  # Python's or the kernel's
+            raise redis.TimeoutError(f"Timeout talking to Redis: {exc}") from exc
+        if isinstance(exc, OSError):
+            raise redis.ConnectionError(f"Error talking to Redis: {exc}") from exc
+        raise exc
+
+    def disconnect(self) -> None:
+        """Close the private connection; the next command connects again."""
+        self._private.disconnect()
 
     def close(self) -> None:
         """Close the private connection and the pool."""
@@ -260,6 +314,14 @@ def _reply(connection: Any) -> Any:
     """The next reply on ``connection``; an error reply as its exception."""
     try:
         return connection.read_response()
+    except ResponseError as exc:
+        return exc
+
+
+def _reply_or_error(run: Callable[..., Any], *args: Any) -> Any:
+    """``run(*args)``, or the error reply it raised."""
+    try:
+        return run(*args)
     except ResponseError as exc:
         return exc
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import redis
 
-from lowkiq.connection import Client, is_cluster
+from lowkiq.connection import Client, KeyedCommand, is_cluster
 from lowkiq.ownership import leases
 from lowkiq.ownership.leases import Lease
 from lowkiq.shard_handler import DeferredAck, ShardHandler
@@ -52,6 +52,16 @@ LOCAL_STEP = 0.004
 CLUSTER_POLL = 0.025
 
 ShardKey = tuple[str, int]
+
+
+def _score(reply: Any) -> float | None:
+    """The score of a ``ZRANGE key 0 0 WITHSCORES`` reply (``None``: the set is empty):
+    ``[member, score]`` in RESP2, ``[[member, score]]`` in RESP3."""
+    if isinstance(reply, redis.ResponseError):
+        raise reply
+    if not reply:
+        return None
+    return float(reply[0][1] if isinstance(reply[0], list) else reply[1])
 
 
 class Lane:
@@ -83,6 +93,9 @@ class Lane:
         self.parked: list[ShardHandler] = []
         self._changed = threading.Event()
         self.polls = is_cluster(client)
+        # A processing thread's client packs and sends commands itself (see earliest).
+        self._pack: Callable[..., bytes] | None = getattr(client, "pack", None)
+        self._heads: list[KeyedCommand] = []
         # A blocking read must end before the socket times out.
         socket_timeout = getattr(client, "socket_timeout", None)
         self.max_block = (
@@ -92,6 +105,12 @@ class Lane:
 
     def _index(self) -> None:
         self.wake_keys = [h.queue.keys.wake_list(h.shard) for h in self.handlers]
+        if self._pack is not None:
+            # A processing thread's client: every shard's head in one write (per master).
+            self._heads = [
+                (key, self._pack("ZRANGE", key, 0, 0, "WITHSCORES"), None)
+                for key in (h.queue.keys.perform_in_zset(h.shard) for h in self.handlers)
+            ]
         # Consecutive handlers of one queue, so earliest() asks each queue once.
         self._shards_by_queue: list[tuple[Queue, list[int]]] = []
         for handler in self.handlers:
@@ -179,10 +198,16 @@ class Lane:
 
     def earliest(self) -> list[float | None]:
         """The earliest ``perform_in`` queued in each shard (``None``: empty, or held by a
-        reshard for now), a call per queue."""
-        heads: list[float | None] = []
-        for queue, shards in self._shards_by_queue:
-            heads += queue.earliest_perform_in(shards)
+        reshard for now): a call per queue, or on a processing thread's client one
+        write (per master)."""
+        heads: list[float | None]
+        if self._pack is not None:
+            client: Any = self.client
+            heads = [_score(reply) for reply in client.run_keyed(self._heads)]
+        else:
+            heads = []
+            for queue, shards in self._shards_by_queue:
+                heads += queue.earliest_perform_in(shards)
         now = time.monotonic()
         for index, handler in enumerate(self.handlers):
             if handler.held_until > now:

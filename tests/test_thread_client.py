@@ -82,3 +82,22 @@ def test_a_script_reply_later_than_the_socket_timeout_fails_in_time(
     assert time.monotonic() - started < 0.85
     time.sleep(0.5)  # the script ends; its late reply went with the closed connection
     assert client.run_around(client.register_script(ECHO), ("k",), ("a",), 1.0, ("b",))[2] == b"1.0"
+
+
+def test_run_keyed_sends_commands_in_one_write_and_reloads_a_lost_script(
+    client: ThreadClient, redis_client: redis.Redis
+) -> None:
+    script = client.register_script(ECHO)
+    client.run_script(script, ["k"], ["a", 1, "b"])
+    redis_client.script_flush()
+    redis_client.zadd("z", {"a": 1.5})
+    commands = [
+        ("z", client.pack("ZRANGE", "z", 0, 0, "WITHSCORES"), None),
+        ("k", client.pack("EVALSHA", script.sha, 1, "k", "a", 2, "b"), script),
+        ("z", client.pack("ZINCRBY", "z", "x", "a"), None),
+    ]
+    zrange, echo, error = client.run_keyed(commands)
+    assert zrange in ([b"a", b"1.5"], [[b"a", 1.5]])  # RESP2, RESP3
+    assert echo == [b"k", b"a", b"2", b"b"]
+    assert isinstance(error, redis.ResponseError)
+    assert client.ping()

@@ -444,14 +444,7 @@ class Queue:
         earliest ``perform_in`` first (none when nothing is due).
         """
         if ack_shard is not None and ack_shard != shard and self.cluster:
-            # Two shards are two slots: a cluster acks in a call of its own first.
-            try:
-                acked = self.ack(ack_shard, ack_token)
-            except LeaseLost:
-                acked = ACK_FENCED
-            popped = self.pop(shard, token, limit, now)
-            popped.acked = acked
-            return popped
+            return self._pop_acking_apart(shard, token, limit, _now(now), ack_shard, ack_token)
         keys: tuple[str, ...] = (self._prefixes[shard],)
         if ack_shard is not None:
             keys += (self._prefixes[ack_shard],)
@@ -463,6 +456,43 @@ class Queue:
             )
         else:
             reply = self.write("pop", list(keys), token, _now(now), limit, ack_token)
+        return self._popped(reply)
+
+    def _pop_acking_apart(
+        self, shard: int, token: str, limit: int, now: float, ack_shard: int, ack_token: str
+    ) -> Popped:
+        """:meth:`pop` with the ack of another shard on a Redis Cluster, where two shards
+        are two slots: the ack is a call of its own, sent with the pop (one write per
+        master, both before either reply is read) by a processing thread's client,
+        else in a round trip of its own first."""
+        client: Any = self.client
+        if self._run_script is None or self.replication is not None:
+            try:
+                acked = self.ack(ack_shard, ack_token)
+            except LeaseLost:
+                acked = ACK_FENCED
+            popped = self.pop(shard, token, limit, now)
+            popped.acked = acked
+            return popped
+        ack, pop = self.scripts.ack, self.scripts.pop
+        ack_key, key = self._prefixes[ack_shard], self._prefixes[shard]
+        ack_reply, reply = client.run_keyed(
+            [
+                (ack_key, client.pack("EVALSHA", ack.sha, 1, ack_key, ack_token), ack),
+                (key, client.pack("EVALSHA", pop.sha, 1, key, token, now, limit, ""), pop),
+            ]
+        )
+        if isinstance(ack_reply, redis.ResponseError) and _fenced(ack_reply):
+            ack_reply = ACK_FENCED
+        for failure in (ack_reply, reply):
+            if isinstance(failure, redis.ResponseError):
+                raise failure
+        popped = self._popped(reply)
+        popped.acked = int(ack_reply)
+        return popped
+
+    def _popped(self, reply: list[Any]) -> Popped:
+        """A pop's reply, read (its ack's result, status, then the jobs)."""
         acked, status = reply[0], reply[1]
         if status != 1:
             return Popped(acked, [], status == 0, status == -1, status == -2)

@@ -1,0 +1,82 @@
+"""A processing thread's calls on a Redis Cluster: a pop that acks another shard sends
+both calls before reading either reply (one write per master), and a thread reads
+its shards' earliest jobs in one write per master."""
+
+from __future__ import annotations
+
+import threading
+
+import redis
+
+import lowkiq
+from lowkiq.cluster_connection import ClusterThreadClient
+from lowkiq.lane import Lane
+from lowkiq.shard_handler import DeferredAck, ShardHandler
+from lowkiq.storage.queue import ACK_FENCED
+from tests.leasing import token
+
+NOW = 1_000_000.0
+
+
+class Spread(lowkiq.Worker):
+    shards_count = 12
+
+
+def shards_by_master(client: redis.RedisCluster) -> dict[str, list[int]]:
+    """The shards of Spread, by the master serving each."""
+    queue = Spread.queue(client)
+    by_master: dict[str, list[int]] = {}
+    for shard in range(Spread.shards_count):
+        master = client.get_node_from_key(queue.keys.prefix(shard)).name
+        by_master.setdefault(master, []).append(shard)
+    return by_master
+
+
+def test_a_pop_acks_another_shard_on_the_same_or_another_master(
+    cluster_client: redis.RedisCluster,
+) -> None:
+    lowkiq.settings.workers = [Spread]
+    Spread.perform_async([{"id": n, "perform_in": NOW - 1} for n in range(200)])
+    thread = ClusterThreadClient(cluster_client)
+    queue = Spread.queue(thread)
+    masters = list(shards_by_master(cluster_client).values())
+    first, same, other = masters[0][0], masters[0][1], masters[1][0]
+    assert queue.pop(first, token(queue, first), 2, now=NOW).jobs
+    # The same master: the ack, then the pop, in one write.
+    popped = queue.pop(
+        same, token(queue, same), 2, now=NOW, ack_shard=first, ack_token=token(queue, first)
+    )
+    assert (popped.acked, len(popped.jobs)) == (2, 2)
+    # Another master: both writes before either reply.
+    popped = queue.pop(
+        other, token(queue, other), 2, now=NOW, ack_shard=same, ack_token=token(queue, same)
+    )
+    assert (popped.acked, len(popped.jobs)) == (2, 2)
+    assert all(queue.shard_of(job.id) == other for job in popped.jobs)
+    # A stale ack token: nothing acked, the pop still happens.
+    popped = queue.pop(first, token(queue, first), 2, now=NOW, ack_shard=other, ack_token="9 x")
+    assert popped.acked == ACK_FENCED and len(popped.jobs) == 2
+    assert Spread.metrics()["processed"] == 4
+    cluster_client.execute_command("SCRIPT FLUSH", target_nodes=redis.RedisCluster.PRIMARIES)
+    popped = queue.pop(
+        same, token(queue, same), 2, now=NOW, ack_shard=other, ack_token=token(queue, other)
+    )
+    assert (popped.acked, len(popped.jobs)) == (2, 2)
+    thread.close()
+
+
+def test_a_lane_reads_its_shards_earliest_jobs_across_masters(
+    cluster_client: redis.RedisCluster,
+) -> None:
+    lowkiq.settings.workers = [Spread]
+    thread = ClusterThreadClient(cluster_client)
+    queue = Spread.queue(thread)
+    Spread.perform_async([{"id": n, "perform_in": NOW + n} for n in range(40)])
+    handlers = [ShardHandler(Spread, shard, queue, token(queue, shard)) for shard in range(12)]
+    lane = Lane(thread, handlers, DeferredAck(), 1.0, threading.Event())
+    expected = [
+        min((NOW + n for n in range(40) if queue.shard_of(str(n)) == shard), default=None)
+        for shard in range(12)
+    ]
+    assert lane.earliest() == expected
+    thread.close()
