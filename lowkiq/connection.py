@@ -187,7 +187,7 @@ class ThreadClient(redis.Redis):
         """One command and its reply (an error reply raised)."""
         self.send(command)
         reply = self._reply()
-        if isinstance(reply, redis.ResponseError):
+        if isinstance(reply, redis.RedisError):
             raise reply
         return reply
 

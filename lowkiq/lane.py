@@ -57,7 +57,7 @@ ShardKey = tuple[str, int]
 def _score(reply: Any) -> float | None:
     """The score of a ``ZRANGE key 0 0 WITHSCORES`` reply (``None``: the set is empty):
     ``[member, score]`` in RESP2, ``[[member, score]]`` in RESP3."""
-    if isinstance(reply, redis.ResponseError):
+    if isinstance(reply, redis.RedisError):
         raise reply
     if not reply:
         return None

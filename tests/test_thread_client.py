@@ -101,3 +101,14 @@ def test_run_keyed_sends_commands_in_one_write_and_reloads_a_lost_script(
     assert echo == [b"k", b"a", b"2", b"b"]
     assert isinstance(error, redis.ResponseError)
     assert client.ping()
+
+
+def test_an_error_reply_redis_py_counts_as_a_connection_error_is_raised(
+    client: ThreadClient,
+) -> None:
+    loading = client.register_script("return redis.error_reply('LOADING Redis is loading')")
+    with pytest.raises(redis.BusyLoadingError):  # a ConnectionError, not a ResponseError
+        client.run_script(loading, ["k"], [])
+    (reply,) = client.run_keyed([("k", client.pack("EVALSHA", loading.sha, 1, "k"), loading)])
+    assert isinstance(reply, redis.BusyLoadingError)
+    assert client.ping()

@@ -485,7 +485,7 @@ class Queue:
         if isinstance(ack_reply, redis.ResponseError) and _fenced(ack_reply):
             ack_reply = ACK_FENCED
         for failure in (ack_reply, reply):
-            if isinstance(failure, redis.ResponseError):
+            if isinstance(failure, redis.RedisError):
                 raise failure
         popped = self._popped(reply)
         popped.acked = int(ack_reply)
