@@ -44,8 +44,9 @@ def _pack(connection: Any, command: tuple[Any, ...]) -> list[bytes]:
     return packed
 
 
-#: Commands a thread's client keeps packed for :meth:`ThreadClient.run_around` (a few per
-#: shard it serves); past that it forgets them all (leases changed hands).
+#: Commands a thread's client keeps packed (:meth:`ThreadClient.pack_around`,
+#: :meth:`ThreadClient.pack_once`: a few per shard it serves); past that it forgets
+#: them all (leases changed hands).
 MAX_PACKED = 256
 #: What :func:`_packed_around` packs in place of the value, to split the command there.
 _HOLE = b"\0lowkiq-hole\0"
@@ -113,8 +114,10 @@ class ThreadClient(redis.Redis):
         # Where script replies are read into, and parsed (see _round_trip).
         self._buffer = bytearray(65536)
         self._reader: Any = None
-        # (sha, keys, before, after) -> the packed command of run_around, around its value.
+        # (sha, keys, before, after) -> the packed command of pack_around, around its value.
         self._around: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
+        # command -> its bytes, for pack_once.
+        self._packed: dict[tuple[Any, ...], bytes] = {}
 
     def _on_connect(self, connection: Any) -> None:
         """A new socket: let the kernel time it out (see :func:`kernel_timeouts`), and
@@ -156,19 +159,8 @@ class ThreadClient(redis.Redis):
         value: float,
         after: tuple[Any, ...],
     ) -> Any:
-        """:meth:`run_script` with the arguments ``*before, value, *after``, for a call
-        repeated with only the number ``value`` changing (a pop's time): the rest of
-        the command is packed once."""
-        memo = (script.sha, keys, before, after)
-        parts = self._around.get(memo)
-        if parts is None:
-            if len(self._around) >= MAX_PACKED:
-                self._around.clear()
-            parts = self._around[memo] = _packed_around(self._private, script, keys, before, after)
-        number = repr(value).encode()
-        return self.run_packed(
-            script, b"%b$%d\r\n%b\r\n%b" % (parts[0], len(number), number, parts[1])
-        )
+        """:meth:`run_script` of the command :meth:`pack_around` packs."""
+        return self.run_packed(script, self.pack_around(script, keys, before, value, after))
 
     def run_packed(self, script: Script, command: bytes) -> Any:
         """Send ``command`` (an ``EVALSHA`` of ``script``, packed) and read its reply;
@@ -200,6 +192,35 @@ class ThreadClient(redis.Redis):
     def pack(self, *command: Any) -> bytes:
         """``command`` in the Redis protocol, for :meth:`run_many` or :meth:`run_keyed`."""
         return b"".join(_pack(self._private, command))
+
+    def pack_once(self, *command: Any) -> bytes:
+        """:meth:`pack` of a command sent again and again as it is (an ack): packed once."""
+        packed = self._packed.get(command)
+        if packed is None:
+            if len(self._packed) >= MAX_PACKED:
+                self._packed.clear()
+            packed = self._packed[command] = self.pack(*command)
+        return packed
+
+    def pack_around(
+        self,
+        script: Script,
+        keys: tuple[Any, ...],
+        before: tuple[Any, ...],
+        value: float,
+        after: tuple[Any, ...],
+    ) -> bytes:
+        """An ``EVALSHA`` of ``script`` with the arguments ``*before, value, *after``, of a
+        call repeated with only the number ``value`` changing (a pop's time): the rest
+        of the command is packed once."""
+        memo = (script.sha, keys, before, after)
+        parts = self._around.get(memo)
+        if parts is None:
+            if len(self._around) >= MAX_PACKED:
+                self._around.clear()
+            parts = self._around[memo] = _packed_around(self._private, script, keys, before, after)
+        number = repr(value).encode()
+        return b"%b$%d\r\n%b\r\n%b" % (parts[0], len(number), number, parts[1])
 
     def run_keyed(self, commands: Sequence[KeyedCommand]) -> list[Any]:
         """Packed commands ``(first key, bytes, script or None)`` in one write, and their

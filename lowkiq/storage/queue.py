@@ -478,8 +478,8 @@ class Queue:
         ack_key, key = self._prefixes[ack_shard], self._prefixes[shard]
         ack_reply, reply = client.run_keyed(
             [
-                (ack_key, client.pack("EVALSHA", ack.sha, 1, ack_key, ack_token), ack),
-                (key, client.pack("EVALSHA", pop.sha, 1, key, token, now, limit, ""), pop),
+                (ack_key, client.pack_once("EVALSHA", ack.sha, 1, ack_key, ack_token), ack),
+                (key, client.pack_around(pop, (key,), (token,), now, (limit, "")), pop),
             ]
         )
         if isinstance(ack_reply, redis.ResponseError) and _fenced(ack_reply):
