@@ -12,7 +12,7 @@ import lowkiq
 from lowkiq.cluster_connection import ClusterThreadClient
 from lowkiq.lane import Lane
 from lowkiq.shard_handler import DeferredAck, ShardHandler
-from lowkiq.storage.queue import ACK_FENCED
+from lowkiq.storage.queue import ACK_FENCED, Queue
 from tests.leasing import token
 
 NOW = 1_000_000.0
@@ -20,6 +20,13 @@ NOW = 1_000_000.0
 
 class Spread(lowkiq.Worker):
     shards_count = 12
+
+
+def thread_queue(thread: ClusterThreadClient, client: redis.RedisCluster) -> Queue:
+    """Spread's queue on a thread's client, its layout read as a server reads it."""
+    queue = Spread.queue(thread)
+    queue.refresh_layout(Spread.queue(client).layout)
+    return queue
 
 
 def shards_by_master(client: redis.RedisCluster) -> dict[str, list[int]]:
@@ -38,7 +45,7 @@ def test_a_pop_acks_another_shard_on_the_same_or_another_master(
     lowkiq.settings.workers = [Spread]
     Spread.perform_async([{"id": n, "perform_in": NOW - 1} for n in range(200)])
     thread = ClusterThreadClient(cluster_client)
-    queue = Spread.queue(thread)
+    queue = thread_queue(thread, cluster_client)
     masters = list(shards_by_master(cluster_client).values())
     first, same, other = masters[0][0], masters[0][1], masters[1][0]
     assert queue.pop(first, token(queue, first), 2, now=NOW).jobs
@@ -70,7 +77,7 @@ def test_a_lane_reads_its_shards_earliest_jobs_across_masters(
 ) -> None:
     lowkiq.settings.workers = [Spread]
     thread = ClusterThreadClient(cluster_client)
-    queue = Spread.queue(thread)
+    queue = thread_queue(thread, cluster_client)
     Spread.perform_async([{"id": n, "perform_in": NOW + n} for n in range(40)])
     handlers = [ShardHandler(Spread, shard, queue, token(queue, shard)) for shard in range(12)]
     lane = Lane(thread, handlers, DeferredAck(), 1.0, threading.Event())
