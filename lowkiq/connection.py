@@ -44,9 +44,8 @@ def _pack(connection: Any, command: tuple[Any, ...]) -> list[bytes]:
     return packed
 
 
-#: Commands a thread's client keeps packed (:meth:`ThreadClient.pack_around`,
-#: :meth:`ThreadClient.pack_once`: a few per shard it serves); past that it forgets
-#: them all (leases changed hands).
+#: Commands a thread's client keeps packed (:meth:`ThreadClient.pack_around`: a few
+#: per shard it serves); past that it forgets them all (leases changed hands).
 MAX_PACKED = 256
 #: What :func:`_packed_around` packs in place of the value, to split the command there.
 _HOLE = b"\0lowkiq-hole\0"
@@ -116,8 +115,6 @@ class ThreadClient(redis.Redis):
         self._reader: Any = None
         # (sha, keys, before, after) -> the packed command of pack_around, around its value.
         self._around: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
-        # command -> its bytes, for pack_once.
-        self._packed: dict[tuple[Any, ...], bytes] = {}
 
     def _on_connect(self, connection: Any) -> None:
         """A new socket: let the kernel time it out (see :func:`kernel_timeouts`), and
@@ -192,15 +189,6 @@ class ThreadClient(redis.Redis):
     def pack(self, *command: Any) -> bytes:
         """``command`` in the Redis protocol, for :meth:`run_many` or :meth:`run_keyed`."""
         return b"".join(_pack(self._private, command))
-
-    def pack_once(self, *command: Any) -> bytes:
-        """:meth:`pack` of a command sent again and again as it is (an ack): packed once."""
-        packed = self._packed.get(command)
-        if packed is None:
-            if len(self._packed) >= MAX_PACKED:
-                self._packed.clear()
-            packed = self._packed[command] = self.pack(*command)
-        return packed
 
     def pack_around(
         self,

@@ -174,8 +174,7 @@ class Lane:
             every = [h for h in every if h.key != key]
         self.handlers = [h for h in every if h.queue.name not in self.paused]
         self.parked = [h for h in every if h.queue.name in self.paused]
-        if self.deferred.holder is not None and self.deferred.holder not in self.handlers:
-            self.deferred.settle()
+        self.deferred.settle(keep=self.handlers)
         self._index()
         if released:
             self._release(released)

@@ -7,9 +7,9 @@ process took the shard) the handler drops that result, logs it, and calls
 ``on_lost`` so its thread stops serving the shard; the new owner restores the
 batch.
 
-The ack of a successful batch is deferred: it rides on the next pop of the
-same shard (one Redis round trip per batch), and a thread settles it before
-it turns to another shard or goes idle (:class:`DeferredAck`).
+The ack of a successful batch is deferred: it rides on the thread's next pop
+(one Redis round trip per batch), and a thread settles it before it goes idle
+or gives the shard up (:class:`DeferredAck`).
 
 After a Redis error the handler does not know what the interrupted script
 did, so it restores the shard's processing area before popping again: a
@@ -51,29 +51,48 @@ def perform_chain(middlewares: Sequence[ServerMiddleware]) -> Next[type[Worker],
 
 
 class DeferredAck:
-    """The one handler of a thread whose successful batch is not acked yet."""
+    """The handlers of one thread whose successful batch is not acked yet.
+
+    On one server a thread holds at most one: its next pop, of any shard of
+    the same queue, acks it in the same script.  On a Redis Cluster a script
+    can only ack its own shard (one slot), so each shard's ack waits for that
+    shard's next pop, or for the thread to go idle or give the shard up: one
+    script per batch rather than two, at the price of up to one performed batch
+    per shard of the thread, instead of one, that runs again after a crash.
+    """
 
     def __init__(self) -> None:
-        self.holder: ShardHandler | None = None
+        self.holders: list[ShardHandler] = []
 
-    def settle(self) -> None:
-        """Ack the held batch now, in its own round trip."""
-        holder = self.holder
-        if holder is not None:
-            self.holder = None
+    def hold(self, handler: ShardHandler) -> None:
+        """``handler``'s batch succeeded: ack it later."""
+        self.holders.append(handler)
+
+    def forget(self, handler: ShardHandler) -> None:
+        """Drop ``handler``'s pending ack (its lease is lost, or its state unknown)."""
+        if handler in self.holders:
+            self.holders.remove(handler)
+
+    def settle(self, keep: Sequence[ShardHandler] = ()) -> None:
+        """Ack the held batches now, a round trip each, but those of ``keep``."""
+        for holder in [h for h in self.holders if h not in keep]:
+            self.holders.remove(holder)
             holder.ack_now()
 
     def ride(self, popper: ShardHandler) -> ShardHandler | None:
-        """Hand the held batch to ``popper``'s next pop to ack, when it can carry it.
+        """Hand a held batch to ``popper``'s next pop to ack, when it can carry it.
 
-        A pop acks a shard of its own queue on its own connection in the same
-        script; any other held batch is acked now.  Returns the handler whose
-        batch the pop must ack, or ``None``.
+        A pop acks its own shard's batch, and on one server any shard's of its
+        own queue on its own connection, in the same script; on one server any
+        other held batch is acked now.  Returns the handler whose batch the pop
+        must ack, or ``None``.
         """
-        holder = self.holder
-        if holder is None:
+        if popper in self.holders:
+            self.holders.remove(popper)
+            return popper
+        if not self.holders or popper.queue.cluster:
             return None
-        self.holder = None
+        holder = self.holders.pop()
         same_queue = holder.queue.name == popper.queue.name
         if same_queue and holder.queue.client is popper.queue.client:
             return holder
@@ -196,13 +215,12 @@ class ShardHandler:
         self.busy = False
         running.batch = None
         self.recorder.performed(batch, started, False)
-        self.deferred.holder = self
+        self.deferred.hold(self)
         return True
 
     def lease_lost(self, what: str) -> None:
         """Redis refused this handler's lease token: stop serving the shard."""
-        if self.deferred.holder is self:
-            self.deferred.holder = None
+        self.deferred.forget(self)
         if self.lost:
             return
         self.lost = True
@@ -224,8 +242,7 @@ class ShardHandler:
 
     def restore(self) -> bool:
         """Put the shard's processing area back into the queue; ``False`` when the lease is lost."""
-        if self.deferred.holder is self:
-            self.deferred.holder = None
+        self.deferred.forget(self)
         try:
             count = self._guarded(lambda: self.queue.restore(self.shard, self.token))
         except LeaseLost:
@@ -242,8 +259,7 @@ class ShardHandler:
             return call()
         except redis.RedisError:
             self.unsure = True
-            if self.deferred.holder is self:
-                self.deferred.holder = None
+            self.deferred.forget(self)
             raise
 
     def _fail(self, batch: Sequence[PoppedJob], exc: Exception) -> None:

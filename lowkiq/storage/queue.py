@@ -440,7 +440,7 @@ class Queue:
         another of this queue, with its lease token ``ack_token``) has its
         finished batch acked first, in the same script: a thread acks its
         last batch and pops the next in one round trip (on a Redis Cluster,
-        another shard's ack is a call of its own).  The popped jobs come
+        another shard's ack is a call of its own, first).  The popped jobs come
         earliest ``perform_in`` first (none when nothing is due).
         """
         if ack_shard is not None and ack_shard != shard and self.cluster:
@@ -462,33 +462,15 @@ class Queue:
         self, shard: int, token: str, limit: int, now: float, ack_shard: int, ack_token: str
     ) -> Popped:
         """:meth:`pop` with the ack of another shard on a Redis Cluster, where two shards
-        are two slots: the ack is a call of its own, sent with the pop (one write per
-        master, both before either reply is read) by a processing thread's client,
-        else in a round trip of its own first."""
-        client: Any = self.client
-        if self._run_script is None or self.replication is not None:
-            try:
-                acked = self.ack(ack_shard, ack_token)
-            except LeaseLost:
-                acked = ACK_FENCED
-            popped = self.pop(shard, token, limit, now)
-            popped.acked = acked
-            return popped
-        ack, pop = self.scripts.ack, self.scripts.pop
-        ack_key, key = self._prefixes[ack_shard], self._prefixes[shard]
-        ack_reply, reply = client.run_keyed(
-            [
-                (ack_key, client.pack_once("EVALSHA", ack.sha, 1, ack_key, ack_token), ack),
-                (key, client.pack_around(pop, (key,), (token,), now, (limit, "")), pop),
-            ]
-        )
-        if isinstance(ack_reply, redis.ResponseError) and _fenced(ack_reply):
-            ack_reply = ACK_FENCED
-        for failure in (ack_reply, reply):
-            if isinstance(failure, redis.RedisError):
-                raise failure
-        popped = self._popped(reply)
-        popped.acked = int(ack_reply)
+        are two slots: the ack is a call of its own, first.  (A processing thread on a
+        cluster never asks for it: each shard's ack rides on that shard's next pop,
+        see :class:`~lowkiq.shard_handler.DeferredAck`.)"""
+        try:
+            acked = self.ack(ack_shard, ack_token)
+        except LeaseLost:
+            acked = ACK_FENCED
+        popped = self.pop(shard, token, limit, now)
+        popped.acked = acked
         return popped
 
     def _popped(self, reply: list[Any]) -> Popped:

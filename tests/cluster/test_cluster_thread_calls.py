@@ -1,6 +1,6 @@
-"""A processing thread's calls on a Redis Cluster: a pop that acks another shard sends
-both calls before reading either reply (one write per master), and a thread reads
-its shards' earliest jobs in one write per master."""
+"""A processing thread's calls on a Redis Cluster: a pop that acks another shard (in a
+call of its own), and a thread reading its shards' earliest jobs in one write per
+master."""
 
 from __future__ import annotations
 
@@ -49,12 +49,12 @@ def test_a_pop_acks_another_shard_on_the_same_or_another_master(
     masters = list(shards_by_master(cluster_client).values())
     first, same, other = masters[0][0], masters[0][1], masters[1][0]
     assert queue.pop(first, token(queue, first), 2, now=NOW).jobs
-    # The same master: the ack, then the pop, in one write.
+    # The same master.
     popped = queue.pop(
         same, token(queue, same), 2, now=NOW, ack_shard=first, ack_token=token(queue, first)
     )
     assert (popped.acked, len(popped.jobs)) == (2, 2)
-    # Another master: both writes before either reply.
+    # Another master.
     popped = queue.pop(
         other, token(queue, other), 2, now=NOW, ack_shard=same, ack_token=token(queue, same)
     )
@@ -86,4 +86,35 @@ def test_a_lane_reads_its_shards_earliest_jobs_across_masters(
         for shard in range(12)
     ]
     assert lane.earliest() == expected
+    thread.close()
+
+
+def test_each_shards_ack_rides_on_its_own_next_pop(cluster_client: redis.RedisCluster) -> None:
+    class Blank(Spread):
+        queue_name = "Spread"
+
+        @classmethod
+        def perform(cls, payloads_by_id: dict[str, list[object]]) -> None:
+            pass
+
+    lowkiq.settings.workers = [Blank]
+    Blank.perform_async([{"id": n, "perform_in": NOW - 1} for n in range(200)])
+    thread = ClusterThreadClient(cluster_client)
+    queue = thread_queue(thread, cluster_client)
+    deferred = DeferredAck()
+    first, second = (ShardHandler(Blank, s, queue, token(queue, s), deferred) for s in (0, 1))
+    processing = lambda shard: cluster_client.hlen(queue.keys.processing_hash(shard))  # noqa: E731
+
+    assert first.process() and second.process()
+    # Two slots: neither pop acked the other shard's batch; both wait for an ack.
+    assert deferred.holders == [first, second]
+    done = [processing(0), processing(1)]
+    assert all(done) and Blank.metrics()["processed"] == 0
+    assert first.process()  # acks its own last batch in the same script
+    assert Blank.metrics()["processed"] == done[0]
+    assert deferred.holders == [second, first]
+    again = processing(0)
+    deferred.settle()  # the thread goes idle: every held batch is acked
+    assert deferred.holders == [] and processing(0) == processing(1) == 0
+    assert Blank.metrics()["processed"] == done[0] + done[1] + again
     thread.close()
