@@ -49,7 +49,9 @@ class LagScheduler:
 
     One step reads every shard's earliest ``perform_in`` once, then gives each
     due shard one batch in lag order, so a thread spends one extra round trip
-    per round rather than per batch; it waits when no shard is due.
+    per round rather than per batch; it waits when no shard is due.  While
+    every shard of the thread is due and gives a batch (a backlog), the next
+    round takes them in the same order without reading again.
     """
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
@@ -68,22 +70,33 @@ class LagScheduler:
 
             return single_step
 
+        # The last round's order, when every shard was due and gave a batch.
+        saturated: list[int] = []
+
         def step() -> None:
-            now = self.clock()
-            due = sorted(
-                (earliest, index)
-                for index, earliest in enumerate(lane.earliest())
-                if earliest is not None and earliest <= now
-            )
-            worked = False
-            for _, index in due:
+            nonlocal saturated
+            order = saturated or self._due_order(lane)
+            worked = 0
+            for index in order:
                 if lane.stopping():
+                    saturated = []
                     return
-                worked = handlers[index].process() or worked
+                worked += handlers[index].process()
+            saturated = order if worked == len(handlers) else []
             if not worked:
                 lane.wait()
 
         return step
+
+    def _due_order(self, lane: Lane) -> list[int]:
+        """The indexes of the due shards, the longest waiting first."""
+        now = self.clock()
+        due = sorted(
+            (earliest, index)
+            for index, earliest in enumerate(lane.earliest())
+            if earliest is not None and earliest <= now
+        )
+        return [index for _, index in due]
 
 
 class SeqScheduler:

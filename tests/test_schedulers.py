@@ -34,8 +34,10 @@ class FakeLane:
     heads: list[float | None]
     waits: int = 0
     stop: bool = False
+    reads: int = 0
 
     def earliest(self) -> list[float | None]:
+        self.reads += 1
         return self.heads
 
     def wait(self) -> None:
@@ -53,6 +55,29 @@ def test_lag_gives_each_due_shard_a_batch_oldest_first() -> None:
     step()
     assert calls == ["b", "c", "a"]  # d is not due yet
     assert lane.waits == 0
+
+
+def test_lag_reads_once_while_every_shard_gives_a_batch_then_reads_again() -> None:
+    calls: list[str] = []
+    handlers = [FakeHandler(n, due=2, calls=calls) for n in "abc"]
+    lane = FakeLane(handlers, heads=[95.0, 80.0, 90.0])
+    step = build_lag_scheduler(clock=lambda: 100.0)(lane)
+    step()
+    step()  # a backlog: the same order, no read
+    assert (calls, lane.reads) == (["b", "c", "a"] * 2, 1)
+    step()  # nothing left: the round found nothing, the next reads again
+    assert (lane.reads, lane.waits) == (1, 1)
+    step()
+    assert (lane.reads, lane.waits) == (2, 2)
+
+
+def test_lag_reads_again_after_a_round_where_a_shard_was_not_due() -> None:
+    handlers = [FakeHandler(n, due=5) for n in "ab"]
+    lane = FakeLane(handlers, heads=[95.0, 101.0])
+    step = build_lag_scheduler(clock=lambda: 100.0)(lane)
+    step()
+    step()
+    assert (handlers[0].calls, handlers[1].calls, lane.reads) == (["a", "a"], [], 2)
 
 
 def test_lag_waits_after_a_round_that_found_nothing() -> None:
