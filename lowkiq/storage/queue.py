@@ -26,7 +26,7 @@ from lowkiq.storage import blob
 from lowkiq.storage import layout as layouts
 from lowkiq.storage.keys import QueueKeys
 from lowkiq.storage.layout import Layout
-from lowkiq.storage.scripts import Scripts, run_pipelined, run_replicated
+from lowkiq.storage.scripts import Scripts, run_on_master, run_pipelined, run_replicated
 
 log = logging.getLogger("lowkiq.storage")
 
@@ -380,27 +380,34 @@ class Queue:
         return [shard for shard, reply in zip(by_shard, replies, strict=True) if reply == REFUSED]
 
     def _push_per_master(self, by_shard: dict[int, list[Any]]) -> list[Any]:
-        """The push calls of a cluster, a pipeline per master; returns their replies in
-        the order of ``by_shard``.  The shards of a master that failed are tried once
-        more after reloading the slot map (a replica may have taken over); then
-        :class:`EnqueueIncomplete` names what is enqueued."""
+        """The push calls of a cluster, one write per master; returns their replies in
+        the order of ``by_shard``.  The shards whose master failed, or whose call had
+        an error reply, are tried once more after reloading the slot map (a replica may
+        have taken over); then :class:`EnqueueIncomplete` names what is enqueued."""
         cluster: Any = self.client
+        push = self.scripts.push
         pending: list[int] = list(by_shard)
         replies: dict[int, Any] = {}
         for attempt in range(2):
-            by_master: dict[str, list[int]] = {}
+            by_master: dict[str, tuple[Any, list[int]]] = {}
             for shard in pending:
-                master = cluster.get_node_from_key(self._prefixes[shard]).name
-                by_master.setdefault(master, []).append(shard)
+                node = cluster.get_node_from_key(self._prefixes[shard])
+                by_master.setdefault(node.name, (node, []))[1].append(shard)
             failed: list[int] = []
-            for master, shards in by_master.items():
+            for master, (node, shards) in by_master.items():
+                calls = [(push, [self._prefixes[shard]], by_shard[shard]) for shard in shards]
                 try:
-                    got = self.run_pipelined([("push", shard, by_shard[shard]) for shard in shards])
+                    got = run_on_master(cluster, node, calls)
                 except (redis.RedisError, RedisClusterException) as exc:
                     failed += shards
                     failure = f"Redis master {master} failed ({exc})"
-                else:
-                    replies.update(zip(shards, got, strict=True))
+                    continue
+                for shard, reply in zip(shards, got, strict=True):
+                    if isinstance(reply, Exception):
+                        failed.append(shard)
+                        failure = f"a push on Redis master {master} failed ({reply})"
+                    else:
+                        replies[shard] = reply
             if not failed:
                 return [replies[shard] for shard in by_shard]
             pending = failed

@@ -20,7 +20,7 @@ from typing import Any
 
 import redis
 from redis.commands.core import Script
-from redis.exceptions import NoScriptError
+from redis.exceptions import AskError, NoScriptError, RedisClusterException
 
 from lowkiq.connection import Client, is_cluster, pipelined
 from lowkiq.storage import blob
@@ -193,6 +193,54 @@ def run_replicated(
     return reply, int(acked)
 
 
+def run_on_master(
+    cluster: redis.RedisCluster, master: Any, calls: Sequence[ScriptCall]
+) -> list[Any]:
+    """Run script calls on ``master`` (a node of ``cluster``) in one write on a pooled
+    connection of that master's own client; returns their replies in order, an error
+    reply as its exception, not raised.
+
+    Cheaper than redis-py's cluster pipeline, which asks the cluster for every
+    call's keys (``COMMAND GETKEYS``, a round trip per call).  A script the master
+    lost (``NOSCRIPT``) is loaded there and its calls run again; a call redirected
+    (``MOVED``, ``ASK``: it did not run) runs again alone through ``cluster``, which
+    follows the redirection.  A connection error is raised: which calls ran is not known.
+    """
+    node: Any = cluster.get_redis_connection(master)
+    commands = [_command(call) for call in calls]
+    replies = pipelined(node, commands, False)
+    missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+    if missing:
+        for text in {calls[i][0].script for i in missing}:
+            redis.Redis.script_load(node, text)
+        again = pipelined(node, [commands[i] for i in missing], False)
+        for i, reply in zip(missing, again, strict=True):
+            replies[i] = reply
+    for i, reply in enumerate(replies):
+        if isinstance(reply, AskError):  # a MovedError too
+            replies[i] = _redirected(cluster, calls[i], commands[i])
+    return replies
+
+
+def _redirected(cluster: Any, call: ScriptCall, command: tuple[Any, ...]) -> Any:
+    """The reply of a call run alone through ``cluster`` (it follows ``MOVED`` and
+    ``ASK``), or its error; a script the call's master lost is loaded there first."""
+    try:
+        try:
+            return cluster.execute_command(*command)
+        except NoScriptError:
+            _load([call], cluster)
+            return cluster.execute_command(*command)
+    except (redis.RedisError, RedisClusterException) as exc:
+        return exc
+
+
+def _command(call: ScriptCall) -> tuple[Any, ...]:
+    """The ``EVALSHA`` of a script call."""
+    script, keys, args = call
+    return ("EVALSHA", script.sha, len(keys), *keys, *args)
+
+
 def _load(calls: Sequence[ScriptCall], client: Client) -> None:
     """Load the scripts of ``calls`` where they run: the server, or on a cluster the
     master of each call's first key (a cluster-wide SCRIPT LOAD would fail on any
@@ -208,7 +256,7 @@ def _load(calls: Sequence[ScriptCall], client: Client) -> None:
 
 
 def _execute(client: Client, calls: Sequence[ScriptCall], transaction: bool) -> list[Any]:
-    commands = [("EVALSHA", script.sha, len(keys), *keys, *args) for script, keys, args in calls]
+    commands = [_command(call) for call in calls]
     if not is_cluster(client) and isinstance(client, redis.Redis):
         return pipelined(client, commands, transaction)
     # A cluster runs a transaction only within one slot: its calls run one by one.
