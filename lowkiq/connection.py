@@ -287,15 +287,11 @@ def pipelined(
     ``transaction``: the commands in one ``MULTI``; a command Redis refuses to queue is
     raised."""
     pool = client.connection_pool
-    try:
-        connection: Any = pool.get_connection()
-    except TypeError:  # redis-py before 5.3 wants a command name
-        connection = pool.get_connection("MULTI")
+    connection = _pooled(pool)
     try:
         if transaction:
             commands = [("MULTI",), *commands, ("EXEC",)]
-        # One chunk: a connection sends each chunk with a system call of its own.
-        packed = [b"".join([chunk for command in commands for chunk in _pack(connection, command)])]
+        packed = _packed(connection, commands)
 
         def exchange() -> list[Any]:
             connection.send_packed_command(packed)
@@ -317,6 +313,59 @@ def pipelined(
     if isinstance(executed, Exception):
         raise executed
     return list(executed)
+
+
+def pipelined_apart(
+    batches: Sequence[tuple[redis.Redis, Sequence[tuple[Any, ...]]]],
+) -> list[list[Any] | redis.RedisError]:
+    """:func:`pipelined` (without transaction) on several clients at once, the masters of
+    a Redis Cluster: every client's write is sent before any reply is read, so the
+    servers run their commands side by side.  Per client, its replies (an error reply in
+    its place) or the error that lost its connection.  No retries (a cluster's node
+    clients have none: the cluster's client decides)."""
+    outcomes: list[list[Any] | redis.RedisError] = []
+    sent: list[tuple[int, Any, int]] = []  # (index, connection, how many replies)
+    taken: list[tuple[Any, Any]] = []  # (pool, connection)
+    try:
+        for index, (client, commands) in enumerate(batches):
+            pool = client.connection_pool
+            try:
+                connection = _pooled(pool)
+                taken.append((pool, connection))
+                connection.send_packed_command(_packed(connection, commands))
+            except redis.RedisError as exc:
+                outcomes.append(exc)
+            else:
+                outcomes.append([])
+                sent.append((index, connection, len(commands)))
+        for index, connection, count in sent:
+            try:
+                outcomes[index] = [_reply(connection) for _ in range(count)]
+            except redis.RedisError as exc:
+                connection.disconnect()  # replies may be left unread
+                outcomes[index] = exc
+    except BaseException:
+        for _, connection in taken:  # replies may be left unread
+            connection.disconnect()
+        raise
+    finally:
+        for pool, connection in taken:
+            pool.release(connection)
+    return outcomes
+
+
+def _pooled(pool: Any) -> Any:
+    """A connection of ``pool``, connected."""
+    try:
+        return pool.get_connection()
+    except TypeError:  # redis-py before 5.3 wants a command name
+        return pool.get_connection("MULTI")
+
+
+def _packed(connection: Any, commands: Sequence[tuple[Any, ...]]) -> list[bytes]:
+    """``commands`` in the Redis protocol, in one chunk: a connection sends each chunk
+    with a system call of its own."""
+    return [b"".join([chunk for command in commands for chunk in _pack(connection, command)])]
 
 
 def _reply(connection: Any) -> Any:

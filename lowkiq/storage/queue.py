@@ -26,7 +26,7 @@ from lowkiq.storage import blob
 from lowkiq.storage import layout as layouts
 from lowkiq.storage.keys import QueueKeys
 from lowkiq.storage.layout import Layout
-from lowkiq.storage.scripts import Scripts, run_on_master, run_pipelined, run_replicated
+from lowkiq.storage.scripts import Scripts, run_on_masters, run_pipelined, run_replicated
 
 log = logging.getLogger("lowkiq.storage")
 
@@ -380,10 +380,11 @@ class Queue:
         return [shard for shard, reply in zip(by_shard, replies, strict=True) if reply == REFUSED]
 
     def _push_per_master(self, by_shard: dict[int, list[Any]]) -> list[Any]:
-        """The push calls of a cluster, one write per master; returns their replies in
-        the order of ``by_shard``.  The shards whose master failed, or whose call had
-        an error reply, are tried once more after reloading the slot map (a replica may
-        have taken over); then :class:`EnqueueIncomplete` names what is enqueued."""
+        """The push calls of a cluster, one write per master, all sent before any reply
+        is read; returns their replies in the order of ``by_shard``.  The shards whose
+        master failed, or whose call had an error reply, are tried once more after
+        reloading the slot map (a replica may have taken over); then
+        :class:`EnqueueIncomplete` names what is enqueued."""
         cluster: Any = self.client
         push = self.scripts.push
         pending: list[int] = list(by_shard)
@@ -393,16 +394,20 @@ class Queue:
             for shard in pending:
                 node = cluster.get_node_from_key(self._prefixes[shard])
                 by_master.setdefault(node.name, (node, []))[1].append(shard)
+            outcomes = run_on_masters(
+                cluster,
+                [
+                    (node, [(push, [self._prefixes[shard]], by_shard[shard]) for shard in shards])
+                    for node, shards in by_master.values()
+                ],
+            )
             failed: list[int] = []
-            for master, (node, shards) in by_master.items():
-                calls = [(push, [self._prefixes[shard]], by_shard[shard]) for shard in shards]
-                try:
-                    got = run_on_master(cluster, node, calls)
-                except (redis.RedisError, RedisClusterException) as exc:
+            for (master, (_, shards)), outcome in zip(by_master.items(), outcomes, strict=True):
+                if isinstance(outcome, redis.RedisError):
                     failed += shards
-                    failure = f"Redis master {master} failed ({exc})"
+                    failure = f"Redis master {master} failed ({outcome})"
                     continue
-                for shard, reply in zip(shards, got, strict=True):
+                for shard, reply in zip(shards, outcome, strict=True):
                     if isinstance(reply, Exception):
                         failed.append(shard)
                         failure = f"a push on Redis master {master} failed ({reply})"

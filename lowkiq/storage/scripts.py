@@ -22,7 +22,7 @@ import redis
 from redis.commands.core import Script
 from redis.exceptions import AskError, NoScriptError, RedisClusterException
 
-from lowkiq.connection import Client, is_cluster, pipelined
+from lowkiq.connection import Client, is_cluster, pipelined, pipelined_apart
 from lowkiq.storage import blob
 from lowkiq.storage.keys import lua_prelude
 
@@ -193,33 +193,43 @@ def run_replicated(
     return reply, int(acked)
 
 
-def run_on_master(
-    cluster: redis.RedisCluster, master: Any, calls: Sequence[ScriptCall]
-) -> list[Any]:
-    """Run script calls on ``master`` (a node of ``cluster``) in one write on a pooled
-    connection of that master's own client; returns their replies in order, an error
-    reply as its exception, not raised.
+def run_on_masters(
+    cluster: redis.RedisCluster, by_master: Sequence[tuple[Any, Sequence[ScriptCall]]]
+) -> list[list[Any] | redis.RedisError]:
+    """Run script calls on masters of ``cluster``, given as ``(node, calls)``: a
+    hiredis-packed write on a pooled connection of each master's own client, every
+    write sent before any reply is read.  Per master, the replies of its calls in
+    order, an error reply as its exception (not raised); or, when its connection
+    failed, that error (which of its calls ran is not known).
 
-    Cheaper than redis-py's cluster pipeline, which asks the cluster for every
-    call's keys (``COMMAND GETKEYS``, a round trip per call).  A script the master
-    lost (``NOSCRIPT``) is loaded there and its calls run again; a call redirected
-    (``MOVED``, ``ASK``: it did not run) runs again alone through ``cluster``, which
-    follows the redirection.  A connection error is raised: which calls ran is not known.
+    Cheaper than redis-py's cluster pipeline, which asks the cluster for the keys of
+    every call (``COMMAND GETKEYS``, a round trip each).  A script a master lost
+    (``NOSCRIPT``) is loaded on that master and its calls run again; a call
+    redirected (``MOVED``, ``ASK``: it did not run) runs again alone through
+    ``cluster``, which follows the redirection.
     """
-    node: Any = cluster.get_redis_connection(master)
-    commands = [_command(call) for call in calls]
-    replies = pipelined(node, commands, False)
-    missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-    if missing:
-        for text in {calls[i][0].script for i in missing}:
-            redis.Redis.script_load(node, text)
-        again = pipelined(node, [commands[i] for i in missing], False)
-        for i, reply in zip(missing, again, strict=True):
-            replies[i] = reply
-    for i, reply in enumerate(replies):
-        if isinstance(reply, AskError):  # a MovedError too
-            replies[i] = _redirected(cluster, calls[i], commands[i])
-    return replies
+    clients: list[Any] = [cluster.get_redis_connection(node) for node, _ in by_master]
+    commands = [[_command(call) for call in calls] for _, calls in by_master]
+    outcomes = pipelined_apart(list(zip(clients, commands, strict=True)))
+    for (_, calls), client, sent, outcome in zip(
+        by_master, clients, commands, outcomes, strict=True
+    ):
+        if isinstance(outcome, redis.RedisError):
+            continue
+        missing = [i for i, reply in enumerate(outcome) if isinstance(reply, NoScriptError)]
+        if missing:
+            try:
+                for text in {calls[i][0].script for i in missing}:
+                    redis.Redis.script_load(client, text)
+                again = pipelined(client, [sent[i] for i in missing], False)
+            except redis.RedisError as exc:
+                again = [exc] * len(missing)
+            for i, reply in zip(missing, again, strict=True):
+                outcome[i] = reply
+        for i, reply in enumerate(outcome):
+            if isinstance(reply, AskError):  # a MovedError too
+                outcome[i] = _redirected(cluster, calls[i], sent[i])
+    return outcomes
 
 
 def _redirected(cluster: Any, call: ScriptCall, command: tuple[Any, ...]) -> Any:
