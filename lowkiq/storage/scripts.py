@@ -20,7 +20,7 @@ from typing import Any
 
 import redis
 from redis.commands.core import Script
-from redis.exceptions import AskError, NoScriptError, RedisClusterException
+from redis.exceptions import AskError, NoScriptError, RedisClusterException, TryAgainError
 
 from lowkiq.connection import Client, is_cluster, pipelined, pipelined_apart
 from lowkiq.storage import blob
@@ -205,8 +205,9 @@ def run_on_masters(
     Cheaper than redis-py's cluster pipeline, which asks the cluster for the keys of
     every call (``COMMAND GETKEYS``, a round trip each).  A script a master lost
     (``NOSCRIPT``) is loaded on that master and its calls run again; a call
-    redirected (``MOVED``, ``ASK``: it did not run) runs again alone through
-    ``cluster``, which follows the redirection.
+    redirected or put off (``MOVED``, ``ASK``, ``TRYAGAIN``: it did not run) runs
+    again alone through ``cluster``, which follows the redirection or waits, as
+    redis-py's cluster pipeline does.
     """
     clients: list[Any] = [cluster.get_redis_connection(node) for node, _ in by_master]
     commands = [[_command(call) for call in calls] for _, calls in by_master]
@@ -227,14 +228,15 @@ def run_on_masters(
             for i, reply in zip(missing, again, strict=True):
                 outcome[i] = reply
         for i, reply in enumerate(outcome):
-            if isinstance(reply, AskError):  # a MovedError too
+            if isinstance(reply, (AskError, TryAgainError)):  # MovedError is an AskError
                 outcome[i] = _redirected(cluster, calls[i], sent[i])
     return outcomes
 
 
 def _redirected(cluster: Any, call: ScriptCall, command: tuple[Any, ...]) -> Any:
     """The reply of a call run alone through ``cluster`` (it follows ``MOVED`` and
-    ``ASK``), or its error; a script the call's master lost is loaded there first."""
+    ``ASK``, and retries a ``TRYAGAIN``), or its error; a script the call's master
+    lost is loaded there first."""
     try:
         try:
             return cluster.execute_command(*command)
