@@ -10,14 +10,7 @@ import redis
 
 from lowkiq.cluster_connection import ClusterThreadClient
 from lowkiq.embedded_cluster import start_cluster
-
-
-def node_ids(client: redis.RedisCluster) -> dict[str, str]:
-    """host:port -> node id of every master."""
-    return {
-        node.name: client.execute_command("CLUSTER MYID", target_nodes=node).decode()
-        for node in client.get_primaries()
-    }
+from tests.cluster.cluster_support import node_ids
 
 
 def test_moved_and_ask_redirections_are_followed(tmp_path: Path) -> None:

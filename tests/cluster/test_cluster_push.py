@@ -9,17 +9,11 @@ import redis
 
 import lowkiq
 from lowkiq.embedded_cluster import start_cluster
+from tests.cluster.cluster_support import node_ids
 
 
 class Spread(lowkiq.Worker):
     shards_count = 12
-
-
-def node_ids(client: redis.RedisCluster) -> dict[str, str]:
-    return {
-        node.name: client.execute_command("CLUSTER MYID", target_nodes=node).decode()
-        for node in client.get_primaries()
-    }
 
 
 def test_push_follows_moved_and_ask_and_reloads_lost_scripts(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import redis
 import lowkiq
 from lowkiq.embedded_cluster import start_cluster
 from tests.apps.runner import eventually
-from tests.cluster.failover import failed_over
+from tests.cluster.cluster_support import failed_over
 from tests.conftest import lowkiq_on
 from tests.leasing import ack, pop
 

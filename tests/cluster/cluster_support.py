@@ -1,6 +1,9 @@
-"""Whether a cluster has finished failing over a dead master to its replica."""
+"""What the cluster tests ask of a real cluster: whether it finished failing over a dead
+master to its replica, and its masters' node ids."""
 
 from __future__ import annotations
+
+import redis
 
 from lowkiq.embedded import EmbeddedServer
 from lowkiq.embedded_cluster import EmbeddedCluster
@@ -20,3 +23,11 @@ def failed_over(cluster: EmbeddedCluster, dead: EmbeddedServer) -> bool:
             if any(int(master[1]) == dead_port for _, _, master, *_ in ranges):
                 return False
     return True
+
+
+def node_ids(client: redis.RedisCluster) -> dict[str, str]:
+    """host:port -> node id of every master."""
+    return {
+        node.name: client.execute_command("CLUSTER MYID", target_nodes=node).decode()
+        for node in client.get_primaries()
+    }
