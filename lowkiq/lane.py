@@ -273,9 +273,10 @@ class Lane:
         """Whether the thread must stop taking batches (stopping, or its shards changed)."""
         return self.stop.is_set() or self._changed.is_set()
 
-    def settle(self) -> None:
-        """Ack the lane's finished batch, if one is waiting for its ack."""
-        self.deferred.settle()
+    def settle(self, keep: Sequence[object] = ()) -> None:
+        """Ack the lane's finished batches waiting for their ack, but those of ``keep``
+        (shards about to be popped: their acks ride on those pops)."""
+        self.deferred.settle(keep)
 
     @property
     def busy(self) -> int:

@@ -39,6 +39,10 @@ class Lane(Protocol):
         """Whether the thread must stop taking batches."""
         ...
 
+    def settle(self, keep: Sequence[object]) -> None:
+        """Ack the finished batches waiting for their ack, but those of ``keep``."""
+        ...
+
 
 Step = Callable[[], None]
 Scheduler = Callable[[Lane], Step]
@@ -75,7 +79,12 @@ class LagScheduler:
 
         def step() -> None:
             nonlocal saturated
-            order = saturated or self._due_order(lane)
+            order = saturated
+            if not order:
+                order = self._due_order(lane)
+                # A shard that is not due now gets no pop to carry its last batch's ack
+                # (on a Redis Cluster a pop acks only its own shard): ack it now.
+                lane.settle([handlers[index] for index in order])
             worked = 0
             for index in order:
                 if lane.stopping():

@@ -73,7 +73,7 @@ class DeferredAck:
         if handler in self.holders:
             self.holders.remove(handler)
 
-    def settle(self, keep: Sequence[ShardHandler] = ()) -> None:
+    def settle(self, keep: Sequence[object] = ()) -> None:
         """Ack the held batches now, a round trip each, but those of ``keep``."""
         for holder in [h for h in self.holders if h not in keep]:
             self.holders.remove(holder)

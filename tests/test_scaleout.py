@@ -51,9 +51,15 @@ def test_two_processes_share_the_shards_with_no_overlap_and_nothing_lost(
     eventually(lambda: recorder.metrics()["length"] == 0 and recorder.metrics()["busy"] == 0, 60)
     assert_all_seen_in_order(redis_client, ids, range(1, 16))
     assert redis_client.llen("test:overlaps") == 0
-    owned = eventually(lambda: (s := shards_of(redis_client)) and len(s) == 2 and s)
+
+    def balanced() -> dict[int, list[str]] | None:
+        # Each process tells its shards at its own heartbeat: during a handover one may
+        # still list a shard the other already took, until its next beat.
+        now = shards_of(redis_client)
+        return now if sorted(len(v) for v in now.values()) == [2, 3] else None
+
+    owned = eventually(balanced)
     first_shards, second_shards = owned[first.process.pid], owned[second.process.pid]
-    assert sorted([len(first_shards), len(second_shards)]) == [2, 3]
     assert not set(first_shards) & set(second_shards)
 
 

@@ -35,6 +35,7 @@ class FakeLane:
     waits: int = 0
     stop: bool = False
     reads: int = 0
+    settled: list[list[str]] = field(default_factory=list)
 
     def earliest(self) -> list[float | None]:
         self.reads += 1
@@ -45,6 +46,9 @@ class FakeLane:
 
     def stopping(self) -> bool:
         return self.stop
+
+    def settle(self, keep: list[FakeHandler]) -> None:
+        self.settled.append([h.name for h in keep])
 
 
 def test_lag_gives_each_due_shard_a_batch_oldest_first() -> None:
@@ -65,6 +69,7 @@ def test_lag_reads_once_while_every_shard_gives_a_batch_then_reads_again() -> No
     step()
     step()  # a backlog: the same order, no read
     assert (calls, lane.reads) == (["b", "c", "a"] * 2, 1)
+    assert lane.settled == [["b", "c", "a"]]  # every shard due: every ack rides on its pop
     step()  # nothing left: the round found nothing, the next reads again
     assert (lane.reads, lane.waits) == (1, 1)
     step()
@@ -78,6 +83,7 @@ def test_lag_reads_again_after_a_round_where_a_shard_was_not_due() -> None:
     step()
     step()
     assert (handlers[0].calls, handlers[1].calls, lane.reads) == (["a", "a"], [], 2)
+    assert lane.settled == [["a"], ["a"]]  # b is not due: its waiting ack is settled
 
 
 def test_lag_waits_after_a_round_that_found_nothing() -> None:

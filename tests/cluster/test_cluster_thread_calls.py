@@ -11,6 +11,7 @@ import redis
 import lowkiq
 from lowkiq.cluster_connection import ClusterThreadClient
 from lowkiq.lane import Lane
+from lowkiq.schedulers import build_lag_scheduler
 from lowkiq.shard_handler import DeferredAck, ShardHandler
 from lowkiq.storage.queue import ACK_FENCED, Queue
 from tests.leasing import token
@@ -117,4 +118,35 @@ def test_each_shards_ack_rides_on_its_own_next_pop(cluster_client: redis.RedisCl
     deferred.settle()  # the thread goes idle: every held batch is acked
     assert deferred.holders == [] and processing(0) == processing(1) == 0
     assert Blank.metrics()["processed"] == done[0] + done[1] + again
+    thread.close()
+
+
+def test_a_shard_with_nothing_due_has_its_last_batch_acked_while_the_others_work(
+    cluster_client: redis.RedisCluster,
+) -> None:
+    class Blank(Spread):
+        queue_name = "Spread"
+        batch_size = 1
+
+        @classmethod
+        def perform(cls, payloads_by_id: dict[str, list[object]]) -> None:
+            pass
+
+    lowkiq.settings.workers = [Blank]
+    thread = ClusterThreadClient(cluster_client)
+    queue = thread_queue(thread, cluster_client)
+    ids = {
+        shard: [str(n) for n in range(500) if queue.shard_of(str(n)) == shard] for shard in (0, 1)
+    }
+    Blank.perform_async([{"id": i, "perform_in": NOW} for i in ids[0][:1] + ids[1][:20]])
+    deferred = DeferredAck()
+    # Shard 2 has nothing: no round gives every shard a batch, each reads the earliest jobs.
+    handlers = [ShardHandler(Blank, s, queue, token(queue, s), deferred) for s in (0, 1, 2)]
+    lane = Lane(thread, handlers, deferred, 1.0, threading.Event())
+    step = build_lag_scheduler()(lane)
+    for _ in range(4):
+        step()
+    # Shard 0 had one job; shard 1 still has work, so the thread never idled.
+    assert cluster_client.zcard(queue.keys.perform_in_zset(1)) > 0
+    assert cluster_client.hlen(queue.keys.processing_hash(0)) == 0
     thread.close()
