@@ -34,6 +34,7 @@ from lowkiq.ownership.leases import Lease
 from lowkiq.ownership.membership import Beat, Membership
 from lowkiq.pausing import paused_queues
 from lowkiq.shard_handler import ShardHandler
+from lowkiq.storage import layout as layouts
 from lowkiq.storage.layout import Layout
 from lowkiq.storage.queue import Queue
 from lowkiq.version import __version__
@@ -203,19 +204,24 @@ class Coordinator:
             lane.wake(self.client)
 
     def _follow_layouts(self) -> None:
-        """Read where each queue's shards are (a reshard adds and later drops a range)."""
+        """Read where each queue's shards are, in one round trip (a reshard adds and
+        later drops a range)."""
         if self.plan.static is not None:
             return
-        for queue in self.queues.values():
+        queues = list(self.queues.values())
+        try:
+            found = layouts.read_many(
+                self.client, [(queue.name, queue.default_shards_count) for queue in queues]
+            )
+        except (redis.RedisError, RedisClusterException) as exc:
+            if not self._layouts:
+                raise
+            # A layout's master may be failing over: the shards go on as they are.
+            log.debug("could not read the queues' layouts: %s", exc)
+            return
+        for queue, after in zip(queues, found, strict=True):
             before = self._layouts.get(queue.name)
-            try:
-                after = self._layouts[queue.name] = queue.refresh_layout()
-            except (redis.RedisError, RedisClusterException) as exc:
-                if before is None:
-                    raise
-                # The layout's master may be failing over: the shards go on as they are.
-                log.debug("%s: could not read the layout: %s", queue.name, exc)
-                continue
+            self._layouts[queue.name] = queue.refresh_layout(after)
             if before is None and after.count != queue.default_shards_count:
                 log.warning(
                     "%s: the class says %d shards, the queue has %d (its layout in Redis, "
