@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import platform
+from typing import Any
 
 import redis
 
-from lowkiq.connection import Client
+from lowkiq.connection import Client, pipelined, pipelined_apart
 from lowkiq.storage.keys import QueueKeys
 
 
@@ -19,12 +20,23 @@ def machine() -> str:
 
 
 def processed(client: Client, queue_name: str, shards: int) -> int:
-    """Jobs of the queue processed so far: its shards' counters, in one round trip."""
-    keys = QueueKeys(queue_name)
-    pipe = client.pipeline(transaction=False)
-    for shard in range(shards):
-        pipe.get(keys.processed_counter(shard))
-    return sum(int(count or 0) for count in pipe.execute())
+    """Jobs of the queue processed so far: its shards' counters, in one round trip (on a
+    cluster, one per master at once: redis-py's cluster pipeline would ask the cluster
+    for every command's keys, and the benchmarks poll this often)."""
+    keys = [QueueKeys(queue_name).processed_counter(shard) for shard in range(shards)]
+    if isinstance(client, redis.RedisCluster):
+        by_master: dict[str, tuple[redis.Redis, list[tuple[str, str]]]] = {}
+        for key in keys:
+            node = client.get_node_from_key(key)
+            by_master.setdefault(node.name, (node.redis_connection, []))[1].append(("GET", key))
+        replies: list[Any] = []
+        for outcome in pipelined_apart(list(by_master.values())):
+            if isinstance(outcome, Exception):
+                raise outcome
+            replies += outcome
+    else:
+        replies = pipelined(client, [("GET", key) for key in keys], transaction=False)
+    return sum(int(count or 0) for count in replies)
 
 
 def flush(client: Client) -> None:

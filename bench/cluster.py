@@ -4,6 +4,8 @@ CPU µs per job of this process and of Redis), and the cluster again with
 ``wait_replicas = 1`` (every write waits for its replica: the cost of durability).
 
 Both start privately from the same redis-server binary (lowkiq.embedded), never REDIS_URL.
+The cluster's share is of the server reached over TCP, as the cluster's nodes are: the
+same server over its unix socket, a cheaper transport, is printed as well.
 Usage: python bench/cluster.py [--jobs 100000] [--drain-jobs 30000] [--threads 5]
 [--shards 12]
 """
@@ -21,8 +23,8 @@ from drain import drain, make_worker
 
 import lowkiq
 from lowkiq.connection import Client
-from lowkiq.embedded import start_server
-from lowkiq.embedded_cluster import start_cluster
+from lowkiq.embedded import socket_path, start_server
+from lowkiq.embedded_cluster import free_port, start_cluster
 
 
 def enqueue(make: Callable[[], Client], jobs: int, shards: int, wait: int) -> float:
@@ -53,7 +55,8 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=12)
     parser.add_argument("--replicas", type=int, default=1, help="per master (0: no WAIT row)")
     args = parser.parse_args()
-    server = start_server(tempfile.mkdtemp(prefix="lowkiq-bench-"))
+    server = start_server(tempfile.mkdtemp(prefix="lowkiq-bench-"), port=free_port())
+    local = f"unix://{socket_path(server.directory)}"
     cluster = start_cluster(
         tempfile.mkdtemp(prefix="lowkiq-bench-cluster-"), masters=3, replicas=args.replicas
     )
@@ -63,6 +66,7 @@ def main() -> None:
 
     targets: dict[str, tuple[Callable[[], Client], int]] = {
         "1 server": (lambda: redis.Redis.from_url(server.url), 0),
+        "1 server, unix": (lambda: redis.Redis.from_url(local), 0),
         "3-master cluster": (on_cluster, 0),
     }
     if args.replicas:

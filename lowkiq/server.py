@@ -31,7 +31,7 @@ from wsgiref.simple_server import WSGIServer
 import redis
 
 from lowkiq.cluster_connection import thread_client
-from lowkiq.connection import describe_redis
+from lowkiq.connection import Client, describe_redis
 from lowkiq.coroutines import close_thread_loop
 from lowkiq.errors import ConfigurationError
 from lowkiq.lane import Lane
@@ -98,6 +98,8 @@ class Server:
         # Made by build(): this process's membership id and ownership loop.
         self.process_id = ""
         self.coordinator: Coordinator | None = None
+        # Made by build(): the client of the settings the others are made from.
+        self.template: Client | None = None
         self.coordinator_thread: threading.Thread | None = None
         # Made by build(): the metrics history's per-process counts and flush thread.
         self.recorder: Recorder | None = None
@@ -135,9 +137,13 @@ class Server:
             )
         plan = self.plan()
         workers = {worker.queue_name: worker for worker in config.workers}
+        # One client of the settings that every thread's own connections, and the
+        # coordinator's pool, are made from: on a Redis Cluster they share its slot map,
+        # loaded once (a load talks to every node: tens of milliseconds per client).
+        self.template = config.redis()
         self.lanes = [
             Lane(
-                thread_client(config.redis()),
+                thread_client(self.template),
                 [],
                 DeferredAck(),
                 config.poll_interval,
@@ -160,7 +166,7 @@ class Server:
                 recorder=recorder.for_queue(queue_name, lane),
             )
 
-        client = pooled_client(config.redis(), 4, config.pool_timeout)
+        client = pooled_client(self.template, 4, config.pool_timeout)
         recorder = self.recorder = Recorder(client, workers)
         self.process_id = new_process_id()
         assignable = [] if plan.static is not None else sorted(workers)
@@ -385,7 +391,7 @@ class Server:
         if coordinator is not None:
             coordinator.close()
         self.stop_event.set()
-        waker = thread_client(self.settings.redis())
+        waker = thread_client(self.template or self.settings.redis())
         for lane in self.lanes:
             with contextlib.suppress(redis.RedisError):
                 lane.wake(waker)
