@@ -1,13 +1,15 @@
-"""One Redis server vs a 3-master Redis Cluster (a replica each) on this machine, in one
-run: enqueue (jobs/s) and drain (blank jobs through an in-process server, jobs/s, and
-CPU µs per job of this process and of Redis), and the cluster again with
-``wait_replicas = 1`` (every write waits for its replica: the cost of durability).
+"""One Redis server vs a 3-master Redis Cluster on this machine, in one run: enqueue
+(jobs/s) and drain (blank jobs through an in-process server, jobs/s, and CPU µs per job
+of this process and of Redis), and both again with ``wait_replicas = 1`` (every write
+waits for its replica: the cost of durability).
 
-Both start privately from the same redis-server binary (lowkiq.embedded), never REDIS_URL.
-The cluster's share is of the server reached over TCP, as the cluster's nodes are: the
-same server over its unix socket, a cheaper transport, is printed as well.
+Both start privately from the same redis-server binary (lowkiq.embedded), never REDIS_URL,
+with the same replication: ``--replicas`` replicas (default 1) of the server and of each
+master.  The cluster's share is of the server reached over TCP, as the cluster's nodes
+are; the same server over its unix socket, a cheaper transport, is printed as well.
+Redis µs/job counts the server or the masters, not their replicas.
 Usage: python bench/cluster.py [--jobs 100000] [--drain-jobs 30000] [--threads 5]
-[--shards 12]
+[--shards 12] [--replicas 1]
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from drain import drain, make_worker
 
 import lowkiq
 from lowkiq.connection import Client
-from lowkiq.embedded import socket_path, start_server
+from lowkiq.embedded import EmbeddedServer, socket_path, start_server
 from lowkiq.embedded_cluster import free_port, start_cluster
 
 
@@ -46,6 +48,25 @@ def enqueue(make: Callable[[], Client], jobs: int, shards: int, wait: int) -> fl
     return jobs / (time.perf_counter() - started)
 
 
+def start_replicated_server(replicas: int) -> list[EmbeddedServer]:
+    """A server on a TCP port and ``replicas`` replicas of it, in sync (the server first)."""
+    server = start_server(tempfile.mkdtemp(prefix="lowkiq-bench-"), port=free_port())
+    nodes = [server]
+    port = server.url.rsplit(":", 1)[1]
+    for _ in range(replicas):
+        config = ["--replicaof", "127.0.0.1", port]
+        directory = tempfile.mkdtemp(prefix="lowkiq-bench-replica-")
+        nodes.append(start_server(directory, port=free_port(), config=config))
+    deadline = time.monotonic() + 10
+    for replica in nodes[1:]:
+        with replica.client() as client:
+            while client.info("replication")["master_link_status"] != "up":
+                if time.monotonic() > deadline:
+                    raise RuntimeError("a replica of the benchmark's server did not sync")
+                time.sleep(0.05)
+    return nodes
+
+
 def main() -> None:
     """Print enqueue and drain figures of both, and the cluster's share of the server's."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -53,27 +74,34 @@ def main() -> None:
     parser.add_argument("--drain-jobs", type=int, default=30_000)
     parser.add_argument("--threads", type=int, default=5)
     parser.add_argument("--shards", type=int, default=12)
-    parser.add_argument("--replicas", type=int, default=1, help="per master (0: no WAIT row)")
+    parser.add_argument(
+        "--replicas", type=int, default=1, help="of the server and of each master (0: no WAIT rows)"
+    )
     args = parser.parse_args()
-    server = start_server(tempfile.mkdtemp(prefix="lowkiq-bench-"), port=free_port())
+    servers = start_replicated_server(args.replicas)
+    server = servers[0]
     local = f"unix://{socket_path(server.directory)}"
     cluster = start_cluster(
         tempfile.mkdtemp(prefix="lowkiq-bench-cluster-"), masters=3, replicas=args.replicas
     )
 
+    def on_server() -> Client:
+        return redis.Redis.from_url(server.url)
+
     def on_cluster() -> Client:
         return redis.RedisCluster.from_url(cluster.url)
 
     targets: dict[str, tuple[Callable[[], Client], int]] = {
-        "1 server": (lambda: redis.Redis.from_url(server.url), 0),
+        "1 server": (on_server, 0),
         "1 server, unix": (lambda: redis.Redis.from_url(local), 0),
         "3-master cluster": (on_cluster, 0),
     }
     if args.replicas:
+        targets["1 server, WAIT 1"] = (on_server, 1)
         targets["cluster, WAIT 1"] = (on_cluster, 1)
     try:
         print(machine())
-        print(f"{args.shards} shards, {args.threads} threads")
+        print(f"{args.shards} shards, {args.threads} threads, {args.replicas} replica(s) each")
         rows: dict[str, list[float]] = {}
         for name, (make, wait) in targets.items():
             rows[name] = [enqueue(make, args.jobs, args.shards, wait)]
@@ -85,19 +113,19 @@ def main() -> None:
         print(f"{'':<18}" + "".join(f"{head:>15}" for head in heads))
         for name, figures in rows.items():
             print(f"{name:<18}" + "".join(f"{figure:>15,.0f}" for figure in figures))
-        single = rows["1 server"]
-        for name, label in (
-            ("3-master cluster", "cluster/server"),
-            ("cluster, WAIT 1", "WAIT 1/server"),
+        for server_row, cluster_row, label in (
+            ("1 server", "3-master cluster", "cluster/server"),
+            ("1 server, WAIT 1", "cluster, WAIT 1", "WAIT 1: c/s"),
         ):
-            if name not in rows:
+            if cluster_row not in rows:
                 continue
-            shares = "".join(f"{b / a:>15.0%}" for a, b in zip(single, rows[name], strict=True))
-            print(f"{label:<18}" + shares)
+            pairs = zip(rows[server_row], rows[cluster_row], strict=True)
+            print(f"{label:<18}" + "".join(f"{b / a:>15.0%}" for a, b in pairs))
     finally:
         lowkiq.settings.reset()
         cluster.stop()
-        server.stop()
+        for node in servers:
+            node.stop()
 
 
 if __name__ == "__main__":
