@@ -32,8 +32,9 @@ class RedisUnavailable(LowkiqError, ConnectionError):
 
 
 class EnqueueIncomplete(RedisUnavailable):
-    """A Redis Cluster master failed during ``perform_async``: some jobs are enqueued, the
-    others are not confirmed (they may or may not be).
+    """A Redis Cluster master failed during ``perform_async``, or the queue was resharded
+    again and again during it: some jobs are enqueued, the others are not confirmed
+    (they may or may not be).
 
     Enqueueing the unconfirmed jobs again is safe: jobs of one id merge, and an
     equal payload keeps its smallest score.

@@ -345,7 +345,9 @@ class Queue:
         On a Redis Cluster, a round trip per master; when one fails,
         :class:`~lowkiq.errors.EnqueueIncomplete` says which jobs are enqueued.
         The jobs of a shard a reshard retired (the push script refuses them and
-        writes nothing) are sent again under the queue's new layout.
+        writes nothing) are sent again under the queue's new layout; refused
+        REROUTES times, :class:`~lowkiq.errors.EnqueueIncomplete` says which are
+        enqueued.
         """
         jobs = jobs if isinstance(jobs, list) else list(jobs)
         current = self.layout
@@ -353,16 +355,20 @@ class Queue:
         if groups is None:  # an id more than once: its payloads merge into one member
             groups = _grouped(jobs, current.count)
         by_shard = _push_args(groups, current.base, _now(now))
+        done: list[str] = []  # ids whose push ran
         for _ in range(REROUTES):
             refused = self._send_pushes(by_shard)
             if not refused:
                 return
+            done += _pushed_ids(by_shard, [shard for shard in by_shard if shard not in refused])
             current = self.refresh_layout()
             by_shard = _rerouted([by_shard[shard] for shard in refused], current)
+        missing = _pushed_ids(by_shard, by_shard)
         raise EnqueueIncomplete(
-            f"{self.name}: the queue was resharded {REROUTES} times during one enqueue",
-            [],
-            _pushed_ids(by_shard, by_shard),
+            f"{self.name}: the queue was resharded {REROUTES} times during one enqueue: "
+            f"{len(done)} job id(s) enqueued, {len(missing)} not",
+            done,
+            missing,
         )
 
     def _send_pushes(self, by_shard: dict[int, list[Any]]) -> list[int]:

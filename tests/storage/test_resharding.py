@@ -15,7 +15,7 @@ from lowkiq.resharding import Progress, ReshardError, reshard
 from lowkiq.storage import layout as layouts
 from lowkiq.storage.layout import Layout
 from lowkiq.storage.queries import Queries
-from lowkiq.storage.queue import Queue
+from lowkiq.storage.queue import REROUTES, Queue
 from tests.leasing import ack, fail, pop
 
 IDS = [f"order{n}" for n in range(60)]
@@ -95,6 +95,27 @@ def test_a_stale_enqueue_into_a_retired_shard_is_sent_to_the_new_shards(
     assert [j["id"] for j in Queries(queue).fetch(["late"])] == ["late"]
     for old in range(3):
         assert queue.client.zcard(queue.keys.perform_in_zset(old)) == 0
+
+
+def test_an_enqueue_refused_at_every_reroute_names_what_is_and_is_not_enqueued(
+    orders: type[lowkiq.Worker],
+) -> None:
+    # A retired shard whose layout is never replaced: pushes into it are refused
+    # every time, so the enqueue gives up after REROUTES tries.
+    queue = orders.queue()
+    retired = queue.shard_of(IDS[0])
+    queue.write("reshard_hold", [queue.keys.prefix(retired)], "retired")
+    refused = [i for i in IDS if queue.shard_of(i) == retired]
+    accepted = [i for i in IDS if queue.shard_of(i) != retired]
+
+    with pytest.raises(lowkiq.EnqueueIncomplete) as raised:
+        enqueue(orders, IDS, 1)
+
+    assert sorted(raised.value.enqueued) == sorted(accepted)
+    assert sorted(raised.value.not_confirmed) == sorted(refused)
+    assert f"resharded {REROUTES} times" in str(raised.value)
+    assert sorted(job["id"] for job in Queries(queue).fetch(IDS)) == sorted(accepted)
+    assert queue.client.zcard(queue.keys.perform_in_zset(retired)) == 0
 
 
 def test_new_shards_stay_closed_until_their_old_shards_are_emptied_and_merge_in_order(
