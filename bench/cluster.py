@@ -7,9 +7,10 @@ Both start privately from the same redis-server binary (lowkiq.embedded), never 
 with the same replication: ``--replicas`` replicas (default 1) of the server and of each
 master.  The cluster's share is of the server reached over TCP, as the cluster's nodes
 are; the same server over its unix socket, a cheaper transport, is printed as well.
-Redis µs/job counts the server or the masters, not their replicas.
+Redis µs/job counts the server or the masters, not their replicas.  Every target is
+measured once per round, in turn, and the medians of the rounds are printed.
 Usage: python bench/cluster.py [--jobs 100000] [--drain-jobs 30000] [--threads 5]
-[--shards 12] [--replicas 1]
+[--shards 12] [--replicas 1] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import tempfile
 import time
 from collections.abc import Callable
+from statistics import median
 
 import redis
 from _machine import flush, machine
@@ -74,6 +76,7 @@ def main() -> None:
     parser.add_argument("--drain-jobs", type=int, default=30_000)
     parser.add_argument("--threads", type=int, default=5)
     parser.add_argument("--shards", type=int, default=12)
+    parser.add_argument("--rounds", type=int, default=3, help="every target once per round")
     parser.add_argument(
         "--replicas", type=int, default=1, help="of the server and of each master (0: no WAIT rows)"
     )
@@ -102,14 +105,23 @@ def main() -> None:
     try:
         print(machine())
         print(f"{args.shards} shards, {args.threads} threads, {args.replicas} replica(s) each")
-        rows: dict[str, list[float]] = {}
-        for name, (make, wait) in targets.items():
-            rows[name] = [enqueue(make, args.jobs, args.shards, wait)]
-            for batch in (1, 10):
-                rows[name] += drain(make, args.drain_jobs, args.threads, args.shards, batch, wait)
+        # Each round measures every target once, in turn: the host's speed drifts, and
+        # the median of the rounds is steadier than one round.
+        rounds: dict[str, list[list[float]]] = {name: [] for name in targets}
+        for _ in range(args.rounds):
+            for name, (make, wait) in targets.items():
+                figures = [enqueue(make, args.jobs, args.shards, wait)]
+                for batch in (1, 10):
+                    figures += drain(make, args.drain_jobs, args.threads, args.shards, batch, wait)
+                rounds[name].append(figures)
+        rows = {
+            name: [median(column) for column in zip(*runs, strict=True)]
+            for name, runs in rounds.items()
+        }
         heads = ["enqueue/s"]
         for batch in (1, 10):
             heads += [f"drain b={batch} /s", "worker µs/job", "Redis µs/job"]
+        print(f"medians of {args.rounds} round(s):")
         print(f"{'':<18}" + "".join(f"{head:>15}" for head in heads))
         for name, figures in rows.items():
             print(f"{name:<18}" + "".join(f"{figure:>15,.0f}" for figure in figures))
@@ -121,6 +133,10 @@ def main() -> None:
                 continue
             pairs = zip(rows[server_row], rows[cluster_row], strict=True)
             print(f"{label:<18}" + "".join(f"{b / a:>15.0%}" for a, b in pairs))
+        each = [
+            c[1] / s[1] for s, c in zip(rounds["1 server"], rounds["3-master cluster"], strict=True)
+        ]
+        print("drain b=1, cluster/server of each round: " + " / ".join(f"{r:.0%}" for r in each))
     finally:
         lowkiq.settings.reset()
         cluster.stop()
