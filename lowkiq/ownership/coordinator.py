@@ -252,18 +252,22 @@ class Coordinator:
         with self._lock:
             held = [lease for lease, _ in self._held.values()]
         for lease in leases.renew_many(held, self.lease_ttl):
+            key = (lease.queue.name, lease.shard)
+            with self._lock:
+                entry = self._held.get(key)
+                # A lease its thread gave up since the list was read (a hand-over, or
+                # the process stopping) was released, not lost.
+                given_up = self.closing or key in self._releasing
+                if given_up or not entry or entry[0].token != lease.token:
+                    continue
+                del self._held[key]
+                self.lanes[entry[1]].remove(key, release=False)
             log.warning(
                 "%s:%d: lease epoch %d expired before it was renewed",
                 lease.queue.name,
                 lease.shard,
                 lease.epoch,
             )
-            key = (lease.queue.name, lease.shard)
-            with self._lock:
-                entry = self._held.get(key)
-                if entry and entry[0].token == lease.token:
-                    del self._held[key]
-                    self.lanes[entry[1]].remove(key, release=False)
 
     def _rebalance(self, wanted: list[ShardKey]) -> None:
         wanted_set = set(wanted)
