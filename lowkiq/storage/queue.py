@@ -174,10 +174,9 @@ def _rerouted(refused: list[list[Any]], layout: Layout) -> dict[int, list[Any]]:
 
 
 def _incomplete(
-    queue: str, failure: str, by_shard: dict[int, list[Any]], done: list[int], pending: list[int]
+    queue: str, failure: str, enqueued: list[str], missing: list[str]
 ) -> EnqueueIncomplete:
-    """The error of a push that enqueued the shards ``done`` and not ``pending``."""
-    enqueued, missing = _pushed_ids(by_shard, done), _pushed_ids(by_shard, pending)
+    """The error of a push that enqueued the job ids ``enqueued`` and not ``missing``."""
     return EnqueueIncomplete(
         f"{queue}: {failure}: {len(enqueued)} job id(s) enqueued, {len(missing)} not "
         f"confirmed (enqueueing them again is safe: jobs of one id merge): not "
@@ -363,12 +362,11 @@ class Queue:
             done += _pushed_ids(by_shard, [shard for shard in by_shard if shard not in refused])
             current = self.refresh_layout()
             by_shard = _rerouted([by_shard[shard] for shard in refused], current)
-        missing = _pushed_ids(by_shard, by_shard)
-        raise EnqueueIncomplete(
-            f"{self.name}: the queue was resharded {REROUTES} times during one enqueue: "
-            f"{len(done)} job id(s) enqueued, {len(missing)} not",
+        raise _incomplete(
+            self.name,
+            f"the queue was resharded {REROUTES} times during one enqueue",
             done,
-            missing,
+            _pushed_ids(by_shard, by_shard),
         )
 
     def _send_pushes(self, by_shard: dict[int, list[Any]]) -> list[int]:
@@ -426,8 +424,9 @@ class Queue:
                 with contextlib.suppress(redis.RedisError, RedisClusterException):
                     cluster.nodes_manager.initialize()
         done = [shard for shard, reply in replies.items() if reply != REFUSED]
+        pending = [shard for shard in by_shard if shard not in done]
         raise _incomplete(
-            self.name, failure, by_shard, done, [s for s in by_shard if s not in done]
+            self.name, failure, _pushed_ids(by_shard, done), _pushed_ids(by_shard, pending)
         )
 
     def _push_one_by_one(self, by_shard: dict[int, list[Any]]) -> list[Any]:
@@ -440,7 +439,9 @@ class Queue:
             except (redis.RedisError, RedisClusterException) as exc:
                 done = [s for s, reply in zip(by_shard, replies, strict=False) if reply != REFUSED]
                 pending = [s for s in by_shard if s not in done]
-                raise _incomplete(self.name, str(exc), by_shard, done, pending) from exc
+                raise _incomplete(
+                    self.name, str(exc), _pushed_ids(by_shard, done), _pushed_ids(by_shard, pending)
+                ) from exc
         return replies
 
     def pop(
