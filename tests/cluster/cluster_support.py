@@ -1,12 +1,32 @@
-"""What the cluster tests ask of a real cluster: whether it finished failing over a dead
-master to its replica, and its masters' node ids."""
+"""What the cluster tests ask of a real cluster: a private one of their own, whether it
+finished failing over a dead master to its replica, and its masters' node ids."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import redis
 
 from lowkiq.embedded import EmbeddedServer
-from lowkiq.embedded_cluster import EmbeddedCluster
+from lowkiq.embedded_cluster import EmbeddedCluster, start_cluster
+from tests.conftest import lowkiq_on
+
+
+@contextmanager
+def private_cluster(
+    directory: Path, masters: int
+) -> Iterator[tuple[EmbeddedCluster, redis.RedisCluster]]:
+    """A cluster of this test's own (it may break it), ``lowkiq.settings`` pointed at it,
+    and a client of it; stopped afterwards."""
+    cluster = start_cluster(directory, masters=masters)
+    try:
+        with lowkiq_on(lambda: redis.RedisCluster.from_url(cluster.url)) as client:
+            assert isinstance(client, redis.RedisCluster)
+            yield cluster, client
+    finally:
+        cluster.stop()
 
 
 def failed_over(cluster: EmbeddedCluster, dead: EmbeddedServer) -> bool:

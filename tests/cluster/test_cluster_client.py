@@ -12,8 +12,9 @@ import lowkiq
 from lowkiq.connection import describe_redis
 from lowkiq.default_redis import default_redis
 from lowkiq.embedded import EmbeddedServer
-from lowkiq.embedded_cluster import EmbeddedCluster, start_cluster
+from lowkiq.embedded_cluster import EmbeddedCluster
 from lowkiq_web import create_app
+from tests.cluster.cluster_support import private_cluster
 
 
 class SpreadWorker(lowkiq.Worker):
@@ -57,11 +58,7 @@ def test_the_dashboard_runs_on_a_cluster(cluster_client: redis.RedisCluster) -> 
 
 
 def test_a_master_failing_during_perform_async_is_reported_job_by_job(tmp_path: Path) -> None:
-    cluster = start_cluster(tmp_path, masters=3)
-    try:
-        client = redis.RedisCluster.from_url(cluster.url)
-        lowkiq.settings.reset()
-        lowkiq.settings.redis = lambda: redis.RedisCluster.from_url(cluster.url)
+    with private_cluster(tmp_path, masters=3) as (cluster, client):
         lowkiq.settings.workers = [SpreadWorker]
         queue = SpreadWorker.queue()
         dead = _master_of(cluster, client, queue.keys.prefix(0))
@@ -78,9 +75,6 @@ def test_a_master_failing_during_perform_async_is_reported_job_by_job(tmp_path: 
             assert client.zscore(queue.keys.perform_in_zset(shard), job_id) is not None
         assert all(queue.shard_of(job_id) != 0 for job_id in error.enqueued)
         assert "not confirmed" in str(error) and "enqueueing them again is safe" in str(error)
-    finally:
-        lowkiq.settings.reset()
-        cluster.stop()
 
 
 def _master_of(cluster: EmbeddedCluster, client: redis.RedisCluster, key: str) -> EmbeddedServer:

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import redis
-
 import lowkiq
-from lowkiq.embedded_cluster import start_cluster
-from tests.cluster.cluster_support import node_ids
+from tests.cluster.cluster_support import node_ids, private_cluster
 
 
 class Spread(lowkiq.Worker):
@@ -17,11 +14,7 @@ class Spread(lowkiq.Worker):
 
 
 def test_push_follows_moved_and_ask_and_reloads_lost_scripts(tmp_path: Path) -> None:
-    cluster = start_cluster(tmp_path, masters=2)
-    try:
-        admin = redis.RedisCluster.from_url(cluster.url)
-        lowkiq.settings.reset()
-        lowkiq.settings.redis = lambda: redis.RedisCluster.from_url(cluster.url)
+    with private_cluster(tmp_path, masters=2) as (_, admin):
         lowkiq.settings.workers = [Spread]
         queue = Spread.queue()
         Spread.perform_async([{"id": f"w{n}"} for n in range(60)])  # routes and scripts known
@@ -70,6 +63,3 @@ def test_push_follows_moved_and_ask_and_reloads_lost_scripts(tmp_path: Path) -> 
         on_source.zrange(queue.keys.perform_in_zset(0), 0, -1)
         landed = {m.decode() for m in on_source.execute()[1]}
         assert landed == {j for j in asked if queue.shard_of(j) == 0}
-    finally:
-        lowkiq.settings.reset()
-        cluster.stop()
