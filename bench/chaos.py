@@ -11,7 +11,9 @@ performs of one id, versions out of score order within a call, the morgue.
 Performs by a process that was SIGSTOPped while they ran are counted apart:
 such a perform goes on after its lease passed to another process (whose run
 of the same batch may overlap it), and its result is refused by fencing.
-Usage: python bench/chaos.py [--seconds 180] [--processes 3] [--ids 200]
+Each process runs ``--threads`` threads (default 2), so a thread serves several of the
+8 shards and sends their pops together (one write per round).
+Usage: python bench/chaos.py [--seconds 180] [--processes 3] [--ids 200] [--threads 2]
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class Run:
             "REDIS_URL": self.queue.url,
             "RECORD_URL": self.records.url,
             "CHAOS_LEASE_TTL": str(LEASE_TTL),
+            "LOWKIQ_THREADS_PER_NODE": str(args.threads),
             "PYTHONPATH": str(ROOT),
         }
         os.environ.update(REDIS_URL=self.queue.url, RECORD_URL=self.records.url)
@@ -219,6 +222,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=180.0)
     parser.add_argument("--processes", type=int, default=3)
     parser.add_argument("--ids", type=int, default=200)
+    parser.add_argument(
+        "--threads", type=int, default=2, help="per process: several shards each, popped together"
+    )
     args = parser.parse_args()
     run = Run(args, Path(tempfile.mkdtemp(prefix="lowkiq-chaos-")))
     try:

@@ -39,6 +39,11 @@ class Lane(Protocol):
         """Whether the thread must stop taking batches."""
         ...
 
+    def process(self, handlers: Sequence[Handler]) -> int:
+        """Give each of ``handlers`` a batch, in this order, until the lane stops;
+        returns how many took one."""
+        ...
+
     def settle(self, keep: Sequence[object]) -> None:
         """Ack the finished batches waiting for their ack, but those of ``keep``."""
         ...
@@ -52,8 +57,8 @@ class LagScheduler:
     """Process the due shards, the one whose earliest due job has waited longest first.
 
     One step reads every shard's earliest ``perform_in`` once, then gives each
-    due shard one batch in lag order, so a thread spends one extra round trip
-    per round rather than per batch; it waits when no shard is due.  While
+    due shard one batch in lag order (their pops in one write, see
+    :meth:`lowkiq.lane.Lane.process`); it waits when no shard is due.  While
     every shard of the thread is due and gives a batch (a backlog), the next
     round takes them in the same order without reading again.
     """
@@ -85,12 +90,7 @@ class LagScheduler:
                 # A shard that is not due now gets no pop to carry its last batch's ack
                 # (on a Redis Cluster a pop acks only its own shard): ack it now.
                 lane.settle([handlers[index] for index in order])
-            worked = 0
-            for index in order:
-                if lane.stopping():
-                    saturated = []
-                    return
-                worked += handlers[index].process()
+            worked = lane.process([handlers[index] for index in order])
             saturated = order if worked == len(handlers) else []
             if not worked:
                 lane.wait()

@@ -25,12 +25,13 @@ from typing import Any
 
 import redis
 
+from lowkiq.connection import KeyedCommand
 from lowkiq.coroutines import settle
 from lowkiq.errors import LeaseLost
 from lowkiq.middleware import Batch, Next, ServerMiddleware, chain
 from lowkiq.running import RunningBatch
 from lowkiq.running import local as running
-from lowkiq.storage.queue import ACK_FENCED, PoppedJob, Queue
+from lowkiq.storage.queue import ACK_FENCED, Popped, PoppedJob, Queue
 from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder
 from lowkiq.worker import Worker
 
@@ -53,12 +54,13 @@ def perform_chain(middlewares: Sequence[ServerMiddleware]) -> Next[type[Worker],
 class DeferredAck:
     """The handlers of one thread whose successful batch is not acked yet.
 
-    On one server a thread holds at most one: its next pop, of any shard of
-    the same queue, acks it in the same script.  On a Redis Cluster a script
-    can only ack its own shard (one slot), so each shard's ack waits for that
-    shard's next pop, or for the thread to go idle or give the shard up: one
-    script per batch rather than two, at the price of up to one performed batch
-    per shard of the thread, instead of one, that runs again after a crash.
+    Each shard's ack waits for that shard's next pop, which acks it in the
+    same script, or for the thread to go idle or give the shard up: one script
+    per batch rather than two.  A thread sends its due shards' pops together
+    (:meth:`lowkiq.lane.Lane.process`), so up to one performed batch per shard
+    of the thread runs again after a crash.  On one server a pop may also ack
+    another shard of its queue (the round-robin scheduler pops a different
+    shard each time); on a Redis Cluster a script touches one shard (one slot).
     """
 
     def __init__(self) -> None:
@@ -156,14 +158,8 @@ class ShardHandler:
         the shard on its next call) and lets a ``BaseException`` that is not an
         ``Exception`` escape from ``perform``, leaving the batch in processing.
         """
-        if self.lost:
+        if not self.ready():
             return False
-        if self.unsure and not self.restore():
-            return False
-        if self.held_until:
-            if time.monotonic() < self.held_until:
-                return False
-            self.held_until = 0.0
         riding = self.deferred.ride(self)
         try:
             popped = self.queue.pop(
@@ -174,11 +170,45 @@ class ShardHandler:
                 ack_token="" if riding is None else riding.token,
             )
         except redis.RedisError:
-            # Neither this pop nor the ack it carried is known to have happened.
-            self.unsure = True
-            if riding is not None:
-                riding.unsure = True
+            self.interrupted(riding)
             raise
+        return self.take(popped, riding)
+
+    def ready(self) -> bool:
+        """Whether a pop may be tried now: the lease is held, the processing area is
+        known (it is restored first when it was not), and no reshard holds the shard."""
+        if self.lost:
+            return False
+        if self.unsure and not self.restore():
+            return False
+        if self.held_until:
+            if time.monotonic() < self.held_until:
+                return False
+            self.held_until = 0.0
+        return True
+
+    def pop_command(self, riding: ShardHandler | None, now: float) -> KeyedCommand:
+        """This shard's pop, acking ``riding``'s batch (from :meth:`DeferredAck.ride`),
+        packed to go out with other shards' pops in one write (see :meth:`take`)."""
+        return self.queue.pop_command(
+            self.shard,
+            self.token,
+            self.worker.batch_size,
+            now,
+            None if riding is None else riding.shard,
+            "" if riding is None else riding.token,
+        )
+
+    def interrupted(self, riding: ShardHandler | None) -> None:
+        """A pop carrying ``riding``'s ack failed: neither is known to have happened."""
+        self.unsure = True
+        if riding is not None:
+            riding.unsure = True
+
+    def take(self, popped: Popped, riding: ShardHandler | None, perform: bool = True) -> bool:
+        """Run the batch a pop took, which acked ``riding``'s; ``False`` when it took none.
+        ``perform=False``: put the batch back into the queue unperformed (the thread is
+        stopping, or handing the shard over) instead."""
         if riding is not None and popped.acked == ACK_FENCED:
             riding.lease_lost("its finished batch was not acked")
         if popped.fenced:
@@ -192,6 +222,10 @@ class ShardHandler:
             log.warning("%s: processing area occupied; restoring it", self.name)
             self.restore()
             return True
+        if not perform:
+            if popped.jobs:
+                self.restore()
+            return False
         batch = popped.jobs
         if not batch:
             return False

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -65,20 +65,47 @@ def deal_sticky(
     wanted: Sequence[tuple[str, int]],
     current: Mapping[tuple[str, int], int],
     lanes: int,
+    group: Callable[[tuple[str, int]], object] | None = None,
 ) -> dict[tuple[str, int], int]:
     """Deal ``wanted`` shards to ``lanes`` threads, keeping each already dealt one in place.
 
     New shards go, in order, to the thread with the fewest shards (ties: the
     lowest number), so dealing from scratch is the default splitter's
     round-robin, and a shard never moves between threads of one process.
+
+    With ``group`` (on a Redis Cluster: the master of a shard's slot), a new
+    shard goes to the least loaded thread that serves only its group, else to
+    an empty thread, else to the least loaded one, never past the round-robin's
+    largest load: a thread whose shards share a master pops them all in one
+    write to it (:meth:`lowkiq.lane.Lane.process`).
     """
-    dealt = {shard: lane for shard, lane in current.items() if shard in set(wanted)}
+    wanted_set = set(wanted)
+    dealt = {shard: lane for shard, lane in current.items() if shard in wanted_set}
     load = [0] * lanes
-    for lane in dealt.values():
+    groups: list[set[object]] = [set() for _ in range(lanes)]
+    for shard, lane in dealt.items():
         load[lane] += 1
+        if group is not None:
+            groups[lane].add(group(shard))
+    cap = max(-(-len(wanted) // lanes), max(load, default=0))
     for shard in wanted:
-        if shard not in dealt:
+        if shard in dealt:
+            continue
+        if group is None:
             lane = min(range(lanes), key=lambda index: (load[index], index))
-            dealt[shard] = lane
-            load[lane] += 1
+        else:
+            own = group(shard)
+            lane = min(
+                range(lanes),
+                key=lambda index: (
+                    load[index] >= cap,
+                    groups[index] != {own} and bool(groups[index]),
+                    groups[index] != {own},
+                    load[index],
+                    index,
+                ),
+            )
+            groups[lane].add(own)
+        dealt[shard] = lane
+        load[lane] += 1
     return dealt

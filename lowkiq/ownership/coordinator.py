@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -281,7 +281,8 @@ class Coordinator:
                 dealt = self.plan.static
             else:
                 current = {key: lane for key, (_, lane) in self._held.items() if key in wanted_set}
-                dealt = deal_sticky(wanted, {**self._dealt, **current}, self.plan.lanes)
+                group = self._master_of if isinstance(self.client, redis.RedisCluster) else None
+                dealt = deal_sticky(wanted, {**self._dealt, **current}, self.plan.lanes, group)
             self._dealt = dict(dealt)
         retry_in = None
         for key in missing:
@@ -310,6 +311,17 @@ class Coordinator:
                 self._held[key] = (lease, lane)
             self.lanes[lane].add(handler)
         self._retry_at = 0.0 if retry_in is None else time.monotonic() + retry_in
+
+    def _master_of(self, key: ShardKey) -> str | None:
+        """The master serving a shard's slot on a Redis Cluster (``None`` while the slot
+        has no master): the coordinator deals each thread shards of one master."""
+        cluster: Any = self.client  # redis-py's cluster client is untyped in parts
+        keys = self.queues[key[0]].keys
+        try:
+            name: str = cluster.get_node_from_key(keys.prefix(key[1])).name
+        except RedisClusterException:
+            return None
+        return name
 
     def next_wait(self) -> float:
         """Seconds until the next round: the heartbeat, or when a wanted lease expires."""

@@ -19,7 +19,7 @@ from typing import Any
 import redis
 from redis.exceptions import RedisClusterException
 
-from lowkiq.connection import Client, is_cluster
+from lowkiq.connection import Client, KeyedCommand, is_cluster
 from lowkiq.errors import EnqueueIncomplete, LeaseLost
 from lowkiq.serializers import Codec, decode_failure
 from lowkiq.storage import blob
@@ -464,10 +464,8 @@ class Queue:
         """
         if ack_shard is not None and ack_shard != shard and self.cluster:
             return self._pop_acking_apart(shard, token, limit, _now(now), ack_shard, ack_token)
-        keys: tuple[str, ...] = (self._prefixes[shard],)
-        if ack_shard is not None:
-            keys += (self._prefixes[ack_shard],)
-        if self._run_script is not None and self.replication is None:
+        keys = self._pop_keys(shard, ack_shard)
+        if self.pipelines_pops:
             # A processing thread's client: the pop's command is packed once but for the time.
             client: Any = self.client
             reply = client.run_around(
@@ -475,7 +473,30 @@ class Queue:
             )
         else:
             reply = self.write("pop", list(keys), token, _now(now), limit, ack_token)
-        return self._popped(reply)
+        return self.read_popped(reply)
+
+    @property
+    def pipelines_pops(self) -> bool:
+        """Whether :meth:`pop_command` packs pops: on a processing thread's client, when
+        no write waits for replicas."""
+        return self._run_script is not None and self.replication is None
+
+    def pop_command(
+        self, shard: int, token: str, limit: int, now: float, ack_shard: int | None, ack_token: str
+    ) -> KeyedCommand:
+        """:meth:`pop`'s command, packed, for the processing thread's client to send with
+        others in one write (``run_keyed``); its reply is read by :meth:`read_popped`.
+        Only when :attr:`pipelines_pops`; on a Redis Cluster, ``ack_shard`` is ``None`` or
+        ``shard``."""
+        keys = self._pop_keys(shard, ack_shard)
+        client: Any = self.client
+        packed = client.pack_around(self.scripts.pop, keys, (token,), now, (limit, ack_token))
+        return (keys[0], packed, self.scripts.pop)
+
+    def _pop_keys(self, shard: int, ack_shard: int | None) -> tuple[str, ...]:
+        if ack_shard is None:
+            return (self._prefixes[shard],)
+        return (self._prefixes[shard], self._prefixes[ack_shard])
 
     def _pop_acking_apart(
         self, shard: int, token: str, limit: int, now: float, ack_shard: int, ack_token: str
@@ -492,7 +513,7 @@ class Queue:
         popped.acked = acked
         return popped
 
-    def _popped(self, reply: list[Any]) -> Popped:
+    def read_popped(self, reply: list[Any]) -> Popped:
         """A pop's reply, read (its ack's result, status, then the jobs)."""
         acked, status = reply[0], reply[1]
         if status != 1:
