@@ -151,18 +151,11 @@ class ClusterThreadClient(ThreadClient):
             keys[0], lambda client: ThreadClient.run_script(client, script, keys, args)
         )
 
-    def run_around(
-        self,
-        script: Any,
-        keys: tuple[Any, ...],
-        before: tuple[Any, ...],
-        value: float,
-        after: tuple[Any, ...],
-    ) -> Any:
-        """:meth:`ThreadClient.run_around` on the master of the first key's slot."""
+    def run_command(self, command: KeyedCommand) -> Any:
+        """:meth:`ThreadClient.run_command` on the master of the command's key, following
+        ``MOVED`` and ``ASK``."""
         return self._run_routed(
-            keys[0],
-            lambda client: ThreadClient.run_around(client, script, keys, before, value, after),
+            command[0], lambda client: ThreadClient.run_command(client, command)
         )
 
     def run_keyed(self, commands: Sequence[KeyedCommand]) -> list[Any]:
@@ -196,15 +189,8 @@ class ClusterThreadClient(ThreadClient):
 
     def _again_alone(self, command: KeyedCommand) -> Any:
         """A command of :meth:`run_keyed` sent alone, routed; its reply or error reply."""
-        key, packed, script = command
-
-        def call(client: ThreadClient) -> Any:
-            if script is None:
-                return ThreadClient._round_trip(client, packed)
-            return ThreadClient.run_packed(client, script, packed)
-
         try:
-            return self._run_routed(key, call)
+            return self.run_command(command)
         except redis.ResponseError as exc:
             return exc
 

@@ -148,16 +148,13 @@ class ThreadClient(redis.Redis):
         on ``NOSCRIPT``.  The hot path of every ack and fail."""
         return self.run_packed(script, self.pack("EVALSHA", script.sha, len(keys), *keys, *args))
 
-    def run_around(
-        self,
-        script: Script,
-        keys: tuple[Any, ...],
-        before: tuple[Any, ...],
-        value: float,
-        after: tuple[Any, ...],
-    ) -> Any:
-        """:meth:`run_script` of the command :meth:`pack_around` packs."""
-        return self.run_packed(script, self.pack_around(script, keys, before, value, after))
+    def run_command(self, command: KeyedCommand) -> Any:
+        """One command of :meth:`run_keyed` (e.g. of :meth:`pack_around`) alone: its
+        reply, an error reply raised; a script Redis lost is loaded and run again."""
+        _, packed, script = command
+        if script is None:
+            return self._round_trip(packed)
+        return self.run_packed(script, packed)
 
     def run_packed(self, script: Script, command: bytes) -> Any:
         """Send ``command`` (an ``EVALSHA`` of ``script``, packed) and read its reply;

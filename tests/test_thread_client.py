@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import time
+from typing import Any
 
 import pytest
 import redis
@@ -19,6 +20,13 @@ def client(redis_url: str) -> ThreadClient:
     return ThreadClient(redis.Redis.from_url(redis_url, socket_timeout=0.5))
 
 
+def around(client: ThreadClient, script: Any, before: str, value: float, after: object) -> Any:
+    """``script`` on the key ``k`` with the arguments ``before, value, after``, packed by
+    pack_around and run alone."""
+    packed = client.pack_around(script, ("k",), (before,), value, (after,))
+    return client.run_command(("k", packed, script))
+
+
 @pytest.fixture
 def timed_client(client: ThreadClient) -> ThreadClient:
     if client.socket_timeout is None:  # redis-py 5.0 loses a unix socket's timeout
@@ -26,29 +34,29 @@ def timed_client(client: ThreadClient) -> ThreadClient:
     return client
 
 
-def test_run_around_sends_what_run_script_sends(client: ThreadClient) -> None:
+def test_a_command_packed_around_its_time_sends_what_run_script_sends(client: ThreadClient) -> None:
     script = client.register_script(ECHO)
     for now in (1795431310.0303938, 100, 0.1, time.time()):
-        around = client.run_around(script, ("k",), ("token",), now, (7,))
+        packed = around(client, script, "token", now, 7)
         assert float(client.run_script(script, ["k"], ["token", now, 7])[2]) == now
-        assert around[:2] == [b"k", b"token"] and around[3] == b"7"
-        assert float(around[2]) == now  # the very same number
+        assert packed[:2] == [b"k", b"token"] and packed[3] == b"7"
+        assert float(packed[2]) == now  # the very same number
 
 
 def test_a_script_redis_lost_is_loaded_again(
     client: ThreadClient, redis_client: redis.Redis
 ) -> None:
     script = client.register_script(ECHO)
-    assert client.run_around(script, ("k",), ("a",), 1.5, ("b",))[2] == b"1.5"
+    assert around(client, script, "a", 1.5, "b")[2] == b"1.5"
     redis_client.script_flush()  # as after a restart
-    assert client.run_around(script, ("k",), ("a",), 2.5, ("b",))[2] == b"2.5"
+    assert around(client, script, "a", 2.5, "b")[2] == b"2.5"
 
 
 def test_an_error_reply_is_raised_and_the_connection_goes_on(client: ThreadClient) -> None:
     failing = client.register_script("return redis.error_reply('FENCED no lease')")
     with pytest.raises(redis.ResponseError, match="FENCED"):
         client.run_script(failing, ["k"], [])
-    assert client.run_around(client.register_script(ECHO), ("k",), ("a",), 1.0, ("b",))
+    assert around(client, client.register_script(ECHO), "a", 1.0, "b")
 
 
 def test_the_kernel_times_a_silent_server_out(timed_client: ThreadClient) -> None:
@@ -82,7 +90,7 @@ def test_a_script_reply_later_than_the_socket_timeout_fails_in_time(
         client.run_script(busy, ["k"], [])
     assert time.monotonic() - started < 0.85
     time.sleep(0.5)  # the script ends; its late reply went with the closed connection
-    assert client.run_around(client.register_script(ECHO), ("k",), ("a",), 1.0, ("b",))[2] == b"1"
+    assert around(client, client.register_script(ECHO), "a", 1.0, "b")[2] == b"1"
 
 
 def test_run_keyed_sends_commands_in_one_write_and_reloads_a_lost_script(

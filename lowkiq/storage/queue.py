@@ -464,14 +464,13 @@ class Queue:
         """
         if ack_shard is not None and ack_shard != shard and self.cluster:
             return self._pop_acking_apart(shard, token, limit, _now(now), ack_shard, ack_token)
-        keys = self._pop_keys(shard, ack_shard)
         if self.pipelines_pops:
             # A processing thread's client: the pop's command is packed once but for the time.
             client: Any = self.client
-            reply = client.run_around(
-                self.scripts.pop, keys, (token,), _now(now), (limit, ack_token)
-            )
+            command = self.pop_command(shard, token, limit, _now(now), ack_shard, ack_token)
+            reply = client.run_command(command)
         else:
+            keys = self._pop_keys(shard, ack_shard)
             reply = self.write("pop", list(keys), token, _now(now), limit, ack_token)
         return self.read_popped(reply)
 
@@ -484,8 +483,9 @@ class Queue:
     def pop_command(
         self, shard: int, token: str, limit: int, now: float, ack_shard: int | None, ack_token: str
     ) -> KeyedCommand:
-        """:meth:`pop`'s command, packed, for the processing thread's client to send with
-        others in one write (``run_keyed``); its reply is read by :meth:`read_popped`.
+        """:meth:`pop`'s command, packed, for the processing thread's client to send alone
+        (``run_command``) or with others in one write (``run_keyed``); its reply is read
+        by :meth:`read_popped`.
         Only when :attr:`pipelines_pops`; on a Redis Cluster, ``ack_shard`` is ``None`` or
         ``shard``."""
         keys = self._pop_keys(shard, ack_shard)
