@@ -39,7 +39,8 @@ def test_workers_carry_on_after_a_master_fails_over_to_its_replica(
         with lowkiq_on(lambda: redis.RedisCluster.from_url(cluster.url)):
             lowkiq.settings.workers = [Recorder]
             env = {"REDIS_URL": url, "RECORD_URL": redis_url}
-            workers = [worker_processes(**env), worker_processes(**env)]
+            # Two threads each: a thread serves several shards and pops them together.
+            workers = [worker_processes("--threads", "2", **env) for _ in range(2)]
             ids = [f"order{n}" for n in range(30)]
             feed(Recorder, ids, range(1, 6), sleep=0.002)
             dead = next(m for m in cluster.masters[1:])

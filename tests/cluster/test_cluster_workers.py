@@ -37,7 +37,8 @@ def test_workers_on_a_cluster_share_shards_lose_nothing_and_take_over(
     with lowkiq_on(lambda: redis.RedisCluster.from_url(redis_cluster.url)) as cluster:
         lowkiq.settings.workers = [Recorder]
         env = {"REDIS_URL": url, "RECORD_URL": redis_url}
-        first, second = worker_processes(**env), worker_processes(**env)
+        # Two threads each: a thread serves several shards and pops them together.
+        first, second = (worker_processes("--threads", "2", **env) for _ in range(2))
         ids = [f"order{n}" for n in range(30)]
         feed(Recorder, ids, range(1, 11), sleep=0.002)
         done = lambda: Recorder.metrics()["length"] == 0 and Recorder.metrics()["busy"] == 0  # noqa: E731
