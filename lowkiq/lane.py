@@ -105,6 +105,8 @@ class Lane:
 
     def _index(self) -> None:
         self.wake_keys = [h.queue.keys.wake_list(h.shard) for h in self.handlers]
+        # Whether a round's pops go out in one write (see process).
+        self._pipelines = all(h.queue.pipelines_pops for h in self.handlers)
         if self._pack is not None:
             # A processing thread's client: every shard's head in one write (per master).
             self._heads = [
@@ -275,7 +277,7 @@ class Lane:
         write (per master) before the first batch runs, so a round costs one round trip
         rather than one per shard.  When the lane stops mid-round, the batches not yet
         performed go back to their queues unperformed."""
-        if len(handlers) < 2 or not all(h.queue.pipelines_pops for h in handlers):
+        if len(handlers) < 2 or not self._pipelines:
             worked = 0
             for handler in handlers:
                 if self.stopping():

@@ -51,6 +51,11 @@ def perform_chain(middlewares: Sequence[ServerMiddleware]) -> Next[type[Worker],
     return chain(middlewares, _perform)
 
 
+def _ack_of(riding: ShardHandler | None) -> tuple[int | None, str]:
+    """The ``ack_shard`` and ``ack_token`` of a pop that carries ``riding``'s ack."""
+    return (None, "") if riding is None else (riding.shard, riding.token)
+
+
 class DeferredAck:
     """The handlers of one thread whose successful batch is not acked yet.
 
@@ -163,11 +168,7 @@ class ShardHandler:
         riding = self.deferred.ride(self)
         try:
             popped = self.queue.pop(
-                self.shard,
-                self.token,
-                self.worker.batch_size,
-                ack_shard=None if riding is None else riding.shard,
-                ack_token="" if riding is None else riding.token,
+                self.shard, self.token, self.worker.batch_size, None, *_ack_of(riding)
             )
         except redis.RedisError:
             self.interrupted(riding)
@@ -191,12 +192,7 @@ class ShardHandler:
         """This shard's pop, acking ``riding``'s batch (from :meth:`DeferredAck.ride`),
         packed to go out with other shards' pops in one write (see :meth:`take`)."""
         return self.queue.pop_command(
-            self.shard,
-            self.token,
-            self.worker.batch_size,
-            now,
-            None if riding is None else riding.shard,
-            "" if riding is None else riding.token,
+            self.shard, self.token, self.worker.batch_size, now, *_ack_of(riding)
         )
 
     def interrupted(self, riding: ShardHandler | None) -> None:

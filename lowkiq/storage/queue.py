@@ -186,6 +186,14 @@ def _incomplete(
     )
 
 
+def _incomplete_shards(
+    queue: str, failure: str, by_shard: dict[int, list[Any]], done: list[int]
+) -> EnqueueIncomplete:
+    """The error of a push whose shards ``done`` wrote their jobs, the others maybe not."""
+    pending = [shard for shard in by_shard if shard not in done]
+    return _incomplete(queue, failure, _pushed_ids(by_shard, done), _pushed_ids(by_shard, pending))
+
+
 @dataclass(frozen=True)
 class Replication:
     """How many replicas a write must reach (Redis WAIT), and for how long to wait."""
@@ -248,6 +256,9 @@ class Queue:
         self._run_script = getattr(client, "run_script", None)
         #: With replicas to wait for, every write waits until they have it.
         self.replication = replication if replication and replication.replicas else None
+        #: Whether :meth:`pop_command` packs pops: on a processing thread's client, when
+        #: no write waits for replicas.
+        self.pipelines_pops = self._run_script is not None and self.replication is None
 
     @property
     def layout(self) -> Layout:
@@ -424,10 +435,7 @@ class Queue:
                 with contextlib.suppress(redis.RedisError, RedisClusterException):
                     cluster.nodes_manager.initialize()
         done = [shard for shard, reply in replies.items() if reply != REFUSED]
-        pending = [shard for shard in by_shard if shard not in done]
-        raise _incomplete(
-            self.name, failure, _pushed_ids(by_shard, done), _pushed_ids(by_shard, pending)
-        )
+        raise _incomplete_shards(self.name, failure, by_shard, done)
 
     def _push_one_by_one(self, by_shard: dict[int, list[Any]]) -> list[Any]:
         """The push calls, a round trip per shard (each waits for the replicas); returns
@@ -438,10 +446,7 @@ class Queue:
                 replies.append(self.write("push", [self._prefixes[shard]], *args))
             except (redis.RedisError, RedisClusterException) as exc:
                 done = [s for s, reply in zip(by_shard, replies, strict=False) if reply != REFUSED]
-                pending = [s for s in by_shard if s not in done]
-                raise _incomplete(
-                    self.name, str(exc), _pushed_ids(by_shard, done), _pushed_ids(by_shard, pending)
-                ) from exc
+                raise _incomplete_shards(self.name, str(exc), by_shard, done) from exc
         return replies
 
     def pop(
@@ -473,12 +478,6 @@ class Queue:
             keys = self._pop_keys(shard, ack_shard)
             reply = self.write("pop", list(keys), token, _now(now), limit, ack_token)
         return self.read_popped(reply)
-
-    @property
-    def pipelines_pops(self) -> bool:
-        """Whether :meth:`pop_command` packs pops: on a processing thread's client, when
-        no write waits for replicas."""
-        return self._run_script is not None and self.replication is None
 
     def pop_command(
         self, shard: int, token: str, limit: int, now: float, ack_shard: int | None, ack_token: str
