@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from lowkiq.storage.queue import PoppedJob
+    from lowkiq.storage.processing import PoppedJob
     from lowkiq.worker import Worker
 
 #: ``local.batch``: ``(worker, shard, popped jobs)`` of this thread's running batch, or None.

@@ -26,7 +26,7 @@ from lowkiq.middleware import ClientMiddleware, ServerMiddleware
 from lowkiq.schedulers import Scheduler, build_lag_scheduler
 from lowkiq.serializers import Codec, dump_json, format_error, identity, load_json
 from lowkiq.splitters import Splitter, default_build_splitter
-from lowkiq.storage.queue import Replication
+from lowkiq.storage.queue_base import Replication
 
 if TYPE_CHECKING:
     from lowkiq.worker import Worker

@@ -17,9 +17,10 @@ from lowkiq.errors import ConfigurationError, InvalidJob, RedisUnavailable
 from lowkiq.middleware import chain
 from lowkiq.settings import Settings, settings
 from lowkiq.storage.actions import Actions
+from lowkiq.storage.enqueueing import NewJob
 from lowkiq.storage.metrics import QueueMetrics, queue_metrics
 from lowkiq.storage.queries import Queries
-from lowkiq.storage.queue import NewJob, Queue
+from lowkiq.storage.queue import Queue
 
 JOB_FIELDS = ("id", "payload", "score", "perform_in")
 _JOB_FIELDS = frozenset(JOB_FIELDS)

@@ -21,7 +21,8 @@ from typing import Any, TypedDict
 from lowkiq.errors import InvalidQuery
 from lowkiq.storage import blob
 from lowkiq.storage.bounds import check_limit, member_bound, score_bound
-from lowkiq.storage.queue import PROCESSING_HEADER, Queue
+from lowkiq.storage.processing import PROCESSING_HEADER
+from lowkiq.storage.queue import Queue
 from lowkiq.storage.scripts import run_pipelined
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 import redis
 
 from lowkiq.connection import Client
-from lowkiq.storage.queue import PoppedJob
+from lowkiq.storage.processing import PoppedJob
 from lowkiq.telemetry import store
 from lowkiq.telemetry.counts import (
     BUCKETS,

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
+import redis
+from lua_bytecode import globals_of
+
 import lowkiq
 from lowkiq.storage.scripts import SCRIPT_NAMES, source
 
@@ -46,3 +50,31 @@ def test_pipelined_calls_reload_scripts_a_restarted_redis_lost(redis_client):
     assert sorted(int(job["id"]) for job in queued) == list(range(40))
     assert all(len(job["payloads"]) == 1 for job in queued)
     assert SpreadWorker.metrics()["length"] == 40
+
+
+#: What a lowkiq script may use as a global: Redis's API and Lua's standard library.
+REDIS_GLOBALS = {"redis", "KEYS", "ARGV", "struct", "cjson", "cmsgpack", "bit", "string"}
+LUA_GLOBALS = {"table", "math", "tonumber", "tostring", "ipairs", "pairs", "unpack", "type"}
+LUA_GLOBALS |= {"error", "pcall", "select", "next", "assert"}
+
+
+def test_every_script_compiled_by_redis_uses_only_defined_helpers(redis_client):
+    # SCRIPT LOAD compiles a misspelt helper call as a global read: only the bytecode,
+    # compiled here by Redis's own Lua, shows it, whichever branch would run it.
+    node = redis_client
+    if isinstance(redis_client, redis.RedisCluster):
+        node = redis_client.get_primaries()[0].redis_connection
+    for name in SCRIPT_NAMES:
+        assert globals_of(node, source(name)) <= REDIS_GLOBALS | LUA_GLOBALS, name
+
+
+def test_a_misspelt_or_later_defined_helper_is_a_global(redis_client):
+    node = redis_client
+    if isinstance(redis_client, redis.RedisCluster):
+        node = redis_client.get_primaries()[0].redis_connection
+    misspelt = source("ack").replace("return ack_processing(K)", "return ack_procesing(K)")
+    assert "ack_procesing" in globals_of(node, misspelt)
+    later = "local function a() return b() end\nlocal function b() return 1 end\nreturn a()"
+    assert globals_of(node, later) == {"b"}
+    with pytest.raises(redis.ResponseError):  # and Redis refuses it when it runs
+        node.eval(later, 0)

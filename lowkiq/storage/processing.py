@@ -1,0 +1,227 @@
+"""The processing lifecycle of one queue's batches: pop (due jobs into a shard's
+processing area), then ack, fail (retry or bury), bury or restore; every call fenced
+by the shard's lease.
+
+Each method is one Lua script call, so every state change is atomic and a crash
+between two calls leaves the queue consistent (see SPEC §4).
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lowkiq.connection import KeyedCommand
+from lowkiq.errors import LeaseLost
+from lowkiq.serializers import decode_failure
+from lowkiq.storage import blob
+from lowkiq.storage.queue_base import QueueBase
+
+# A processing-area value: perform_in, retry_count, error length (-1: none).
+PROCESSING_HEADER = struct.Struct(">dii")
+
+
+def _now(now: float | None) -> float:
+    return time.time() if now is None else now
+
+
+@dataclass(slots=True)
+class PoppedJob:
+    """A job taken into a shard's processing area by :meth:`Queue.pop`."""
+
+    id: str
+    retry_count: int
+    payloads: list[Any] = field(default_factory=list)
+    perform_in: float = 0.0
+    #: Why a payload of the job cannot be decoded (``payloads`` is then empty):
+    #: the job is not performed but buried (:meth:`Queue.bury`).
+    undecodable: str | None = None
+
+
+#: ``Popped.acked`` when no ack was asked, and when the ack's lease was not held.
+NO_ACK = -2
+ACK_FENCED = -1
+
+
+@dataclass(slots=True)
+class Popped:
+    """What :meth:`Queue.pop` did: the ack it carried, and the batch it took.
+
+    ``acked`` is the size of the acked batch, :data:`NO_ACK` or
+    :data:`ACK_FENCED` (the ack's lease was not held: nothing was acked).
+    ``occupied``: the processing area still held a batch, nothing was popped.
+    ``fenced``: the popped shard's lease was not held, nothing was popped.
+    ``held``: a reshard holds the shard (:mod:`lowkiq.resharding`), nothing was popped.
+    """
+
+    acked: int
+    jobs: list[PoppedJob]
+    occupied: bool = False
+    fenced: bool = False
+    held: bool = False
+
+
+class Processing(QueueBase):
+    """Taking batches out of the queue's shards and settling them (see the module)."""
+
+    def pop(
+        self,
+        shard: int,
+        token: str,
+        limit: int,
+        now: float | None = None,
+        ack_shard: int | None = None,
+        ack_token: str = "",
+    ) -> Popped:
+        """Move up to ``limit`` due jobs of ``shard`` into its processing area.
+
+        ``token`` is the shard's lease token.  ``ack_shard`` (this shard or
+        another of this queue, with its lease token ``ack_token``) has its
+        finished batch acked first, in the same script: a thread acks its
+        last batch and pops the next in one round trip (on a Redis Cluster,
+        another shard's ack is a call of its own, first).  The popped jobs come
+        earliest ``perform_in`` first (none when nothing is due).
+        """
+        if ack_shard is not None and ack_shard != shard and self.cluster:
+            return self._pop_acking_apart(shard, token, limit, _now(now), ack_shard, ack_token)
+        if self.pipelines_pops:
+            # A processing thread's client: the pop's command is packed once but for the time.
+            client: Any = self.client
+            command = self.pop_command(shard, token, limit, _now(now), ack_shard, ack_token)
+            reply = client.run_command(command)
+        else:
+            keys = self._pop_keys(shard, ack_shard)
+            reply = self.write("pop", list(keys), token, _now(now), limit, ack_token)
+        return self.read_popped(reply)
+
+    def pop_command(
+        self, shard: int, token: str, limit: int, now: float, ack_shard: int | None, ack_token: str
+    ) -> KeyedCommand:
+        """:meth:`pop`'s command, packed, for the processing thread's client to send alone
+        (``run_command``) or with others in one write (``run_keyed``); its reply is read
+        by :meth:`read_popped`.
+        Only when :attr:`pipelines_pops`; on a Redis Cluster, ``ack_shard`` is ``None`` or
+        ``shard``."""
+        keys = self._pop_keys(shard, ack_shard)
+        client: Any = self.client
+        packed = client.pack_around(self.scripts.pop, keys, (token,), now, (limit, ack_token))
+        return (keys[0], packed, self.scripts.pop)
+
+    def _pop_keys(self, shard: int, ack_shard: int | None) -> tuple[str, ...]:
+        if ack_shard is None:
+            return (self._prefixes[shard],)
+        return (self._prefixes[shard], self._prefixes[ack_shard])
+
+    def _pop_acking_apart(
+        self, shard: int, token: str, limit: int, now: float, ack_shard: int, ack_token: str
+    ) -> Popped:
+        """:meth:`pop` with the ack of another shard on a Redis Cluster, where two shards
+        are two slots: the ack is a call of its own, first.  (A processing thread on a
+        cluster never asks for it: each shard's ack rides on that shard's next pop,
+        see :class:`~lowkiq.shard_handler.DeferredAck`.)"""
+        try:
+            acked = self.ack(ack_shard, ack_token)
+        except LeaseLost:
+            acked = ACK_FENCED
+        popped = self.pop(shard, token, limit, now)
+        popped.acked = acked
+        return popped
+
+    def read_popped(self, reply: list[Any]) -> Popped:
+        """A pop's reply, read (its ack's result, status, then the jobs)."""
+        acked, status = reply[0], reply[1]
+        if status != 1:
+            return Popped(acked, [], status == 0, status == -1, status == -2)
+        jobs = [
+            self._popped_job(
+                reply[i].decode(), int(reply[i + 1]), float(reply[i + 2]), reply[i + 3]
+            )
+            for i in range(2, len(reply), 4)
+        ]
+        return Popped(acked, jobs)
+
+    def _popped_job(
+        self, job_id: str, retry_count: int, perform_in: float, data: bytes
+    ) -> PoppedJob:
+        load = self.codec.load_payload
+        pairs = blob.unpack(data)
+        try:
+            payloads = [load(payload) for payload, _ in pairs]
+        except Exception:
+            for n, (payload, _) in enumerate(pairs, 1):
+                try:
+                    load(payload)
+                except Exception as exc:
+                    reason = decode_failure(f"payload {n} of {len(pairs)}", exc)
+                    break
+            return PoppedJob(job_id, retry_count, [], perform_in, undecodable=reason)
+        return PoppedJob(job_id, retry_count, payloads, perform_in)
+
+    def ack(self, shard: int, token: str) -> int:
+        """The batch of ``shard`` succeeded: clear its processing area; returns its size.
+
+        Raises :class:`LeaseLost` (and changes nothing) when ``token`` is stale.
+        """
+        return int(self.run_fenced("ack", shard, token))
+
+    def fail(
+        self,
+        shard: int,
+        token: str,
+        batch: Sequence[PoppedJob],
+        error: str,
+        retry_in: Callable[[int], float],
+        max_retry_count: int,
+        now: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """The batch of ``shard`` raised: retry or bury each job, atomically (SPEC §4).
+
+        ``retry_in(retry_count)`` gives each job's delay.  Returns the jobs sent
+        to the morgue as ``{"id", "payloads", "error"}`` for ``retries_exhausted``,
+        ``payloads`` being ``[[payload, score]]`` like every job dict of the API.
+        Raises :class:`LeaseLost` (and changes nothing) when ``token`` is stale.
+        """
+        now = _now(now)
+        args: list[Any] = [now, self.codec.error_bytes(error), max_retry_count]
+        for job in batch:
+            args += (job.id, now + float(retry_in(job.retry_count + 1)))
+        reply = self.run_fenced("fail", shard, token, *args)
+        return [
+            {
+                "id": reply[i].decode(),
+                "payloads": self.load_pairs(blob.unpack(reply[i + 1])),
+                "error": error,
+            }
+            for i in range(0, len(reply), 2)
+        ]
+
+    def restore(self, shard: int, token: str, now: float | None = None) -> int:
+        """Put the shard's processing area back into the queue; returns its size.
+
+        Only the lease holder restores (a new owner does it when it acquires the
+        lease); raises :class:`LeaseLost` when ``token`` is stale.
+        """
+        return int(self.run_fenced("restore", shard, token, _now(now)))
+
+    def bury(
+        self, shard: int, token: str, jobs: Sequence[tuple[str, str]], now: float | None = None
+    ) -> int:
+        """Move jobs of ``shard``'s batch, whole, to the morgue with their own error
+        (``(id, error)`` pairs): jobs that retrying cannot help, such as a payload
+        ``load_payload`` cannot read.  The payloads keep their stored bytes.
+        Returns how many moved; raises :class:`LeaseLost` when ``token`` is stale.
+        """
+        args: list[Any] = [_now(now)]
+        for job_id, error in jobs:
+            args += (job_id, self.codec.error_bytes(error))
+        return int(self.run_fenced("bury", shard, token, *args))
+
+    def earliest_perform_in(self, shards: Sequence[int]) -> list[float | None]:
+        """The earliest ``perform_in`` queued in each shard, or ``None`` when it is empty."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in shards:
+            pipe.zrange(self.keys.perform_in_zset(shard), 0, 0, withscores=True)
+        return [head[0][1] if head else None for head in pipe.execute()]

@@ -1,0 +1,182 @@
+"""What every use of one queue's storage shares: its client, its layout in Redis
+(where its shards are), its key prefixes and scripts, and how a script runs (fenced
+by a shard's lease, waiting for replicas when asked).
+
+:class:`~lowkiq.storage.queue.Queue` adds enqueueing
+(:mod:`lowkiq.storage.enqueueing`) and the processing lifecycle
+(:mod:`lowkiq.storage.processing`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from lowkiq.connection import Client, is_cluster
+from lowkiq.errors import LeaseLost
+from lowkiq.serializers import Codec
+from lowkiq.storage import layout as layouts
+from lowkiq.storage.keys import QueueKeys
+from lowkiq.storage.layout import Layout
+from lowkiq.storage.scripts import Scripts, run_pipelined, run_replicated
+
+log = logging.getLogger("lowkiq.storage")
+
+
+@dataclass(frozen=True)
+class Replication:
+    """How many replicas a write must reach (Redis WAIT), and for how long to wait."""
+
+    replicas: int
+    timeout_ms: int
+
+
+def _fenced(exc: redis.ResponseError) -> bool:
+    return str(exc).startswith("FENCED")
+
+
+class _Prefixes(dict[int, str]):
+    """Shard number -> the shard's key prefix, built on first use."""
+
+    def __init__(self, queue_keys: QueueKeys) -> None:
+        super().__init__()
+        self.queue_keys = queue_keys
+
+    def __missing__(self, shard: int) -> str:
+        prefix = self[shard] = self.queue_keys.prefix(shard)
+        return prefix
+
+
+class QueueBase:
+    """The storage of one worker's queue, bound to one Redis client.
+
+    ``shards_count`` is the class's; the queue's layout in Redis
+    (:mod:`lowkiq.storage.layout`, written from it at the queue's first use,
+    changed only by a reshard) says where its shards are.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        name: str,
+        shards_count: int,
+        codec: Codec | None = None,
+        replication: Replication | None = None,
+        layout: Layout | None = None,
+    ) -> None:
+        self.client = client
+        self.name = name
+        #: The class's ``shards_count``: the layout written when Redis has none yet.
+        self.default_shards_count = shards_count
+        self._layout = layout
+        self.codec = codec or Codec()
+        self.keys = QueueKeys(name)
+        self.scripts = Scripts.for_client(client)
+        self._prefixes = _Prefixes(self.keys)
+        #: Whether ``client`` talks to a Redis Cluster (each shard a slot of its own).
+        self.cluster = is_cluster(client)
+        # A processing thread's client runs scripts on its own connection (fast path).
+        self._run_script = getattr(client, "run_script", None)
+        #: With replicas to wait for, every write waits until they have it.
+        self.replication = replication if replication and replication.replicas else None
+        #: Whether :meth:`pop_command` packs pops: on a processing thread's client, when
+        #: no write waits for replicas.
+        self.pipelines_pops = self._run_script is not None and self.replication is None
+
+    @property
+    def layout(self) -> Layout:
+        """Where the queue's shards are (read from Redis at most every
+        :data:`~lowkiq.storage.layout.MAX_AGE` seconds, unless given)."""
+        if self._layout is not None:
+            return self._layout
+        return layouts.cached(self.client, self.name, self.default_shards_count)
+
+    def refresh_layout(self, known: Layout | None = None) -> Layout:
+        """Read the layout from Redis now (or take ``known``, just read) and keep it;
+        returns it."""
+        self._layout = known or layouts.read(self.client, self.name, self.default_shards_count)
+        return self._layout
+
+    @property
+    def shards_count(self) -> int:
+        """How many shards new jobs are spread over."""
+        return self.layout.count
+
+    @property
+    def shards(self) -> range:
+        """The numbers of every shard that may hold jobs (see :attr:`Layout.shards`)."""
+        return self.layout.shards
+
+    def shard_of(self, job_id: str) -> int:
+        """The shard new jobs of ``job_id`` go to."""
+        return self.layout.shard_of(job_id)
+
+    def locator(self) -> Callable[[str], int]:
+        """A function giving the shard an id's jobs are read and changed in: the one new
+        jobs go to; during a reshard, the id's old shard until that one is emptied."""
+        current = self.layout
+        if current.previous is None:
+            return current.shard_of
+        old = Layout(*current.previous)
+        emptied = {int(shard) for shard in self.client.smembers(self.keys.retired_set)}
+
+        def located(job_id: str) -> int:
+            shard = old.shard_of(job_id)
+            return current.shard_of(job_id) if shard in emptied else shard
+
+        return located
+
+    def run(self, script_name: str, shard: int, *args: Any) -> Any:
+        """Run one of the Lua scripts on ``shard`` with ``args`` as ``ARGV``."""
+        script = getattr(self.scripts, script_name)
+        return script(keys=[self.keys.prefix(shard)], args=args)
+
+    def write(self, script_name: str, keys: list[str], *args: Any) -> Any:
+        """Run a script that changes state; with :attr:`replication`, wait (Redis WAIT,
+        same round trip) until enough replicas have the change."""
+        script = getattr(self.scripts, script_name)
+        if self.replication is None:
+            if self._run_script is None:
+                return script(keys=keys, args=args)
+            return self._run_script(script, keys, args)
+        wanted, timeout_ms = self.replication.replicas, self.replication.timeout_ms
+        reply, acked = run_replicated(self.client, (script, keys, args), wanted, timeout_ms)
+        if acked < wanted:
+            log.warning(
+                "%s: %s reached %d of %d replica(s) within %d ms; it is on the master only",
+                self.name, script_name, acked, wanted, timeout_ms,
+            )  # fmt: skip
+        return reply
+
+    def run_pipelined(
+        self, calls: Sequence[tuple[str, int, Sequence[Any]]], transaction: bool = False
+    ) -> list[Any]:
+        """Run ``(script name, shard, args)`` calls in one round trip (see
+        :func:`~lowkiq.storage.scripts.run_pipelined`); returns their replies."""
+        return run_pipelined(
+            self.client,
+            [
+                (getattr(self.scripts, name), [self.keys.prefix(shard)], args)
+                for name, shard, args in calls
+            ],
+            transaction,
+        )
+
+    def run_fenced(self, script_name: str, shard: int, token: str, *args: Any) -> Any:
+        """Run a script that needs the shard's lease; :class:`LeaseLost` when it is stale."""
+        try:
+            return self.write(script_name, [self._prefixes[shard]], token, *args)
+        except redis.ResponseError as exc:
+            if _fenced(exc):
+                raise LeaseLost(f"{self.name}:{shard}: the lease is not held") from None
+            raise
+
+    def load_pairs(self, pairs: Iterable[tuple[bytes, float]]) -> list[list[Any]]:
+        """``[[payload, score], ...]`` of stored ``(payload bytes, score)`` pairs; a payload
+        that cannot be decoded comes as :class:`~lowkiq.serializers.Undecodable`."""
+        load = self.codec.payload_or_undecodable
+        return [[load(payload), score] for payload, score in pairs]
