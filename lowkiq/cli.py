@@ -80,6 +80,19 @@ def main() -> None:
     show_default=True,
     help="Address the --metrics-port server listens on.",
 )
+@click.option(
+    "--health-port",
+    type=click.IntRange(1, 65535),
+    help="Serve this process's health at http://HOST:PORT/live, /ready (JSON, 200 or 503) "
+    "and /metrics; with --processes N, process i on PORT+i [default: "
+    "settings.health_port, env LOWKIQ_HEALTH_PORT, else not served].",
+)
+@click.option(
+    "--health-host",
+    default="0.0.0.0",
+    show_default=True,
+    help="Address the --health-port server listens on.",
+)
 @embedded_redis_option()
 @click.option(
     "--log-level",
@@ -96,6 +109,8 @@ def worker(
     processes: int,
     metrics_port: int | None,
     metrics_host: str,
+    health_port: int | None,
+    health_host: str,
     log_level: str,
 ) -> None:
     """Process the queues of the workers defined by APP.
@@ -131,14 +146,24 @@ def worker(
             settings.threads_per_node = threads
         if nodes is not None and node is not None:
             settings.build_splitter = lambda: lowkiq.build_by_node_splitter(nodes, node)
+        if health_port is not None:
+            settings.health_port = health_port
+        if settings.health_port is not None and settings.health_port + processes > 65536:
+            fail(f"--health-port {settings.health_port} + {processes} processes passes 65535")
         check_local_redis(settings.redis)
         metrics = None if metrics_port is None else (metrics_host, metrics_port)
-        if processes == 1:
-            sys.exit(Server(settings, metrics).run())
-        from lowkiq.supervisor import Supervisor
 
         def run_child(number: int) -> int:
-            return Server(settings, metrics if number == 0 else None).run()
+            server = Server(settings, metrics if number == 0 else None)
+            if settings.health_port is not None:
+                from lowkiq.health.http import serve_health
+
+                serve_health(server, health_host, settings.health_port + number)
+            return server.run()
+
+        if processes == 1:
+            sys.exit(run_child(0))
+        from lowkiq.supervisor import Supervisor
 
         sys.exit(Supervisor(processes, run_child).run())
     except LowkiqError as exc:

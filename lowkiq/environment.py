@@ -16,3 +16,14 @@ def env_int(name: str, default: int | None = None) -> int | None:
         return int(text)
     except ValueError:
         raise ConfigurationError(f"{name} must be an integer, got {text!r}") from None
+
+
+def env_float(name: str, default: float) -> float:
+    """The number in the environment variable ``name``, or ``default`` when unset or empty."""
+    text = os.environ.get(name, "")
+    if text == "":
+        return default
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be a number, got {text!r}") from None

@@ -34,6 +34,7 @@ from lowkiq.cluster_connection import thread_client
 from lowkiq.connection import Client, describe_redis
 from lowkiq.coroutines import close_thread_loop
 from lowkiq.errors import ConfigurationError
+from lowkiq.health import Heartbeats
 from lowkiq.lane import Lane
 from lowkiq.ownership.coordinator import Coordinator, Plan
 from lowkiq.ownership.membership import Membership, new_process_id
@@ -104,6 +105,8 @@ class Server:
         # Made by build(): the metrics history's per-process counts and flush thread.
         self.recorder: Recorder | None = None
         self.metrics_server: WSGIServer | None = None
+        #: The loops' heartbeats, read by the health endpoints (lowkiq.health).
+        self.health = Heartbeats()
 
     # -- set-up ------------------------------------------------------------
 
@@ -160,7 +163,7 @@ class Server:
                 worker.queue(self.lanes[lane].client, config),
                 token,
                 self.lanes[lane].deferred,
-                config.server_middlewares,
+                [self.health.thread(lane).middleware, *config.server_middlewares],
                 config.format_error,
                 on_lost=coordinator.lost,
                 recorder=recorder.for_queue(queue_name, lane),
@@ -228,6 +231,7 @@ class Server:
         self._until_redis_answers(coordinator.beat)
         if self._stop_signal is not None:
             return
+        self.health.coordinator.succeeded()
         for number, lane in enumerate(self.lanes):
             lane.apply()
             log.info("thread %d serves %s", number, lane.describe())
@@ -261,6 +265,7 @@ class Server:
 
     def _run_coordinator(self, coordinator: Coordinator) -> None:
         failures = 0
+        heartbeat = self.health.coordinator
         while not self.stop_event.is_set():
             try:
                 coordinator.membership.wait_for_nudge(coordinator.next_wait())
@@ -268,6 +273,7 @@ class Server:
                     break
                 coordinator.beat()
             except redis.RedisError as exc:
+                heartbeat.failed(exc)
                 failures += 1
                 if failures == 1:
                     log.warning("heartbeat failed, retrying: %s: %s", type(exc).__name__, exc)
@@ -276,6 +282,7 @@ class Server:
             except Exception as exc:  # noqa: BLE001 - a bug here must not go unnoticed
                 self._fatal(exc)
                 return
+            heartbeat.succeeded()
             if failures:
                 log.info("heartbeat: Redis answers again after %d failed attempt(s)", failures)
                 failures = 0
@@ -286,9 +293,11 @@ class Server:
 
     def _run_lane(self, lane: Lane, scheduler: Callable[[Lane], Callable[[], None]]) -> None:
         failures = 0
+        heartbeat = self.health.thread(self.lanes.index(lane))
         try:
             step = scheduler(lane)
             while not self.stop_event.is_set():
+                heartbeat.stamp()
                 try:
                     if lane.apply():
                         step = scheduler(lane)

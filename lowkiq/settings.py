@@ -20,7 +20,7 @@ from redis import Redis
 
 from lowkiq.connection import Client
 from lowkiq.default_redis import default_redis
-from lowkiq.environment import env_int
+from lowkiq.environment import env_float, env_int
 from lowkiq.errors import ConfigurationError
 from lowkiq.middleware import ClientMiddleware, ServerMiddleware
 from lowkiq.schedulers import Scheduler, build_lag_scheduler
@@ -57,6 +57,17 @@ def positive_number(name: str, value: Any) -> float:
     """A number > 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ConfigurationError(f"setting {name} must be a number > 0, got {value!r}")
+    return value
+
+
+def optional_port(name: str, value: Any) -> int | None:
+    """``None``, or a TCP port number (1 to 65535)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        raise ConfigurationError(
+            f"setting {name} must be a port (1 to 65535) or None, got {value!r}"
+        )
     return value
 
 
@@ -162,6 +173,16 @@ class Settings:
     #: Processing threads of one ``lowkiq worker`` process (env LOWKIQ_THREADS_PER_NODE).
     threads_per_node: int = setting(
         factory=lambda: env_int("LOWKIQ_THREADS_PER_NODE", 5), check=positive_int
+    )
+    #: Port of a ``lowkiq worker`` process's health endpoints (/live, /ready, /metrics);
+    #: None: not served (env LOWKIQ_HEALTH_PORT; the command's --health-port).
+    health_port: int | None = setting(
+        factory=lambda: env_int("LOWKIQ_HEALTH_PORT"), check=optional_port
+    )
+    #: Seconds one ``perform`` may run before the process's /live answers 503
+    #: (env LOWKIQ_STUCK_AFTER).
+    stuck_after: float = setting(
+        factory=lambda: env_float("LOWKIQ_STUCK_AFTER", 300.0), check=positive_number
     )
     #: Connections shared by perform_async and the dashboard in one process.
     client_pool_size: int = setting(5, check=positive_int)

@@ -1,0 +1,11 @@
+"""Health of a ``lowkiq worker`` process: heartbeats its loops stamp, the ``/live`` and
+``/ready`` verdicts drawn from them, and the HTTP port that serves them.
+
+* :mod:`lowkiq.health.heartbeats`: the stamps (no Redis);
+* :mod:`lowkiq.health.verdicts`: live and ready, with their reasons and facts;
+* :mod:`lowkiq.health.http`: ``lowkiq worker --health-port``.
+"""
+
+from lowkiq.health.heartbeats import Heartbeats
+
+__all__ = ["Heartbeats"]

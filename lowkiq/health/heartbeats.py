@@ -1,0 +1,105 @@
+"""The heartbeats of one worker process's loops, stamped by the loops themselves.
+
+Each processing thread stamps its :class:`Heartbeat` once per turn of its loop
+(waiting, backing off on a Redis error, or after a batch) and marks the start
+and end of every ``perform``; the coordinator stamps its own on every
+heartbeat round, noting whether Redis answered.  Nothing here talks to
+Redis: the health endpoints (:mod:`lowkiq.health.verdicts`) read these stamps,
+so a Redis outage leaves a process live while it keeps retrying.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from lowkiq.middleware import Batch, Next
+from lowkiq.running import local as running
+
+
+@dataclass(frozen=True)
+class Performing:
+    """The batch a thread is performing: its shard (``Worker:shard``) and start."""
+
+    shard: str
+    #: When ``perform`` started, on the heartbeats' clock (``time.monotonic``).
+    since: float
+
+
+class Heartbeat:
+    """One loop's last stamp and, for a processing thread, its running ``perform``."""
+
+    def __init__(self, name: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.name = name
+        self.clock = clock
+        #: The last stamp, or ``None`` before the loop's first turn.
+        self.at: float | None = None
+        #: The batch in ``perform`` now, if any.
+        self.performing: Performing | None = None
+
+    def stamp(self) -> None:
+        """The loop made one more turn."""
+        self.at = self.clock()
+
+    def middleware(self, worker: Any, batch: Batch, call_next: Next[Any, Batch]) -> Any:
+        """A server middleware (outermost): note the batch in ``perform`` while it runs."""
+        running_batch = getattr(running, "batch", None)
+        shard = running_batch[1] if running_batch is not None else "?"
+        self.performing = Performing(f"{worker.__name__}:{shard}", self.clock())
+        try:
+            return call_next(worker, batch)
+        finally:
+            self.performing = None
+            self.stamp()
+
+
+class CoordinatorBeat(Heartbeat):
+    """The coordinator loop's heartbeat, which also tells whether Redis answered it."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__("coordinator", clock)
+        #: When a heartbeat round last succeeded (``None``: not registered yet).
+        self.succeeded_at: float | None = None
+        #: Rounds failed on a Redis error since the last success.
+        self.failures = 0
+        #: The last Redis error, as ``Type: message``.
+        self.error = ""
+
+    def succeeded(self) -> None:
+        """A heartbeat round reached Redis (the first one registers the process)."""
+        self.stamp()
+        self.succeeded_at = self.at
+        self.failures = 0
+        self.error = ""
+
+    def failed(self, exc: BaseException) -> None:
+        """A heartbeat round failed on a Redis error; the loop backs off and retries."""
+        self.stamp()
+        self.failures += 1
+        self.error = f"{type(exc).__name__}: {exc}"
+
+
+class Heartbeats:
+    """The heartbeats of one process: one per processing thread, and the coordinator's."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.coordinator = CoordinatorBeat(clock)
+        self._threads: dict[int, Heartbeat] = {}
+        self._lock = threading.Lock()
+
+    def thread(self, number: int) -> Heartbeat:
+        """The heartbeat of processing thread ``number`` (made on first use)."""
+        with self._lock:
+            beat = self._threads.get(number)
+            if beat is None:
+                beat = self._threads[number] = Heartbeat(f"thread {number}", self.clock)
+            return beat
+
+    def threads(self) -> list[Heartbeat]:
+        """Every processing thread's heartbeat, by number."""
+        with self._lock:
+            return [self._threads[number] for number in sorted(self._threads)]

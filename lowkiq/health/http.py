@@ -1,0 +1,117 @@
+"""The health endpoints a ``lowkiq worker`` process serves on its health port.
+
+``GET /live`` and ``GET /ready`` answer 200 or 503 with a JSON body (the
+verdict's reason and facts, see :mod:`lowkiq.health.verdicts`), computed from
+the process's heartbeats without a Redis call; ``GET /metrics`` is the
+installation's Prometheus exposition (:mod:`lowkiq.telemetry.prometheus`, read
+from Redis, like ``--metrics-port``).  The server runs on daemon threads of
+the worker process and ends with it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
+from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import redis
+
+from lowkiq.errors import ConfigurationError
+from lowkiq.health.verdicts import Limits, ProcessState, Verdict, live, ready
+from lowkiq.telemetry import prometheus
+
+if TYPE_CHECKING:
+    from lowkiq.server import Server
+
+log = logging.getLogger("lowkiq.health")
+
+#: The paths the health port serves.
+PATHS = ("/live", "/ready", "/metrics")
+
+StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+
+
+def state_of(server: Server) -> ProcessState:
+    """What ``server`` knows of itself now (its coordinator, threads and stop)."""
+    coordinator = server.coordinator
+    if coordinator is None:
+        return ProcessState(stopping=server.stop_event.is_set())
+    return ProcessState(
+        process_id=server.process_id,
+        threads=len(server.lanes),
+        shards=[f"{queue}:{shard}" for queue, shard in coordinator.owned()],
+        busy=sum(lane.busy for lane in server.lanes),
+        quiet=coordinator.quiet,
+        stopping=server.stop_event.is_set()
+        or coordinator.closing
+        or coordinator.stop_requested.is_set(),
+    )
+
+
+class HealthApp:
+    """The WSGI application of one worker process's health port."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+
+    def verdict(self, path: str) -> Verdict:
+        """The verdict of ``/live`` or ``/ready`` now."""
+        server = self.server
+        check = live if path == "/live" else ready
+        return check(server.health, state_of(server), Limits.of(server.settings))
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
+            return _reply(start_response, "405 Method Not Allowed", b"GET only\n")
+        if path in ("/live", "/ready"):
+            verdict = self.verdict(path)
+            body = json.dumps(verdict.document(), indent=1).encode() + b"\n"
+            status = "200 OK" if verdict.ok else "503 Service Unavailable"
+            return _reply(start_response, status, body, "application/json")
+        if path == "/metrics":
+            try:
+                body, content_type = prometheus.render(
+                    environ.get("HTTP_ACCEPT", ""), self.server.settings
+                )
+            except redis.RedisError as exc:
+                message = f"Redis did not answer: {type(exc).__name__}: {exc}\n"
+                return _reply(start_response, "503 Service Unavailable", message.encode())
+            return _reply(start_response, "200 OK", body, content_type)
+        return _reply(start_response, "404 Not Found", f"serves {', '.join(PATHS)}\n".encode())
+
+
+def _reply(
+    start_response: StartResponse,
+    status: str,
+    body: bytes,
+    content_type: str = "text/plain; charset=utf-8",
+) -> list[bytes]:
+    start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Probes come every few seconds: no access log."""
+
+
+def serve_health(server: Server, host: str, port: int) -> WSGIServer:
+    """Serve ``server``'s health endpoints on ``host:port`` from a daemon thread, from now
+    until the process exits (they answer while it waits for Redis, too)."""
+    try:
+        httpd = make_server(host, port, HealthApp(server), _ThreadingServer, _QuietHandler)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot serve health on {host}:{port}: {exc}") from exc
+    thread = threading.Thread(target=httpd.serve_forever, name="lowkiq-health", daemon=True)
+    thread.start()
+    log.info("health on http://%s:%d (%s)", host, port, " ".join(PATHS))
+    return httpd

@@ -1,0 +1,173 @@
+"""Whether a worker process is live and ready, from its heartbeats (no Redis call).
+
+*Live* (``GET /live``): every loop of the process makes progress.  A
+processing thread in one ``perform`` for longer than ``stuck_after`` seconds,
+or a loop (a processing thread outside ``perform``, or the coordinator) that
+has not stamped its heartbeat for :func:`silent_after` seconds, makes it not
+live: restarting the process is the cure.  A Redis outage does not: the loops
+keep turning while they back off and retry.
+
+*Ready* (``GET /ready``): live, registered (its first heartbeat reached
+Redis), connected (its last heartbeat round reached Redis, within
+``lease_ttl``), and neither quiet nor stopping: a process that serves shards
+or is about to.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from lowkiq.health.heartbeats import Heartbeat, Heartbeats
+from lowkiq.settings import Settings
+
+#: Least seconds a loop may go without a heartbeat before the process is not live.
+SILENT_AFTER_MIN = 60.0
+
+
+def silent_after(config: Settings) -> float:
+    """Seconds a loop may go without a heartbeat: :data:`SILENT_AFTER_MIN`, or three of
+    its longest regular wait (``poll_interval``, ``heartbeat_interval``) when longer."""
+    return max(SILENT_AFTER_MIN, 3 * config.poll_interval, 3 * config.heartbeat_interval)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The thresholds of the verdicts, in seconds."""
+
+    stuck_after: float
+    silent_after: float
+    #: The last heartbeat that reached Redis must be this recent to count as connected.
+    connected_within: float
+
+    @classmethod
+    def of(cls, config: Settings) -> Limits:
+        """The limits of ``config`` (``stuck_after``, :func:`silent_after`, ``lease_ttl``)."""
+        return cls(config.stuck_after, silent_after(config), config.lease_ttl)
+
+
+@dataclass(frozen=True)
+class ProcessState:
+    """What the process's server knows of itself at the time of a probe."""
+
+    process_id: str = ""
+    #: The processing threads it runs (0 before it built them).
+    threads: int = 0
+    #: The shards whose lease it holds, ``Worker:shard``.
+    shards: list[str] = field(default_factory=list)
+    #: Batches in ``perform`` now.
+    busy: int = 0
+    quiet: bool = False
+    stopping: bool = False
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One probe's answer: ``ok`` (HTTP 200) or not (503), why not, and the facts."""
+
+    ok: bool
+    reason: str
+    facts: dict[str, Any]
+
+    def document(self) -> dict[str, Any]:
+        """The JSON body: ``ok``, ``reason`` (empty when ok), then the facts."""
+        return {"ok": self.ok, "reason": self.reason, **self.facts}
+
+
+def _age(beat: Heartbeat, now: float) -> float | None:
+    return None if beat.at is None else round(now - beat.at, 3)
+
+
+def facts(heartbeats: Heartbeats, state: ProcessState, limits: Limits) -> dict[str, Any]:
+    """The facts both probes report: threads, shards held, busy batches, beat ages."""
+    now = heartbeats.clock()
+    coordinator = heartbeats.coordinator
+    threads = []
+    for beat in heartbeats.threads():
+        performing = beat.performing
+        threads.append(
+            {
+                "name": beat.name,
+                "beat_age": _age(beat, now),
+                "performing": None
+                if performing is None
+                else {"shard": performing.shard, "for": round(now - performing.since, 3)},
+            }
+        )
+    succeeded = coordinator.succeeded_at
+    return {
+        "pid": os.getpid(),
+        "process_id": state.process_id,
+        "threads": threads,
+        "shards": state.shards,
+        "busy": state.busy,
+        "quiet": state.quiet,
+        "stopping": state.stopping,
+        "registered": succeeded is not None,
+        "coordinator": {
+            "beat_age": _age(coordinator, now),
+            "last_success_age": None if succeeded is None else round(now - succeeded, 3),
+            "failures": coordinator.failures,
+            "error": coordinator.error,
+        },
+        "stuck_after": limits.stuck_after,
+        "silent_after": limits.silent_after,
+    }
+
+
+def _not_live(heartbeats: Heartbeats, state: ProcessState, limits: Limits) -> list[str]:
+    now = heartbeats.clock()
+    reasons = []
+    for beat in heartbeats.threads():
+        performing = beat.performing
+        if performing is not None:
+            took = now - performing.since
+            if took > limits.stuck_after:
+                reasons.append(
+                    f"{beat.name} in perform of {performing.shard} for {took:.1f}s "
+                    f"(stuck_after {limits.stuck_after:g}s)"
+                )
+            continue
+        if state.stopping or beat.at is None:
+            continue  # a stopping process's loops end; a loop not started has no beat
+        if now - beat.at > limits.silent_after:
+            reasons.append(
+                f"{beat.name} silent for {now - beat.at:.1f}s "
+                f"(silent_after {limits.silent_after:g}s)"
+            )
+    coordinator = heartbeats.coordinator
+    if not state.stopping and coordinator.at is not None:
+        silent = now - coordinator.at
+        if silent > limits.silent_after:
+            reasons.append(
+                f"coordinator silent for {silent:.1f}s (silent_after {limits.silent_after:g}s)"
+            )
+    return reasons
+
+
+def live(heartbeats: Heartbeats, state: ProcessState, limits: Limits) -> Verdict:
+    """The ``/live`` verdict (see the module)."""
+    reasons = _not_live(heartbeats, state, limits)
+    return Verdict(not reasons, "; ".join(reasons), facts(heartbeats, state, limits))
+
+
+def ready(heartbeats: Heartbeats, state: ProcessState, limits: Limits) -> Verdict:
+    """The ``/ready`` verdict (see the module)."""
+    now = heartbeats.clock()
+    coordinator = heartbeats.coordinator
+    reasons = [f"not live: {reason}" for reason in _not_live(heartbeats, state, limits)]
+    if state.stopping:
+        reasons.append("stopping")
+    elif state.quiet:
+        reasons.append("quiet: takes no batches and hands its shards over")
+    if coordinator.succeeded_at is None:
+        reasons.append("not registered yet: no heartbeat has reached Redis")
+    elif coordinator.failures:
+        reasons.append(f"Redis does not answer the heartbeat: {coordinator.error}")
+    elif now - coordinator.succeeded_at > limits.connected_within:
+        reasons.append(
+            f"no heartbeat reached Redis for {now - coordinator.succeeded_at:.1f}s "
+            f"(lease_ttl {limits.connected_within:g}s)"
+        )
+    return Verdict(not reasons, "; ".join(reasons), facts(heartbeats, state, limits))
