@@ -1,5 +1,5 @@
 """The ``lowkiq`` command line: ``lowkiq worker``, ``pause``/``resume`` and ``lowkiq redis
-stop`` (SPEC §8).
+stop`` (SPEC §8); ``status`` and ``quiet`` live in :mod:`lowkiq.health.commands`.
 
 Thin glue: the logic lives in :mod:`lowkiq.server`, :mod:`lowkiq.app_loader`
 and :mod:`lowkiq.embedded`; ``lowkiq web`` lives in :mod:`lowkiq_web.cli`.
@@ -32,8 +32,16 @@ if TYPE_CHECKING:
 LOG_FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
 
 
-# `lowkiq web` is defined with the dashboard, imported only when it runs.
-@click.group(cls=LazyGroup, lazy_commands={"web": "lowkiq_web.cli:web"})
+# `lowkiq web` is defined with the dashboard, status and quiet with lowkiq.health,
+# each imported only when it runs.
+@click.group(
+    cls=LazyGroup,
+    lazy_commands={
+        "web": "lowkiq_web.cli:web",
+        "status": "lowkiq.health.commands:status_command",
+        "quiet": "lowkiq.health.commands:quiet_command",
+    },
+)
 @click.version_option(__version__, prog_name="lowkiq")
 def main() -> None:
     """lowkiq: ordered background-job processing on Redis."""

@@ -3,7 +3,9 @@
 
 * :mod:`lowkiq.health.heartbeats`: the stamps (no Redis);
 * :mod:`lowkiq.health.verdicts`: live and ready, with their reasons and facts;
-* :mod:`lowkiq.health.http`: ``lowkiq worker --health-port``.
+* :mod:`lowkiq.health.http`: ``lowkiq worker --health-port``;
+* :mod:`lowkiq.health.host` and :mod:`lowkiq.health.commands`: ``lowkiq status``
+  and ``lowkiq quiet`` (this host's processes, read from the membership).
 """
 
 from lowkiq.health.heartbeats import Heartbeats
