@@ -19,6 +19,7 @@ from lowkiq.errors import (
 )
 from lowkiq.ownership.status import Process, Processes, QueueOwners, command_process, processes
 from lowkiq.pausing import paused_queues
+from lowkiq.rate_limit import RateLimit
 from lowkiq.running import RunningBatch, current_batch
 from lowkiq.schedulers import build_lag_scheduler, build_seq_scheduler
 from lowkiq.serializers import Undecodable
@@ -81,6 +82,7 @@ __all__ = [
     "Queries",
     "QueueMetrics",
     "QueueOwners",
+    "RateLimit",
     "RedisUnavailable",
     "RunningBatch",
     "Span",

@@ -15,6 +15,13 @@ from lowkiq.connection import Client
 from lowkiq.default_redis import unreachable_hint
 from lowkiq.errors import ConfigurationError, InvalidJob, RedisUnavailable
 from lowkiq.middleware import chain
+from lowkiq.rate_limit import (
+    RateLimit,
+    check_rate_limit,
+    clear_rate_limit,
+    rate_limit_overrides,
+    set_rate_limit,
+)
 from lowkiq.settings import Settings, settings
 from lowkiq.storage.actions import Actions
 from lowkiq.storage.enqueueing import NewJob
@@ -38,6 +45,9 @@ class Worker:
     batch_size: ClassVar[int] = 1
     max_retry_count: ClassVar[int] = 25
     queue_name: ClassVar[str] = "Worker"
+    #: At most so many jobs started per period across every process (``None``: no
+    #: limit); see :mod:`lowkiq.rate_limit`.
+    rate_limit: ClassVar[RateLimit | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -59,6 +69,7 @@ class Worker:
             raise ConfigurationError(
                 f"{cls.__name__}.queue_name must be a non-empty string without braces, got {name!r}"
             )
+        check_rate_limit(cls.__name__, cls.rate_limit)
 
     # -- processing hooks ------------------------------------------------
 
@@ -127,6 +138,30 @@ class Worker:
     def paused(cls) -> bool:
         """Whether this queue is paused."""
         return cls.queue_name in pausing.paused_queues(settings.client())
+
+    # -- rate limit --------------------------------------------------------
+
+    @classmethod
+    def set_rate_limit(cls, limit: RateLimit | None) -> None:
+        """Limit this queue to ``limit`` on every process from the next heartbeat on
+        (``None``: no limit), overriding :attr:`rate_limit` until :meth:`clear_rate_limit`."""
+        if limit is not None and not isinstance(limit, RateLimit):
+            raise ConfigurationError(
+                f"set_rate_limit takes a lowkiq.RateLimit or None, got {limit!r}"
+            )
+        set_rate_limit(settings.client(), cls.queue_name, limit)
+
+    @classmethod
+    def clear_rate_limit(cls) -> bool:
+        """Go back to :attr:`rate_limit` on every process; ``False`` when no limit was
+        set at run time."""
+        return clear_rate_limit(settings.client(), cls.queue_name)
+
+    @classmethod
+    def current_rate_limit(cls) -> RateLimit | None:
+        """The limit in force: the one set at run time, else :attr:`rate_limit`."""
+        overrides = rate_limit_overrides(settings.client())
+        return overrides.get(cls.queue_name, cls.rate_limit)
 
     # -- storage views -----------------------------------------------------
 

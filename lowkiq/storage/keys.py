@@ -32,6 +32,8 @@ S lease                       str    ``epoch owner``: the lease on the shard, wi
 S epoch                       str    counter, +1 on every acquisition of the shard; never expires
 S hold                        str    set during a reshard: ``closed`` (a new shard, no pops yet)
                                      or ``retired`` (an old shard; kept for good)
+S rate_budget                 hash   ``tokens`` the shard reserved of its worker's rate limit,
+                                     to spend from ``from`` (ms on Redis's clock); with a TTL
 ============================  =====  ==========================================
 
 An id's shard is ``base + crc32(id) % shards_count``; every key of an id is in
@@ -51,6 +53,11 @@ L layout                  hash   ``base``, ``count``: the shards new jobs go to;
 L retired                 set    the old shards (numbers) whose jobs were all moved
 L lock                    str    the process running the reshard command, with a TTL
 ========================  =====  ==========================================
+
+The rate limit of a queue (:mod:`lowkiq.rate_limit`; ``R`` = ``lowkiq:{name:rate}:``, a
+slot of its own): ``R bucket``, a hash: ``tokens`` (below 0 while reservations run ahead of
+the refill), ``at`` (ms on Redis's clock of the last refill), ``taken`` (tokens reserved so
+far), ``waited`` (reservations that had to wait for the refill).
 
 Metrics history of a queue (:mod:`lowkiq.telemetry`; one hash tag per queue,
 ``T`` = ``lowkiq:{name:metrics}:``, so a queue's metrics are one slot apart from its shards):
@@ -80,6 +87,7 @@ M process:<id>            hash   ``info`` (JSON), ``weight`` (threads; 0 when qu
                                  ``queues`` (JSON list), ``beat`` (ms), ``command``
 M nudge:<id>              list   at most one element: "membership changed, look now"
 M paused                  set    names of paused queues (:mod:`lowkiq.pausing`)
+M rate_limits             hash   queue name -> rate limit set at run time (:mod:`lowkiq.rate_limit`)
 ========================  =====  ==========================================
 
 A lease is the only right to change a shard: pop, ack, fail and restore take
@@ -121,6 +129,7 @@ SUFFIXES = {
     "lease": "lease",
     "epoch_counter": "epoch",
     "hold": "hold",
+    "rate_budget_hash": "rate_budget",
 }
 
 #: The metrics history's spans: their length in minutes -> their key's name.
@@ -226,6 +235,16 @@ class QueueKeys:
         """Held by the one command resharding the queue."""
         return f"{NAMESPACE}:{{{self.queue_name}:layout}}:lock"
 
+    def rate_budget_hash(self, shard: int) -> str:
+        """The tokens the shard reserved of its worker's rate limit, and from when."""
+        return self._key("rate_budget_hash", shard)
+
+    @property
+    def rate_bucket_hash(self) -> str:
+        """The queue's rate-limit token bucket (a slot of its own): ``tokens``, ``at``,
+        ``taken``, ``waited``."""
+        return f"{NAMESPACE}:{{{self.queue_name}:rate}}:bucket"
+
     @property
     def metrics_prefix(self) -> str:
         """``lowkiq:{queue_name:metrics}:``; passed to the metrics history script as ``KEYS[1]``."""
@@ -272,6 +291,11 @@ class OwnershipKeys:
     def paused_set(self) -> str:
         """The names of the paused queues: their shards take no new batches."""
         return OWNERSHIP_PREFIX + "paused"
+
+    @property
+    def rate_limits_hash(self) -> str:
+        """queue name -> the rate limit set at run time, overriding the class's."""
+        return OWNERSHIP_PREFIX + "rate_limits"
 
 
 def lua_prelude(code: str | None = None) -> str:

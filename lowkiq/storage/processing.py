@@ -19,6 +19,7 @@ from lowkiq.errors import LeaseLost
 from lowkiq.serializers import decode_failure
 from lowkiq.storage import blob
 from lowkiq.storage.queue_base import QueueBase
+from lowkiq.storage.rate_bucket import Throttle
 
 # A processing-area value: perform_in, retry_count, error length (-1: none).
 PROCESSING_HEADER = struct.Struct(">dii")
@@ -55,6 +56,11 @@ class Popped:
     ``occupied``: the processing area still held a batch, nothing was popped.
     ``fenced``: the popped shard's lease was not held, nothing was popped.
     ``held``: a reshard holds the shard (:mod:`lowkiq.resharding`), nothing was popped.
+    ``limited``: the worker's rate limit gave no token now, nothing was popped.
+    ``wait``: with a rate limit, seconds before the shard may be popped again.
+    ``needs_tokens``: on a Redis Cluster, the shard's rate-limit budget ran out and
+    due jobs remain: reserve tokens (:func:`~lowkiq.storage.rate_bucket.take`) for its
+    next pop.
     """
 
     acked: int
@@ -62,6 +68,9 @@ class Popped:
     occupied: bool = False
     fenced: bool = False
     held: bool = False
+    limited: bool = False
+    wait: float = 0.0
+    needs_tokens: bool = False
 
 
 class Processing(QueueBase):
@@ -75,6 +84,7 @@ class Processing(QueueBase):
         now: float | None = None,
         ack_shard: int | None = None,
         ack_token: str = "",
+        throttle: Throttle | None = None,
     ) -> Popped:
         """Move up to ``limit`` due jobs of ``shard`` into its processing area.
 
@@ -83,40 +93,65 @@ class Processing(QueueBase):
         finished batch acked first, in the same script: a thread acks its
         last batch and pops the next in one round trip (on a Redis Cluster,
         another shard's ack is a call of its own, first).  The popped jobs come
-        earliest ``perform_in`` first (none when nothing is due).
+        earliest ``perform_in`` first (none when nothing is due).  With a ``throttle``
+        (the worker's rate limit) it pops at most the tokens the shard may spend.
         """
         if ack_shard is not None and ack_shard != shard and self.cluster:
-            return self._pop_acking_apart(shard, token, limit, _now(now), ack_shard, ack_token)
+            return self._pop_acking_apart(
+                shard, token, limit, _now(now), ack_shard, ack_token, throttle
+            )
         if self.pipelines_pops:
             # A processing thread's client: the pop's command is packed once but for the time.
             client: Any = self.client
-            command = self.pop_command(shard, token, limit, _now(now), ack_shard, ack_token)
+            command = self.pop_command(
+                shard, token, limit, _now(now), ack_shard, ack_token, throttle
+            )
             reply = client.run_command(command)
         else:
-            keys = self._pop_keys(shard, ack_shard)
-            reply = self.write("pop", list(keys), token, _now(now), limit, ack_token)
+            keys = self._pop_keys(shard, ack_shard, throttle)
+            rate = throttle.args() if throttle is not None else ()
+            reply = self.write("pop", list(keys), token, _now(now), limit, ack_token, *rate)
         return self.read_popped(reply)
 
     def pop_command(
-        self, shard: int, token: str, limit: int, now: float, ack_shard: int | None, ack_token: str
+        self,
+        shard: int,
+        token: str,
+        limit: int,
+        now: float,
+        ack_shard: int | None,
+        ack_token: str,
+        throttle: Throttle | None = None,
     ) -> KeyedCommand:
         """:meth:`pop`'s command, packed, for the processing thread's client to send alone
         (``run_command``) or with others in one write (``run_keyed``); its reply is read
         by :meth:`read_popped`.
         Only when :attr:`pipelines_pops`; on a Redis Cluster, ``ack_shard`` is ``None`` or
         ``shard``."""
-        keys = self._pop_keys(shard, ack_shard)
+        keys = self._pop_keys(shard, ack_shard, throttle)
+        after = (limit, ack_token) if throttle is None else (limit, ack_token, *throttle.args())
         client: Any = self.client
-        packed = client.pack_around(self.scripts.pop, keys, (token,), now, (limit, ack_token))
+        packed = client.pack_around(self.scripts.pop, keys, (token,), now, after)
         return (keys[0], packed, self.scripts.pop)
 
-    def _pop_keys(self, shard: int, ack_shard: int | None) -> tuple[str, ...]:
-        if ack_shard is None:
-            return (self._prefixes[shard],)
-        return (self._prefixes[shard], self._prefixes[ack_shard])
+    def _pop_keys(
+        self, shard: int, ack_shard: int | None, throttle: Throttle | None = None
+    ) -> tuple[str, ...]:
+        ack = "" if ack_shard is None else self._prefixes[ack_shard]
+        if throttle is not None and not self.cluster:
+            # One server: the pop takes tokens from the worker's bucket itself.
+            return (self._prefixes[shard], ack, self.keys.rate_bucket_hash)
+        return (self._prefixes[shard],) if ack_shard is None else (self._prefixes[shard], ack)
 
     def _pop_acking_apart(
-        self, shard: int, token: str, limit: int, now: float, ack_shard: int, ack_token: str
+        self,
+        shard: int,
+        token: str,
+        limit: int,
+        now: float,
+        ack_shard: int,
+        ack_token: str,
+        throttle: Throttle | None = None,
     ) -> Popped:
         """:meth:`pop` with the ack of another shard on a Redis Cluster, where two shards
         are two slots: the ack is a call of its own, first.  (A processing thread on a
@@ -126,21 +161,28 @@ class Processing(QueueBase):
             acked = self.ack(ack_shard, ack_token)
         except LeaseLost:
             acked = ACK_FENCED
-        popped = self.pop(shard, token, limit, now)
+        popped = self.pop(shard, token, limit, now, throttle=throttle)
         popped.acked = acked
         return popped
 
     def read_popped(self, reply: list[Any]) -> Popped:
-        """A pop's reply, read (its ack's result, status, then the jobs)."""
-        acked, status = reply[0], reply[1]
+        """A pop's reply, read (its ack's result, status, the rate limit's wait, then the
+        jobs)."""
+        acked, status, wait = reply[0], reply[1], reply[2]
         if status != 1:
+            if status == -3:
+                return Popped(
+                    acked, [], limited=True, wait=max(wait, 0) / 1000, needs_tokens=wait < 0
+                )
             return Popped(acked, [], status == 0, status == -1, status == -2)
         jobs = [
             self._popped_job(
                 reply[i].decode(), int(reply[i + 1]), float(reply[i + 2]), reply[i + 3]
             )
-            for i in range(2, len(reply), 4)
+            for i in range(3, len(reply), 4)
         ]
+        if wait:
+            return Popped(acked, jobs, wait=max(wait, 0) / 1000, needs_tokens=wait < 0)
         return Popped(acked, jobs)
 
     def _popped_job(

@@ -135,6 +135,7 @@ class Scripts:
     reshard_counts: Script
     layout_begin: Script
     layout_lock: Script
+    rate_take: Script
 
 
 #: One script call: the script, its keys, its arguments.

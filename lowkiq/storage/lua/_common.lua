@@ -343,3 +343,97 @@ local function restore_processing(now)
   redis.call('del', processing)
   return #entries / 2
 end
+
+-- Rate limits (lowkiq/rate_limit.py).  A worker's token bucket is one hash in
+-- a slot of its own, `lowkiq:{name:rate}:bucket`: `tokens` (below 0 while
+-- reservations run ahead of the refill), `at` (ms on Redis's clock of the last
+-- refill), `taken` (tokens reserved so far) and `waited` (reservations that had
+-- to wait for the refill).  A shard's budget, K.rate_budget_hash, holds the
+-- `tokens` it reserved and may spend from `from` (ms on Redis's clock); pop
+-- refills it from the bucket itself on one server, and from the grant of a
+-- rate_take call on a Redis Cluster, where the bucket is in another slot.
+
+-- ms a shard's unspent budget outlives the time it may be spent from.
+local RATE_BUDGET_GRACE = 10000
+
+-- Redis's clock, in ms.
+local function clock_ms()
+  local time = redis.call('time')
+  return tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+end
+
+-- Reserve up to `want` tokens of `bucket` (refilled at `rate` tokens per ms,
+-- holding at most `capacity`): the whole tokens in it now, or when it holds
+-- none, `want` tokens spent from when the refill has paid for them and for
+-- every earlier reservation.  Returns how many and from when (ms on Redis's clock).
+local function bucket_reserve(bucket, want, rate, capacity, now)
+  local state = redis.call('hmget', bucket, 'tokens', 'at')
+  local tokens = tonumber(state[1]) or capacity
+  local at = tonumber(state[2]) or now
+  if now > at then
+    tokens = math.min(capacity, tokens + (now - at) * rate)
+    at = now
+  end
+  local from = now
+  if tokens >= 1 then
+    want = math.min(want, math.floor(tokens))
+  else
+    from = now + (want - tokens) / rate
+    redis.call('hincrby', bucket, 'waited', 1)
+  end
+  redis.call('hset', bucket, 'tokens', tokens - want, 'at', at)
+  redis.call('hincrby', bucket, 'taken', want)
+  return want, from
+end
+
+-- Give back `count` reserved tokens that were not spent.
+local function bucket_return(bucket, count, capacity)
+  local tokens = tonumber(redis.call('hget', bucket, 'tokens'))
+  if tokens then
+    redis.call('hset', bucket, 'tokens', math.min(capacity, tokens + count))
+    redis.call('hincrby', bucket, 'taken', -count)
+  end
+end
+
+-- The shard's budget before a pop: tokens, from, now (ms).  `grant` tokens
+-- (reserved by rate_take) are added; an empty budget is refilled from `bucket`
+-- (nil on a Redis Cluster) with `want` tokens.
+local function rate_budget_open(want, rate, capacity, grant, bucket)
+  local now = clock_ms()
+  local budget = redis.call('hmget', K.rate_budget_hash, 'tokens', 'from')
+  local tokens = (tonumber(budget[1]) or 0) + grant
+  local from = tonumber(budget[2]) or now
+  if tokens <= 0 and bucket then
+    tokens, from = bucket_reserve(bucket, want, rate, capacity, now)
+  end
+  return tokens, from, now
+end
+
+-- Keep `tokens` in the shard's budget (none: drop it).
+local function rate_budget_keep(tokens, from, now)
+  if tokens <= 0 then
+    redis.call('del', K.rate_budget_hash)
+    return
+  end
+  redis.call('hset', K.rate_budget_hash, 'tokens', tokens, 'from', from)
+  redis.call('pexpire', K.rate_budget_hash, math.ceil(math.max(from - now, 0) + RATE_BUDGET_GRACE))
+end
+
+-- The shard's budget after a pop left `left` tokens of it, `backlog` telling
+-- whether due jobs remain: with a backlog, an empty budget reserves the next
+-- pop's tokens now (so a thread learns when to come back without asking); without
+-- one, unspent tokens go back to the bucket.  Returns the ms to wait before the
+-- next pop, or -1: on a Redis Cluster, reserve tokens (rate_take) first.
+local function rate_budget_close(left, from, now, backlog, want, rate, capacity, bucket)
+  if bucket then
+    if left <= 0 and backlog then
+      left, from = bucket_reserve(bucket, want, rate, capacity, now)
+    elseif left > 0 and not backlog then
+      bucket_return(bucket, left, capacity)
+      left = 0
+    end
+  end
+  rate_budget_keep(left, from, now)
+  if left <= 0 then return backlog and -1 or 0 end
+  return math.max(0, math.ceil(from - now))
+end

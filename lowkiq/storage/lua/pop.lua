@@ -2,24 +2,33 @@
 -- KEYS[1]  the shard's prefix
 -- KEYS[2]  optional: the prefix of a shard whose finished batch to ack first
 --          (so a thread acks its last batch and pops the next in one round
---          trip); on a Redis Cluster only the shard itself (one slot)
+--          trip); on a Redis Cluster only the shard itself (one slot); '' for none
+-- KEYS[3]  optional, one server only: the worker's rate-limit bucket
 -- ARGV[1]  lease token of the shard
 -- ARGV[2]  now
 -- ARGV[3]  limit (batch size)
 -- ARGV[4]  lease token of the KEYS[2] shard
+-- ARGV[5]  optional: the worker's rate limit, tokens per ms (one token per job)
+-- ARGV[6]  its bucket's capacity (burst), ARGV[7] tokens to reserve at a time,
+-- ARGV[8]  tokens reserved by rate_take for this pop (Redis Cluster), or 0
 -- Reads/writes: lease (of both shards), perform_in_zset, fresh/retry lex
 --   zsets, retry_count_zset, errors_hash, payloads_zset(id) of hot ids,
---   processing_hash (of both shards), processed_counter (of the acked shard)
+--   processing_hash (of both shards), processed_counter (of the acked shard),
+--   with a rate limit rate_budget_hash and the bucket (see _common.lua)
 -- Returns: a flat list: the ack's result (jobs acked; -1 when its lease is not
 --   held, so nothing was acked; -2 when no ack was asked), the pop's status
 --   (1 popped; 0 the processing area is still occupied by a batch not yet
 --   acked, failed or restored; -1 the lease is not held; -2 a reshard holds
---   the shard: it is new and waits for its old shards, or retired), then id,
---   retry_count, perform_in, blob of each popped job, earliest perform_in first.
+--   the shard: it is new and waits for its old shards, or retired; -3 the rate
+--   limit gives no token now, nothing was popped), ms to wait before the next
+--   pop of the shard (0 without a rate limit; -1: reserve tokens with rate_take
+--   first), then id, retry_count, perform_in, blob of each popped job, earliest
+--   perform_in first.
 --   Hot ids give at most BATCH_PAYLOADS payloads to a batch, smallest scores
 --   first; the rest stay queued and due.
 local token, now, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local ack_prefix = KEYS[2]
+if ack_prefix == '' then ack_prefix = nil end
 local acked = -2
 local held = nil
 local same = ack_prefix == P
@@ -32,13 +41,26 @@ if ack_prefix then
     if same and ARGV[4] == token then held = true end
   end
 end
-if not held and not lease_held(K, token) then return {acked, -1} end
-if redis.call('exists', K.hold) == 1 then return {acked, -2} end
+if not held and not lease_held(K, token) then return {acked, -1, 0} end
+if redis.call('exists', K.hold) == 1 then return {acked, -2, 0} end
 local processing = K.processing_hash
-if not same and redis.call('exists', processing) == 1 then return {acked, 0} end
+if not same and redis.call('exists', processing) == 1 then return {acked, 0, 0} end
+-- Rate limit: pop at most the tokens of the shard's budget.
+local rate = tonumber(ARGV[5] or '')
+local rate_args, tokens, from, now_ms
+if rate then
+  rate_args = {tonumber(ARGV[7]), rate, tonumber(ARGV[6]), KEYS[3]}
+  tokens, from, now_ms = rate_budget_open(rate_args[1], rate, rate_args[3], tonumber(ARGV[8]), KEYS[3])
+  if tokens <= 0 then return {acked, -3, -1} end
+  if from > now_ms then
+    rate_budget_keep(tokens, from, now_ms)
+    return {acked, -3, math.ceil(from - now_ms)}
+  end
+  limit = math.min(limit, tokens)
+end
 local due = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now,
   'withscores', 'limit', 0, limit)
-local out = {acked, 1}
+local out = {acked, 1, 0}
 local budget = BATCH_PAYLOADS
 -- Most pops find no error at all: then no job's error is read or deleted.
 local any_error = #due > 0 and redis.call('hlen', K.errors_hash) > 0
@@ -70,5 +92,10 @@ for i = 1, #due, 2 do
   else
     redis.call('zrem', K.perform_in_zset, id)
   end
+end
+if rate then
+  local backlog = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now, 'limit', 0, 1)[1] ~= nil
+  local left = tokens - (#out - 3) / 4
+  out[3] = rate_budget_close(left, from, now_ms, backlog, unpack(rate_args))
 end
 return out

@@ -1,0 +1,13 @@
+-- rate_take: reserve tokens of a worker's rate-limit bucket for one shard, on a
+-- Redis Cluster (where a shard's pop cannot reach the bucket's slot); the
+-- next pop of the shard adds them to its budget (its ARGV[8]).
+-- KEYS[1]  the bucket `lowkiq:{name:rate}:bucket`
+-- ARGV[1]  tokens per ms
+-- ARGV[2]  the bucket's capacity (burst)
+-- ARGV[3]  how many tokens at most
+-- Writes: the bucket (see _common.lua)
+-- Returns: {tokens reserved, ms to wait before spending them (0: now)}
+local now = clock_ms()
+local tokens, from = bucket_reserve(KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[1]),
+  tonumber(ARGV[2]), now)
+return {tokens, math.max(0, math.ceil(from - now))}

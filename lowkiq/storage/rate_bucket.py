@@ -1,0 +1,91 @@
+"""A worker's rate-limit token bucket in Redis, and what a pop needs to spend it.
+
+One hash per queue, in a slot of its own (``lowkiq:{name:rate}:bucket``, see
+:mod:`lowkiq.storage.keys`), refilled on Redis's clock.  A shard spends tokens
+from a budget of its own (``rate_budget``, in the shard's slot), which pop
+refills: on one server from the bucket itself, in the same script; on a Redis
+Cluster, where one script cannot reach two slots, from the grant of a
+:func:`take` call (the ``rate_take`` script), made only when the budget ran
+out.  Both reserve tokens ahead: a reservation beyond the tokens in the bucket
+puts it in debt and names the time the refill pays for it, so each shard
+knows when to pop again and shards waiting for tokens are served in turn.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from lowkiq.connection import Client
+from lowkiq.storage.keys import QueueKeys
+from lowkiq.storage.scripts import Scripts
+
+#: On a Redis Cluster, a shard reserves the tokens of this many seconds of the rate
+#: per rate_take call (at least a batch, at most the bucket's capacity).
+CLUSTER_GRANT_SECONDS = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Throttle:
+    """The rate-limit arguments of one pop: the rate in tokens per ms, the bucket's
+    ``capacity``, the tokens to reserve at a time (``want``) and those reserved by
+    :func:`take` for this pop (``grant``)."""
+
+    per_ms: float
+    capacity: int
+    want: int
+    grant: int = 0
+
+    def args(self) -> tuple[Any, ...]:
+        """The pop script's ARGV[5] to ARGV[8]."""
+        return (repr(self.per_ms), self.capacity, self.want, self.grant)
+
+
+def throttle_for(per_second: float, capacity: int, batch_size: int, cluster: bool) -> Throttle:
+    """A pop's :class:`Throttle`: one batch of tokens at a time on one server; on a
+    Redis Cluster :data:`CLUSTER_GRANT_SECONDS` of the rate (at least a batch, at most
+    ``capacity``), so that a rate_take call serves several pops."""
+    want = min(batch_size, capacity)
+    if cluster:
+        want = max(want, min(capacity, math.ceil(per_second * CLUSTER_GRANT_SECONDS)))
+    return Throttle(per_second / 1000.0, capacity, want)
+
+
+def take(client: Client, queue_name: str, throttle: Throttle, run: Any = None) -> tuple[int, float]:
+    """Reserve up to ``throttle.want`` tokens of the queue's bucket (those it holds, or
+    when it holds none ``want`` tokens paid for by the refill later); returns how many
+    and the seconds to wait before spending them.  ``run(script, keys, args)`` runs the script (a
+    processing thread's own connection); by default ``client``."""
+    script = Scripts.for_client(client).rate_take
+    keys = [QueueKeys(queue_name).rate_bucket_hash]
+    args = (repr(throttle.per_ms), throttle.capacity, throttle.want)
+    reply = script(keys=keys, args=args) if run is None else run(script, keys, args)
+    return int(reply[0]), int(reply[1]) / 1000.0
+
+
+@dataclass(frozen=True)
+class BucketState:
+    """What a queue's bucket holds: ``tokens`` now (below 0: reservations wait for
+    the refill, the last one ``-tokens / rate`` seconds ahead), ``taken`` tokens
+    reserved so far and ``waited``: how many reservations had to wait."""
+
+    tokens: float
+    taken: int
+    waited: int
+
+
+def bucket_state(
+    client: Client, queue_name: str, per_second: float | None, now: float | None = None
+) -> BucketState:
+    """The queue's bucket, refilled to ``now`` (default this host's clock, which only
+    approximates Redis's) at ``per_second`` (``None``: as stored); ``tokens`` is
+    ``inf`` before the first reservation."""
+    key = QueueKeys(queue_name).rate_bucket_hash
+    tokens, at, taken, waited = client.hmget(key, "tokens", "at", "taken", "waited")
+    level = float(tokens) if tokens is not None else math.inf
+    if tokens is not None and at is not None and per_second:
+        elapsed_ms = (time.time() if now is None else now) * 1000 - float(at)
+        level += max(0.0, elapsed_ms) * per_second / 1000.0
+    return BucketState(level, int(taken or 0), int(waited or 0))

@@ -1,0 +1,123 @@
+"""A rate limit inside pop: a pop takes at most the tokens its shard may spend, and says
+when to come back (on a Redis Cluster, after reserving tokens with rate_take)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import lowkiq
+from lowkiq.storage.queue import Popped, Queue
+from lowkiq.storage.rate_bucket import Throttle, bucket_state, take, throttle_for
+from tests.leasing import ack, token
+
+#: One token every 10 s: within a test, only the bucket's capacity can be spent.
+SLOW = 0.1 / 1000
+
+
+def due(worker: type[lowkiq.Worker], count: int, prefix: str = "job") -> None:
+    worker.perform_async(
+        [{"id": f"{prefix}{n:03}", "perform_in": time.time() - 60} for n in range(count)]
+    )
+
+
+def pop(queue: Queue, shard: int, limit: int, throttle: Throttle) -> Popped:
+    """Pop as a processing thread does: on a Redis Cluster, reserve tokens with rate_take
+    when the pop asks for them, and pop again with the grant (if it is valid now)."""
+    popped = queue.pop(shard, token(queue, shard), limit, throttle=throttle)
+    if popped.needs_tokens and popped.limited:
+        tokens, wait = take(queue.client, queue.name, throttle)
+        if wait > 0:
+            return Popped(popped.acked, [], limited=True, wait=wait)
+        granted = Throttle(throttle.per_ms, throttle.capacity, throttle.want, tokens)
+        popped = queue.pop(shard, token(queue, shard), limit, throttle=granted)
+    return popped
+
+
+def test_a_pop_takes_at_most_the_tokens_left(worker, queue):
+    due(worker, 10)
+    throttle = Throttle(SLOW, capacity=3, want=3)
+    first = pop(queue, 0, 10, throttle)
+    assert len(first.jobs) == 3
+    ack(queue, 0)
+    second = pop(queue, 0, 10, throttle)
+    assert second.jobs == [] and second.limited
+    assert 25 < second.wait <= 30  # 3 tokens at one per 10 s
+    assert len(worker.queries().fetch([f"job{n:03}" for n in range(10)])) == 7
+
+
+def test_the_wait_comes_with_the_last_batch_when_jobs_remain(redis_client, worker, queue):
+    due(worker, 10)
+    throttle = Throttle(SLOW, capacity=2, want=2)
+    first = pop(queue, 0, 10, throttle)
+    assert len(first.jobs) == 2
+    if queue.cluster:
+        # The budget ran out: reserve the next pop's tokens apart (another slot).
+        assert first.needs_tokens and first.wait == 0
+        tokens, wait = take(queue.client, queue.name, throttle)
+        assert tokens == 2 and 15 < wait <= 20
+    else:
+        # The next batch's tokens are reserved by this pop: come back in 20 s.
+        assert not first.needs_tokens and 15 < first.wait <= 20
+
+
+def test_unspent_tokens_go_back_to_the_bucket_on_one_server(redis_client, worker, queue):
+    throttle = Throttle(SLOW, capacity=5, want=5)
+    due(worker, 2)
+    assert len(pop(queue, 0, 10, throttle).jobs) == 2
+    ack(queue, 0)
+    due(worker, 10, prefix="more")
+    # 3 tokens of the 5 are left (on a cluster in the shard's budget, on one server back
+    # in the bucket): 3 jobs, not 5.
+    popped = pop(queue, 0, 10, throttle)
+    assert len(popped.jobs) == 3
+
+
+def test_no_pop_is_spent_on_a_shard_with_nothing_due(worker, queue):
+    throttle = Throttle(SLOW, capacity=1, want=1)
+    for _ in range(3):
+        popped = pop(queue, 0, 10, throttle)
+        assert popped.jobs == [] and not popped.limited
+    due(worker, 1)
+    assert len(pop(queue, 0, 10, throttle).jobs) == 1
+
+
+def test_shards_waiting_for_tokens_are_served_in_turn(redis_client, sharded_worker):
+    queue = sharded_worker.queue()
+    sharded_worker.perform_async([{"id": n, "perform_in": time.time() - 60} for n in range(60)])
+    shards = sorted({queue.shard_of(str(n)) for n in range(60)})[:3]
+    throttle = Throttle(1 / 1000, capacity=1, want=1)  # one token per second
+    popped = [pop(queue, shard, 3, throttle) for shard in shards]
+    # The first takes the bucket's token; the others reserve the next ones, in turn
+    # (on one server the first pop also reserved its shard's next token already).
+    assert len(popped[0].jobs) == 1
+    assert popped[1].limited and popped[2].limited
+    assert 0.8 < popped[2].wait - popped[1].wait <= 1.0
+    assert popped[1].wait <= (2.0 if not queue.cluster else 1.0)
+
+
+def test_the_bucket_counts_reservations_and_those_that_waited(worker, queue):
+    due(worker, 5)
+    throttle = Throttle(SLOW, capacity=2, want=2)
+    pop(queue, 0, 10, throttle)
+    ack(queue, 0)
+    pop(queue, 0, 10, throttle)
+    state = bucket_state(queue.client, queue.name, SLOW * 1000)
+    assert state.taken == 4 and state.waited == 1
+    assert -2.1 < state.tokens < -1.9
+
+
+def test_no_throttle_means_no_limit(worker, queue):
+    due(worker, 10)
+    popped = queue.pop(0, token(queue, 0), 10)
+    assert len(popped.jobs) == 10 and popped.wait == 0 and not popped.limited
+
+
+@pytest.mark.parametrize("cluster", [False, True])
+def test_a_pop_reserves_a_batch_on_one_server_and_more_on_a_cluster(cluster):
+    assert throttle_for(500, 25, 1, cluster=False).want == 1
+    assert throttle_for(500, 25, 100, cluster=False).want == 25
+    assert throttle_for(500, 25, 1, cluster=True).want == 25
+    assert throttle_for(500, 10, 1, cluster=True).want == 10
+    assert throttle_for(500, 25, 1, cluster).per_ms == 0.5
