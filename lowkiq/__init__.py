@@ -19,6 +19,7 @@ from lowkiq.errors import (
 )
 from lowkiq.ownership.status import Process, Processes, QueueOwners, command_process, processes
 from lowkiq.pausing import paused_queues
+from lowkiq.periodic import Schedule
 from lowkiq.rate_limit import RateLimit
 from lowkiq.running import RunningBatch, current_batch
 from lowkiq.schedulers import build_lag_scheduler, build_seq_scheduler
@@ -85,6 +86,7 @@ __all__ = [
     "RateLimit",
     "RedisUnavailable",
     "RunningBatch",
+    "Schedule",
     "Span",
     "Undecodable",
     "Worker",

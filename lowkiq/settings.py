@@ -23,6 +23,7 @@ from lowkiq.default_redis import default_redis
 from lowkiq.environment import env_float, env_int
 from lowkiq.errors import ConfigurationError
 from lowkiq.middleware import ClientMiddleware, ServerMiddleware
+from lowkiq.periodic.schedule import Schedule, schedule_list
 from lowkiq.schedulers import Scheduler, build_lag_scheduler
 from lowkiq.serializers import Codec, dump_json, format_error, identity, load_json
 from lowkiq.splitters import Splitter, default_build_splitter
@@ -153,6 +154,9 @@ class Settings:
 
     #: The worker classes whose queues this process serves and shows.
     workers: list[type[Worker]] = setting(factory=list, check=worker_classes)
+    #: Periodic jobs (lowkiq.Schedule), enqueued by every ``lowkiq worker`` process, each
+    #: tick once (see lowkiq.periodic).
+    schedules: list[Schedule] = setting(factory=list, check=schedule_list)
     #: Zero-argument factory of a client (redis.Redis, or redis.RedisCluster): REDIS_URL, else
     #: redis://localhost:6379/0
     #: (LOWKIQ_EMBEDDED_REDIS=1: the embedded development server; see lowkiq.default_redis).

@@ -34,6 +34,10 @@ S hold                        str    set during a reshard: ``closed`` (a new sha
                                      or ``retired`` (an old shard; kept for good)
 S rate_budget                 hash   ``tokens`` the shard reserved of its worker's rate limit,
                                      to spend from ``from`` (ms on Redis's clock); with a TTL
+S schedule:<id>               hash   a periodic job's ticks (:mod:`lowkiq.periodic`): ``last``
+                                     tick passed, ``enqueued`` tick, ``enqueued_at``, ``runs``,
+                                     ``run_now_at`` (ms; Redis's clock), in its job id's shard
+S schedule_log:<id>           list   ``tick enqueued_at`` (ms) of its latest enqueues, newest first
 ============================  =====  ==========================================
 
 An id's shard is ``base + crc32(id) % shards_count``; every key of an id is in
@@ -130,13 +134,15 @@ SUFFIXES = {
     "epoch_counter": "epoch",
     "hold": "hold",
     "rate_budget_hash": "rate_budget",
+    "schedule_hash": "schedule:",
+    "schedule_log_list": "schedule_log:",
 }
 
 #: The metrics history's spans: their length in minutes -> their key's name.
 SPAN_NAMES = {1: "minute", 10: "10min", 60: "hour"}
 
 #: Keys with an argument: ``<id>`` appended.
-PER_ID = {"payloads_zset", "morgue_payloads_zset"}
+PER_ID = {"payloads_zset", "morgue_payloads_zset", "schedule_hash", "schedule_log_list"}
 
 
 @dataclass(frozen=True)
@@ -219,6 +225,14 @@ class QueueKeys:
     def hold(self, shard: int) -> str:
         """``closed`` or ``retired`` while the queue is resharded: no batch is popped."""
         return self._key("hold", shard)
+
+    def schedule_hash(self, shard: int, schedule_id: str) -> str:
+        """The ticks of the periodic job ``schedule_id`` (its job id's shard)."""
+        return self._key("schedule_hash", shard) + schedule_id
+
+    def schedule_log_list(self, shard: int, schedule_id: str) -> str:
+        """``tick enqueued_at`` of the periodic job's latest enqueues, newest first."""
+        return self._key("schedule_log_list", shard) + schedule_id
 
     @property
     def layout_hash(self) -> str:

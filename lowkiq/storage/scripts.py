@@ -136,6 +136,7 @@ class Scripts:
     layout_begin: Script
     layout_lock: Script
     rate_take: Script
+    schedule_tick: Script
 
 
 #: One script call: the script, its keys, its arguments.

@@ -1,0 +1,11 @@
+"""Periodic jobs: ``settings.schedules = [lowkiq.Schedule(Worker, id=..., cron=...)]``.
+
+:mod:`~lowkiq.periodic.schedule` declares and checks a schedule,
+:mod:`~lowkiq.periodic.ticks` computes its ticks, and
+:mod:`~lowkiq.periodic.runner` is the thread of every ``lowkiq worker`` process
+that enqueues them, each tick once (:mod:`lowkiq.storage.schedules`).
+"""
+
+from lowkiq.periodic.schedule import Schedule
+
+__all__ = ["Schedule"]

@@ -1,0 +1,142 @@
+"""The thread of a ``lowkiq worker`` process that enqueues the jobs of ``settings.schedules``.
+
+Every process runs it, with every schedule: at each tick each process asks
+Redis to pass the tick (:func:`lowkiq.storage.schedules.pass_ticks`), the
+first one passes it and enqueues its job in the same script, and the others
+learn that it was passed.  So a tick is enqueued once however many processes
+run, and on time as long as one of them runs; no process is special, and none
+waits for a lease to expire.  Times are milliseconds on Redis's clock,
+estimated here from the offset seen in the replies.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+import redis
+
+from lowkiq.connection import Client
+from lowkiq.errors import LowkiqError
+from lowkiq.periodic import ticks
+from lowkiq.periodic.schedule import Schedule, check_schedules
+from lowkiq.settings import Settings
+from lowkiq.storage import schedules as store
+from lowkiq.storage.queue import Queue
+
+log = logging.getLogger("lowkiq.periodic")
+
+#: Longest wait, seconds, before the thread looks at the clock again.
+MAX_WAIT = 1.0
+#: Longest wait, seconds, after an error, doubling from RETRY_WAIT.
+RETRY_WAIT, RETRY_CAP = 0.1, 5.0
+
+
+@dataclass
+class _Entry:
+    """One schedule as this process follows it."""
+
+    schedule: Schedule
+    queue: Queue
+    #: The last passed tick this process knows of; ``None`` before the first look.
+    last: int | None = None
+    looked: bool = False
+    #: When (ms, Redis's clock) to look again.
+    due_at: int = 0
+    failures: int = 0
+
+
+class ScheduleRunner:
+    """Passes the ticks of ``config.schedules`` and enqueues their jobs, on a thread of
+    its own between :meth:`start` and :meth:`stop`."""
+
+    def __init__(self, client: Client, config: Settings) -> None:
+        check_schedules(config.schedules, config.workers, config.dump_payload)
+        self.config = config
+        self.entries = [
+            _Entry(schedule, schedule.worker.queue(client, config)) for schedule in config.schedules
+        ]
+        #: Redis's clock minus this process's, ms.
+        self.offset_ms = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def now_ms(self) -> int:
+        """Redis's clock as this process estimates it, ms."""
+        return int(time.time() * 1000 + self.offset_ms)
+
+    def start(self) -> None:
+        """Run :meth:`run` on a daemon thread."""
+        self._thread = threading.Thread(target=self.run, name="lowkiq-schedules", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread and wait for it (a tick being passed is passed or not, whole)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def run(self) -> None:
+        """Pass due ticks until :meth:`stop`."""
+        while not self._stop.is_set():
+            self.run_due()
+            wait = min((entry.due_at for entry in self.entries), default=0) - self.now_ms()
+            self._stop.wait(min(MAX_WAIT, max(0.0, wait / 1000)))
+
+    def run_due(self) -> None:
+        """Look at every schedule whose time has come."""
+        for entry in self.entries:
+            if entry.due_at <= self.now_ms() and not self._stop.is_set():
+                self._look_logged(entry)
+
+    def _look_logged(self, entry: _Entry) -> None:
+        try:
+            self._look(entry)
+        except (redis.RedisError, LowkiqError) as exc:
+            self._failed(entry, exc, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - e.g. a payload function that raised
+            log.exception("schedule %r: could not enqueue", entry.schedule.id)
+            self._failed(entry, exc, None)
+        else:
+            if entry.failures:
+                log.info("schedule %r: enqueueing again", entry.schedule.id)
+            entry.failures = 0
+
+    def _failed(self, entry: _Entry, exc: BaseException, message: str | None) -> None:
+        entry.failures += 1
+        if entry.failures == 1 and message is not None:
+            log.warning("schedule %r: %s; retrying", entry.schedule.id, message)
+        wait = min(RETRY_CAP, RETRY_WAIT * 2 ** min(entry.failures - 1, 16))
+        entry.due_at = self.now_ms() + int(wait * 1000)
+
+    def _look(self, entry: _Entry) -> None:
+        """Pass the schedule's due ticks (or learn who did), then wait for the next one."""
+        schedule = entry.schedule
+        if not entry.looked:
+            entry.last = store.read_state(entry.queue, schedule.id).last
+            entry.looked = True
+        while True:
+            step = ticks.step(schedule, entry.last, self.now_ms())
+            if step is None:
+                break
+            dump = self.config.dump_payload
+            jobs = []
+            for tick in step.enqueue:
+                payload = dump(schedule.payload_at(schedule.tick_time(tick)))
+                jobs.append((tick, payload.encode() if isinstance(payload, str) else payload))
+            sent = time.time() * 1000
+            reply = store.pass_ticks(entry.queue, schedule.id, entry.last, step.last, jobs)
+            self.offset_ms = reply.now_ms - (sent + time.time() * 1000) / 2
+            if reply.status == store.NOT_DUE:
+                entry.due_at = step.last
+                return
+            if reply.status == store.DONE:
+                entry.last = step.last
+                if jobs:
+                    log.debug("schedule %r: enqueued %d tick(s)", schedule.id, len(jobs))
+            else:
+                entry.last = reply.last
+        anchor = self.now_ms() if entry.last is None else entry.last
+        entry.due_at = ticks.next_tick(schedule, anchor)
