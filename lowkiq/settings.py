@@ -282,3 +282,4 @@ def pooled_client(template: Client, size: int, timeout: float) -> Client:
 
 
 settings = Settings()
+"""The process's settings; the app sets them at import (``lowkiq.settings.workers = [...]``)."""

@@ -36,6 +36,7 @@ lowkiq_web = Blueprint(
     static_folder=str(asset_dir("static") / "lowkiq"),
     static_url_path="/static",
 )
+"""The dashboard blueprint: ``app.register_blueprint(lowkiq_web, url_prefix="/lowkiq")``."""
 
 
 def read_only() -> bool:

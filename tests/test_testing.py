@@ -1,4 +1,4 @@
-"""lowkiq.testing: drain() on the real storage, and the README's example test."""
+"""lowkiq.testing: drain() on the real storage, and the testing guide's example test."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from lowkiq.testing import DrainError, drain
 
 pytest_plugins = ["pytester"]
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "testing.md"
 
 
 class Orders(lowkiq.Worker):
@@ -124,14 +124,14 @@ def test_drain_refuses_a_queue_a_worker_process_serves() -> None:
     assert leases.holders(queue)[0] is None  # the shards drain took are given back
 
 
-def readme_example() -> str:
-    text = README.read_text()
+def guide_example() -> str:
+    text = GUIDE.read_text()
     match = re.search(r"<!-- testing-example:[^>]*-->\n```python\n(.*?)```", text, re.S)
-    assert match, "the README's testing example is missing"
+    assert match, "the testing guide's example is missing"
     return match.group(1)
 
 
-def test_the_readme_example_passes_with_the_installed_plugin(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_orders=readme_example())
+def test_the_guide_example_passes_with_the_installed_plugin(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_orders=guide_example())
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)

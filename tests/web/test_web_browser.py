@@ -81,7 +81,7 @@ def test_dashboard_screenshot(page, live_server):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "dashboard.png"
     page.screenshot(path=str(shot), full_page=True)
-    # The README's picture: written when missing or asked for, so runs leave the tree clean.
+    # The docs' picture: written when missing or asked for, so runs leave the tree clean.
     docs = REPO / "docs" / "dashboard.png"
     if not docs.exists() or os.environ.get("LOWKIQ_UPDATE_SCREENSHOT") == "1":
         docs.parent.mkdir(exist_ok=True)

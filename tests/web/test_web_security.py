@@ -112,7 +112,7 @@ def test_content_security_policy_forbids_inline_script(client):
 
 
 def test_host_app_adds_authentication_with_before_request(workers):
-    """The README's pattern: a before_request hook that answers 401 without credentials."""
+    """The security guide's pattern: a before_request hook that answers 401 without credentials."""
     import hmac
 
     from flask import Response, request
