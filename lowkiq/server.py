@@ -38,6 +38,7 @@ from lowkiq.health import Heartbeats
 from lowkiq.lane import Lane
 from lowkiq.ownership.coordinator import Coordinator, Plan
 from lowkiq.ownership.membership import Membership, new_process_id
+from lowkiq.periodic.runner import ScheduleRunner
 from lowkiq.settings import Settings, pooled_client, settings
 from lowkiq.shard_handler import DeferredAck, ShardHandler
 from lowkiq.splitters import build_default_splitter, with_threads
@@ -104,6 +105,8 @@ class Server:
         self.coordinator_thread: threading.Thread | None = None
         # Made by build(): the metrics history's per-process counts and flush thread.
         self.recorder: Recorder | None = None
+        # Made by build() when settings.schedules is set: the periodic jobs' thread.
+        self.periodic: ScheduleRunner | None = None
         self.metrics_server: WSGIServer | None = None
         #: The loops' heartbeats, read by the health endpoints (lowkiq.health).
         self.health = Heartbeats()
@@ -171,6 +174,9 @@ class Server:
 
         client = pooled_client(self.template, 4, config.pool_timeout)
         recorder = self.recorder = Recorder(client, workers)
+        if config.schedules:
+            periodic_client = pooled_client(self.template, 2, config.pool_timeout)
+            self.periodic = ScheduleRunner(periodic_client, config)
         self.process_id = new_process_id()
         assignable = [] if plan.static is not None else sorted(workers)
         coordinator = Coordinator(
@@ -254,6 +260,8 @@ class Server:
         self.coordinator_thread.start()
         if self.recorder is not None:
             self.recorder.start()
+        if self.periodic is not None:
+            self.periodic.start()
 
     def serve_metrics(self, host: str, port: int) -> None:
         """Serve the Prometheus metrics at ``http://host:port/metrics`` until :meth:`stop`."""
@@ -419,6 +427,8 @@ class Server:
                 coordinator.leave()
             except redis.RedisError as exc:
                 log.warning("could not deregister (%s); this process ages out of the list", exc)
+        if self.periodic is not None:
+            self.periodic.stop()
         if self.recorder is not None:
             self.recorder.stop()
         if self.metrics_server is not None:
