@@ -1,4 +1,5 @@
-"""The documentation keeps up with the code: every command is in the CLI reference.
+"""The documentation keeps up with the code: every command is in the CLI reference, and
+every relative link of the README leads to a file of the repository.
 
 (`.ci/run` also builds the site with `mkdocs build --strict`: a broken link inside the
 docs or a renamed API fails there.)"""
@@ -29,3 +30,13 @@ def test_every_command_of_lowkiq_is_in_the_cli_reference() -> None:
     lazy = main.lazy_commands.items()
     missing = {name: target for name, target in lazy if target not in directives}
     assert not missing, f"docs/reference/cli.md has no mkdocs-click directive for {missing}"
+
+
+def test_the_readme_links_only_to_files_that_exist() -> None:
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)\s]+)\)", readme)
+    relative = [link.split("#", 1)[0] for link in links if "://" not in link]
+    assert relative, "the README links into the docs"
+    assert not [link for link in relative if not (ROOT / link).is_file()]
+    # A package index shows the README without the repository: no images by path.
+    assert not re.search(r"!\[[^\]]*\]\((?![a-z]+://)", readme)
