@@ -14,6 +14,10 @@ makes a job due, or schedules one before every other job of its shard), so an
 enqueue wakes the thread within milliseconds, while the timeout (the next
 scheduled ``perform_in``, at most ``poll_interval``) picks up jobs scheduled
 for later on time; the last ~100 ms before one are waited out in the thread.
+Whether and when a job is due is Redis's clock's say: Redis tells how long
+until each shard's earliest job is due (:meth:`Lane.due_in`), and the thread's
+own clock only measures that wait, so a host whose clock is off neither spins
+nor sleeps past due jobs.
 On a Redis Cluster one BLPOP cannot span shards (each shard is a slot of its
 own): there the idle thread looks at its shards' earliest ``perform_in``
 every :data:`CLUSTER_POLL` seconds instead.
@@ -54,14 +58,11 @@ CLUSTER_POLL = 0.025
 ShardKey = tuple[str, int]
 
 
-def _score(reply: Any) -> float | None:
-    """The score of a ``ZRANGE key 0 0 WITHSCORES`` reply (``None``: the set is empty):
-    ``[member, score]`` in RESP2, ``[[member, score]]`` in RESP3."""
+def _seconds(reply: Any) -> float | None:
+    """A ``due_in`` script's reply: seconds, or ``None`` (the shard holds no job)."""
     if isinstance(reply, redis.RedisError):
         raise reply
-    if not reply:
-        return None
-    return float(reply[0][1] if isinstance(reply[0], list) else reply[1])
+    return None if reply is None else float(reply)
 
 
 class Lane:
@@ -74,7 +75,7 @@ class Lane:
         deferred: DeferredAck,
         poll_interval: float,
         stop: threading.Event,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
         self.handlers = list(handlers)
@@ -93,7 +94,7 @@ class Lane:
         self.parked: list[ShardHandler] = []
         self._changed = threading.Event()
         self.polls = is_cluster(client)
-        # A processing thread's client packs and sends commands itself (see earliest).
+        # A processing thread's client packs and sends commands itself (see due_in).
         self._pack: Callable[..., bytes] | None = getattr(client, "pack", None)
         self._heads: list[KeyedCommand] = []
         # A blocking read must end before the socket times out.
@@ -109,11 +110,8 @@ class Lane:
         self._pipelines = all(h.queue.pipelines_pops for h in self.handlers)
         if self._pack is not None:
             # A processing thread's client: every shard's head in one write (per master).
-            self._heads = [
-                (key, self._pack("ZRANGE", key, 0, 0, "WITHSCORES"), None)
-                for key in (h.queue.keys.perform_in_zset(h.shard) for h in self.handlers)
-            ]
-        # Consecutive handlers of one queue, so earliest() asks each queue once.
+            self._heads = [h.queue.due_in_command(h.shard) for h in self.handlers]
+        # Consecutive handlers of one queue, so due_in() asks each queue once.
         self._shards_by_queue: list[tuple[Queue, list[int]]] = []
         for handler in self.handlers:
             if self._shards_by_queue and self._shards_by_queue[-1][0].name == handler.queue.name:
@@ -197,18 +195,18 @@ class Lane:
         log.info("released %s", " ".join(h.name for h in handlers))
         self.on_released(handlers)
 
-    def earliest(self) -> list[float | None]:
-        """The earliest ``perform_in`` queued in each shard (``None``: empty, or held by a
-        reshard for now): a call per queue, or on a processing thread's client one
-        write (per master)."""
+    def due_in(self) -> list[float | None]:
+        """Seconds until the earliest job of each shard is due, on Redis's clock (negative:
+        due already; ``None``: empty, or held by a reshard for now): a round trip per
+        queue, or on a processing thread's client one write (per master)."""
         heads: list[float | None]
         if self._pack is not None:
             client: Any = self.client
-            heads = [_score(reply) for reply in client.run_keyed(self._heads)]
+            heads = [_seconds(reply) for reply in client.run_keyed(self._heads)]
         else:
             heads = []
             for queue, shards in self._shards_by_queue:
-                heads += queue.earliest_perform_in(shards)
+                heads += queue.due_in(shards)
         now = time.monotonic()
         for index, handler in enumerate(self.handlers):
             if handler.held_until > now:
@@ -223,9 +221,10 @@ class Lane:
         if not self.handlers:
             self._changed.wait(self.poll_interval)
             return
-        scheduled = [at for at in self.earliest() if at is not None]
-        due = min(scheduled) if scheduled else None
+        scheduled = [delay for delay in self.due_in() if delay is not None]
+        # Times on this thread's clock, which only measures the wait: Redis said how long.
         now = self.clock()
+        due = now + min(scheduled) if scheduled else None
         end = now + self.max_block
         if due is not None and due > end:
             due = None  # beyond this wait
@@ -267,8 +266,7 @@ class Lane:
             if now >= end:
                 return
             time.sleep(min(CLUSTER_POLL, end - now))
-            heads = [at for at in self.earliest() if at is not None]
-            if heads and min(heads) <= self.clock():
+            if any(delay is not None and delay <= 0 for delay in self.due_in()):
                 return
 
     def process(self, handlers: Sequence[ShardHandler]) -> int:
@@ -289,14 +287,13 @@ class Lane:
     def _pipelined(self, handlers: Sequence[ShardHandler]) -> int:
         if self.stopping():
             return 0
-        now = time.time()
         pops: list[tuple[ShardHandler, ShardHandler | None]] = []
         commands: list[KeyedCommand] = []
         for handler in handlers:
             if handler.ready():
                 riding = handler.deferred.ride(handler)
                 pops.append((handler, riding))
-                commands.append(handler.pop_command(riding, now))
+                commands.append(handler.pop_command(riding))
         client: Any = self.client
         try:
             replies = client.run_keyed(commands) if commands else []

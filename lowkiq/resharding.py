@@ -239,8 +239,8 @@ class _Resharding:
             job_id = record[1].decode()
             by_new.setdefault(shard_of(job_id, layout.count, layout.base), []).extend(record)
             dropped += (record[0], record[1])
-        now = time.time()
-        self._write_each([("reshard_put", new, (now, *args)) for new, args in by_new.items()])
+        # "": now on Redis's clock, for the merges' restore rules.
+        self._write_each([("reshard_put", new, ("", *args)) for new, args in by_new.items()])
         self.queue.write("reshard_drop", [self.queue.keys.prefix(old)], *dropped)
         count = len(dropped) // 2
         self.moved += count

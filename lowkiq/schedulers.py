@@ -8,7 +8,6 @@ thread calls in a loop.  Each step processes one batch of one shard or waits.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from itertools import cycle
 from typing import Protocol
@@ -27,8 +26,9 @@ class Lane(Protocol):
 
     handlers: Sequence[Handler]
 
-    def earliest(self) -> list[float | None]:
-        """The earliest ``perform_in`` queued in each handler's shard (``None``: empty)."""
+    def due_in(self) -> list[float | None]:
+        """Seconds until the earliest job of each handler's shard is due, on Redis's
+        clock (negative: due already; ``None``: empty)."""
         ...
 
     def wait(self) -> None:
@@ -56,15 +56,13 @@ Scheduler = Callable[[Lane], Step]
 class LagScheduler:
     """Process the due shards, the one whose earliest due job has waited longest first.
 
-    One step reads every shard's earliest ``perform_in`` once, then gives each
+    One step reads how long until every shard's earliest job is due (Redis's clock)
+    once, then gives each
     due shard one batch in lag order (their pops in one write, see
     :meth:`lowkiq.lane.Lane.process`); it waits when no shard is due.  While
     every shard of the thread is due and gives a batch (a backlog), the next
     round takes them in the same order without reading again.
     """
-
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        self.clock = clock
 
     def __call__(self, lane: Lane) -> Step:
         """The step function of one thread."""
@@ -99,11 +97,10 @@ class LagScheduler:
 
     def _due_order(self, lane: Lane) -> list[int]:
         """The indexes of the due shards, the longest waiting first."""
-        now = self.clock()
         due = sorted(
-            (earliest, index)
-            for index, earliest in enumerate(lane.earliest())
-            if earliest is not None and earliest <= now
+            (delay, index)
+            for index, delay in enumerate(lane.due_in())
+            if delay is not None and delay <= 0
         )
         return [index for _, index in due]
 
@@ -133,9 +130,9 @@ class SeqScheduler:
         return step
 
 
-def build_lag_scheduler(clock: Callable[[], float] = time.time) -> Scheduler:
+def build_lag_scheduler() -> Scheduler:
     """The default scheduler: oldest due work first (see :class:`LagScheduler`)."""
-    return LagScheduler(clock)
+    return LagScheduler()
 
 
 def build_seq_scheduler() -> Scheduler:

@@ -188,11 +188,11 @@ class ShardHandler:
             self.held_until = 0.0
         return True
 
-    def pop_command(self, riding: ShardHandler | None, now: float) -> KeyedCommand:
+    def pop_command(self, riding: ShardHandler | None) -> KeyedCommand:
         """This shard's pop, acking ``riding``'s batch (from :meth:`DeferredAck.ride`),
         packed to go out with other shards' pops in one write (see :meth:`take`)."""
         return self.queue.pop_command(
-            self.shard, self.token, self.worker.batch_size, now, *_ack_of(riding)
+            self.shard, self.token, self.worker.batch_size, *_ack_of(riding)
         )
 
     def interrupted(self, riding: ShardHandler | None) -> None:

@@ -32,26 +32,9 @@ except ImportError:  # no hiredis: redis-py reads
     _hiredis_reader = None
 
 
-#: Commands a thread's client keeps packed (:meth:`ThreadClient.pack_around`: a few
+#: Commands a thread's client keeps packed (:meth:`ThreadClient.pack_script`: a few
 #: per shard it serves); past that it forgets them all (leases changed hands).
 MAX_PACKED = 256
-#: What :func:`_packed_around` packs in place of the value, to split the command there.
-_HOLE = b"\0lowkiq-hole\0"
-
-
-def _packed_around(
-    connection: Any,
-    script: Script,
-    keys: tuple[Any, ...],
-    before: tuple[Any, ...],
-    after: tuple[Any, ...],
-) -> tuple[bytes, bytes]:
-    """An ``EVALSHA`` of ``script`` packed but for one argument: the bytes before and
-    after that argument's bulk string."""
-    command = ("EVALSHA", script.sha, len(keys), *keys, *before, _HOLE, *after)
-    packed = b"".join(pack_chunks(connection, command))
-    head, tail = packed.split(b"$%d\r\n%b\r\n" % (len(_HOLE), _HOLE))
-    return head, tail
 
 
 class ThreadClient(redis.Redis):
@@ -80,8 +63,8 @@ class ThreadClient(redis.Redis):
         # Where script replies are read into, and parsed (see _round_trip).
         self._buffer = bytearray(65536)
         self._reader: Any = None
-        # (sha, keys, before, after) -> the packed command of pack_around, around its value.
-        self._around: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
+        # (sha, keys, args) -> the packed command of pack_script.
+        self._packed_scripts: dict[tuple[Any, ...], bytes] = {}
 
     def _on_connect(self, connection: Any) -> None:
         """A new socket: let the kernel time it out (see :func:`kernel_timeouts`), and
@@ -116,7 +99,7 @@ class ThreadClient(redis.Redis):
         return self.run_packed(script, self.pack("EVALSHA", script.sha, len(keys), *keys, *args))
 
     def run_command(self, command: KeyedCommand) -> Any:
-        """One command of :meth:`run_keyed` (e.g. of :meth:`pack_around`) alone: its
+        """One command of :meth:`run_keyed` (e.g. of :meth:`pack_script`) alone: its
         reply, an error reply raised; a script Redis lost is loaded and run again."""
         _, packed, script = command
         if script is None:
@@ -154,25 +137,17 @@ class ThreadClient(redis.Redis):
         """``command`` in the Redis protocol, for :meth:`run_many` or :meth:`run_keyed`."""
         return b"".join(pack_chunks(self._private, command))
 
-    def pack_around(
-        self,
-        script: Script,
-        keys: tuple[Any, ...],
-        before: tuple[Any, ...],
-        value: float,
-        after: tuple[Any, ...],
-    ) -> bytes:
-        """An ``EVALSHA`` of ``script`` with the arguments ``*before, value, *after``, of a
-        call repeated with only the number ``value`` changing (a pop's time): the rest
-        of the command is packed once."""
-        memo = (script.sha, keys, before, after)
-        parts = self._around.get(memo)
-        if parts is None:
-            if len(self._around) >= MAX_PACKED:
-                self._around.clear()
-            parts = self._around[memo] = _packed_around(self._private, script, keys, before, after)
-        number = b"%.17g" % value  # exact (17 digits), and cheaper than repr
-        return b"%b$%d\r\n%b\r\n%b" % (parts[0], len(number), number, parts[1])
+    def pack_script(self, script: Script, keys: tuple[Any, ...], args: tuple[Any, ...]) -> bytes:
+        """An ``EVALSHA`` of ``script``, packed once for a call repeated with the same keys
+        and arguments (a shard's pop, its head)."""
+        memo = (script.sha, keys, args)
+        packed = self._packed_scripts.get(memo)
+        if packed is None:
+            if len(self._packed_scripts) >= MAX_PACKED:
+                self._packed_scripts.clear()
+            packed = self.pack("EVALSHA", script.sha, len(keys), *keys, *args)
+            self._packed_scripts[memo] = packed
+        return packed
 
     def run_keyed(self, commands: Sequence[KeyedCommand]) -> list[Any]:
         """Packed commands ``(first key, bytes, script or None)`` in one write, and their

@@ -35,9 +35,10 @@ class FakeLane:
     settled: list[list[str]] = field(default_factory=list)
     rounds: list[list[str]] = field(default_factory=list)
 
-    def earliest(self) -> list[float | None]:
+    def due_in(self) -> list[float | None]:
+        """Seconds until each head is due, Redis's clock reading 100.0."""
         self.reads += 1
-        return self.heads
+        return [None if head is None else head - 100.0 for head in self.heads]
 
     def wait(self) -> None:
         self.waits += 1
@@ -57,7 +58,7 @@ def test_lag_gives_each_due_shard_a_batch_oldest_first() -> None:
     calls: list[str] = []
     handlers = [FakeHandler(n, due=1, calls=calls) for n in "abcd"]
     lane = FakeLane(handlers, heads=[95.0, 80.0, 90.0, 101.0])
-    step = build_lag_scheduler(clock=lambda: 100.0)(lane)
+    step = build_lag_scheduler()(lane)
     step()
     assert calls == ["b", "c", "a"]  # d is not due yet
     assert lane.rounds == [["b", "c", "a"]]  # one round: their pops go out together
@@ -68,7 +69,7 @@ def test_lag_reads_once_while_every_shard_gives_a_batch_then_reads_again() -> No
     calls: list[str] = []
     handlers = [FakeHandler(n, due=2, calls=calls) for n in "abc"]
     lane = FakeLane(handlers, heads=[95.0, 80.0, 90.0])
-    step = build_lag_scheduler(clock=lambda: 100.0)(lane)
+    step = build_lag_scheduler()(lane)
     step()
     step()  # a backlog: the same order, no read
     assert (calls, lane.reads) == (["b", "c", "a"] * 2, 1)
@@ -82,7 +83,7 @@ def test_lag_reads_once_while_every_shard_gives_a_batch_then_reads_again() -> No
 def test_lag_reads_again_after_a_round_where_a_shard_was_not_due() -> None:
     handlers = [FakeHandler(n, due=5) for n in "ab"]
     lane = FakeLane(handlers, heads=[95.0, 101.0])
-    step = build_lag_scheduler(clock=lambda: 100.0)(lane)
+    step = build_lag_scheduler()(lane)
     step()
     step()
     assert (handlers[0].calls, handlers[1].calls, lane.reads) == (["a", "a"], [], 2)
@@ -92,14 +93,14 @@ def test_lag_reads_again_after_a_round_where_a_shard_was_not_due() -> None:
 def test_lag_waits_after_a_round_that_found_nothing() -> None:
     handlers = [FakeHandler("a"), FakeHandler("b")]
     lane = FakeLane(handlers, heads=[95.0, 90.0])  # stale heads: both pops find nothing
-    build_lag_scheduler(clock=lambda: 100.0)(lane)()
+    build_lag_scheduler()(lane)()
     assert (handlers[0].calls, handlers[1].calls, lane.waits) == (["a"], ["b"], 1)
 
 
 def test_lag_ignores_jobs_scheduled_for_later_and_waits() -> None:
     handlers = [FakeHandler("a"), FakeHandler("b")]
     lane = FakeLane(handlers, heads=[101.0, None])
-    build_lag_scheduler(clock=lambda: 100.0)(lane)()
+    build_lag_scheduler()(lane)()
     assert handlers[0].calls == [] and handlers[1].calls == []
     assert lane.waits == 1
 
@@ -107,7 +108,7 @@ def test_lag_ignores_jobs_scheduled_for_later_and_waits() -> None:
 def test_lag_with_one_shard_pops_directly_and_waits_when_empty() -> None:
     handler = FakeHandler("a", due=1)
     lane = FakeLane([handler], heads=[None])
-    step = build_lag_scheduler(clock=lambda: 100.0)(lane)
+    step = build_lag_scheduler()(lane)
     step()
     assert (handler.calls, lane.waits) == (["a"], 0)
     step()

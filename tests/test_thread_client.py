@@ -22,8 +22,8 @@ def client(redis_url: str) -> ThreadClient:
 
 def around(client: ThreadClient, script: Any, before: str, value: float, after: object) -> Any:
     """``script`` on the key ``k`` with the arguments ``before, value, after``, packed by
-    pack_around and run alone."""
-    packed = client.pack_around(script, ("k",), (before,), value, (after,))
+    pack_script and run alone."""
+    packed = client.pack_script(script, ("k",), (before, value, after))
     return client.run_command(("k", packed, script))
 
 
@@ -34,7 +34,7 @@ def timed_client(client: ThreadClient) -> ThreadClient:
     return client
 
 
-def test_a_command_packed_around_its_time_sends_what_run_script_sends(client: ThreadClient) -> None:
+def test_a_packed_command_sends_what_run_script_sends(client: ThreadClient) -> None:
     script = client.register_script(ECHO)
     for now in (1795431310.0303938, 100, 0.1, time.time()):
         packed = around(client, script, "token", now, 7)
@@ -90,7 +90,7 @@ def test_a_script_reply_later_than_the_socket_timeout_fails_in_time(
         client.run_script(busy, ["k"], [])
     assert time.monotonic() - started < 0.85
     time.sleep(0.5)  # the script ends; its late reply went with the closed connection
-    assert around(client, client.register_script(ECHO), "a", 1.0, "b")[2] == b"1"
+    assert float(around(client, client.register_script(ECHO), "a", 1.0, "b")[2]) == 1.0
 
 
 def test_run_keyed_sends_commands_in_one_write_and_reloads_a_lost_script(

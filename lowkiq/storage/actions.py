@@ -7,7 +7,6 @@ chunk one atomic script call, so Redis is never blocked for long.
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -32,10 +31,9 @@ class Actions:
 
     def perform_all_jobs_now(self) -> int:
         """Set every queued job's ``perform_in`` to now; returns how many moved."""
-        now = time.time()
         total = 0
-        for shard in self.queue.shards:
-            while moved := self.queue.run("perform_now", shard, now, CHUNK):
+        for shard in self.queue.shards:  # now on Redis's clock
+            while moved := self.queue.run("perform_now", shard, "", CHUNK):
                 total += moved
         return total
 
@@ -43,7 +41,7 @@ class Actions:
         """Move queued jobs with ``retry_count >= 0``, whole, to the morgue."""
         return self._drain(
             self.keys.retry_count_zset,
-            lambda shard, ids: self.queue.run("kill_failed", shard, time.time(), *ids),
+            lambda shard, ids: self.queue.run("kill_failed", shard, "", *ids),
         )
 
     def delete_all_failed_jobs(self) -> int:
@@ -70,7 +68,7 @@ class Actions:
         return self._drain(self.keys.morgue_updated_at_zset, self._morgue_delete)
 
     def _morgue_queue_up(self, shard: int, ids: list[str]) -> int:
-        return int(self.queue.run("morgue_queue_up", shard, time.time(), *ids))
+        return int(self.queue.run("morgue_queue_up", shard, "", *ids))
 
     def _morgue_delete(self, shard: int, ids: list[str]) -> int:
         return int(self.queue.run("morgue_delete", shard, *ids))

@@ -9,7 +9,6 @@ consistent (see SPEC §4).
 from __future__ import annotations
 
 import contextlib
-import time
 import zlib
 from collections.abc import Iterable
 from operator import itemgetter
@@ -102,7 +101,7 @@ def _grouped(jobs: list[NewJob], shards_count: int) -> dict[tuple[int, float], l
 
 
 def _push_args(
-    groups: dict[tuple[int, float], list[bytes]], base: int, now: float
+    groups: dict[tuple[int, float], list[bytes]], base: int, now: float | str
 ) -> dict[int, list[Any]]:
     """The push script's arguments per shard (``base`` + the group's shard): ``now``,
     then per perform_in: perform_in, count, members."""
@@ -170,7 +169,7 @@ class Enqueueing(QueueBase):
         groups = _grouped_unique(jobs, current.count)
         if groups is None:  # an id more than once: its payloads merge into one member
             groups = _grouped(jobs, current.count)
-        by_shard = _push_args(groups, current.base, time.time() if now is None else now)
+        by_shard = _push_args(groups, current.base, "" if now is None else now)
         done: list[str] = []  # ids whose push ran
         for _ in range(REROUTES):
             refused = self._send_pushes(by_shard)

@@ -9,7 +9,6 @@ between two calls leaves the queue consistent (see SPEC §4).
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,8 +24,10 @@ from lowkiq.storage.rate_bucket import Throttle
 PROCESSING_HEADER = struct.Struct(">dii")
 
 
-def _now(now: float | None) -> float:
-    return time.time() if now is None else now
+def _now(now: float | None) -> float | str:
+    """A script's ``now`` argument: ``""`` (the script reads Redis's clock), or the
+    time a test fixes."""
+    return "" if now is None else now
 
 
 @dataclass(slots=True)
@@ -97,15 +98,11 @@ class Processing(QueueBase):
         (the worker's rate limit) it pops at most the tokens the shard may spend.
         """
         if ack_shard is not None and ack_shard != shard and self.cluster:
-            return self._pop_acking_apart(
-                shard, token, limit, _now(now), ack_shard, ack_token, throttle
-            )
-        if self.pipelines_pops:
-            # A processing thread's client: the pop's command is packed once but for the time.
+            return self._pop_acking_apart(shard, token, limit, now, ack_shard, ack_token, throttle)
+        if self.pipelines_pops and now is None:
+            # A processing thread's client: the pop's command is packed once.
             client: Any = self.client
-            command = self.pop_command(
-                shard, token, limit, _now(now), ack_shard, ack_token, throttle
-            )
+            command = self.pop_command(shard, token, limit, ack_shard, ack_token, throttle)
             reply = client.run_command(command)
         else:
             keys = self._pop_keys(shard, ack_shard, throttle)
@@ -118,7 +115,6 @@ class Processing(QueueBase):
         shard: int,
         token: str,
         limit: int,
-        now: float,
         ack_shard: int | None,
         ack_token: str,
         throttle: Throttle | None = None,
@@ -129,9 +125,9 @@ class Processing(QueueBase):
         Only when :attr:`pipelines_pops`; on a Redis Cluster, ``ack_shard`` is ``None`` or
         ``shard``."""
         keys = self._pop_keys(shard, ack_shard, throttle)
-        after = (limit, ack_token) if throttle is None else (limit, ack_token, *throttle.args())
         client: Any = self.client
-        packed = client.pack_around(self.scripts.pop, keys, (token,), now, after)
+        args = (token, "", limit, ack_token, *(throttle.args() if throttle else ()))
+        packed = client.pack_script(self.scripts.pop, keys, args)
         return (keys[0], packed, self.scripts.pop)
 
     def _pop_keys(
@@ -148,7 +144,7 @@ class Processing(QueueBase):
         shard: int,
         token: str,
         limit: int,
-        now: float,
+        now: float | None,
         ack_shard: int,
         ack_token: str,
         throttle: Throttle | None = None,
@@ -221,15 +217,15 @@ class Processing(QueueBase):
     ) -> list[dict[str, Any]]:
         """The batch of ``shard`` raised: retry or bury each job, atomically (SPEC §4).
 
-        ``retry_in(retry_count)`` gives each job's delay.  Returns the jobs sent
+        ``retry_in(retry_count)`` gives each job's delay, added to Redis's clock by the
+        script (``now``: a time a test fixes instead).  Returns the jobs sent
         to the morgue as ``{"id", "payloads", "error"}`` for ``retries_exhausted``,
         ``payloads`` being ``[[payload, score]]`` like every job dict of the API.
         Raises :class:`LeaseLost` (and changes nothing) when ``token`` is stale.
         """
-        now = _now(now)
-        args: list[Any] = [now, self.codec.error_bytes(error), max_retry_count]
+        args: list[Any] = [_now(now), self.codec.error_bytes(error), max_retry_count]
         for job in batch:
-            args += (job.id, now + float(retry_in(job.retry_count + 1)))
+            args += (job.id, float(retry_in(job.retry_count + 1)))
         reply = self.run_fenced("fail", shard, token, *args)
         return [
             {
@@ -261,9 +257,15 @@ class Processing(QueueBase):
             args += (job_id, self.codec.error_bytes(error))
         return int(self.run_fenced("bury", shard, token, *args))
 
-    def earliest_perform_in(self, shards: Sequence[int]) -> list[float | None]:
-        """The earliest ``perform_in`` queued in each shard, or ``None`` when it is empty."""
-        pipe = self.client.pipeline(transaction=False)
-        for shard in shards:
-            pipe.zrange(self.keys.perform_in_zset(shard), 0, 0, withscores=True)
-        return [head[0][1] if head else None for head in pipe.execute()]
+    def due_in(self, shards: Sequence[int]) -> list[float | None]:
+        """Seconds until the earliest job of each shard is due on Redis's clock (negative:
+        due already), or ``None`` when it holds no job; one round trip."""
+        replies = self.run_pipelined([("due_in", shard, ()) for shard in shards])
+        return [None if reply is None else float(reply) for reply in replies]
+
+    def due_in_command(self, shard: int) -> KeyedCommand:
+        """:meth:`due_in` of one shard, packed for the processing thread's client (see
+        :meth:`pop_command`); its reply is ``None`` or the seconds as bytes."""
+        client: Any = self.client
+        key = self._prefixes[shard]
+        return (key, client.pack_script(self.scripts.due_in, (key,), ()), self.scripts.due_in)

@@ -118,6 +118,7 @@ class Scripts:
     perform_now: Script
     metrics: Script
     range_after: Script
+    due_in: Script
     lease_acquire: Script
     lease_renew: Script
     lease_release: Script

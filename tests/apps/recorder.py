@@ -2,9 +2,12 @@
 
 Environment: ``REDIS_URL`` (the queue), ``RECORD_URL`` (where performs are
 recorded; default the same), ``TEST_SHARDS``, ``TEST_BATCH``, ``TEST_POLL``,
-``TEST_LEASE_TTL`` (seconds; heartbeats every quarter of it).
+``TEST_LEASE_TTL`` (seconds; heartbeats every quarter of it), ``TEST_CLOCK_SKEW``
+(seconds this process's ``time.time()`` is off, as on a host whose clock is wrong).
 Payloads steer it: ``{"v": n}`` is recorded, ``{"sleep": s}`` sleeps,
-``{"fail": true}`` raises, ``{"exit_once": key}`` kills the process the first time.
+``{"fail": true}`` raises, ``{"fail_once": key}`` raises the first time,
+``{"exit_once": key}`` kills the process the first time.  Each perform's start is
+recorded on Redis's clock (``test:started_at:<id>``, a list of seconds).
 """
 
 from __future__ import annotations
@@ -17,6 +20,10 @@ import redis
 import lowkiq
 
 record = redis.Redis.from_url(os.environ.get("RECORD_URL") or os.environ["REDIS_URL"])
+
+if os.environ.get("TEST_CLOCK_SKEW"):
+    _real_time, _skew = time.time, float(os.environ["TEST_CLOCK_SKEW"])
+    time.time = lambda: _real_time() + _skew
 
 lowkiq.settings.poll_interval = float(os.environ.get("TEST_POLL", "0.2"))
 lowkiq.settings.lease_ttl = float(os.environ.get("TEST_LEASE_TTL", "2"))
@@ -46,6 +53,9 @@ class Recorder(lowkiq.Worker):
             if not record.set(f"test:running:{job_id}", os.getpid(), nx=True):
                 record.rpush("test:overlaps", job_id)
         record.rpush("test:started", *ids)
+        seconds, micros = record.time()
+        for job_id in ids:
+            record.rpush(f"test:started_at:{job_id}", seconds + micros / 1e6)
         try:
             for job_id, payloads in payloads_by_id.items():
                 for payload in payloads:
@@ -55,6 +65,8 @@ class Recorder(lowkiq.Worker):
                         time.sleep(payload["sleep"])
                     if "exit_once" in payload and record.set(payload["exit_once"], 1, nx=True):
                         os._exit(3)
+                    if "fail_once" in payload and record.set(payload["fail_once"], 1, nx=True):
+                        raise RuntimeError(f"failing {job_id} once")
                     if payload.get("fail"):
                         raise RuntimeError(f"failing {job_id}")
                     if "v" in payload:

@@ -5,6 +5,7 @@ master."""
 from __future__ import annotations
 
 import threading
+import time
 
 import redis
 
@@ -79,14 +80,20 @@ def test_a_lane_reads_its_shards_earliest_jobs_across_masters(
     lowkiq.settings.workers = [Spread]
     thread = ClusterThreadClient(cluster_client)
     queue = thread_queue(thread, cluster_client)
-    Spread.perform_async([{"id": n, "perform_in": NOW + n} for n in range(40)])
+    later = time.time() + 1000  # Redis's clock is this host's
+    Spread.perform_async([{"id": n, "perform_in": later + n} for n in range(40)])
     handlers = [ShardHandler(Spread, shard, queue, token(queue, shard)) for shard in range(12)]
     lane = Lane(thread, handlers, DeferredAck(), 1.0, threading.Event())
     expected = [
-        min((NOW + n for n in range(40) if queue.shard_of(str(n)) == shard), default=None)
+        min((later + n for n in range(40) if queue.shard_of(str(n)) == shard), default=None)
         for shard in range(12)
     ]
-    assert lane.earliest() == expected
+    before = time.time()
+    due_in = lane.due_in()
+    after = time.time()
+    assert [delay is None for delay in due_in] == [at is None for at in expected]
+    for delay, at in zip(due_in, expected, strict=True):
+        assert delay is None or at is None or at - after - 0.5 <= delay <= at - before + 0.5
     thread.close()
 
 

@@ -1,21 +1,22 @@
 -- fail: the shard's batch raised; retry each job or move it to the morgue (SPEC §4).
 -- KEYS[1]  the shard's prefix
 -- ARGV[1]  lease token of the shard
--- ARGV[2]  now
+-- ARGV[2]  now: '' for Redis's clock (a test may fix it)
 -- ARGV[3]  error (already serialized)
 -- ARGV[4]  max_retry_count
--- ARGV[5+2i..6+2i]  id, perform_in of its retry (now + retry_in(retry_count + 1))
+-- ARGV[5+2i..6+2i]  id, seconds until its retry (retry_in(retry_count + 1)): the
+--   retry's perform_in is now + that, on Redis's clock
 -- Writes: processing_hash, queue keys, morgue keys (with the per-id payload
 --   sets of hot ids), failed_counter
 -- Returns: flat list id, blob of the payload each job sent to the morgue;
 --   error FENCED when the lease is not held
-local token, now, error = ARGV[1], ARGV[2], ARGV[3]
+local token, now, error = ARGV[1], clock(ARGV[2]), ARGV[3]
 local max_retry_count = tonumber(ARGV[4])
 if not lease_held(K, token) then return fenced() end
 local processing = K.processing_hash
 local dead = {}
 for i = 5, #ARGV, 2 do
-  local id, retry_at = ARGV[i], ARGV[i + 1]
+  local id, retry_at = ARGV[i], tonumber(now) + tonumber(ARGV[i + 1])
   local value = redis.call('hget', processing, id)
   if value then
     local _, retry_count, _, blob = processing_unpack(value)

@@ -5,7 +5,7 @@
 --          trip); on a Redis Cluster only the shard itself (one slot); '' for none
 -- KEYS[3]  optional, one server only: the worker's rate-limit bucket
 -- ARGV[1]  lease token of the shard
--- ARGV[2]  now
+-- ARGV[2]  now: '' for Redis's clock (a test may fix it)
 -- ARGV[3]  limit (batch size)
 -- ARGV[4]  lease token of the KEYS[2] shard
 -- ARGV[5]  optional: the worker's rate limit, tokens per ms (one token per job)
@@ -26,7 +26,7 @@
 --   perform_in first.
 --   Hot ids give at most BATCH_PAYLOADS payloads to a batch, smallest scores
 --   first; the rest stay queued and due.
-local token, now, limit = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local token, now, limit = ARGV[1], clock(ARGV[2]), tonumber(ARGV[3])
 local ack_prefix = KEYS[2]
 if ack_prefix == '' then ack_prefix = nil end
 local acked = -2

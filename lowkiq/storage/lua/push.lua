@@ -1,7 +1,8 @@
 -- push: enqueue jobs of one shard, merging onto queued jobs of the same id
 -- (SPEC §3 rule 2).
 -- KEYS[1]  the shard's prefix `lowkiq:{name:shard}:` (every key is derived from it)
--- ARGV[1]  now (unix seconds)
+-- ARGV[1]  now (unix seconds): '' for Redis's clock (a test may fix it); only
+--          whether a job is due, to wake the shard's thread (perform_in is the caller's)
 -- ARGV[2..]  groups of jobs sharing a perform_in: perform_in, count, then
 --            `count` members `id \0 blob` (ids are unique within one call)
 -- Writes: fresh_lex_zset, retry_lex_zset, payloads_zset(id) of hot ids,
@@ -9,7 +10,7 @@
 -- Returns: the number of jobs given, or -1 (and nothing written) when a
 --   reshard retired the shard: the caller pushes them again under the new layout
 if retired() then return -1 end
-local now = ARGV[1]
+local now = clock(ARGV[1])
 local CHUNK = 1000
 local total = 0
 local i = 2

@@ -4,11 +4,11 @@
 -- 2); payloads merge as a union.  Merging the same record twice changes
 -- nothing, so a reshard interrupted between put and drop can run again.
 -- KEYS[1]  the new shard's prefix
--- ARGV[1]  now
+-- ARGV[1]  now: '' for Redis's clock (a test may fix it)
 -- ARGV[2..]  records of 7 fields, as reshard_take returns them
 -- Writes: queue keys, morgue keys
 -- Returns: the number of records merged
-local now = ARGV[1]
+local now = clock(ARGV[1])
 local count = 0
 for i = 2, #ARGV, 7 do
   local kind, id, at = ARGV[i], ARGV[i + 1], ARGV[i + 2]
