@@ -1,0 +1,109 @@
+"""What the dashboard shows of ``settings.schedules`` and its "run now" button.
+
+:func:`status` reads each schedule's state from Redis (its last and next tick,
+the job it enqueued last, whether its worker is paused); :func:`run_now`
+enqueues a schedule's job at once, outside its ticks.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from lowkiq.errors import LowkiqError
+from lowkiq.pausing import paused_queues
+from lowkiq.periodic import ticks
+from lowkiq.periodic.schedule import Schedule
+from lowkiq.settings import Settings, settings
+from lowkiq.storage import schedules as store
+from lowkiq.storage.queries import Queries
+from lowkiq.storage.schedules import Enqueue
+
+
+class UnknownSchedule(LowkiqError, KeyError):
+    """No schedule of ``settings.schedules`` has that id."""
+
+
+@dataclass(frozen=True)
+class ScheduleStatus:
+    """One schedule as Redis holds it; times in unix seconds (``None``: never).
+
+    ``last_tick``: the last tick passed (enqueued, or skipped by its catch-up);
+    ``next_tick``: the next one; ``enqueued_tick`` and ``enqueued_at``: the tick of the
+    last job it enqueued and when; ``runs``: ticks enqueued; ``run_now_at``: the last
+    run asked outside the ticks; ``queued``: whether a job of its id waits in the
+    queue; ``paused``: whether its worker is paused (ticks are enqueued all the same).
+    """
+
+    schedule: Schedule
+    last_tick: float | None
+    next_tick: float
+    enqueued_tick: float | None
+    enqueued_at: float | None
+    runs: int
+    run_now_at: float | None
+    queued: bool
+    paused: bool
+    log: list[Enqueue] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        """The schedule's id, also its jobs' id."""
+        return self.schedule.id
+
+    @property
+    def worker(self) -> str:
+        """The name of its worker class."""
+        return self.schedule.worker.__name__
+
+
+def _seconds(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
+def find(schedule_id: str, config: Settings = settings) -> Schedule:
+    """The schedule of ``config`` with this id, or :class:`UnknownSchedule`."""
+    for schedule in config.schedules:
+        if schedule.id == schedule_id:
+            return schedule
+    raise UnknownSchedule(f"no schedule with the id {schedule_id!r}")
+
+
+def status(config: Settings = settings) -> list[ScheduleStatus]:
+    """Every schedule of ``config``, in order."""
+    client = config.client()
+    paused = paused_queues(client) if config.schedules else frozenset()
+    now_ms = int(time.time() * 1000)
+    found = []
+    for schedule in config.schedules:
+        queue = schedule.worker.queue(client, config)
+        queue.refresh_layout()
+        state = store.read_state(queue, schedule.id)
+        anchor = now_ms if state.last is None else max(state.last, now_ms)
+        found.append(
+            ScheduleStatus(
+                schedule=schedule,
+                last_tick=_seconds(state.last),
+                next_tick=ticks.next_tick(schedule, anchor) / 1000,
+                enqueued_tick=_seconds(state.enqueued),
+                enqueued_at=_seconds(state.enqueued_at),
+                runs=state.runs,
+                run_now_at=_seconds(state.run_now_at),
+                queued=bool(Queries(queue, 1).fetch([schedule.id])),
+                paused=schedule.worker.queue_name in paused,
+                log=state.log,
+            )
+        )
+    return found
+
+
+def run_now(schedule_id: str, config: Settings = settings) -> float:
+    """Enqueue the schedule's job now (score now, merged by id as any enqueue), its ticks
+    untouched; returns the score."""
+    schedule = find(schedule_id, config)
+    now = time.time()
+    payload = config.dump_payload(schedule.payload_at(datetime.fromtimestamp(now, schedule.zone)))
+    data = payload.encode() if isinstance(payload, str) else payload
+    store.run_now(schedule.worker.queue(config.client(), config), schedule.id, data, now)
+    return now
