@@ -39,6 +39,7 @@ from lowkiq.ownership import leases
 from lowkiq.ownership.leases import Lease
 from lowkiq.shard_handler import DeferredAck, ShardHandler
 from lowkiq.storage.queue import Queue
+from lowkiq.storage.rate_bucket import Throttle
 
 log = logging.getLogger("lowkiq.lane")
 
@@ -54,6 +55,12 @@ LOCAL_STEP = 0.004
 
 #: Seconds between two looks at the shards of an idle thread on a Redis Cluster.
 CLUSTER_POLL = 0.025
+#: A thread whose every shard waits for rate-limit tokens for at most this many seconds
+#: sleeps without a Redis call (its finished batches' acks ride on the next pops).
+THROTTLE_NAP = 0.25
+#: Seconds a shard whose rate-limit wait is over may wait more for the thread's other
+#: shards, so that their pops go out in one write.
+THROTTLE_GATHER = 0.01
 
 ShardKey = tuple[str, int]
 
@@ -211,10 +218,40 @@ class Lane:
         for index, handler in enumerate(self.handlers):
             if handler.held_until > now:
                 heads[index] = None
+            throttle, head = handler.throttle, heads[index]
+            if throttle is not None and throttle.until > now and head is not None:
+                # Due no sooner than the rate limit lets the shard be popped.
+                heads[index] = max(head, self.clock() + throttle.until - now)
         return heads
 
+    def throttled(self, handlers: Sequence[ShardHandler]) -> int:
+        """How many of ``handlers`` wait for rate-limit tokens now (their shards have due
+        jobs: a pop reserves the next one's tokens only then)."""
+        return sum(1 for handler in handlers if handler.throttle and handler.throttle.waiting())
+
+    def _nap(self) -> bool:
+        """When every shard of the thread waits for rate-limit tokens for a short while,
+        sleep until the first may be popped (and the others that may be within
+        THROTTLE_GATHER after it, so that their pops go out together), without a Redis
+        call; ``False`` otherwise."""
+        untils = []
+        for handler in self.handlers:
+            throttle = handler.throttle
+            if throttle is None or not throttle.waiting():
+                return False
+            untils.append(throttle.until)
+        first = min(untils)
+        pause = max(u for u in untils if u <= first + THROTTLE_GATHER) - time.monotonic()
+        if pause > THROTTLE_NAP:
+            return False
+        self.stop.wait(max(pause, 0.0))
+        return True
+
     def wait(self) -> None:
-        """Ack any finished batch, then block until a wake-up, the next due job or poll_interval."""
+        """Ack any finished batch, then block until a wake-up, the next due job or
+        poll_interval (a short wait for rate-limit tokens is slept, see :meth:`_nap`)."""
+        if self.handlers and self._nap():
+            return
         self.deferred.settle()
         if self.stop.is_set() or self._changed.is_set():
             return
@@ -287,29 +324,30 @@ class Lane:
     def _pipelined(self, handlers: Sequence[ShardHandler]) -> int:
         if self.stopping():
             return 0
-        pops: list[tuple[ShardHandler, ShardHandler | None]] = []
+        pops: list[tuple[ShardHandler, ShardHandler | None, Throttle | None]] = []
         commands: list[KeyedCommand] = []
         for handler in handlers:
             if handler.ready():
                 riding = handler.deferred.ride(handler)
-                pops.append((handler, riding))
-                commands.append(handler.pop_command(riding))
+                command, throttle = handler.pop_command(riding)
+                pops.append((handler, riding, throttle))
+                commands.append(command)
         client: Any = self.client
         try:
             replies = client.run_keyed(commands) if commands else []
         except redis.RedisError:
-            for handler, riding in pops:
+            for handler, riding, _ in pops:
                 handler.interrupted(riding)
             raise
         worked = 0
         failure: Exception | None = None
-        for (handler, riding), reply in zip(pops, replies, strict=True):
+        for (handler, riding, throttle), reply in zip(pops, replies, strict=True):
             if isinstance(reply, Exception):
                 handler.interrupted(riding)
                 failure = failure or reply
                 continue
             popped = handler.queue.read_popped(reply)
-            worked += handler.take(popped, riding, perform=not self.stopping())
+            worked += handler.take(popped, riding, not self.stopping(), throttle)
         if failure is not None:
             raise failure
         return worked

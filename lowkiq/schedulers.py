@@ -48,6 +48,10 @@ class Lane(Protocol):
         """Ack the finished batches waiting for their ack, but those of ``keep``."""
         ...
 
+    def throttled(self, handlers: Sequence[Handler]) -> int:
+        """How many of ``handlers`` have due jobs but wait for rate-limit tokens now."""
+        ...
+
 
 Step = Callable[[], None]
 Scheduler = Callable[[Lane], Step]
@@ -61,7 +65,8 @@ class LagScheduler:
     due shard one batch in lag order (their pops in one write, see
     :meth:`lowkiq.lane.Lane.process`); it waits when no shard is due.  While
     every shard of the thread is due and gives a batch (a backlog), the next
-    round takes them in the same order without reading again.
+    round takes them in the same order without reading again (a shard waiting for
+    rate-limit tokens counts as giving one).
     """
 
     def __call__(self, lane: Lane) -> Step:
@@ -90,6 +95,10 @@ class LagScheduler:
                 lane.settle([handlers[index] for index in order])
             worked = lane.process([handlers[index] for index in order])
             saturated = order if worked == len(handlers) else []
+            if not saturated and worked + lane.throttled(handlers) >= len(handlers):
+                # Every shard gave a batch or waits for rate-limit tokens (it has due
+                # jobs): the next round takes them all again, the waiting ones last.
+                saturated = order + [i for i in range(len(handlers)) if i not in order]
             if not worked:
                 lane.wait()
 

@@ -44,6 +44,7 @@ from lowkiq.shard_handler import DeferredAck, ShardHandler
 from lowkiq.splitters import build_default_splitter, with_threads
 from lowkiq.telemetry import prometheus
 from lowkiq.telemetry.recorder import Recorder
+from lowkiq.throttling import RateLimits
 from lowkiq.version import __version__
 from lowkiq.worker import Worker
 
@@ -107,6 +108,8 @@ class Server:
         self.recorder: Recorder | None = None
         # Made by build() when settings.schedules is set: the periodic jobs' thread.
         self.periodic: ScheduleRunner | None = None
+        #: The rate limit in force per queue, read again on every heartbeat.
+        self.rate_limits = RateLimits({})
         self.metrics_server: WSGIServer | None = None
         #: The loops' heartbeats, read by the health endpoints (lowkiq.health).
         self.health = Heartbeats()
@@ -143,6 +146,7 @@ class Server:
             )
         plan = self.plan()
         workers = {worker.queue_name: worker for worker in config.workers}
+        self.rate_limits = RateLimits({name: w.rate_limit for name, w in workers.items()})
         # One client of the settings that every thread's own connections, and the
         # coordinator's pool, are made from: on a Redis Cluster they share its slot map,
         # loaded once (a load talks to every node: tens of milliseconds per client).
@@ -170,6 +174,7 @@ class Server:
                 config.format_error,
                 on_lost=coordinator.lost,
                 recorder=recorder.for_queue(queue_name, lane),
+                rate_limits=self.rate_limits,
             )
 
         client = pooled_client(self.template, 4, config.pool_timeout)
@@ -234,7 +239,7 @@ class Server:
         )
         if self.metrics_address is not None:
             self.serve_metrics(*self.metrics_address)
-        self._until_redis_answers(coordinator.beat)
+        self._until_redis_answers(lambda: self._beat(coordinator))
         if self._stop_signal is not None:
             return
         self.health.coordinator.succeeded()
@@ -271,6 +276,11 @@ class Server:
             raise ConfigurationError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
         log.info("Prometheus metrics on http://%s:%d/metrics", host, port)
 
+    def _beat(self, coordinator: Coordinator) -> None:
+        """One round of the coordinator, then the rate limits set at run time."""
+        coordinator.beat()
+        self.rate_limits.follow(coordinator.client)
+
     def _run_coordinator(self, coordinator: Coordinator) -> None:
         failures = 0
         heartbeat = self.health.coordinator
@@ -279,7 +289,7 @@ class Server:
                 coordinator.membership.wait_for_nudge(coordinator.next_wait())
                 if self.stop_event.is_set():
                     break
-                coordinator.beat()
+                self._beat(coordinator)
             except redis.RedisError as exc:
                 heartbeat.failed(exc)
                 failures += 1

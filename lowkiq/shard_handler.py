@@ -32,7 +32,9 @@ from lowkiq.middleware import Batch, Next, ServerMiddleware, chain
 from lowkiq.running import RunningBatch
 from lowkiq.running import local as running
 from lowkiq.storage.queue import ACK_FENCED, Popped, PoppedJob, Queue
+from lowkiq.storage.rate_bucket import Throttle
 from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder
+from lowkiq.throttling import RateLimits, ShardThrottle
 from lowkiq.worker import Worker
 
 log = logging.getLogger("lowkiq.shard_handler")
@@ -121,6 +123,7 @@ class ShardHandler:
         format_error: Callable[[BaseException], str] = str,
         on_lost: Callable[[ShardHandler], None] | None = None,
         recorder: BatchRecorder = NO_RECORDER,
+        rate_limits: RateLimits | None = None,
     ) -> None:
         self.worker = worker
         self.shard = shard
@@ -142,6 +145,12 @@ class ShardHandler:
         self.busy = False
         #: Until when (time.monotonic) a reshard holds the shard: no pop is tried.
         self.held_until = 0.0
+        #: The worker's rate limit, as this shard applies it (``None``: never limited).
+        self.throttle = (
+            None
+            if rate_limits is None or worker.queue_name not in rate_limits.class_limits
+            else ShardThrottle(rate_limits, queue, worker.batch_size)
+        )
 
     @property
     def key(self) -> tuple[str, int]:
@@ -166,14 +175,15 @@ class ShardHandler:
         if not self.ready():
             return False
         riding = self.deferred.ride(self)
+        throttle = self.throttle.args() if self.throttle is not None else None
         try:
             popped = self.queue.pop(
-                self.shard, self.token, self.worker.batch_size, None, *_ack_of(riding)
+                self.shard, self.token, self.worker.batch_size, None, *_ack_of(riding), throttle
             )
         except redis.RedisError:
             self.interrupted(riding)
             raise
-        return self.take(popped, riding)
+        return self.take(popped, riding, throttle=throttle)
 
     def ready(self) -> bool:
         """Whether a pop may be tried now: the lease is held, the processing area is
@@ -186,14 +196,17 @@ class ShardHandler:
             if time.monotonic() < self.held_until:
                 return False
             self.held_until = 0.0
-        return True
+        return self.throttle is None or not self.throttle.waiting()
 
-    def pop_command(self, riding: ShardHandler | None) -> KeyedCommand:
+    def pop_command(self, riding: ShardHandler | None) -> tuple[KeyedCommand, Throttle | None]:
         """This shard's pop, acking ``riding``'s batch (from :meth:`DeferredAck.ride`),
-        packed to go out with other shards' pops in one write (see :meth:`take`)."""
-        return self.queue.pop_command(
-            self.shard, self.token, self.worker.batch_size, *_ack_of(riding)
+        packed to go out with other shards' pops in one write, and its rate-limit
+        arguments (both for :meth:`take`)."""
+        throttle = self.throttle.args() if self.throttle is not None else None
+        command = self.queue.pop_command(
+            self.shard, self.token, self.worker.batch_size, *_ack_of(riding), throttle
         )
+        return command, throttle
 
     def interrupted(self, riding: ShardHandler | None) -> None:
         """A pop carrying ``riding``'s ack failed: neither is known to have happened."""
@@ -201,10 +214,17 @@ class ShardHandler:
         if riding is not None:
             riding.unsure = True
 
-    def take(self, popped: Popped, riding: ShardHandler | None, perform: bool = True) -> bool:
-        """Run the batch a pop took, which acked ``riding``'s; ``False`` when it took none.
-        ``perform=False``: put the batch back into the queue unperformed (the thread is
-        stopping, or handing the shard over) instead."""
+    def take(
+        self,
+        popped: Popped,
+        riding: ShardHandler | None,
+        perform: bool = True,
+        throttle: Throttle | None = None,
+    ) -> bool:
+        """Run the batch a pop (with the rate-limit arguments ``throttle``) took, which
+        acked ``riding``'s; ``False`` when it took none.  ``perform=False``: put the batch
+        back into the queue unperformed (the thread is stopping, or handing the shard
+        over) instead."""
         if riding is not None and popped.acked == ACK_FENCED:
             riding.lease_lost("its finished batch was not acked")
         if popped.fenced:
@@ -213,6 +233,10 @@ class ShardHandler:
         if popped.held:
             self.held_until = time.monotonic() + HELD_RETRY
             return False
+        if self.throttle is not None:
+            self.throttle.after(popped, throttle)
+            if popped.limited:
+                return False
         if popped.occupied:
             # Our shard's processing area holds a batch we do not know of.
             log.warning("%s: processing area occupied; restoring it", self.name)

@@ -50,6 +50,9 @@ class FakeLane:
         self.rounds.append([h.name for h in handlers])
         return sum(handler.process() for handler in handlers)
 
+    def throttled(self, handlers: list[FakeHandler]) -> int:
+        return 0
+
     def settle(self, keep: list[FakeHandler]) -> None:
         self.settled.append([h.name for h in keep])
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from lowkiq.connection import Client
 from lowkiq.storage.keys import QueueKeys
-from lowkiq.storage.scripts import Scripts
+from lowkiq.storage.queue_base import QueueBase
 
 #: On a Redis Cluster, a shard reserves the tokens of this many seconds of the rate
 #: per rate_take call (at least a batch, at most the bucket's capacity).
@@ -53,15 +53,12 @@ def throttle_for(per_second: float, capacity: int, batch_size: int, cluster: boo
     return Throttle(per_second / 1000.0, capacity, want)
 
 
-def take(client: Client, queue_name: str, throttle: Throttle, run: Any = None) -> tuple[int, float]:
-    """Reserve up to ``throttle.want`` tokens of the queue's bucket (those it holds, or
-    when it holds none ``want`` tokens paid for by the refill later); returns how many
-    and the seconds to wait before spending them.  ``run(script, keys, args)`` runs the script (a
-    processing thread's own connection); by default ``client``."""
-    script = Scripts.for_client(client).rate_take
-    keys = [QueueKeys(queue_name).rate_bucket_hash]
+def take(queue: QueueBase, throttle: Throttle) -> tuple[int, float]:
+    """Reserve up to ``throttle.want`` tokens of ``queue``'s bucket (those it holds, or
+    when it holds none ``want`` tokens paid for by the refill later), on the queue's
+    client; returns how many and the seconds to wait before spending them."""
     args = (repr(throttle.per_ms), throttle.capacity, throttle.want)
-    reply = script(keys=keys, args=args) if run is None else run(script, keys, args)
+    reply = queue.write("rate_take", [queue.keys.rate_bucket_hash], *args)
     return int(reply[0]), int(reply[1]) / 1000.0
 
 

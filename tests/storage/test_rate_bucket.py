@@ -27,7 +27,7 @@ def pop(queue: Queue, shard: int, limit: int, throttle: Throttle) -> Popped:
     when the pop asks for them, and pop again with the grant (if it is valid now)."""
     popped = queue.pop(shard, token(queue, shard), limit, throttle=throttle)
     if popped.needs_tokens and popped.limited:
-        tokens, wait = take(queue.client, queue.name, throttle)
+        tokens, wait = take(queue, throttle)
         if wait > 0:
             return Popped(popped.acked, [], limited=True, wait=wait)
         granted = Throttle(throttle.per_ms, throttle.capacity, throttle.want, tokens)
@@ -55,7 +55,7 @@ def test_the_wait_comes_with_the_last_batch_when_jobs_remain(redis_client, worke
     if queue.cluster:
         # The budget ran out: reserve the next pop's tokens apart (another slot).
         assert first.needs_tokens and first.wait == 0
-        tokens, wait = take(queue.client, queue.name, throttle)
+        tokens, wait = take(queue, throttle)
         assert tokens == 2 and 15 < wait <= 20
     else:
         # The next batch's tokens are reserved by this pop: come back in 20 s.
