@@ -15,6 +15,8 @@ _PACKAGE = Path(__file__).resolve().parent
 
 #: Version of the vendored htmx in ``static/lowkiq/``.
 HTMX_VERSION = "2.0.11"
+#: Version of the vendored uPlot (chart library, MIT) in ``static/lowkiq/``.
+UPLOT_VERSION = "1.6.32"
 
 #: The Content-Security-Policy of every dashboard response: no inline script or style.
 CONTENT_SECURITY_POLICY = (
@@ -53,6 +55,7 @@ def template_helpers() -> dict[str, Any]:
         "embedded_redis": on_embedded_redis(),
         "csrf_token": security.csrf_token(),
         "htmx_file": f"htmx-{HTMX_VERSION}.min.js",
+        "uplot_file": f"uPlot-{UPLOT_VERSION}.min",
     }
 
 

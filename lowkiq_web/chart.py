@@ -1,8 +1,8 @@
-"""The live processed/failed chart, drawn server-side as SVG.
+"""The live processed/failed chart's data: jobs per second between the page's samples.
 
 The page keeps the samples (``time:processed:failed`` totals) in a hidden
 field that every refresh sends back; the server appends the current totals
-and draws the rates between consecutive samples, placed by time.  No state on
+and charts the rates between consecutive samples (:func:`build_chart`).  No state on
 the server, so it works the same across gunicorn workers.  A page opened
 afresh starts from the stored metrics history: a sample at every minute
 boundary of the last :data:`SEED_MINUTES` minutes (:func:`seed_samples`).
@@ -16,13 +16,12 @@ from dataclasses import dataclass
 
 from lowkiq import Counts
 from lowkiq_web.listing import BadParameter
+from lowkiq_web.rates import Interval, Rates
 
 #: Samples kept in the page (one per refresh, plus the seeded minutes).
 MAX_SAMPLES = 60
 #: Minutes of stored history a fresh page's chart starts from.
 SEED_MINUTES = 10
-WIDTH = 600
-HEIGHT = 120
 
 
 @dataclass(frozen=True)
@@ -59,19 +58,6 @@ def encode_history(samples: list[Sample]) -> str:
     return ",".join(sample.encode() for sample in samples[-MAX_SAMPLES:])
 
 
-@dataclass(frozen=True)
-class Chart:
-    """What the template draws: two polylines, the peak rate and the latest rates."""
-
-    processed_points: str
-    failed_points: str
-    peak: float
-    processed_rate: float
-    failed_rate: float
-    width: int = WIDTH
-    height: int = HEIGHT
-
-
 def seed_samples(now: Sample, minutes: Mapping[int, Counts]) -> list[Sample]:
     """Samples at the minute boundaries since the first stored minute, ending with ``now``.
 
@@ -93,37 +79,18 @@ def seed_samples(now: Sample, minutes: Mapping[int, Counts]) -> list[Sample]:
     return samples[::-1]
 
 
-def build_chart(samples: list[Sample], min_window: float = 0.0) -> Chart:
-    """Per-second rates between consecutive samples, scaled into the SVG box.
-
-    Each rate is drawn at its later sample's time; the box spans the samples'
-    time, at least ``min_window`` seconds, ending at the last sample.
-    """
-    rates: list[tuple[float, float, float]] = []
+def build_chart(samples: list[Sample], min_window: float = 0.0) -> Rates:
+    """Jobs per second between consecutive samples, in a window of the samples' time (at
+    least ``min_window`` seconds) ending at the last sample."""
+    intervals = []
     for before, after in zip(samples, samples[1:], strict=False):
         elapsed = after.at - before.at
         if elapsed <= 0:
             continue
         # Counters only grow; a reset (FLUSHALL) would give a negative rate.
-        rates.append(
-            (
-                after.at,
-                max(0, after.processed - before.processed) / elapsed,
-                max(0, after.failed - before.failed) / elapsed,
-            )
-        )
-    peak = max((max(p, f) for _, p, f in rates), default=0.0)
-    scale = (HEIGHT - 10) / peak if peak > 0 else 0.0
+        processed = max(0, after.processed - before.processed) / elapsed
+        failed = max(0, after.failed - before.failed) / elapsed
+        intervals.append(Interval(before.at, after.at, processed, failed))
     end = samples[-1].at if samples else 0.0
     window = max(min_window, end - samples[0].at if samples else 0.0)
-
-    def x(at: float) -> float:
-        return WIDTH - (end - at) / window * WIDTH if window > 0 else float(WIDTH)
-
-    def points(index: int) -> str:
-        return " ".join(
-            f"{x(rate[0]):.1f},{HEIGHT - 2 - rate[index] * scale:.1f}" for rate in rates
-        )
-
-    last = rates[-1] if rates else (0.0, 0.0, 0.0)
-    return Chart(points(1), points(2), peak, last[1], last[2])
+    return Rates(tuple(intervals), "s", end - window, end)

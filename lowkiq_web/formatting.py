@@ -110,3 +110,22 @@ def latency(seconds: float | None) -> str:
     if seconds < 60:
         return f"{seconds:.2f} s"
     return human_duration(seconds)
+
+
+def rate(value: float) -> str:
+    """A rate as the chart shows it: ``"0"``, ``"0.25"``, ``"12.5"``, ``"1,234"``."""
+    if value == 0:
+        return "0"
+    if value < 10:
+        return f"{value:.2f}"
+    if value < 100:
+        return f"{value:.1f}"
+    return f"{round(value):,}"
+
+
+def clock_time(timestamp: float) -> str:
+    """A unix timestamp's UTC time of day, ``"14:05:30"``."""
+    try:
+        return datetime.fromtimestamp(timestamp, tz=timezone.utc).strftime("%H:%M:%S")
+    except (OverflowError, OSError, ValueError):
+        return str(timestamp)

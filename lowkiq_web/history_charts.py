@@ -1,4 +1,4 @@
-"""The Metrics page's pictures, drawn server-side as SVG: throughput over time and histograms."""
+"""The Metrics pages' charts: throughput over time (drawn by the chart script) and histograms."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ from dataclasses import dataclass
 
 from lowkiq import Span
 from lowkiq.telemetry.counts import BUCKETS
-
-WIDTH = 600
-HEIGHT = 140
+from lowkiq_web.rates import Interval, Rates
 
 
 def bucket_label(slot: int) -> str:
@@ -27,45 +25,20 @@ def _bound(seconds: float) -> str:
     return f"{seconds / 60:g} min"
 
 
-@dataclass(frozen=True)
-class Throughput:
-    """Processed and failed jobs per minute over a window, as two polylines."""
-
-    processed_points: str
-    failed_points: str
-    #: The highest rate drawn, jobs per minute.
-    peak: float
-    #: Unix times of the window's start and end.
-    start: float
-    end: float
-    width: int = WIDTH
-    height: int = HEIGHT
-
-
-def throughput(spans: Sequence[Span]) -> Throughput:
-    """Jobs per minute in each span, drawn at the span's middle, across the window."""
-    rates = [
-        (
-            span.start + span.seconds / 2,
+def throughput(spans: Sequence[Span]) -> Rates:
+    """Processed and failed jobs per minute in each span, across the spans' window."""
+    intervals = tuple(
+        Interval(
+            span.start,
+            span.start + span.seconds,
             span.counts.processed_jobs * 60 / span.seconds,
             span.counts.failed_jobs * 60 / span.seconds,
         )
         for span in spans
-    ]
-    start = spans[0].start if spans else 0.0
-    end = spans[-1].start + spans[-1].seconds if spans else 0.0
-    peak = max((max(p, f) for _, p, f in rates), default=0.0)
-    scale = (HEIGHT - 10) / peak if peak > 0 else 0.0
-
-    length = (end - start) or 1.0
-
-    def points(index: int) -> str:
-        return " ".join(
-            f"{(rate[0] - start) / length * WIDTH:.1f},{HEIGHT - 2 - rate[index] * scale:.1f}"
-            for rate in rates
-        )
-
-    return Throughput(points(1), points(2), peak, start, end)
+    )
+    start = intervals[0].start if intervals else 0.0
+    end = intervals[-1].end if intervals else 0.0
+    return Rates(intervals, "min", start, end)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ Any console error, a CSP violation included, fails the test (see the ``page`` fi
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -179,7 +180,8 @@ def test_metrics_pages_from_the_nav_link(page, live_server):
     record_history(ReportWorker, now - 5 * 3600, batches=4, seconds=95.0, wait=0.01)
     page.goto(live_server + "/")
     # The live chart starts from the stored history, not empty.
-    assert page.locator("#live polyline.processed").get_attribute("points").count(",") > 2
+    expect(page.locator("#live-chart canvas")).to_have_count(1)
+    assert len(json.loads(page.locator("#live-chart-data").get_attribute("data-series"))["x"]) > 2
     page.click("header nav.pages >> text=Metrics")
     expect(page).to_have_url(live_server + "/history")
     order = page.locator("tr[data-worker=OrderWorker]")
@@ -204,6 +206,121 @@ def test_metrics_pages_from_the_nav_link(page, live_server):
     page.locator("tr[data-worker=ReportWorker] th a").click()
     quantiles = page.locator("tr[data-metric=duration] td")
     expect(quantiles.first).to_have_text("1m 30s")
+
+
+def chart_state(page, chart_id):
+    """What the chart script drew in box ``chart_id``: axes, x range, data, legend values."""
+    return page.evaluate(
+        """(id) => {
+            const plot = document.getElementById(id).lowkiqChart.plot;
+            return {
+                axes: plot.axes.map((axis) => axis.label),
+                canvas: !!plot.root.querySelector("canvas"),
+                x: [plot.scales.x.min, plot.scales.x.max],
+                data: plot.data,
+                legend: Array.from(plot.root.querySelectorAll(".u-legend .u-value"),
+                                   (cell) => cell.textContent),
+            };
+        }""",
+        chart_id,
+    )
+
+
+def hover(page, chart_id, at):
+    """Move the mouse over the chart at unix time ``at``, halfway up."""
+    box = page.evaluate(
+        """([id, at]) => {
+            const plot = document.getElementById(id).lowkiqChart.plot;
+            const over = plot.over.getBoundingClientRect();
+            return {x: over.left + plot.valToPos(at, "x"), y: over.top + over.height / 2};
+        }""",
+        [chart_id, at],
+    )
+    page.mouse.move(box["x"], box["y"])
+
+
+def test_live_chart_draws_stored_history_reads_out_on_hover_and_updates(page, live_server):
+    now = time.time()
+    minute = int(now // 60)
+    enqueue(OrderWorker, 120, perform_in=0)
+    process(OrderWorker, 120)
+    record_history(OrderWorker, (minute - 3) * 60 + 10, batches=120)  # 2 jobs/s then
+    page.goto(live_server + "/")
+    expect(page.locator("#live-chart canvas")).to_have_count(1)
+    state = chart_state(page, "live-chart")
+    assert state["axes"] == ["time (UTC)", "jobs/s"]
+    assert state["data"][0][0] == (minute - 3) * 60.0 and state["data"][1][0] == 2.0
+    assert state["x"][1] - state["x"][0] >= 5 * 58  # the window: 58 refreshes at least
+    assert state["legend"][1:] == ["0 jobs/s", "0 jobs/s"]  # the latest interval, idle
+    hover(page, "live-chart", (minute - 3) * 60 + 30)
+    expect(page.locator("#live-chart .u-legend .u-value").nth(1)).to_have_text("2.00 jobs/s")
+    assert (
+        page.locator("#live-chart .u-legend .u-value")
+        .first.inner_text()
+        .startswith(time.strftime("%Y-%m-%d %H:%M:00", time.gmtime((minute - 3) * 60)))
+    )
+    page.mouse.move(0, 0)
+    page.evaluate(
+        """() => {
+            window.firstPlot = document.getElementById("live-chart").lowkiqChart.plot;
+            // Jobs drawn after the 4 seeded minutes: each rate times its interval's length.
+            window.liveJobs = (plot) => {
+                const [x, processed] = plot.data;
+                let jobs = 0;
+                for (let i = 4; i < x.length - 1; i++) jobs += processed[i] * (x[i + 1] - x[i]);
+                return jobs;
+            };
+        }"""
+    )
+    page.select_option("select[name=interval]", "2")
+    enqueue(MailWorker, 40, perform_in=0)
+    process(MailWorker, 40)
+    # New counts come in with the next refreshes; the chart keeps its canvas and redraws.
+    page.wait_for_function(
+        """() => {
+            const plot = document.getElementById("live-chart").lowkiqChart.plot;
+            return plot === window.firstPlot && window.liveJobs(plot) > 39;
+        }""",
+        timeout=10_000,
+    )
+    assert abs(page.evaluate("() => window.liveJobs(window.firstPlot)") - 40) < 0.5
+
+
+def test_metrics_chart_reads_out_jobs_per_minute_on_hover(page, live_server):
+    now = time.time()
+    record_history(OrderWorker, now - 600, batches=30, jobs=10)
+    record_history(OrderWorker, now - 600, batches=2, jobs=10, failed=True)
+    page.goto(live_server + "/OrderWorker/history")
+    expect(page.locator("#history-chart canvas")).to_have_count(1)
+    state = chart_state(page, "history-chart")
+    assert state["axes"] == ["time (UTC)", "jobs/min"]
+    minute = int((now - 600) // 60) * 60.0
+    index = state["data"][0].index(minute)
+    assert state["data"][1][index] == 300 and state["data"][2][index] == 20
+    hover(page, "history-chart", minute + 30)
+    values = page.locator("#history-chart .u-legend .u-value")
+    expect(values.nth(1)).to_have_text("300 jobs/min")
+    expect(values.nth(2)).to_have_text("20.0 jobs/min")
+
+
+def test_charts_are_tables_without_javascript(browser, live_server, workers):
+    record_history(OrderWorker, time.time() - 120, batches=6, jobs=10)
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        page = context.new_page()
+        page.goto(live_server + "/")
+        table = page.locator("table.chart-table[data-chart-table=live-chart]")
+        expect(table).to_be_visible()
+        assert table.locator("tbody tr").count() >= 1
+        expect(page.locator("#live-chart canvas")).to_have_count(0)
+        page.goto(live_server + "/OrderWorker/history")
+        rows = page.locator("table.chart-table[data-chart-table=history-chart] tbody tr")
+        expect(rows).to_have_count(60)
+        expect(rows.filter(has_text="60.0")).to_have_count(1)  # 60 jobs in one minute
+        page.goto(live_server + "/history?window=8h")
+        expect(page.locator("table.chart-table tbody tr")).to_have_count(48)
+    finally:
+        context.close()
 
 
 def test_pause_asks_for_confirmation_and_shows_the_state(page, live_server):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html as html_module
+import json
 import re
 import time
 
@@ -10,11 +12,18 @@ from web_support import MailWorker, OrderWorker, enqueue, fail_all, process, rec
 
 import lowkiq
 from lowkiq_web import chart, history_charts
+from lowkiq_web.rates import Interval
 
 
 def cell(html: str, worker: str, count: str) -> str:
     row = re.search(rf'<tr data-worker="{worker}">(.*?)</tr>', html, re.S).group(1)
     return re.search(rf'data-count="{count}">.*?title="([^"]*)"', row, re.S).group(1)
+
+
+def chart_data(html: str, chart_id: str) -> dict:
+    """The JSON a page gives its chart script."""
+    found = re.search(rf"<div id=\"{chart_id}-data\" hidden data-series='([^']*)'>", html)
+    return json.loads(html_module.unescape(found.group(1)))
 
 
 def test_the_metrics_index_sums_each_worker_over_the_window(client):
@@ -28,7 +37,12 @@ def test_the_metrics_index_sums_each_worker_over_the_window(client):
     assert cell(html, "OrderWorker", "failed") == "50"
     assert cell(html, "MailWorker", "processed") == "3"
     assert 'aria-current="page">1h<' in html.replace("\n", "")
-    assert 'class="processed" fill="none" points="' in html
+    data = chart_data(html, "history-chart")
+    assert data["unit"] == "jobs/min" and len(data["x"]) == 61  # 60 minutes and the end
+    assert max(data["processed"]) == 400 and sum(data["processed"][:-1]) == 403
+    assert sum(data["failed"][:-1]) == 50
+    table = re.search(r"<noscript>(.*?)</noscript>", html, re.S).group(1)
+    assert table.count("<tr>") == 61  # the header and a row per minute
     eight = client.get("/history?window=8h").get_data(as_text=True)
     assert cell(eight, "OrderWorker", "processed") == "470"
     assert "/OrderWorker/history?window=8h" in eight
@@ -103,15 +117,18 @@ def test_a_fresh_dashboard_chart_starts_from_the_stored_history(client):
     processed = [int(s.split(":")[1]) for s in history]
     failed = [int(s.split(":")[2]) for s in history]
     assert processed == [0, 120, 120, 120, 120] and failed == [0, 0, 60, 60, 60]
-    points = re.search(r'class="processed" fill="none" points="([^"]*)"', html).group(1)
-    assert len(points.split()) == 4
+    data = chart_data(html, "live-chart")
+    assert data["x"] == times and data["unit"] == "jobs/s"  # interval starts, then the end
+    assert data["processed"][:4] == [2.0, 0.0, 0.0, 0.0]
+    assert data["failed"][:4] == [0.0, 1.0, 0.0, 0.0]
 
 
 def test_chart_seeds_nothing_without_stored_minutes_and_fills_from_the_right():
     now = chart.Sample(1000.0, 50, 2)
     assert chart.seed_samples(now, {}) == [now]
     drawn = chart.build_chart([chart.Sample(990.0, 40, 2), now], min_window=100.0)
-    assert drawn.processed_points == "600.0,8.0" and drawn.processed_rate == 1.0
+    assert (drawn.start, drawn.end) == (900.0, 1000.0)
+    assert drawn.intervals == (Interval(990.0, 1000.0, 1.0, 0.0),)
     # One stored minute: a sample where it began, and one where the next began.
     seeded = chart.seed_samples(chart.Sample(130.0, 50, 2), {1: lowkiq.Counts.from_hash({"j": 8})})
     assert seeded == [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html as html_module
+import json
 import re
 import time
 
@@ -29,7 +31,7 @@ def test_dashboard_shows_totals_workers_and_redis(client, redis_url):
     assert "/OrderWorker/enqueued?by=retry_count&amp;dir=desc&amp;from=-1" in html  # fresh
     assert "/OrderWorker/enqueued?by=retry_count&amp;dir=asc&amp;from=0" in html  # retries
     assert "/MailWorker/dead" in html and "/MailWorker/busy" in html
-    assert "<dt>Version</dt><dd>" in html and "<svg" in html
+    assert "<dt>Version</dt><dd>" in html and 'data-rate-chart="live-chart-data"' in html
     assert 'hx-trigger="every 5s"' in html
 
 
@@ -57,7 +59,9 @@ def test_live_fragment_keeps_history_and_honours_pause(client):
     html = second.get_data(as_text=True)
     assert "hx-trigger=" not in html.split(">", 1)[0]
     assert len(re.search(r'name="history" value="([^"]*)"', html).group(1).split(",")) == 2
-    assert 'class="failed" fill="none" points="' in html
+    found = re.search(r"<div id=\"live-chart-data\" hidden data-series='([^']*)'>", html)
+    data = json.loads(html_module.unescape(found.group(1)))
+    assert data["unit"] == "jobs/s" and data["failed"][0] > 0 and data["processed"][0] == 0
 
 
 def test_stats_api_is_the_spec_document(client):

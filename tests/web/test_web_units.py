@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lowkiq_web import chart, formatting, listing
+from lowkiq_web import chart, formatting, listing, rates
 
 
 @pytest.mark.parametrize(
@@ -48,8 +48,20 @@ def test_chart_rates_from_history():
     samples = chart.parse_history("100.000:10:0,102.000:30:4")
     samples.append(chart.Sample(104.0, 30, 4))
     drawn = chart.build_chart(samples)
-    assert drawn.peak == 10.0 and drawn.processed_rate == 0.0
-    assert len(drawn.processed_points.split()) == 2
+    assert drawn.intervals == (
+        rates.Interval(100.0, 102.0, 10.0, 2.0),
+        rates.Interval(102.0, 104.0, 0.0, 0.0),
+    )
+    assert drawn.peak == 10.0 and drawn.latest.processed == 0.0 and drawn.unit == "s"
+    # The chart script's input: each interval's start, then the last one's end, repeated.
+    assert drawn.chart_data() == {
+        "unit": "jobs/s",
+        "start": 100.0,
+        "end": 104.0,
+        "x": [100.0, 102.0, 104.0],
+        "processed": [10.0, 0.0, 0.0],
+        "failed": [2.0, 0.0, 0.0],
+    }
     assert chart.encode_history(samples).count(",") == 2
 
 
@@ -58,7 +70,17 @@ def test_chart_keeps_the_last_samples_and_survives_counter_resets():
     samples = chart.parse_history(text)
     assert len(samples) == chart.MAX_SAMPLES
     assert chart.build_chart(samples).peak == 0.0
-    assert chart.build_chart([]).processed_points == ""
+    empty = chart.build_chart([])
+    assert empty.intervals == () and empty.chart_data()["x"] == []
+    assert empty.latest == rates.Interval(0.0, 0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("value", "text"), [(0, "0"), (0.254, "0.25"), (12.54, "12.5"), (1234.4, "1,234")]
+)
+def test_rate_as_the_chart_shows_it(value, text):
+    assert formatting.rate(value) == text
+    assert formatting.clock_time(3661) == "01:01:01"
 
 
 @pytest.mark.parametrize("bad", ["x", "1:2", "a:1:2", "1:b:2", "inf:1:1"])

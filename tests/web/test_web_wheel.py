@@ -1,5 +1,5 @@
 """The built wheel ships templates and static files: installed into a fresh virtualenv,
-``create_app()`` serves a page and the vendored htmx from the installed package."""
+``create_app()`` serves a page, the vendored htmx and uPlot from the installed package."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ CHECK = textwrap.dedent(
     assert page.status_code == 200 and b"OrderWorker" in page.data, page.status_code
     htmx = client.get("/static/" + "htmx-" + blueprint.HTMX_VERSION + ".min.js")
     assert htmx.status_code == 200 and b"htmx" in htmx.data[:200]
+    uplot = client.get("/static/" + "uPlot-" + blueprint.UPLOT_VERSION + ".min.js")
+    assert uplot.status_code == 200 and b"uPlot" in uplot.data[:200]
     print("wheel ok")
     """
 )
