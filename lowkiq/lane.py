@@ -181,10 +181,17 @@ class Lane:
             every = [h for h in every if h.key != key]
         self.handlers = [h for h in every if h.queue.name not in self.paused]
         self.parked = [h for h in every if h.queue.name in self.paused]
-        self.deferred.settle(keep=self.handlers)
         self._index()
-        if released:
-            self._release(released)
+        try:
+            # The acks of shards given up or parked; a shard served on keeps its ack for
+            # its next pop.
+            self.deferred.settle(keep=self.handlers)
+        finally:
+            # Even when Redis failed mid-ack: a shard whose last batch is not known to be
+            # acked is given up all the same (its next owner restores the batch), and the
+            # coordinator learns it, so no lease is renewed for a shard nobody serves.
+            if released:
+                self._release(released)
         return True
 
     def release_all(self) -> None:

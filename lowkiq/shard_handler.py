@@ -83,10 +83,20 @@ class DeferredAck:
             self.holders.remove(handler)
 
     def settle(self, keep: Sequence[object] = ()) -> None:
-        """Ack the held batches now, a round trip each, but those of ``keep``."""
+        """Ack the held batches now, a round trip each, but those of ``keep``.
+
+        Every ack is tried; when Redis fails some, the first error is raised once the
+        others are done (a failed one's shard is unsure: restored before its next pop,
+        or by its next owner)."""
+        failure: redis.RedisError | None = None
         for holder in [h for h in self.holders if h not in keep]:
             self.holders.remove(holder)
-            holder.ack_now()
+            try:
+                holder.ack_now()
+            except redis.RedisError as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def ride(self, popper: ShardHandler) -> ShardHandler | None:
         """Hand a held batch to ``popper``'s next pop to ack, when it can carry it.

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import redis
 
 import lowkiq
+from lowkiq.ownership import leases
 from lowkiq.server import Server
 from lowkiq.settings import Settings
 
@@ -37,6 +39,61 @@ def test_a_shard_lost_and_acquired_again_before_the_thread_looks_is_served(redis
         assert lane.apply()
         assert [h for h in lane.handlers if h.shard == 0] == []
         assert [h.shard for h in lane.handlers] == [1]
+    finally:
+        coordinator.leave()
+        lane.client.close()
+
+
+class Recording(lowkiq.Worker):
+    shards_count = 2
+    performed: list[str] = []
+
+    @classmethod
+    def perform(cls, payloads_by_id):
+        cls.performed.extend(payloads_by_id)
+
+
+def test_a_hand_over_completes_when_redis_drops_the_connection_while_acking(
+    redis_url, redis_client
+):
+    config = Settings(
+        workers=[Recording], threads_per_node=1, redis=lambda: redis.Redis.from_url(redis_url)
+    )
+    server = Server(config)
+    coordinator = server.build()
+    (lane,) = server.lanes
+    try:
+        coordinator.beat()
+        lane.apply()
+        queue = Recording.queue(redis_client, config)
+        job_id = next(str(i) for i in range(100) if queue.shard_of(str(i)) == 0)
+        Recording.perform_async([{"id": job_id}])
+        handler = next(h for h in lane.handlers if h.shard == 0)
+        assert handler.process()  # performed; its ack waits for the next pop
+        assert lane.deferred.holders == [handler]
+
+        # The coordinator moves shard 0 away, and Redis drops the thread's connection
+        # just before the thread acks the shard's last batch.
+        with coordinator._lock:
+            coordinator._releasing.add(handler.key)
+        lane.remove(handler.key, release=True)
+        own_id = lane.client.execute_command("CLIENT", "ID")
+        redis_client.execute_command("CLIENT", "KILL", "ID", own_id)
+        with pytest.raises(redis.ConnectionError):
+            lane.apply()
+
+        # The hand-over happened all the same: the shard is given up, its lease released
+        # (or left to lapse), the coordinator told, and the thread's wake-ups still match
+        # its shards.
+        assert [h.shard for h in lane.handlers] == [1]
+        assert lane.wake_keys == [queue.keys.wake_list(1)]
+        assert handler.key not in coordinator._releasing
+        assert handler.key not in coordinator.owned()
+        lane.wait()  # no ValueError: the thread goes on
+        # The next owner restores the unacked batch: nothing is lost.
+        redis_client.delete(queue.keys.lease(0))  # in case the release was lost too
+        lease, restored, _ = leases.acquire(queue, 0, "next", 5)
+        assert lease is not None and restored == 1
     finally:
         coordinator.leave()
         lane.client.close()
