@@ -1,24 +1,82 @@
-"""The batch the calling thread is performing, for code that needs more than the
-``(worker, batch)`` a server middleware gets: the shard and each job's retry count.
+"""The batch being performed, for code that needs more than the ``(worker, batch)``
+a server middleware gets: the shard, each job's retry count, and the lease under
+which it runs (its fencing token).
 
-The shard handler sets it around the server middlewares and ``perform``, so
-middlewares, ``perform`` itself and log filters called from them can read it
-with :func:`current_batch`; outside a batch it is ``None``.
+The shard handler sets it around the server middlewares and ``perform``, in a
+context variable, so middlewares, ``perform`` itself (an ``async def perform``
+too) and log filters called from them can read it with :func:`current_batch`;
+outside a batch it is ``None``.
 """
 
 from __future__ import annotations
 
-import threading
+import contextvars
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lowkiq.errors import LeaseLost
+from lowkiq.ownership.leases import Term, fence_of
+
 if TYPE_CHECKING:
     from lowkiq.storage.processing import PoppedJob
+    from lowkiq.storage.queue import Queue
     from lowkiq.worker import Worker
 
-#: ``local.batch``: ``(worker, shard, popped jobs)`` of this thread's running batch, or None.
-local = threading.local()
+
+@dataclass(frozen=True)
+class BatchLease:
+    """The lease a batch runs under: its fencing token, for writes outside Redis.
+
+    Redis state is always fenced (a stale lease changes nothing).  Your own writes
+    are fenced when you store :attr:`fence` with what you write and refuse a write
+    whose fence is lower than the stored one, e.g.
+    ``UPDATE orders SET ..., fence = :fence WHERE id = :id AND fence <= :fence``.
+    """
+
+    queue: Queue
+    shard: int
+    token: str
+    term: Term | None = None
+
+    @property
+    def epoch(self) -> int:
+        """How many times the shard had been acquired when this lease was taken."""
+        return int(self.token.split(" ", 1)[0])
+
+    @property
+    def fence(self) -> int:
+        """A number that only grows for a given job id, across hand-overs and reshards."""
+        return fence_of(self.shard, self.epoch)
+
+    def remaining(self) -> float:
+        """Seconds the lease is surely still held by this process's clock (last renewal
+        sent + TTL - a margin); 0 when it may have lapsed."""
+        return max(0.0, self.term.remaining()) if self.term is not None else 0.0
+
+    def check(self) -> None:
+        """Ask Redis (one round trip) whether the lease is still held; raises
+        :class:`lowkiq.LeaseLost` when it is not."""
+        token = self.queue.client.get(self.queue.keys.lease(self.shard))
+        held = token.decode() if isinstance(token, bytes) else token
+        if held != self.token:
+            raise LeaseLost(f"{self.queue.name}:{self.shard}: lease epoch {self.epoch} is lost")
+
+
+@dataclass(frozen=True)
+class Running:
+    """What the shard handler records of the batch it performs."""
+
+    worker: type[Worker]
+    shard: int
+    jobs: Sequence[PoppedJob]
+    lease: BatchLease | None = None
+
+
+#: The batch being performed in this context, or None.
+running: contextvars.ContextVar[Running | None] = contextvars.ContextVar(
+    "lowkiq_running", default=None
+)
 
 
 @dataclass(frozen=True)
@@ -30,11 +88,19 @@ class RunningBatch:
     shard: int
     ids: list[str]
     retry_counts: Mapping[str, int] = field(default_factory=dict)
+    #: The lease the batch runs under (``None`` outside a worker process's thread).
+    lease: BatchLease | None = None
 
     @classmethod
-    def popped(cls, worker: type[Worker], shard: int, jobs: Sequence[PoppedJob]) -> RunningBatch:
+    def popped(
+        cls,
+        worker: type[Worker],
+        shard: int,
+        jobs: Sequence[PoppedJob],
+        lease: BatchLease | None = None,
+    ) -> RunningBatch:
         """The batch of ``jobs`` as a shard handler popped them."""
-        return cls(worker, shard, [j.id for j in jobs], {j.id: j.retry_count for j in jobs})
+        return cls(worker, shard, [j.id for j in jobs], {j.id: j.retry_count for j in jobs}, lease)
 
     def log_fields(self) -> dict[str, Any]:
         """The batch as a log record's extra fields: ``lowkiq_worker``, ``lowkiq_queue``,
@@ -48,9 +114,12 @@ class RunningBatch:
 
 
 def current_batch() -> RunningBatch | None:
-    """The batch this thread is performing now, or ``None``."""
-    running = getattr(local, "batch", None)
-    return None if running is None else RunningBatch.popped(*running)
+    """The batch being performed now (in this thread, or this ``async def perform``), or
+    ``None``."""
+    now = running.get()
+    if now is None:
+        return None
+    return RunningBatch.popped(now.worker, now.shard, now.jobs, now.lease)
 
 
 def batch_of(worker: type[Worker], batch: Mapping[str, Any]) -> RunningBatch:

@@ -29,6 +29,7 @@ from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from lowkiq.cluster_connection import thread_client
 from lowkiq.connection import Client, describe_redis
@@ -37,7 +38,7 @@ from lowkiq.errors import ConfigurationError
 from lowkiq.health import Heartbeats
 from lowkiq.lane import Lane
 from lowkiq.ownership.coordinator import Coordinator, Plan
-from lowkiq.ownership.membership import Membership, new_process_id
+from lowkiq.ownership.membership import Membership, new_process_id, socket_timeout_of
 from lowkiq.periodic.runner import ScheduleRunner
 from lowkiq.settings import Settings, pooled_client, settings
 from lowkiq.shard_handler import DeferredAck, ShardHandler
@@ -104,6 +105,9 @@ class Server:
         # Made by build(): the client of the settings the others are made from.
         self.template: Client | None = None
         self.coordinator_thread: threading.Thread | None = None
+        # Leases are renewed until the threads have released them (after stop_event).
+        self.renewals_stop = threading.Event()
+        self.renewer_thread: threading.Thread | None = None
         # Made by build(): the metrics history's per-process counts and flush thread.
         self.recorder: Recorder | None = None
         # Made by build() when settings.schedules is set: the periodic jobs' thread.
@@ -183,10 +187,10 @@ class Server:
             periodic_client = pooled_client(self.template, 2, config.pool_timeout)
             self.periodic = ScheduleRunner(periodic_client, config)
         self.process_id = new_process_id()
-        assignable = [] if plan.static is not None else sorted(workers)
+        self._check_socket_timeout(client)
         coordinator = Coordinator(
             client,
-            Membership(client, self.process_id, config.lease_ttl, assignable),
+            Membership(client, self.process_id, config.lease_ttl),
             [worker.queue(client, config) for worker in workers.values()],
             plan,
             self.lanes,
@@ -199,6 +203,41 @@ class Server:
             lane.on_released = coordinator.released
         self.coordinator = coordinator
         return coordinator
+
+    def _check_socket_timeout(self, client: Client) -> None:
+        """Warn of a socket timeout that would let leases lapse while a renewal hangs on
+        a dead connection (blocking waits are capped below any socket timeout)."""
+        timeout = socket_timeout_of(client)
+        ttl = self.settings.lease_ttl
+        if timeout is not None and timeout * 2 > ttl:
+            log.warning(
+                "the Redis client's socket_timeout (%ss) is not below half of lease_ttl (%ss): "
+                "a renewal stuck on a dead connection lets this process's leases lapse",
+                timeout,
+                ttl,
+            )
+
+    def _check_cluster_failover(self, client: Client) -> None:
+        """Warn when a Redis Cluster fails over more slowly than a lease lasts."""
+        if not isinstance(client, redis.RedisCluster):
+            return
+        try:
+            replies: Any = client.config_get("cluster-node-timeout")
+        except (redis.RedisError, RedisClusterException) as exc:
+            log.debug("could not read cluster-node-timeout: %s", exc)
+            return
+        values = replies.values() if isinstance(replies, dict) else [replies]
+        for value in values:
+            found = value.get("cluster-node-timeout") if isinstance(value, dict) else None
+            if found is not None and int(found) / 1000 >= self.settings.lease_ttl:
+                log.warning(
+                    "cluster-node-timeout is %ss, not below lease_ttl (%ss): while a master "
+                    "fails over, the leases of its shards lapse and its shards wait; set "
+                    "cluster-node-timeout below lease_ttl (see the Redis Cluster guide)",
+                    int(found) / 1000,
+                    self.settings.lease_ttl,
+                )
+                return
 
     def _until_redis_answers(self, action: Callable[[], Any]) -> Any:
         failures = 0
@@ -243,6 +282,7 @@ class Server:
         if self._stop_signal is not None:
             return
         self.health.coordinator.succeeded()
+        self._check_cluster_failover(coordinator.client)
         for number, lane in enumerate(self.lanes):
             lane.apply()
             log.info("thread %d serves %s", number, lane.describe())
@@ -259,10 +299,17 @@ class Server:
             name="lowkiq-coordinator",
             daemon=True,
         )
+        self.renewer_thread = threading.Thread(
+            target=coordinator.renewer.run,
+            args=(self.renewals_stop,),
+            name="lowkiq-renewer",
+            daemon=True,
+        )
         log.info("send TTIN to write every thread's stack to %s", self.stacks_path)
         for thread in self.threads:
             thread.start()
         self.coordinator_thread.start()
+        self.renewer_thread.start()
         if self.recorder is not None:
             self.recorder.start()
         if self.periodic is not None:
@@ -290,7 +337,7 @@ class Server:
                 if self.stop_event.is_set():
                     break
                 self._beat(coordinator)
-            except redis.RedisError as exc:
+            except (redis.RedisError, RedisClusterException) as exc:
                 heartbeat.failed(exc)
                 failures += 1
                 if failures == 1:
@@ -431,6 +478,9 @@ class Server:
                 if self._dump_stacks:
                     self._dump_stacks = False
                     self.write_stacks()
+        self.renewals_stop.set()
+        if self.renewer_thread is not None:
+            self.renewer_thread.join()
         if coordinator is not None:
             try:
                 coordinator.release_remaining()

@@ -29,8 +29,8 @@ from lowkiq.connection import KeyedCommand
 from lowkiq.coroutines import settle
 from lowkiq.errors import LeaseLost
 from lowkiq.middleware import Batch, Next, ServerMiddleware, chain
-from lowkiq.running import RunningBatch
-from lowkiq.running import local as running
+from lowkiq.ownership.leases import Term
+from lowkiq.running import BatchLease, Running, RunningBatch, running
 from lowkiq.storage.queue import ACK_FENCED, Popped, PoppedJob, Queue
 from lowkiq.storage.rate_bucket import Throttle
 from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder
@@ -161,6 +161,8 @@ class ShardHandler:
             if rate_limits is None or worker.queue_name not in rate_limits.class_limits
             else ShardThrottle(rate_limits, queue, worker.batch_size)
         )
+        #: The lease's local deadline, kept by the renewer (``None``: not tracked).
+        self.term: Term | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -265,19 +267,30 @@ class ShardHandler:
             batch = [job for job in batch if job.undecodable is None]
             if self.lost or not batch:
                 return True
+        if self.term is not None and self.term.remaining() <= 0:
+            # The lease may have lapsed while the batch waited (a pause, a slow round):
+            # it goes back unperformed; the shard's owner runs it.
+            log.warning(
+                "%s: lease epoch %s may have lapsed; batch put back unperformed",
+                self.name,
+                self.token.split(" ", 1)[0],
+            )
+            self.restore()
+            return True
         self.busy = True
-        running.batch = (self.worker, self.shard, batch)
+        lease = BatchLease(self.queue, self.shard, self.token, self.term)
+        context = running.set(Running(self.worker, self.shard, batch, lease))
         started = time.time()
         try:
             self._perform(self.worker, {job.id: job.payloads for job in batch})
         except Exception as exc:
             self.busy = False
-            running.batch = None
+            running.reset(context)
             self.recorder.performed(batch, started, True)
             self._fail(batch, exc)
             return True
         self.busy = False
-        running.batch = None
+        running.reset(context)
         self.recorder.performed(batch, started, False)
         self.deferred.hold(self)
         return True

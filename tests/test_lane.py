@@ -75,7 +75,7 @@ def test_a_hand_over_completes_when_redis_drops_the_connection_while_acking(
         # The coordinator moves shard 0 away, and Redis drops the thread's connection
         # just before the thread acks the shard's last batch.
         with coordinator._lock:
-            coordinator._releasing.add(handler.key)
+            coordinator._releasing[handler.key] = 0.0
         lane.remove(handler.key, release=True)
         own_id = lane.client.execute_command("CLIENT", "ID")
         redis_client.execute_command("CLIENT", "KILL", "ID", own_id)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lowkiq.middleware import Batch, Next
-from lowkiq.running import local as running
+from lowkiq.running import current_batch
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,8 @@ class Heartbeat:
 
     def middleware(self, worker: Any, batch: Batch, call_next: Next[Any, Batch]) -> Any:
         """A server middleware (outermost): note the batch in ``perform`` while it runs."""
-        running_batch = getattr(running, "batch", None)
-        shard = running_batch[1] if running_batch is not None else "?"
+        running_batch = current_batch()
+        shard = running_batch.shard if running_batch is not None else "?"
         self.performing = Performing(f"{worker.__name__}:{shard}", self.clock())
         try:
             return call_next(worker, batch)

@@ -17,6 +17,9 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+#: A shard as ownership knows it: ``(queue name, shard number)``.
+ShardKey = tuple[str, int]
+
 
 @dataclass(frozen=True)
 class Member:
@@ -35,8 +38,10 @@ def _rank(member_id: str, queue: str, shard: int, weight: int) -> float:
 
 
 def assign(
-    members: Sequence[Member], shards_by_queue: Mapping[str, Sequence[int]]
-) -> dict[tuple[str, int], str]:
+    members: Sequence[Member],
+    shards_by_queue: Mapping[str, Sequence[int]],
+    previous: Mapping[ShardKey, str] | None = None,
+) -> dict[ShardKey, str]:
     """``(queue, shard) -> member id`` for every shard (by number) some live member serves.
 
     Members with weight 0 (quiet) take nothing; a queue no member serves is

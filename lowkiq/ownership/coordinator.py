@@ -1,15 +1,16 @@
-"""One process's ownership loop: heartbeat, assignment, lease acquisition and renewal.
+"""One process's ownership loop: heartbeat, assignment, lease acquisition.
 
-The coordinator runs on a thread of its own, so leases are renewed while the
-processing threads are busy in ``perform``.  Every ``heartbeat_interval``
-seconds, and at once when nudged (a process joined or left, a command waits),
-it beats (:mod:`~lowkiq.ownership.membership`), computes which shards this
-process should serve (:func:`~lowkiq.ownership.assignment.assign`, or a fixed
-set from a static splitter), renews the leases it holds, asks the processing
-threads to give back shards that moved away, and acquires the shards that
-came to it once their previous owner released them (or its lease expired).
-It also reads which queues are paused (:mod:`lowkiq.pausing`) and tells the
-threads when that changes.
+The coordinator runs on a thread of its own.  Every ``heartbeat_interval``
+seconds, and at once when nudged, it beats (:mod:`~lowkiq.ownership.membership`,
+O(1) in Redis); when it holds the assigner role and the membership changed, it
+recomputes and publishes the assignment (:mod:`~lowkiq.ownership.assigner`);
+when the published assignment changed, it reads its own shards, asks the
+processing threads to give back the shards that moved away, and acquires the
+ones that came to it once their previous owner released them (which wakes it)
+or their lease expired.  Leases are renewed by :mod:`~lowkiq.ownership.renewer`
+on a timer of their own, so a slow or failing beat never lets them lapse.  It
+also re-reads which queues are paused and where their shards are when the
+beat's config version moves (:mod:`lowkiq.pausing`, :mod:`lowkiq.resharding`).
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ from redis.exceptions import RedisClusterException
 
 from lowkiq.connection import Client
 from lowkiq.ownership import leases
-from lowkiq.ownership.assignment import assign, deal_sticky
-from lowkiq.ownership.leases import Lease
+from lowkiq.ownership.assigner import Assigner
+from lowkiq.ownership.assignment import ShardKey, deal_sticky
+from lowkiq.ownership.leases import HeldLease, Term
 from lowkiq.ownership.membership import Beat, Membership
+from lowkiq.ownership.renewer import Renewer
 from lowkiq.pausing import paused_queues
 from lowkiq.shard_handler import ShardHandler
 from lowkiq.storage import layout as layouts
@@ -41,10 +44,13 @@ from lowkiq.version import __version__
 
 log = logging.getLogger("lowkiq.ownership")
 
-ShardKey = tuple[str, int]
-
 #: Seconds to wait past a held lease's expiry before trying to take it again.
 EXPIRY_MARGIN = 0.01
+#: Seconds between two full readings of the pauses and layouts, even when the config
+#: version did not move (a safety net: every change also bumps it).
+CONFIG_REFRESH = 30.0
+#: Seconds between two sendings of this process's info when nothing in it changed.
+INFO_REFRESH = 5.0
 
 
 class LaneLike(Protocol):
@@ -119,10 +125,21 @@ class Coordinator:
         #: Set when the dashboard asked this process to stop.
         self.stop_requested = threading.Event()
         self._lock = threading.Lock()
-        self._held: dict[ShardKey, tuple[Lease, int]] = {}
-        self._releasing: set[ShardKey] = set()
+        self._held: dict[ShardKey, HeldLease] = {}
+        # Shards a thread was asked to give up, and when (time.monotonic).
+        self._releasing: dict[ShardKey, float] = {}
         self._dealt: dict[ShardKey, int] = {}
         self._retry_at = 0.0
+        self.assigner = Assigner(membership)
+        self.renewer = Renewer(client, lease_ttl, self.held_leases, self._renewal_lost)
+        #: The assignment generation last read, and this process's shards in it.
+        self.generation = -1
+        self.assigned: list[ShardKey] = []
+        self._config_version = -1
+        self._config_read_at = 0.0
+        self._info_sent: tuple[float, dict[str, object]] | None = None
+        #: The last beat (``None`` before the first).
+        self.last_beat: Beat | None = None
         #: The paused queues among this process's, as last told to the threads.
         self.paused: frozenset[str] = frozenset()
         self._layouts: dict[str, Layout] = {}
@@ -132,23 +149,46 @@ class Coordinator:
     def lost(self, handler: ShardHandler) -> None:
         """A processing thread found ``handler``'s lease gone: forget it (maybe reacquire)."""
         with self._lock:
-            entry = self._held.get(handler.key)
-            if entry and entry[0].token == handler.token:
+            held = self._held.get(handler.key)
+            if held and held.lease.token == handler.token:
                 del self._held[handler.key]
-                self.lanes[entry[1]].remove(handler.key, release=False)
+                self.lanes[held.thread].remove(handler.key, release=False)
 
     def released(self, handlers: list[ShardHandler]) -> None:
-        """A processing thread gave these leases up."""
+        """A processing thread gave these leases up: wake their new owners."""
         with self._lock:
             for handler in handlers:
-                self._releasing.discard(handler.key)
-                entry = self._held.get(handler.key)
-                if entry and entry[0].token == handler.token:
+                self._releasing.pop(handler.key, None)
+                held = self._held.get(handler.key)
+                if held and held.lease.token == handler.token:
                     del self._held[handler.key]
         try:
-            self.membership.nudge_others()
-        except redis.RedisError as exc:
-            log.debug("could not nudge the other processes: %s", exc)
+            self.membership.handoff(handler.key for handler in handlers)
+        except (redis.RedisError, RedisClusterException) as exc:
+            log.debug("could not wake the shards' new owners: %s", exc)
+
+    def held_leases(self) -> list[HeldLease]:
+        """The leases this process holds now (for the renewer)."""
+        with self._lock:
+            return list(self._held.values())
+
+    def _renewal_lost(self, held: HeldLease) -> None:
+        lease = held.lease
+        key = (lease.queue.name, lease.shard)
+        with self._lock:
+            now_held = self._held.get(key)
+            # A lease its thread gave up since the list was read (a hand-over, or the
+            # process stopping) was released, not lost.
+            if self.closing or key in self._releasing or now_held is not held:
+                return
+            del self._held[key]
+            self.lanes[held.thread].remove(key, release=False)
+        log.warning(
+            "%s:%d: lease epoch %d expired before it was renewed",
+            lease.queue.name,
+            lease.shard,
+            lease.epoch,
+        )
 
     # -- the loop --------------------------------------------------------------
 
@@ -174,20 +214,68 @@ class Coordinator:
         }
 
     def beat(self) -> Beat:
-        """One round: heartbeat, then bring the leases in step; returns the beat."""
+        """One round: heartbeat, recompute the assignment when this process is the
+        assigner and membership changed, then bring the leases in step; returns the beat."""
         weight = 0 if self.quiet or self.closing else self.threads
-        beat = self.membership.beat(weight, self.info())
+        beat = self.membership.beat(weight, self.announced(), self._info_to_send())
+        self.last_beat = beat
         if beat.command == "quiet" and not self.quiet:
             log.info("quiet: taking no more batches; handing this process's shards over")
             self.quiet = True
         elif beat.command == "stop":
             log.info("stop requested from the dashboard")
             self.stop_requested.set()
-        self._renew()
-        self._follow_pauses()
-        self._follow_layouts()
-        self._rebalance(self._wanted(beat))
+        now = time.monotonic()
+        if (
+            beat.config_version != self._config_version
+            or now - self._config_read_at > CONFIG_REFRESH
+        ):
+            self._follow_pauses()
+            self._follow_layouts()
+            self._config_version, self._config_read_at = beat.config_version, now
+        generation = beat.generation
+        if self.assigner.due(beat):
+            published = self.assigner.run()
+            if published is not None:
+                generation = published.generation
+        if generation != self.generation:
+            self.assigned = self.membership.assigned()
+            self.generation = generation
+        self._expire_releasing()
+        self._rebalance(self._wanted())
         return beat
+
+    def announced(self) -> dict[str, range]:
+        """The queues this process offers to serve, with their shards (none when a static
+        splitter decides its shards)."""
+        if self.plan.static is not None:
+            return {}
+        return {name: queue.shards for name, queue in self.queues.items()}
+
+    def _info_to_send(self) -> dict[str, object] | None:
+        """This process's info when it changed (but for its memory) or is getting old."""
+        info = self.info()
+        steady = {key: value for key, value in info.items() if key != "rss"}
+        now = time.monotonic()
+        if self._info_sent is not None:
+            sent_at, sent = self._info_sent
+            if sent == steady and now - sent_at < INFO_REFRESH:
+                return None
+        self._info_sent = (now, steady)
+        return info
+
+    def _expire_releasing(self) -> None:
+        """Forget shards a thread was asked to give up a lease TTL ago and never reported
+        released (their lease is no longer renewed: it lapses)."""
+        now = time.monotonic()
+        with self._lock:
+            for key, asked_at in list(self._releasing.items()):
+                if now - asked_at > self.lease_ttl:
+                    del self._releasing[key]
+                    held = self._held.pop(key, None)
+                    log.warning("%s:%d: never reported released; its lease is left to lapse", *key)
+                    if held is not None:
+                        self.lanes[held.thread].remove(key, release=False)
 
     def _follow_pauses(self) -> None:
         paused = paused_queues(self.client) & self.queues.keys()
@@ -238,57 +326,41 @@ class Coordinator:
                     after.shards.stop - 1,
                 )
 
-    def _wanted(self, beat: Beat) -> list[ShardKey]:
+    def _wanted(self) -> list[ShardKey]:
         if self.quiet or self.closing or self.stop_requested.is_set():
             return []
         if self.plan.static is not None:
             return list(self.plan.static)
-        shards = {name: queue.shards for name, queue in self.queues.items()}
-        owners = assign(beat.members, shards)
-        me = self.membership.process_id
-        return [key for key in _ordered(shards) if owners.get(key) == me]
-
-    def _renew(self) -> None:
-        with self._lock:
-            held = [lease for lease, _ in self._held.values()]
-        for lease in leases.renew_many(held, self.lease_ttl):
-            key = (lease.queue.name, lease.shard)
-            with self._lock:
-                entry = self._held.get(key)
-                # A lease its thread gave up since the list was read (a hand-over, or
-                # the process stopping) was released, not lost.
-                given_up = self.closing or key in self._releasing
-                if given_up or not entry or entry[0].token != lease.token:
-                    continue
-                del self._held[key]
-                self.lanes[entry[1]].remove(key, release=False)
-            log.warning(
-                "%s:%d: lease epoch %d expired before it was renewed",
-                lease.queue.name,
-                lease.shard,
-                lease.epoch,
-            )
+        return [
+            key
+            for key in self.assigned
+            if key[0] in self.queues and key[1] in self.queues[key[0]].shards
+        ]
 
     def _rebalance(self, wanted: list[ShardKey]) -> None:
         wanted_set = set(wanted)
         with self._lock:
-            for key, (_, lane) in self._held.items():
+            for key, held in self._held.items():
                 if key not in wanted_set and key not in self._releasing:
-                    self._releasing.add(key)
-                    self.lanes[lane].remove(key, release=True)
+                    self._releasing[key] = time.monotonic()
+                    self.lanes[held.thread].remove(key, release=True)
             missing = [k for k in wanted if k not in self._held and k not in self._releasing]
             if self.plan.static is not None:
                 dealt = self.plan.static
             else:
-                current = {key: lane for key, (_, lane) in self._held.items() if key in wanted_set}
+                current = {
+                    key: held.thread for key, held in self._held.items() if key in wanted_set
+                }
                 group = self._master_of if isinstance(self.client, redis.RedisCluster) else None
                 dealt = deal_sticky(wanted, {**self._dealt, **current}, self.plan.lanes, group)
             self._dealt = dict(dealt)
         retry_in = None
+        woken: set[int] = set()
         for key in missing:
             if self.closing:
                 break
             queue = self.queues[key[0]]
+            sent = time.monotonic()
             lease, restored, pttl = leases.acquire(
                 queue, key[1], self.membership.process_id, self.lease_ttl
             )
@@ -305,11 +377,20 @@ class Coordinator:
                     lease.epoch,
                     restored,
                 )
-            lane = dealt[key]
-            handler = self.make_handler(lane, key[0], key[1], lease.token)
+            thread = dealt[key]
+            held = HeldLease(lease, thread, Term(self.lease_ttl, sent))
+            handler = self.make_handler(thread, key[0], key[1], lease.token)
+            handler.term = held.term
             with self._lock:
-                self._held[key] = (lease, lane)
-            self.lanes[lane].add(handler)
+                self._held[key] = held
+            self.lanes[thread].add(handler)
+            woken.add(thread)
+        for thread in woken:
+            # An idle thread blocked on its other shards' wake lists serves the new one now.
+            try:
+                self.lanes[thread].wake(self.client)
+            except (redis.RedisError, RedisClusterException) as exc:
+                log.debug("could not wake thread %d: %s", thread, exc)
         self._retry_at = 0.0 if retry_in is None else time.monotonic() + retry_in
 
     def _master_of(self, key: ShardKey) -> str | None:
@@ -331,13 +412,20 @@ class Coordinator:
         return max(wait, 0.0)
 
     def close(self) -> None:
-        """The process is stopping: from now on it wants no shard and acquires none."""
+        """The process is stopping: from now on it wants no shard and acquires none; its
+        beat says so at once (weight 0), so the assigner moves its shards now."""
         self.closing = True
+        try:
+            beat = self.membership.beat(0, self.announced(), None)
+            if beat.assigner:
+                self.assigner.run()
+        except (redis.RedisError, RedisClusterException) as exc:
+            log.debug("could not announce the stop: %s", exc)
 
     def release_remaining(self) -> int:
         """Give up any lease still held once the threads have stopped; returns how many."""
         with self._lock:
-            held = [lease for lease, _ in self._held.values()]
+            held = [entry.lease for entry in self._held.values()]
             self._held.clear()
         return leases.release_many(held)
 

@@ -32,6 +32,47 @@ class Lease:
         return f"<Lease {self.queue.name}:{self.shard} epoch {self.epoch}>"
 
 
+#: A thread performs no batch once its lease has less than this share of its TTL left
+#: by the local clock (renewals come every third of the TTL).
+DEADLINE_MARGIN = 0.1
+
+#: Shard numbers weigh this much in a fence: a reshard's new shards have higher
+#: numbers than every old one, so a fence grows across reshards too.
+FENCE_SHARD = 2**32
+
+
+@dataclass
+class Term:
+    """When a held lease runs out by this process's clock: the last renewal Redis
+    confirmed (or the acquisition) was *sent* at ``confirmed_at`` (``time.monotonic``)."""
+
+    ttl: float
+    confirmed_at: float
+
+    def confirm(self, sent_at: float) -> None:
+        """A renewal sent at ``sent_at`` was confirmed."""
+        self.confirmed_at = max(self.confirmed_at, sent_at)
+
+    def remaining(self) -> float:
+        """Seconds the lease is surely still held, less a margin (negative: maybe lapsed)."""
+        return self.confirmed_at + self.ttl * (1 - DEADLINE_MARGIN) - time.monotonic()
+
+
+@dataclass
+class HeldLease:
+    """A lease this process holds, the thread that serves its shard, and its term."""
+
+    lease: Lease
+    thread: int
+    term: Term
+
+
+def fence_of(shard: int, epoch: int) -> int:
+    """A number that only grows for a given job id: across hand-overs (the epoch) and
+    across reshards (the shard numbers of a new layout are higher)."""
+    return shard * FENCE_SHARD + epoch
+
+
 def parse_owner(token: str) -> str:
     """The owner (process id) of a lease token."""
     return token.split(" ", 1)[1]
@@ -97,6 +138,16 @@ def holders(queue: Queue) -> list[str | None]:
     for shard in queue.shards:
         pipe.get(queue.keys.lease(shard))
     return [token.decode() if token else None for token in pipe.execute()]
+
+
+def lease_ms(seconds: float) -> int:
+    """A TTL in whole milliseconds, at least 1."""
+    return max(1, round(seconds * 1000))
+
+
+def evict(queue: Queue, shard: int, owner: str) -> bool:
+    """Free ``shard``'s lease when ``owner`` (a process known to be dead) holds it."""
+    return bool(queue.write("lease_evict", [queue.keys.prefix(shard)], owner))
 
 
 def _ms(seconds: float) -> int:

@@ -1,10 +1,14 @@
 """Process membership: register, heartbeat, age out on Redis's clock, deregister.
 
 Each ``lowkiq worker`` process beats every ``heartbeat_interval`` seconds
-(``lua/membership_beat.lua``); one whose beat lapses for ``lease_ttl`` seconds
-is dropped by the next beat of any process.  A beat returns the live
-processes, from which every process computes the same shard assignment, and
-any command (quiet, stop) the dashboard left for this process.
+(``lua/membership_beat.lua``).  A beat costs Redis O(1): it returns no member
+list, only the membership *version* (which grows when a process joins, leaves,
+lapses or changes its weight or queues), the *generation* of the published
+assignment, and whether this process is the *assigner*, the one process that
+computes the assignment (:mod:`~lowkiq.ownership.assigner`) when the version
+moved.  A process reads its own shards only when the generation moved.  A
+process whose beat lapses for ``lease_ttl`` seconds is dropped by the next beat
+of any process (O(expired)).
 """
 
 from __future__ import annotations
@@ -13,17 +17,20 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from lowkiq.connection import Client
-from lowkiq.ownership.assignment import Member
+from lowkiq.ownership.assignment import Member, ShardKey
 from lowkiq.storage.keys import OwnershipKeys
 from lowkiq.storage.scripts import Scripts
 
 #: Commands the dashboard can leave for a process.
 COMMANDS = ("quiet", "stop")
+
+#: A blocking wait for a nudge ends this long before the socket would time out.
+SOCKET_MARGIN = 0.8
 
 
 def new_process_id() -> str:
@@ -31,14 +38,39 @@ def new_process_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+def shard_name(key: ShardKey) -> str:
+    """``queue:shard``, as the owners hash and the dashboard name a shard."""
+    return f"{key[0]}:{key[1]}"
+
+
 @dataclass(frozen=True)
 class Beat:
-    """What one heartbeat learnt: Redis's time, live members, a command for us."""
+    """What one heartbeat learnt."""
 
+    #: Redis's time, ms.
     now_ms: int
-    members: list[Member]
-    expiries_ms: dict[str, int]
+    #: The membership version (grows on every join, leave, lapse or change of weight).
+    version: int
+    #: The published assignment's generation, and the membership version it is of.
+    generation: int
+    assigned_version: int
+    #: A command the dashboard left for this process (``quiet``, ``stop``) or ``""``.
     command: str
+    #: Whether this process computes and publishes the assignment.
+    assigner: bool
+    #: Grows when a queue is paused or resumed, or a reshard changed shards.
+    config_version: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The live processes at one membership version, and the shards of their queues."""
+
+    version: int
+    members: list[Member]
+    #: Every queue some live process serves, and its shards (as those processes see
+    #: them; when they disagree, during a reshard, the newest range).
+    shards_by_queue: dict[str, range]
 
 
 @dataclass(frozen=True)
@@ -58,6 +90,19 @@ class ProcessInfo:
         return self.weight == 0
 
 
+def announce(queues: Mapping[str, range]) -> str:
+    """The queues a process serves as its beat tells them: ``{name: [first, stop]}``."""
+    return json.dumps(
+        {name: [shards.start, shards.stop] for name, shards in sorted(queues.items())},
+        separators=(",", ":"),
+    )
+
+
+def queue_names(announced: Any) -> list[str]:
+    """The names of the queues in a beat's announcement (or an old list of names)."""
+    return sorted(announced)
+
+
 @dataclass
 class Membership:
     """One process's registration, on one Redis client."""
@@ -65,51 +110,101 @@ class Membership:
     client: Client
     process_id: str
     ttl: float
-    queues: Sequence[str]
     keys: OwnershipKeys = field(default_factory=OwnershipKeys)
 
     def _run(self, name: str, *args: Any) -> Any:
         script = getattr(Scripts.for_client(self.client), name)
         return script(keys=[self.keys.prefix], args=args)
 
-    def beat(self, weight: int, info: dict[str, Any]) -> Beat:
-        """Say we are alive with ``weight`` threads (0: quiet); returns the live members."""
+    def beat(self, weight: int, queues: Mapping[str, range], info: dict[str, Any] | None) -> Beat:
+        """Say we are alive with ``weight`` threads (0: quiet or stopping), serving
+        ``queues``; ``info`` (for the dashboard) is stored when given."""
         reply = self._run(
             "membership_beat",
             self.process_id,
             max(1, round(self.ttl * 1000)),
             weight,
-            json.dumps(sorted(self.queues)),
-            json.dumps(info, sort_keys=True),
+            announce(queues),
+            "" if info is None else json.dumps(info, sort_keys=True),
         )
-        members, expiries = [], {}
-        for i in range(2, len(reply), 4):
-            member_id = reply[i].decode()
-            expiries[member_id] = int(float(reply[i + 1]))
+        return Beat(
+            now_ms=int(reply[0]),
+            version=int(reply[1]),
+            generation=int(reply[2]),
+            assigned_version=int(reply[3]),
+            command=reply[4].decode(),
+            assigner=bool(int(reply[5])),
+            config_version=int(reply[6]),
+        )
+
+    def snapshot(self) -> Snapshot:
+        """The live processes and their queues' shards (for the assigner)."""
+        reply = self._run("membership_snapshot")
+        members: list[Member] = []
+        shards: dict[str, range] = {}
+        for i in range(1, len(reply), 3):
+            announced = json.loads(reply[i + 2])
+            if isinstance(announced, dict):
+                for name, (first, stop) in announced.items():
+                    known = shards.get(name)
+                    if known is None or (first, stop) > (known.start, known.stop):
+                        shards[name] = range(first, stop)
             members.append(
-                Member(member_id, int(reply[i + 2]), frozenset(json.loads(reply[i + 3])))
+                Member(reply[i].decode(), int(reply[i + 1]), frozenset(queue_names(announced)))
             )
-        return Beat(int(reply[0]), members, expiries, reply[1].decode())
+        return Snapshot(int(reply[0]), members, shards)
 
-    def leave(self) -> int:
-        """Deregister and nudge the others; returns how many were nudged."""
-        return int(self._run("membership_leave", self.process_id))
+    def assigned(self) -> list[ShardKey]:
+        """The shards the published assignment gives this process, in queue order."""
+        raw = self.client.hget(self.keys.assignment_hash, self.process_id)
+        if not raw:
+            return []
+        return [
+            (name, shard) for name, shards in sorted(json.loads(raw).items()) for shard in shards
+        ]
 
-    def nudge_others(self) -> None:
-        """Wake every other live process's coordinator (e.g. after releasing leases)."""
-        self._run("membership_nudge", self.process_id)
+    def handoff(self, released: Iterable[ShardKey]) -> int:
+        """Wake the assigned owners of shards this process just released; returns how many."""
+        names = [shard_name(key) for key in released]
+        if not names:
+            return 0
+        return int(self._run("membership_handoff", self.process_id, *names))
+
+    def leave(self) -> bool:
+        """Deregister; the assigner (only) is woken to reassign this process's shards."""
+        return bool(self._run("membership_leave", self.process_id))
 
     def wake(self) -> None:
         """Interrupt this process's own :meth:`wait_for_nudge` (the process is stopping)."""
         self.client.rpush(self.keys.nudge_list(self.process_id), "1")
 
+    def longest_wait(self, wanted: float) -> float:
+        """``wanted`` seconds, but short enough to end before the client's socket times out."""
+        socket_timeout = socket_timeout_of(self.client)
+        if socket_timeout:
+            return min(wanted, socket_timeout * SOCKET_MARGIN)
+        return wanted
+
     def wait_for_nudge(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds for a nudge (membership changed, a command)."""
+        """Block up to ``timeout`` seconds (capped below the socket timeout) for a nudge:
+        the assignment changed for us, a command waits, or we are the assigner and the
+        membership changed."""
+        timeout = self.longest_wait(timeout)
         if timeout < 0.001:
             return False
         return (
             self.client.blpop([self.keys.nudge_list(self.process_id)], timeout=timeout) is not None
         )
+
+
+def socket_timeout_of(client: Client) -> float | None:
+    """The socket timeout of ``client``'s connections, seconds (``None``: none)."""
+    pool: Any = getattr(client, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", None) or {}
+    timeout = kwargs.get("socket_timeout")
+    if timeout is None:
+        timeout = getattr(client, "socket_timeout", None)
+    return float(timeout) if timeout else None
 
 
 def live_processes(client: Client) -> tuple[int, list[ProcessInfo]]:
@@ -123,7 +218,7 @@ def live_processes(client: Client) -> tuple[int, list[ProcessInfo]]:
                 id=reply[i].decode(),
                 expires_ms=int(float(reply[i + 1])),
                 weight=int(reply[i + 2]),
-                queues=json.loads(reply[i + 3]),
+                queues=queue_names(json.loads(reply[i + 3])),
                 info=json.loads(reply[i + 4]),
                 beat_ms=int(reply[i + 5]),
             )

@@ -302,6 +302,33 @@ class OwnershipKeys:
         return f"{OWNERSHIP_PREFIX}nudge:{process_id}"
 
     @property
+    def version(self) -> str:
+        """The membership version: grows when a process joins, leaves, lapses or changes
+        its weight or queues."""
+        return OWNERSHIP_PREFIX + "version"
+
+    @property
+    def assigner(self) -> str:
+        """The id of the process that computes the assignment (a lease with a TTL)."""
+        return OWNERSHIP_PREFIX + "assigner"
+
+    @property
+    def assignment_hash(self) -> str:
+        """process id -> its assigned shards (JSON ``{queue: [shard, ...]}``)."""
+        return OWNERSHIP_PREFIX + "assignment"
+
+    @property
+    def owners_hash(self) -> str:
+        """``queue:shard`` -> the id of the process it is assigned to."""
+        return OWNERSHIP_PREFIX + "owners"
+
+    @property
+    def assignment_state(self) -> str:
+        """The assignment's ``generation`` (grows on every publish) and the membership
+        ``version`` it was computed from."""
+        return OWNERSHIP_PREFIX + "assignment_state"
+
+    @property
     def paused_set(self) -> str:
         """The names of the paused queues: their shards take no new batches."""
         return OWNERSHIP_PREFIX + "paused"

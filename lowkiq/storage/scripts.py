@@ -122,11 +122,15 @@ class Scripts:
     lease_acquire: Script
     lease_renew: Script
     lease_release: Script
+    lease_evict: Script
     membership_beat: Script
     membership_leave: Script
     membership_command: Script
     membership_list: Script
+    membership_snapshot: Script
     membership_nudge: Script
+    membership_handoff: Script
+    assignment_publish: Script
     history_add: Script
     reshard_hold: Script
     reshard_open: Script

@@ -109,8 +109,10 @@ def test_merged_payloads_are_counted(client):
 def test_shards_owned_by_each_live_process(client, redis_client):
     from lowkiq.ownership.membership import Membership
 
-    membership = Membership(redis_client, "host:1:abc", 10.0, [OrderWorker.queue_name])
-    membership.beat(5, {"shards": ["OrderWorker:0", "OrderWorker:2"]})
+    membership = Membership(redis_client, "host:1:abc", 10.0)
+    membership.beat(
+        5, {OrderWorker.queue_name: range(5)}, {"shards": ["OrderWorker:0", "OrderWorker:2"]}
+    )
     samples = scrape(client.get("/metrics").get_data(as_text=True))
     owned = "lowkiq_shards_owned"
     assert value(samples, owned, process="host:1:abc", worker="OrderWorker") == 2

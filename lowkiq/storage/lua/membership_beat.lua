@@ -1,48 +1,57 @@
--- membership_beat: a worker process says it is alive; live processes are listed.
+-- membership_beat: a worker process says it is alive; O(1) but for the processes
+-- whose beat lapsed, which it drops (at most 100 a call).
 -- Expiry is judged on Redis's clock (TIME), never on the processes' clocks.
 -- KEYS[1]  ownership prefix `lowkiq:{lowkiq}:` (M)
 -- ARGV[1]  process id
 -- ARGV[2]  TTL, milliseconds: the process ages out unless it beats again by then
--- ARGV[3]  weight: processing threads, 0 when quiet (takes no shards)
--- ARGV[4]  queues it serves (JSON list)
--- ARGV[5]  info (JSON: host, pid, threads, version, started_at, ...)
--- Writes: M processes, M process:<id>; drops processes whose beat lapsed, and
---   nudges every other live process when this one joined or changed its weight
--- Returns: {now_ms, command waiting for this process or '', then per live
---   process: id, expiry ms, weight, queues}
+-- ARGV[3]  weight: processing threads, 0 when quiet or stopping (takes no shards)
+-- ARGV[4]  the queues it serves and their shards (JSON: {name: [first, stop]})
+-- ARGV[5]  info (JSON: host, pid, threads, ...), or '' to keep the last one
+-- Writes: M processes, M process:<id>; M version (+1) when a process joined,
+--   lapsed or changed its weight or queues, and then M nudge:<assigner>; M assigner
+--   (taken when nobody holds it, else its expiry extended by its holder)
+-- Returns: {now_ms, membership version, assignment generation, the membership
+--   version the assignment was computed from, command waiting for this process
+--   or '', 1 when this process is the assigner else 0, config version (grows when
+--   a queue is paused or resumed or a reshard changes shards)}
 local M = KEYS[1]
 local id, ttl, weight, queues, info = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local processes = M .. 'processes'
-for _, gone in ipairs(redis.call('zrangebyscore', processes, '-inf', now)) do
+local changed = false
+for _, gone in ipairs(redis.call('zrangebyscore', processes, '-inf', now, 'limit', 0, 100)) do
   redis.call('zrem', processes, gone)
   redis.call('del', M .. 'process:' .. gone, M .. 'nudge:' .. gone)
+  changed = true
 end
 local mine = M .. 'process:' .. id
-local changed = redis.call('zadd', processes, now + ttl, id) == 1
-  or redis.call('hget', mine, 'weight') ~= weight
-redis.call('hset', mine, 'weight', weight, 'queues', queues, 'info', info, 'beat', now)
+local joined = redis.call('zadd', processes, now + ttl, id) == 1
+local before = redis.call('hmget', mine, 'weight', 'queues')
+if joined or before[1] ~= weight or before[2] ~= queues then changed = true end
+redis.call('hset', mine, 'weight', weight, 'queues', queues, 'beat', now)
+if info ~= '' then redis.call('hset', mine, 'info', info) end
 redis.call('pexpire', mine, ttl)
-local command = redis.call('hget', mine, 'command') or ''
-if command ~= '' then redis.call('hdel', mine, 'command') end
-local out = {now, command}
-local live = redis.call('zrange', processes, 0, -1, 'withscores')
-for i = 1, #live, 2 do
-  local other = live[i]
-  local fields = redis.call('hmget', M .. 'process:' .. other, 'weight', 'queues')
-  if fields[1] then
-    out[#out + 1] = other
-    out[#out + 1] = live[i + 1]
-    out[#out + 1] = fields[1]
-    out[#out + 1] = fields[2]
-    if changed and other ~= id then
-      local nudge = M .. 'nudge:' .. other
-      if redis.call('llen', nudge) == 0 then
-        redis.call('rpush', nudge, '1')
-        redis.call('pexpire', nudge, ttl)
-      end
+local assigner = redis.call('get', M .. 'assigner')
+if not assigner then
+  redis.call('set', M .. 'assigner', id, 'px', ttl)
+  assigner = id
+elseif assigner == id then
+  redis.call('pexpire', M .. 'assigner', ttl)
+end
+local version = tonumber(redis.call('get', M .. 'version') or '0')
+if changed then
+  version = redis.call('incr', M .. 'version')
+  if assigner ~= id then
+    local nudge = M .. 'nudge:' .. assigner
+    if redis.call('llen', nudge) == 0 then
+      redis.call('rpush', nudge, '1')
+      redis.call('pexpire', nudge, ttl)
     end
   end
 end
-return out
+local command = redis.call('hget', mine, 'command') or ''
+if command ~= '' then redis.call('hdel', mine, 'command') end
+local state = redis.call('hmget', M .. 'assignment_state', 'generation', 'version')
+return {now, version, tonumber(state[1] or '0'), tonumber(state[2] or '-1'), command,
+  assigner == id and 1 or 0, tonumber(redis.call('get', M .. 'config_version') or '0')}

@@ -1,16 +1,25 @@
--- membership_leave: a stopping process deregisters and nudges the others, so
--- they take its shards now rather than when its beat would have lapsed.
+-- membership_leave: a stopping process deregisters (or a supervisor deregisters a
+-- child it saw die), so its shards are reassigned now rather than when its beat
+-- would have lapsed.  Wakes the assigner only; when the leaving process was the
+-- assigner, the role is freed and the oldest other process is woken to take it.
 -- KEYS[1]  ownership prefix (M)
 -- ARGV[1]  process id
--- Writes: M processes, M process:<id>, M nudge:<id>, M nudge:<other> of each other
--- Returns: how many other processes were nudged
+-- Writes: M processes, M process:<id>, M nudge:<id>, M version (+1), M assigner,
+--   M nudge:<assigner or oldest process>
+-- Returns: 1 when the process was a member, else 0
 local M = KEYS[1]
 local id = ARGV[1]
-redis.call('zrem', M .. 'processes', id)
+local was = redis.call('zrem', M .. 'processes', id)
 redis.call('del', M .. 'process:' .. id, M .. 'nudge:' .. id)
-local others = redis.call('zrange', M .. 'processes', 0, -1)
-for _, other in ipairs(others) do
-  local nudge = M .. 'nudge:' .. other
+if was == 0 then return 0 end
+redis.call('incr', M .. 'version')
+local assigner = redis.call('get', M .. 'assigner')
+if assigner == id then
+  redis.call('del', M .. 'assigner')
+  assigner = redis.call('zrange', M .. 'processes', 0, 0)[1]
+end
+if assigner then
+  local nudge = M .. 'nudge:' .. assigner
   if redis.call('llen', nudge) == 0 then redis.call('rpush', nudge, '1') end
 end
-return #others
+return 1

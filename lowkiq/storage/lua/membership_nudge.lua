@@ -1,10 +1,13 @@
--- membership_nudge: wake every other live process (e.g. leases were released,
--- so the shards' new owners take them now instead of at their next beat).
+-- membership_nudge: a queue was paused or resumed, or a reshard changed a queue's
+-- shards: bump the config version (every process re-reads pauses and layouts when
+-- its beat sees it grow) and wake every other live process once, so they follow now.
+-- An operator's action, rare: the one O(processes) loop left.
 -- KEYS[1]  ownership prefix (M)
--- ARGV[1]  the nudging process's id
--- Writes: M nudge:<other> of each other live process
+-- ARGV[1]  the nudging process's id ('' for none)
+-- Writes: M config_version (+1), M nudge:<other> of each other live process
 -- Returns: how many processes were nudged
 local M = KEYS[1]
+redis.call('incr', M .. 'config_version')
 local count = 0
 for _, other in ipairs(redis.call('zrange', M .. 'processes', 0, -1)) do
   if other ~= ARGV[1] then

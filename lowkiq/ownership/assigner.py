@@ -1,0 +1,128 @@
+"""The assigner: the one process that computes the assignment, and only on change.
+
+Whichever live process holds the assigner role (a key with a TTL, taken by a
+beat when nobody holds it, kept by its holder's beats) recomputes the
+assignment when its beat shows that the membership version moved past the
+version of the published assignment.  It reads the live processes once
+(:meth:`~lowkiq.ownership.membership.Membership.snapshot`) and the published
+assignment, computes the new one from them (sticky: see
+:func:`~lowkiq.ownership.assignment.assign`) and publishes only what changed
+(``lua/assignment_publish.lua``), which wakes the processes whose shards changed
+and no other.  Publishing is fenced by the role: a process that lost it
+changes nothing.  Between changes nobody computes anything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from lowkiq.ownership.assignment import Member, ShardKey, assign
+from lowkiq.ownership.membership import Beat, Membership, shard_name
+
+log = logging.getLogger("lowkiq.ownership")
+
+Assign = Callable[
+    [Sequence[Member], Mapping[str, Sequence[int]], Mapping[ShardKey, str]], dict[ShardKey, str]
+]
+
+
+@dataclass(frozen=True)
+class Published:
+    """What one computation published."""
+
+    version: int
+    generation: int
+    #: Processes whose shards changed, and shards that changed owner.
+    processes_changed: int
+    shards_moved: int
+    #: Seconds the computation took (read, compute, publish).
+    took: float
+
+
+def encode(shards: Mapping[str, Sequence[int]]) -> str:
+    """One process's shards as the assignment hash stores them."""
+    return json.dumps(
+        {name: list(numbers) for name, numbers in sorted(shards.items())}, separators=(",", ":")
+    )
+
+
+def by_process(owners: Mapping[ShardKey, str]) -> dict[str, dict[str, list[int]]]:
+    """``process id -> {queue: [shard, ...]}`` of an owner map, shards in order."""
+    grouped: dict[str, dict[str, list[int]]] = {}
+    for (queue, shard), owner in sorted(owners.items()):
+        grouped.setdefault(owner, {}).setdefault(queue, []).append(shard)
+    return grouped
+
+
+class Assigner:
+    """Computes and publishes the assignment when this process holds the assigner role."""
+
+    def __init__(self, membership: Membership, compute: Assign = assign) -> None:
+        self.membership = membership
+        self.compute = compute
+        #: The last publication of this process (for logs, the health page and benches).
+        self.last: Published | None = None
+
+    def due(self, beat: Beat) -> bool:
+        """Whether ``beat`` asks this process to recompute the assignment."""
+        return beat.assigner and beat.assigned_version != beat.version
+
+    def published(self) -> dict[ShardKey, str]:
+        """The published assignment: ``(queue, shard) -> process id``."""
+        client = self.membership.client
+        raw = client.hgetall(self.membership.keys.assignment_hash)
+        owners: dict[ShardKey, str] = {}
+        for process, encoded in raw.items():
+            owner = process.decode() if isinstance(process, bytes) else str(process)
+            for queue, shards in json.loads(encoded).items():
+                for shard in shards:
+                    owners[(queue, shard)] = owner
+        return owners
+
+    def run(self) -> Published | None:
+        """Recompute from the live processes and publish the changes; ``None`` when this
+        process is no longer the assigner."""
+        started = time.perf_counter()
+        snapshot = self.membership.snapshot()
+        previous = self.published()
+        shards = {name: list(numbers) for name, numbers in snapshot.shards_by_queue.items()}
+        owners = self.compute(snapshot.members, shards, previous)
+        before, after = by_process(previous), by_process(owners)
+        changed = [
+            (process, encode(after[process]) if process in after else "")
+            for process in sorted(before.keys() | after.keys())
+            if before.get(process) != after.get(process)
+        ]
+        moved = [
+            (shard_name(key), owners.get(key, ""))
+            for key in sorted(previous.keys() | owners.keys())
+            if previous.get(key) != owners.get(key)
+        ]
+        args: list[object] = [self.membership.process_id, snapshot.version, len(changed)]
+        for process, encoded in changed:
+            args += [process, encoded]
+        args.append(len(moved))
+        for name, owner in moved:
+            args += [name, owner]
+        generation = int(self.membership._run("assignment_publish", *args))
+        if not generation:
+            return None
+        self.last = Published(
+            snapshot.version, generation, len(changed), len(moved), time.perf_counter() - started
+        )
+        if moved:
+            log.info(
+                "assignment %d (membership %d, %d processes): %d shard(s) moved, %d "
+                "process(es) woken, in %.0f ms",
+                generation,
+                snapshot.version,
+                len(snapshot.members),
+                len(moved),
+                len(changed),
+                self.last.took * 1000,
+            )
+        return self.last

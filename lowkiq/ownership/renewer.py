@@ -1,0 +1,116 @@
+"""Lease renewals on a timer of their own, a pipeline per Redis master.
+
+Renewals do not wait for the heartbeat, nor for each other: every
+``lease_ttl / 3`` seconds the renewer sends, per master (one on a single
+server), one pipelined write that renews every lease of that master, across
+all queues.  On a Redis Cluster the masters are renewed side by side, so an
+unreachable master delays and fails only its own leases.  A renewal that Redis
+confirms moves the lease's local deadline (:class:`~lowkiq.ownership.leases.Term`)
+to when it was *sent* plus the TTL; a processing thread checks that deadline
+before it performs a batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import redis
+from redis.exceptions import RedisClusterException
+
+from lowkiq.connection import Client
+from lowkiq.ownership.leases import HeldLease, lease_ms
+from lowkiq.storage.scripts import run_pipelined
+
+log = logging.getLogger("lowkiq.ownership")
+
+#: Renewals per lease TTL.
+RENEWALS_PER_TTL = 3
+
+
+def master_client(client: Client, key: str) -> tuple[str, Client]:
+    """The name and client of the master that serves ``key`` (``client`` itself on a
+    single server)."""
+    if isinstance(client, redis.RedisCluster):
+        node: Any = client.get_node_from_key(key)  # type: ignore[no-untyped-call]
+        return node.name, node.redis_connection
+    return "", client
+
+
+class Renewer:
+    """Renews the leases ``held()`` returns; reports those Redis says are gone."""
+
+    def __init__(
+        self,
+        client: Client,
+        ttl: float,
+        held: Callable[[], Sequence[HeldLease]],
+        on_lost: Callable[[HeldLease], None],
+    ) -> None:
+        self.client = client
+        self.ttl = ttl
+        self.interval = ttl / RENEWALS_PER_TTL
+        self.held = held
+        self.on_lost = on_lost
+        self._pool: ThreadPoolExecutor | None = None
+
+    def renew(self) -> int:
+        """Renew every held lease once, a pipeline per master; returns how many were
+        renewed (leases of a master that failed are neither renewed nor lost)."""
+        groups: dict[str, tuple[Client, list[HeldLease]]] = {}
+        for held in self.held():
+            try:
+                name, node = master_client(
+                    self.client, held.lease.queue.keys.prefix(held.lease.shard)
+                )
+            except RedisClusterException as exc:  # the slot has no master now
+                log.debug("cannot renew %r: %s", held.lease, exc)
+                continue
+            groups.setdefault(name, (node, []))[1].append(held)
+        if len(groups) <= 1:
+            return sum(self._renew_group(node, leases) for node, leases in groups.values())
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lowkiq-renew")
+        futures = [
+            self._pool.submit(self._renew_group, node, leases) for node, leases in groups.values()
+        ]
+        return sum(future.result() for future in futures)
+
+    def _renew_group(self, node: Client, group: Sequence[HeldLease]) -> int:
+        ttl_ms = lease_ms(self.ttl)
+        calls = [
+            (
+                held.lease.queue.scripts.lease_renew,
+                [held.lease.queue.keys.prefix(held.lease.shard)],
+                (ttl_ms, held.lease.token),
+            )
+            for held in group
+        ]
+        sent = time.monotonic()
+        try:
+            replies = run_pipelined(node, calls)
+        except (redis.RedisError, RedisClusterException) as exc:
+            log.warning("could not renew %d lease(s): %s: %s", len(group), type(exc).__name__, exc)
+            return 0
+        renewed = 0
+        for held, reply in zip(group, replies, strict=True):
+            if reply:
+                held.term.confirm(sent)
+                renewed += 1
+            else:
+                self.on_lost(held)
+        return renewed
+
+    def run(self, stop: threading.Event) -> None:
+        """Renew every ``lease_ttl / 3`` seconds until ``stop`` is set."""
+        while not stop.wait(self.interval):
+            try:
+                self.renew()
+            except Exception:  # noqa: BLE001 - the next round tries again
+                log.exception("lease renewal failed")
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
