@@ -7,7 +7,7 @@ import redis
 
 from lowkiq.health.heartbeats import Heartbeats
 from lowkiq.health.verdicts import Limits, ProcessState, live, ready, silent_after
-from lowkiq.running import local as running
+from lowkiq.running import Running, running
 from lowkiq.settings import Settings
 
 LIMITS = Limits(stuck_after=30.0, silent_after=60.0, connected_within=10.0)
@@ -71,11 +71,11 @@ def test_a_perform_past_stuck_after_is_not_live_until_it_ends(
         seen.append(verdict.reason)
         assert verdict.document()["threads"][1]["performing"] == {"shard": "Orders:3", "for": 31.0}
 
-    running.batch = (Orders, 3, [])
+    context = running.set(Running(Orders, 3, []))
     try:
         thread.middleware(Orders, {}, perform)
     finally:
-        running.batch = None
+        running.reset(context)
     assert seen == ["thread 1 in perform of Orders:3 for 31.0s (stuck_after 30s)"]
     # The other thread stamped 31 s ago: within silent_after.
     assert live(beats, SERVING, LIMITS).ok
