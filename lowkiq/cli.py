@@ -171,9 +171,10 @@ def worker(
 
         if processes == 1:
             sys.exit(run_child(0))
+        from lowkiq.ownership.eviction import evict_on_death
         from lowkiq.supervisor import Supervisor
 
-        sys.exit(Supervisor(processes, run_child).run())
+        sys.exit(Supervisor(processes, run_child, on_death=evict_on_death(settings)).run())
     except LowkiqError as exc:
         fail(str(exc))
 

@@ -38,7 +38,7 @@ from lowkiq.errors import ConfigurationError
 from lowkiq.health import Heartbeats
 from lowkiq.lane import Lane
 from lowkiq.ownership.coordinator import Coordinator, Plan
-from lowkiq.ownership.membership import Membership, new_process_id, socket_timeout_of
+from lowkiq.ownership.membership import Membership, own_process_id, socket_timeout_of
 from lowkiq.periodic.runner import ScheduleRunner
 from lowkiq.settings import Settings, pooled_client, settings
 from lowkiq.shard_handler import DeferredAck, ShardHandler
@@ -186,7 +186,7 @@ class Server:
         if config.schedules:
             periodic_client = pooled_client(self.template, 2, config.pool_timeout)
             self.periodic = ScheduleRunner(periodic_client, config)
-        self.process_id = new_process_id()
+        self.process_id = own_process_id()
         self._check_socket_timeout(client)
         coordinator = Coordinator(
             client,

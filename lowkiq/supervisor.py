@@ -7,6 +7,12 @@ serves its share of the shards like any other process.  A child that exits
 while the supervisor is not stopping is restarted after a backoff that
 doubles while it keeps dying young.  TERM, INT and TTIN are forwarded to
 every child; the supervisor exits when they all have, 0 when all exited 0.
+
+The supervisor names each child's membership id before it forks it, so when a
+child dies (a crash, an OOM kill, a job that ends the process) it frees the
+child's leases and deregisters it at once (``on_death``, see
+:mod:`lowkiq.ownership.eviction`): its shards are served again within a second,
+not after ``lease_ttl``.
 """
 
 from __future__ import annotations
@@ -18,9 +24,12 @@ import os
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from lowkiq.ownership.membership import PROCESS_ID_ENV, new_process_id
 
 log = logging.getLogger("lowkiq.supervisor")
 
@@ -45,6 +54,8 @@ class Slot:
     failures: int = 0
     restart_at: float = 0.0
     exit_codes: list[int] = field(default_factory=list)
+    #: The membership id of the child now running in this slot.
+    process_id: str = ""
 
 
 def stop_with_parent() -> None:
@@ -65,17 +76,26 @@ class Supervisor:
     """Runs ``processes`` children, each calling ``run_child(number)`` (0 to ``processes`` - 1,
     kept by a restarted child) and exiting with its result."""
 
-    def __init__(self, processes: int, run_child: Callable[[int], int]) -> None:
+    def __init__(
+        self,
+        processes: int,
+        run_child: Callable[[int], int],
+        on_death: Callable[[str], None] | None = None,
+    ) -> None:
         self.slots = [Slot(number) for number in range(processes)]
         self.run_child = run_child
+        #: Called with a child's membership id when it exits while not stopping.
+        self.on_death = on_death
         self.stopping: str | None = None
         self._pending: list[int] = []
 
     def _fork(self, slot: Slot) -> None:
+        suffix = uuid.uuid4().hex[:8]
         pid = os.fork()
         if pid == 0:  # the child
             code = 1
             try:
+                os.environ[PROCESS_ID_ENV] = new_process_id(os.getpid(), suffix)
                 for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGTTIN):
                     signal.signal(signum, signal.SIG_DFL)
                 stop_with_parent()
@@ -88,6 +108,7 @@ class Supervisor:
                 logging.shutdown()
                 os._exit(code)
         slot.pid, slot.started = pid, time.monotonic()
+        slot.process_id = new_process_id(pid, suffix)
         log.info("started worker process %d (pid %d)", slot.number, pid)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -126,6 +147,7 @@ class Supervisor:
             if self.stopping is not None:
                 log.info("worker process %d (pid %d) exited with %d", slot.number, pid, code)
                 continue
+            self._bury(slot.process_id)
             lived = time.monotonic() - slot.started
             slot.failures = 1 if lived >= HEALTHY_AFTER else slot.failures + 1
             delay = min(RESTART_BACKOFF_CAP, RESTART_BACKOFF * 2 ** (slot.failures - 1))
@@ -137,6 +159,16 @@ class Supervisor:
                 code,
                 lived,
                 delay,
+            )
+
+    def _bury(self, process_id: str) -> None:
+        if self.on_death is None:
+            return
+        try:
+            self.on_death(process_id)
+        except Exception as exc:  # noqa: BLE001 - its leases then lapse after their TTL
+            log.warning(
+                "could not free the leases of %s: %s: %s", process_id, type(exc).__name__, exc
             )
 
     def run(self) -> int:

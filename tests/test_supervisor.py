@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Iterator
 
 import pytest
 import redis
 
+import lowkiq
 from lowkiq.ownership.membership import live_processes
 from tests.apps.runner import WorkerProcess, eventually
 
@@ -28,6 +30,12 @@ def supervised(redis_client: redis.Redis, redis_url: str) -> Iterator[WorkerProc
         process.signal(signal.SIGTERM)  # the children stop with it
         process.wait()
     process.close()
+
+
+class Recorder(lowkiq.Worker):
+    """The queue of tests/apps/recorder.py, to enqueue from the test."""
+
+    shards_count = 6
 
 
 def child_pids(client: redis.Redis) -> set[int]:
@@ -68,3 +76,37 @@ def test_children_stop_when_the_supervisor_is_killed(
     eventually(lambda: len(child_pids(redis_client)) == 2)
     supervised.kill()
     eventually(lambda: child_pids(redis_client) == set())  # they deregistered on TERM
+
+
+def test_a_killed_childs_shards_are_taken_over_before_its_leases_expire(
+    redis_client: redis.Redis, redis_url: str
+) -> None:
+    # Leases of 30 s: without the supervisor freeing them, the dead child's shards would
+    # wait 30 s for their leases to expire.
+    process = WorkerProcess(
+        "-r",
+        "tests/apps/recorder.py",
+        "--processes",
+        "2",
+        env={"REDIS_URL": redis_url, "TEST_LEASE_TTL": "30", "TEST_SHARDS": "6"},
+    )
+    try:
+        process.wait_started()
+        eventually(
+            lambda: sorted(len(p.info["shards"]) for p in live_processes(redis_client)[1]) == [3, 3]
+        )
+        victim = min(child_pids(redis_client))
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.monotonic()
+        Recorder.perform_async([{"id": str(i), "payload": {"v": 1}} for i in range(30)])
+        eventually(lambda: len(set(redis_client.lrange("test:finished", 0, -1))) == 30, 25)
+        assert time.monotonic() - killed_at < 20
+        assert "freed" in process.output() and "which died" in process.output()
+        # The dead child is no member; every shard is held by a live child.
+        live = {p.id for p in live_processes(redis_client)[1]}
+        assert all(str(victim) != p.split(":")[1] for p in live)
+    finally:
+        if process.process.poll() is None:
+            process.signal(signal.SIGTERM)
+            process.wait()
+        process.close()

@@ -33,9 +33,22 @@ COMMANDS = ("quiet", "stop")
 SOCKET_MARGIN = 0.8
 
 
-def new_process_id() -> str:
+#: Set by a supervisor in a child process: the membership id it gave the child.
+PROCESS_ID_ENV = "LOWKIQ_PROCESS_ID"
+
+
+def new_process_id(pid: int | None = None, suffix: str | None = None) -> str:
     """A process id unique across hosts and restarts: ``host:pid:random``."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    suffix = suffix or uuid.uuid4().hex[:8]
+    return f"{socket.gethostname()}:{pid or os.getpid()}:{suffix}"
+
+
+def own_process_id() -> str:
+    """This process's membership id: the one its supervisor gave it, else a new one."""
+    given = os.environ.get(PROCESS_ID_ENV, "")
+    if given and given.split(":")[-2:-1] == [str(os.getpid())]:
+        return given
+    return new_process_id()
 
 
 def shard_name(key: ShardKey) -> str:
@@ -198,12 +211,15 @@ class Membership:
 
 
 def socket_timeout_of(client: Client) -> float | None:
-    """The socket timeout of ``client``'s connections, seconds (``None``: none)."""
+    """The socket timeout of ``client``'s connections, seconds (``None``: none).  Read
+    from a connection object of its pool (not connected), so a library default counts
+    too (redis-py 8 reads with a 5 s timeout unless told otherwise)."""
+    timeout = getattr(client, "socket_timeout", None)
     pool: Any = getattr(client, "connection_pool", None)
-    kwargs = getattr(pool, "connection_kwargs", None) or {}
-    timeout = kwargs.get("socket_timeout")
-    if timeout is None:
-        timeout = getattr(client, "socket_timeout", None)
+    if timeout is None and pool is not None and hasattr(pool, "connection_kwargs"):
+        timeout = getattr(pool.connection_class(**pool.connection_kwargs), "socket_timeout", None)
+    if timeout is None and hasattr(client, "get_connection_kwargs"):
+        timeout = client.get_connection_kwargs().get("socket_timeout")  # a cluster's nodes
     return float(timeout) if timeout else None
 
 
