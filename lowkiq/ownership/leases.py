@@ -9,6 +9,7 @@ in the same script, so that batch is put back exactly once, by the new owner.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
