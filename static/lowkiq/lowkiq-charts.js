@@ -60,6 +60,22 @@
     return idx;
   }
 
+  // The interval under the cursor: the last one starting at or before it (uPlot's default,
+  // the nearest point, would name the next interval past an interval's middle).
+  function intervalAt(plot, series, closest, at) {
+    var x = plot.data[0];
+    var low = 0;
+    var high = x.length - 2;
+    if (high < 0) return closest;
+    if (at <= x[0]) return 0;
+    while (low < high) {
+      var middle = (low + high + 1) >> 1;
+      if (x[middle] <= at) low = middle;
+      else high = middle - 1;
+    }
+    return low;
+  }
+
   function intervalLabel(plot, idx) {
     var x = plot.data[0];
     if (idx == null || x[idx] == null) return "–";
@@ -89,7 +105,12 @@
       width: Math.max(box.clientWidth, 200),
       height: Number(box.dataset.height || 180),
       tzDate: utc,
-      cursor: { y: false, drag: { x: false, y: false, setScale: false }, points: { size: 8 } },
+      cursor: {
+        y: false,
+        drag: { x: false, y: false, setScale: false },
+        points: { size: 8 },
+        dataIdx: intervalAt,
+      },
       scales: {
         x: { time: true, range: function () { return [chart.data.start, chart.data.end]; } },
         y: { range: function (plot, min, max) { return [0, max > 0 ? max * 1.1 : 1]; } },

@@ -254,7 +254,7 @@ def test_live_chart_draws_stored_history_reads_out_on_hover_and_updates(page, li
     assert state["data"][0][0] == (minute - 3) * 60.0 and state["data"][1][0] == 2.0
     assert state["x"][1] - state["x"][0] >= 5 * 58  # the window: 58 refreshes at least
     assert state["legend"][1:] == ["0 jobs/s", "0 jobs/s"]  # the latest interval, idle
-    hover(page, "live-chart", (minute - 3) * 60 + 30)
+    hover(page, "live-chart", (minute - 3) * 60 + 50)  # nearer the next minute's start
     expect(page.locator("#live-chart .u-legend .u-value").nth(1)).to_have_text("2.00 jobs/s")
     assert (
         page.locator("#live-chart .u-legend .u-value")
@@ -299,7 +299,7 @@ def test_metrics_chart_reads_out_jobs_per_minute_on_hover(page, live_server):
     minute = int((now - 600) // 60) * 60.0
     index = state["data"][0].index(minute)
     assert state["data"][1][index] == 300 and state["data"][2][index] == 20
-    hover(page, "history-chart", minute + 30)
+    hover(page, "history-chart", minute + 55)
     values = page.locator("#history-chart .u-legend .u-value")
     expect(values.nth(1)).to_have_text("300 jobs/min")
     expect(values.nth(2)).to_have_text("20.0 jobs/min")
