@@ -42,7 +42,6 @@ def state_of(server: Server) -> ProcessState:
         return ProcessState(stopping=server.stop_event.is_set())
     return ProcessState(
         process_id=server.process_id,
-        threads=len(server.lanes),
         shards=[f"{queue}:{shard}" for queue, shard in coordinator.owned()],
         busy=sum(lane.busy for lane in server.lanes),
         quiet=coordinator.quiet,

@@ -52,8 +52,6 @@ class ProcessState:
     """What the process's server knows of itself at the time of a probe."""
 
     process_id: str = ""
-    #: The processing threads it runs (0 before it built them).
-    threads: int = 0
     #: The shards whose lease it holds, ``Worker:shard``.
     shards: list[str] = field(default_factory=list)
     #: Batches in ``perform`` now.

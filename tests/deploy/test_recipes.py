@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import urllib.parse
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -323,3 +324,37 @@ def test_systemd_analyze_verifies_the_units(tmp_path: Path) -> None:
         pytest.skip(f"systemd-analyze cannot run here: {result.stderr.strip()}")
     # verify exits 0 on unknown keys and bad values too: any message is a finding.
     assert result.returncode == 0 and result.stdout + result.stderr == "", result.stderr
+
+
+def test_the_files_the_dockerfile_copies_build_lowkiq_with_the_dashboard(tmp_path: Path) -> None:
+    # Stage what the image's COPY instructions put under the directory it pip-installs
+    # (without __pycache__, as the ignore file says), then build it as pip would.
+    instructions = dockerfile()
+    (install,) = [arg for name, arg in instructions if name == "RUN" and "pip install" in arg]
+    target = install.split("pip install", 1)[1].split()[0]
+    staged = tmp_path / "context"
+    for name, argument in instructions:
+        if name != "COPY":
+            continue
+        *sources, destination = argument.split()
+        if not destination.startswith(target):
+            continue
+        into = staged / destination[len(target) :].strip("/")
+        for source in sources:
+            path = ROOT / source
+            if path.is_dir():
+                ignore = shutil.ignore_patterns("__pycache__")
+                shutil.copytree(path, into, ignore=ignore)
+            else:
+                into.mkdir(parents=True, exist_ok=True)
+                shutil.copy(path, into / path.name)
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path / "dist"), str(staged)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = (tmp_path / "dist").glob("lowkiq-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "lowkiq/health/http.py" in names
+    assert "lowkiq_web/templates/lowkiq/base.html" in names
+    assert "lowkiq_web/static/lowkiq/lowkiq.css" in names

@@ -11,7 +11,7 @@ from lowkiq.running import Running, running
 from lowkiq.settings import Settings
 
 LIMITS = Limits(stuck_after=30.0, silent_after=60.0, connected_within=10.0)
-SERVING = ProcessState(process_id="h:1:x", threads=2, shards=["q:0"], busy=0)
+SERVING = ProcessState(process_id="h:1:x", shards=["q:0"], busy=0)
 
 
 class Clock:
