@@ -11,7 +11,7 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -208,6 +208,40 @@ def resume(worker_name: str, app: str) -> None:
     click.echo(f"{worker.__name__} {'resumed' if changed else 'was not paused'}")
 
 
+@main.command("rate-limit")
+@click.argument("worker_name", metavar="WORKER")
+@click.argument("limit", required=False)
+@require_option(_PAUSE_APP_HELP)
+@click.option("--burst", type=click.IntRange(min=1), help="Jobs that may start at once.")
+@embedded_redis_option()
+def rate_limit(worker_name: str, limit: str | None, app: str, burst: int | None) -> None:
+    """Show or change WORKER's rate limit on every process, without a restart.
+
+    LIMIT is jobs per period (100/s, 100/1.5s, 6000/min, 10/h), `none` to lift
+    the limit, or `code` to go back to the class's rate_limit.  Without LIMIT,
+    show the limit in force.
+    """
+    from lowkiq.rate_limit import RateLimit
+
+    worker = _find_worker(app, worker_name)
+    if limit is not None and limit not in ("none", "code"):
+        try:
+            parsed: RateLimit | None = RateLimit.parse(limit, burst)
+        except LowkiqError as exc:
+            fail(str(exc))
+        _redis_call(lambda: worker.set_rate_limit(parsed))
+    elif limit == "none":
+        _redis_call(lambda: worker.set_rate_limit(None))
+    elif limit == "code":
+        _redis_call(worker.clear_rate_limit)
+    status = _redis_call(worker.rate_limit_status)
+    shown = "none" if status.limit is None else status.limit.describe()
+    source = "set at run time" if status.overridden else "the class's"
+    click.echo(
+        f"{worker.__name__}: rate limit {shown} ({source}); waited for tokens {status.waited} times"
+    )
+
+
 @main.command()
 @click.argument("worker_name", metavar="WORKER")
 @require_option(_PAUSE_APP_HELP)
@@ -280,7 +314,10 @@ def _find_worker(app: str, name: str) -> type[Worker]:
     return workers[name]
 
 
-def _redis_call(call: Callable[[], bool]) -> bool:
+T = TypeVar("T")
+
+
+def _redis_call(call: Callable[[], T]) -> T:
     """``call()``, or a one-line error when Redis does not answer."""
     import redis as redis_client
 

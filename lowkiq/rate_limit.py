@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from lowkiq.connection import Client
 from lowkiq.errors import ConfigurationError
 from lowkiq.storage.keys import OwnershipKeys
+from lowkiq.storage.rate_bucket import bucket_state
 from lowkiq.storage.scripts import Scripts
 
 _KEYS = OwnershipKeys()
@@ -70,8 +71,9 @@ class RateLimit:
         return max(batch_size, math.ceil(self.per_second * DEFAULT_BURST_SECONDS))
 
     def describe(self) -> str:
-        """``100/s``, ``6/60s (burst 2)``: the limit for people."""
-        per = "s" if self.per == 1 else f"{self.per:g}s"
+        """``100/s``, ``6/min (burst 2)``, ``5/1.5s``: the limit for people (and
+        :meth:`parse`)."""
+        per = {1.0: "s", 60.0: "min", 3600.0: "h"}.get(self.per, f"{self.per:g}s")
         text = f"{self.jobs:g}/{per}"
         return text if self.burst is None else f"{text} (burst {self.burst})"
 
@@ -105,6 +107,41 @@ class RateLimit:
         if jobs.is_integer():
             jobs = int(jobs)
         return cls(jobs, count * _UNITS[match.group(3)], burst)
+
+
+@dataclass(frozen=True)
+class RateLimitStatus:
+    """A worker's rate limit as the dashboard and Prometheus show it."""
+
+    #: The limit in force (``None``: none).
+    limit: RateLimit | None
+    #: The class's ``rate_limit``.
+    code: RateLimit | None
+    #: Whether a limit set at run time overrides the class's.
+    overridden: bool
+    #: How many times a shard had to wait for tokens (fleet-wide, all time).
+    waited: int
+    #: Tokens reserved so far (jobs started under a limit, give or take a batch per shard).
+    taken: int
+    #: Seconds the shards' reservations run ahead of the refill now (0: tokens are free).
+    ahead: float
+
+
+def rate_limit_status(
+    client: Client,
+    queue_name: str,
+    code: RateLimit | None,
+    overrides: dict[str, RateLimit | None] | None = None,
+) -> RateLimitStatus:
+    """The rate limit of ``queue_name`` (whose class declares ``code``) and its bucket;
+    ``overrides``: :func:`rate_limit_overrides`, when just read."""
+    if overrides is None:
+        overrides = rate_limit_overrides(client)
+    limit = overrides.get(queue_name, code)
+    per_second = limit.per_second if limit is not None else None
+    state = bucket_state(client, queue_name, per_second)
+    ahead = -state.tokens / per_second if per_second and state.tokens < 0 else 0.0
+    return RateLimitStatus(limit, code, queue_name in overrides, state.waited, state.taken, ahead)
 
 
 def check_rate_limit(owner: str, value: object) -> RateLimit | None:

@@ -17,9 +17,11 @@ from lowkiq.errors import ConfigurationError, InvalidJob, RedisUnavailable
 from lowkiq.middleware import chain
 from lowkiq.rate_limit import (
     RateLimit,
+    RateLimitStatus,
     check_rate_limit,
     clear_rate_limit,
     rate_limit_overrides,
+    rate_limit_status,
     set_rate_limit,
 )
 from lowkiq.settings import Settings, settings
@@ -162,6 +164,11 @@ class Worker:
         """The limit in force: the one set at run time, else :attr:`rate_limit`."""
         overrides = rate_limit_overrides(settings.client())
         return overrides.get(cls.queue_name, cls.rate_limit)
+
+    @classmethod
+    def rate_limit_status(cls) -> RateLimitStatus:
+        """The limit in force, where it comes from, and how often shards waited for it."""
+        return rate_limit_status(settings.client(), cls.queue_name, cls.rate_limit)
 
     # -- storage views -----------------------------------------------------
 

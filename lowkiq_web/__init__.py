@@ -22,6 +22,7 @@ from lowkiq_web import (  # noqa: F401  (they register their routes)
     errors,
     history,
     processes,
+    rate_limits,
     schedules,
     views,
 )

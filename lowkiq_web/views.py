@@ -101,6 +101,7 @@ def list_context(worker_name: str, kind: str, args: Any) -> dict[str, Any]:
         "per_page": listing.PER_PAGE,
         "metrics": worker.metrics(),
         "worker_paused": worker.paused(),
+        "rate": worker.rate_limit_status(),
         "bulk_actions": bulk_actions(kind),
     }
 

@@ -51,6 +51,11 @@ def test_bad_text_is_refused_with_a_clear_error(text):
         RateLimit.parse(text)
 
 
+def test_a_limit_is_described_as_it_is_typed():
+    for text in ("100/s", "6/min", "10/h", "5/1.5s", "2.5/s"):
+        assert RateLimit.parse(text).describe() == text
+
+
 def test_a_limit_round_trips_through_its_stored_form():
     for limit in (RateLimit(100), RateLimit(2.5, per=0.5, burst=3)):
         assert RateLimit.decode(limit.encode()) == limit

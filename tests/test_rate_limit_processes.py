@@ -13,7 +13,7 @@ import redis
 import lowkiq
 from lowkiq.rate_limit import RateLimit
 from tests.apps.runner import WorkerProcess, eventually
-from tests.test_pause import cpu_seconds
+from tests.test_pause import cpu_seconds, lowkiq_cli
 
 APP = "tests/apps/limited.py"
 
@@ -112,3 +112,25 @@ def test_a_limit_set_at_run_time_applies_without_a_restart(
     assert used < 0.6, f"the process used {used:.2f}s of CPU in 3s"
     assert limited.clear_rate_limit()
     eventually(lambda: limited.metrics()["length"] == 0, 20)
+
+
+def test_the_cli_shows_and_changes_the_limit(
+    redis_client: redis.Redis, redis_url: str, limited: type
+) -> None:
+    shown = lowkiq_cli(redis_url, "rate-limit", "Limited", "-r", APP)
+    assert shown.returncode == 0, shown.stderr
+    assert (
+        shown.stdout.strip() == "Limited: rate limit 200/s (the class's); waited for tokens 0 times"
+    )
+    changed = lowkiq_cli(redis_url, "rate-limit", "Limited", "50/min", "--burst", "3", "-r", APP)
+    assert "rate limit 50/min (burst 3) (set at run time)" in changed.stdout
+    assert limited.current_rate_limit() == RateLimit(50, per=60.0, burst=3)
+    bad = lowkiq_cli(redis_url, "rate-limit", "Limited", "fast", "-r", APP)
+    assert bad.returncode != 0 and "100/s" in bad.stderr
+    assert limited.current_rate_limit() == RateLimit(50, per=60.0, burst=3)
+    assert (
+        "rate limit none"
+        in lowkiq_cli(redis_url, "rate-limit", "Limited", "none", "-r", APP).stdout
+    )
+    back = lowkiq_cli(redis_url, "rate-limit", "Limited", "code", "-r", APP)
+    assert "rate limit 200/s (the class's)" in back.stdout

@@ -21,6 +21,10 @@ metric                                        type       labels, meaning
 ``lowkiq_jobs_busy``                          gauge      worker: jobs in processing areas
 ``lowkiq_shards_owned``                       gauge      process, worker: shards whose lease a live
                                                          process holds
+``lowkiq_rate_limit_jobs_per_second``         gauge      worker: the rate limit in force (workers
+                                                         with one)
+``lowkiq_rate_limited_total``                 counter    worker: times a shard had to wait for
+                                                         rate-limit tokens
 ============================================  =========  ==========================================
 """
 
@@ -40,11 +44,14 @@ from prometheus_client.core import (
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from lowkiq.connection import Client
 from lowkiq.ownership.membership import ProcessInfo, live_processes
+from lowkiq.rate_limit import rate_limit_overrides, rate_limit_status
 from lowkiq.settings import Settings, settings
 from lowkiq.storage.metrics import overview
 from lowkiq.telemetry import store
 from lowkiq.telemetry.counts import BUCKETS
+from lowkiq.worker import Worker
 
 
 def _buckets(counts: tuple[int, ...]) -> list[tuple[str, float]]:
@@ -119,6 +126,29 @@ class LowkiqCollector(Collector):
         yield merged
         yield from (length, lag, morgue, busy)
         yield self._shards_owned(processes, {q.name: name for name, q in queues.items()})
+        yield from self._rate_limits(client, workers)
+
+    @staticmethod
+    def _rate_limits(client: Client, workers: dict[str, type[Worker]]) -> Iterator[Metric]:
+        limit = GaugeMetricFamily(
+            "lowkiq_rate_limit_jobs_per_second",
+            "The rate limit in force: jobs started per second over every process.",
+            labels=["worker"],
+        )
+        limited = CounterMetricFamily(
+            "lowkiq_rate_limited",
+            "Times a shard had to wait for rate-limit tokens.",
+            labels=["worker"],
+        )
+        overrides = rate_limit_overrides(client)
+        for name, worker in workers.items():
+            status = rate_limit_status(client, worker.queue_name, worker.rate_limit, overrides)
+            if status.limit is not None:
+                limit.add_metric([name], status.limit.per_second)
+            if status.limit is not None or status.waited:
+                limited.add_metric([name], status.waited)
+        yield limit
+        yield limited
 
     @staticmethod
     def _shards_owned(processes: list[ProcessInfo], names: dict[str, str]) -> GaugeMetricFamily:
