@@ -7,7 +7,6 @@
   if (typeof uPlot === "undefined") return;
 
   var FULL = uPlot.fmtDate("{YYYY}-{MM}-{DD} {HH}:{mm}:{ss}");
-  var CLOCK = uPlot.fmtDate("{HH}:{mm}:{ss}");
 
   function utc(seconds) {
     return uPlot.tzDate(new Date(seconds * 1e3), "Etc/UTC");
@@ -80,7 +79,10 @@
     var x = plot.data[0];
     if (idx == null || x[idx] == null) return "–";
     var text = FULL(utc(x[idx]));
-    return x[idx + 1] == null ? text : text + " – " + CLOCK(utc(x[idx + 1])) + " UTC";
+    if (x[idx + 1] == null) return text + " UTC";
+    var end = FULL(utc(x[idx + 1]));
+    // The end's time of day, or its date too when the interval crosses midnight.
+    return text + " – " + (end.slice(0, 10) === text.slice(0, 10) ? end.slice(11) : end) + " UTC";
   }
 
   function options(box, chart) {
@@ -105,6 +107,7 @@
       width: Math.max(box.clientWidth, 200),
       height: Number(box.dataset.height || 180),
       tzDate: utc,
+      padding: [12, 48, 0, 0], // room for the last time tick's label
       cursor: {
         y: false,
         drag: { x: false, y: false, setScale: false },

@@ -303,6 +303,14 @@ def test_metrics_chart_reads_out_jobs_per_minute_on_hover(page, live_server):
     values = page.locator("#history-chart .u-legend .u-value")
     expect(values.nth(1)).to_have_text("300 jobs/min")
     expect(values.nth(2)).to_have_text("20.0 jobs/min")
+    stroke = """() => {
+        const plot = document.getElementById("history-chart").lowkiqChart.plot;
+        return [plot.series[1].stroke(plot, 1), plot.series[2].stroke(plot, 2)];
+    }"""
+    assert page.evaluate(stroke) == ["#1f8a4c", "#c0392b"]  # lowkiq.css, light
+    page.emulate_media(color_scheme="dark")  # drawn again in the dark theme's colours
+    expect(page.locator("#history-chart canvas")).to_have_count(1)
+    assert page.evaluate(stroke) == ["#4cc38a", "#ff6b5e"]
 
 
 def test_charts_are_tables_without_javascript(browser, live_server, workers):
