@@ -34,8 +34,11 @@ def test_a_server_refuses_to_start_with_a_schedule_of_a_worker_it_does_not_serve
         Server(lowkiq.settings).start()
 
 
-def test_a_server_enqueues_each_tick_and_stops_its_schedules_thread(redis_client):
+@pytest.mark.parametrize("mode", ["automatic", "static"])
+def test_a_server_enqueues_each_tick_and_stops_its_schedules_thread(redis_client, mode):
     lowkiq.settings.workers = [Nightly]
+    if mode == "static":
+        lowkiq.settings.build_splitter = lambda: lowkiq.build_by_node_splitter(2, 1)
     lowkiq.settings.schedules = [
         lowkiq.Schedule(Nightly, id="n", every=timedelta(seconds=1), payload={"a": 1})
     ]

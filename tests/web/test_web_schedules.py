@@ -85,3 +85,26 @@ def test_read_only_hides_and_refuses_run_now(schedules):
 def test_no_schedules_says_how_to_declare_them(client):
     html = client.get("/schedules").get_data(as_text=True)
     assert "No schedules" in html and "lowkiq.settings.schedules" in html
+
+
+def test_in_a_browser_run_now_asks_first_then_enqueues(page, live_server, schedules):
+    expect = pytest.importorskip("playwright.sync_api").expect
+    page.goto(live_server + "/schedules")
+    digest = page.locator('tr.schedule[data-schedule="digest"]')
+    questions: list[str] = []
+
+    def refuse(dialog) -> None:
+        questions.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", refuse)
+    digest.locator("button[data-action=run-now]").click()
+    page.wait_for_timeout(300)
+    assert questions and questions[0].startswith("Run digest now?")
+    assert OrderWorker.metrics()["length"] == 0
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    digest.locator("button[data-action=run-now]").click()
+    expect(page.locator("#schedules .notice")).to_have_text("digest: job enqueued.")
+    expect(digest.locator(".enqueued")).to_contain_text("run now")
+    assert [job["id"] for job in OrderWorker.queries().fetch(["digest"])] == ["digest"]
