@@ -33,6 +33,7 @@ log = logging.getLogger("lowkiq.health")
 PATHS = ("/live", "/ready", "/metrics")
 
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+TEXT = "text/plain; charset=utf-8"
 
 
 def state_of(server: Server) -> ProcessState:
@@ -64,34 +65,31 @@ class HealthApp:
         return check(server.health, state_of(server), Limits.of(server.settings))
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "")
-        if environ.get("REQUEST_METHOD", "GET") not in ("GET", "HEAD"):
-            return _reply(start_response, "405 Method Not Allowed", b"GET only\n")
+        method = environ.get("REQUEST_METHOD", "GET")
+        if method in ("GET", "HEAD"):
+            path, accept = environ.get("PATH_INFO", ""), environ.get("HTTP_ACCEPT", "")
+            status, body, content_type = self.answer(path, accept)
+        else:
+            status, body, content_type = "405 Method Not Allowed", b"GET only\n", TEXT
+        headers = [("Content-Type", content_type), ("Content-Length", str(len(body)))]
+        start_response(status, headers)
+        return [] if method == "HEAD" else [body]
+
+    def answer(self, path: str, accept: str) -> tuple[str, bytes, str]:
+        """The status, body and content type of ``GET path``."""
         if path in ("/live", "/ready"):
             verdict = self.verdict(path)
             body = json.dumps(verdict.document(), indent=1).encode() + b"\n"
             status = "200 OK" if verdict.ok else "503 Service Unavailable"
-            return _reply(start_response, status, body, "application/json")
+            return status, body, "application/json"
         if path == "/metrics":
             try:
-                body, content_type = prometheus.render(
-                    environ.get("HTTP_ACCEPT", ""), self.server.settings
-                )
+                body, content_type = prometheus.render(accept, self.server.settings)
             except redis.RedisError as exc:
                 message = f"Redis did not answer: {type(exc).__name__}: {exc}\n"
-                return _reply(start_response, "503 Service Unavailable", message.encode())
-            return _reply(start_response, "200 OK", body, content_type)
-        return _reply(start_response, "404 Not Found", f"serves {', '.join(PATHS)}\n".encode())
-
-
-def _reply(
-    start_response: StartResponse,
-    status: str,
-    body: bytes,
-    content_type: str = "text/plain; charset=utf-8",
-) -> list[bytes]:
-    start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(body)))])
-    return [body]
+                return "503 Service Unavailable", message.encode(), TEXT
+            return "200 OK", body, content_type
+        return "404 Not Found", f"serves {', '.join(PATHS)}\n".encode(), TEXT
 
 
 class _ThreadingServer(ThreadingMixIn, WSGIServer):

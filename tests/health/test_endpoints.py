@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import signal
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -46,6 +49,13 @@ def test_live_ready_and_metrics_answer_and_quiet_takes_the_process_out_of_ready(
     names = {family.name for family in text_string_to_metric_families(body.decode())}
     assert status == 200 and "lowkiq_queue_length" in names
     assert get(port, "/nothing")[0] == 404
+    head = urllib.request.Request(f"http://127.0.0.1:{port}/live", method="HEAD")
+    with urllib.request.urlopen(head, timeout=5) as response:
+        assert response.status == 200 and response.read() == b""
+    post = urllib.request.Request(f"http://127.0.0.1:{port}/ready", data=b"", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(post, timeout=5)
+    assert refused.value.code == 405
 
     assert lowkiq.command_process(document["process_id"], "quiet")
     status, unready = eventually(lambda: (found := verdict(port, "/ready"))[0] == 503 and found)
