@@ -1,16 +1,19 @@
-"""The documentation keeps up with the code: every command is in the CLI reference, and
-every relative link of the README leads to a file of the repository.
+"""The documentation keeps up with the code: every command is in the CLI reference, every
+setting in the settings table, and every relative link of the README leads to a file of
+the repository.
 
 (`.ci/run` also builds the site with `mkdocs build --strict`: a broken link inside the
 docs or a renamed API fails there.)"""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
 from lowkiq.cli import main
 from lowkiq.cli_support import LazyGroup
+from lowkiq.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,3 +43,13 @@ def test_the_readme_links_only_to_files_that_exist() -> None:
     assert not [link for link in relative if not (ROOT / link).is_file()]
     # A package index shows the README without the repository: no images by path.
     assert not re.search(r"!\[[^\]]*\]\((?![a-z]+://)", readme)
+
+
+def test_every_setting_has_a_row_in_the_settings_reference() -> None:
+    page = (ROOT / "docs" / "reference" / "settings.md").read_text()
+    # A row's first cell names one setting, or several: `dump_payload` / `load_payload`.
+    first_cells = re.findall(r"^\| ((?:`[a-z_]+`(?: / )?)+) \|", page, re.M)
+    documented = {name for cell in first_cells for name in re.findall(r"`([a-z_]+)`", cell)}
+    fields = {f.name for f in dataclasses.fields(Settings) if not f.name.startswith("_")}
+    assert fields - documented == set(), "settings missing from docs/reference/settings.md"
+    assert documented - fields == set(), "docs/reference/settings.md names unknown settings"
