@@ -77,22 +77,33 @@ def _read(call: Callable[[], T]) -> T:
     help="Instead of reading the membership, GET a worker's health endpoint "
     "(e.g. http://127.0.0.1:8080/ready): 0 on 200.",
 )
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="How many worker processes this host runs: fewer registered is exit 1.",
+)
 @embedded_redis_option()
 def status_command(
-    app: str | None, pid: int | None, process_id: str | None, health_url: str | None
+    app: str | None,
+    pid: int | None,
+    process_id: str | None,
+    health_url: str | None,
+    processes: int,
 ) -> None:
     """Exit 0 when this host's worker processes are alive and registered.
 
     Reads the membership in Redis: a process is alive and registered while
     its heartbeat reaches Redis (within lease_ttl).  Prints one line per
     process; otherwise, or when Redis does not answer, prints the reason and
-    exits 1.  --pid or --process-id checks one process.  For probes that exec
-    a command and for scripts.
+    exits 1.  --pid or --process-id checks one process; --processes N wants N
+    of this host's.  For probes that exec a command and for scripts.
     """
     result: Status
     if health_url is not None:
-        if app is not None or pid is not None or process_id is not None:
-            fail("--health-url goes without -r, --pid and --process-id")
+        if app is not None or pid is not None or process_id is not None or processes > 1:
+            fail("--health-url goes without -r, --pid, --process-id and --processes")
         result = check_url(health_url)
     else:
         if app is None:
@@ -101,7 +112,9 @@ def status_command(
         import lowkiq
 
         wanted = Wanted(this_host(), pid, process_id)
-        result = status(_read(lowkiq.processes), wanted)
+        if processes > 1 and (pid is not None or process_id is not None):
+            fail("--processes counts this host's processes: not with --pid or --process-id")
+        result = status(_read(lowkiq.processes), wanted, processes)
     for process in result.processes:
         click.echo(describe(process))
     if not result.ok:

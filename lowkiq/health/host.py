@@ -69,9 +69,17 @@ class Status:
     processes: list[Process]
 
 
-def status(found: Processes, wanted: Wanted) -> Status:
-    """Whether the processes ``wanted`` names are alive and registered."""
+def status(found: Processes, wanted: Wanted, at_least: int = 1) -> Status:
+    """Whether the processes ``wanted`` names are alive and registered (``at_least``
+    of them, when it names every process of the host)."""
     chosen = select(found, wanted)
+    if chosen and len(chosen) < at_least:
+        return Status(
+            False,
+            f"{len(chosen)} of the {at_least} expected worker processes of host "
+            f"{wanted.host} are registered",
+            chosen,
+        )
     if not chosen:
         what = wanted.describe()
         if wanted.process_id is None and wanted.pid is None:

@@ -46,6 +46,11 @@ def test_status_exits_0_for_this_hosts_registered_processes_and_1_with_the_reaso
     by_id = lowkiq_command(redis_url, "status", "-r", APP, "--process-id", process.id)
     assert by_id.returncode == 0
 
+    short = lowkiq_command(redis_url, "status", "-r", APP, "--processes", "2")
+    assert short.returncode == 1 and short.stdout.startswith(process.id)
+    assert short.stderr == (
+        f"Error: 1 of the 2 expected worker processes of host {host} are registered\n"
+    )
     other = lowkiq_command(redis_url, "status", "-r", APP, "--pid", str(pid + 100000))
     assert other.returncode == 1
     assert other.stderr.strip().splitlines() == [
@@ -100,5 +105,7 @@ def test_quiet_without_a_process_and_status_with_both_sources_are_refused(
     assert nobody.returncode == 1 and "is registered" in nobody.stderr
     both = lowkiq_command(redis_url, "status", "-r", APP, "--health-url", "http://x/ready")
     assert both.returncode == 2 and "--health-url goes without -r" in both.stderr
+    mixed = lowkiq_command(redis_url, "status", "-r", APP, "--pid", "1", "--processes", "2")
+    assert mixed.returncode == 2 and "not with --pid" in mixed.stderr
     neither = lowkiq_command(redis_url, "status")
     assert neither.returncode == 2 and "give -r/--require" in neither.stderr
