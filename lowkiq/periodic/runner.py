@@ -111,10 +111,17 @@ class ScheduleRunner:
         wait = min(RETRY_CAP, RETRY_WAIT * 2 ** min(entry.failures - 1, 16))
         entry.due_at = self.now_ms() + int(wait * 1000)
 
+    def _measure_offset(self, queue: Queue) -> None:
+        """Learn Redis's clock before the first look (a new schedule starts at its now)."""
+        sent = time.time() * 1000
+        seconds, micros = queue.client.time()
+        self.offset_ms = seconds * 1000 + micros / 1000 - (sent + time.time() * 1000) / 2
+
     def _look(self, entry: _Entry) -> None:
         """Pass the schedule's due ticks (or learn who did), then wait for the next one."""
         schedule = entry.schedule
         if not entry.looked:
+            self._measure_offset(entry.queue)
             entry.last = store.read_state(entry.queue, schedule.id).last
             entry.looked = True
         while True:

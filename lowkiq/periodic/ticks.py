@@ -31,7 +31,7 @@ ON_TIME_SECONDS = 60.0
 #: At most this many missed ticks, the latest, are enqueued with ``catch_up="all"``.
 CATCH_UP_LIMIT = 100
 
-#: What a due tick's ``@`` alias means for the hour field.
+#: The hour field each ``@`` alias stands for (``*``: every hour).
 _ALIAS_HOURS = {
     "@yearly": "0",
     "@annually": "0",
