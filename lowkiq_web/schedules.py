@@ -47,7 +47,7 @@ def run_schedule_now() -> Response | str:
     if not schedule_id or "\0" in schedule_id:
         raise BadParameter("id is required (a schedule id, without NUL)")
     try:
-        periodic.run_now(schedule_id)
+        periodic.run_now(schedule_id, by="dashboard")
     except periodic.UnknownSchedule:
         abort(404, f"no schedule with the id {schedule_id!r}")
     if not request.headers.get("HX-Request"):

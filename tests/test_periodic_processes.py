@@ -41,7 +41,14 @@ def test_every_tick_is_enqueued_once_while_processes_are_stopped_and_killed(star
     processes = [start() for _ in range(3)]
     for process in processes:
         process.wait_started()
+    by_pid = {process.process.pid: process for process in processes}
     queue = Queue(redis_client, "Ticker", 2)
+
+    def claimer() -> WorkerProcess:
+        """The process that passed the latest tick."""
+        latest = store.read_state(queue, "tick").log[0]
+        return by_pid[int(latest.by.rsplit(":", 1)[1])]
+
     eventually(lambda: store.read_state(queue, "tick").runs >= 2)
     # Every process stopped for 3 s, past its 2-s lease; they resume together.
     for process in processes:
@@ -49,19 +56,28 @@ def test_every_tick_is_enqueued_once_while_processes_are_stopped_and_killed(star
     time.sleep(3)
     for process in processes:
         process.signal(signal.SIGCONT)
-    time.sleep(3)
-    processes[0].kill()
-    time.sleep(1.5)
-    processes[1].signal(signal.SIGSTOP)  # stays stopped: its lease runs out
-    time.sleep(4.5)
+    time.sleep(2)
+    killed = claimer()
+    killed.kill()
+    killed_at = store.read_state(queue, "tick").log[0].tick
+    time.sleep(2)
+    stopped = claimer()
+    assert stopped is not killed
+    stopped.signal(signal.SIGSTOP)  # stays stopped: its lease runs out
+    stopped_at = store.read_state(queue, "tick").log[0].tick
+    time.sleep(4)
     state = store.read_state(queue, "tick")
-    assert processes[2].process.poll() is None
     ticks = sorted(entry.tick for entry in state.log)
     assert len(ticks) == len(set(ticks)) == state.runs, "a tick was enqueued twice"
     assert ticks == list(range(ticks[0], ticks[-1] + 1000, 1000)), "a tick was missed"
     assert len(ticks) >= 12
     seconds, _ = redis_client.time()
     assert ticks[-1] >= seconds * 1000 - 2000, "ticks stopped coming"
+    killed_name = f":{killed.process.pid}"
+    stopped_name = f":{stopped.process.pid}"
+    for entry in state.log:
+        assert not (entry.tick > killed_at and entry.by.endswith(killed_name))
+        assert not (entry.tick > stopped_at + 1000 and entry.by.endswith(stopped_name))
     eventually(lambda: set(ticks) <= set(performed(redis_client, "tick")), timeout=15)
 
 

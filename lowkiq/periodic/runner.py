@@ -12,6 +12,8 @@ estimated here from the offset seen in the replies.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -58,6 +60,8 @@ class ScheduleRunner:
         self.entries = [
             _Entry(schedule, schedule.worker.queue(client, config)) for schedule in config.schedules
         ]
+        #: This process in the schedules' logs.
+        self.name = f"{socket.gethostname()}:{os.getpid()}"
         #: Redis's clock minus this process's, ms.
         self.offset_ms = 0.0
         self._stop = threading.Event()
@@ -134,7 +138,9 @@ class ScheduleRunner:
                 payload = dump(schedule.payload_at(schedule.tick_time(tick)))
                 jobs.append((tick, payload.encode() if isinstance(payload, str) else payload))
             sent = time.time() * 1000
-            reply = store.pass_ticks(entry.queue, schedule.id, entry.last, step.last, jobs)
+            reply = store.pass_ticks(
+                entry.queue, schedule.id, entry.last, step.last, jobs, self.name
+            )
             self.offset_ms = reply.now_ms - (sent + time.time() * 1000) / 2
             if reply.status == store.NOT_DUE:
                 entry.due_at = step.last

@@ -98,12 +98,13 @@ def status(config: Settings = settings) -> list[ScheduleStatus]:
     return found
 
 
-def run_now(schedule_id: str, config: Settings = settings) -> float:
+def run_now(schedule_id: str, config: Settings = settings, by: str = "") -> float:
     """Enqueue the schedule's job now (score now, merged by id as any enqueue), its ticks
-    untouched; returns the score."""
+    untouched; returns the score.  ``by`` names the caller in the schedule's log."""
     schedule = find(schedule_id, config)
     now = time.time()
     payload = config.dump_payload(schedule.payload_at(datetime.fromtimestamp(now, schedule.zone)))
     data = payload.encode() if isinstance(payload, str) else payload
-    store.run_now(schedule.worker.queue(config.client(), config), schedule.id, data, now)
+    queue = schedule.worker.queue(config.client(), config)
+    store.run_now(queue, schedule.id, data, now, by)
     return now

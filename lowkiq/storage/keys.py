@@ -37,7 +37,7 @@ S rate_budget                 hash   ``tokens`` the shard reserved of its worker
 S schedule:<id>               hash   a periodic job's ticks (:mod:`lowkiq.periodic`): ``last``
                                      tick passed, ``enqueued`` tick, ``enqueued_at``, ``runs``,
                                      ``run_now_at`` (ms; Redis's clock), in its job id's shard
-S schedule_log:<id>           list   ``tick enqueued_at`` (ms) of its latest enqueues, newest first
+S schedule_log:<id>           list   ``tick enqueued_at kind by``: its latest enqueues, newest first
 ============================  =====  ==========================================
 
 An id's shard is ``base + crc32(id) % shards_count``; every key of an id is in
@@ -231,7 +231,7 @@ class QueueKeys:
         return self._key("schedule_hash", shard) + schedule_id
 
     def schedule_log_list(self, shard: int, schedule_id: str) -> str:
-        """``tick enqueued_at`` of the periodic job's latest enqueues, newest first."""
+        """``tick enqueued_at kind by`` of the periodic job's latest enqueues, newest first."""
         return self._key("schedule_log_list", shard) + schedule_id
 
     @property

@@ -41,11 +41,13 @@ class TickReply:
 @dataclass(frozen=True)
 class Enqueue:
     """One entry of a schedule's log: the job of ``tick`` (ms) enqueued at
-    ``enqueued_at`` (ms, Redis's clock); ``now`` for a run asked on the dashboard."""
+    ``enqueued_at`` (ms, Redis's clock) by ``by`` (``host:pid``, or ``dashboard``);
+    ``kind`` is ``tick``, or ``now`` for a run asked outside the ticks."""
 
     tick: int
     enqueued_at: int
     kind: str
+    by: str = ""
 
     @property
     def delay_ms(self) -> int:
@@ -83,12 +85,18 @@ def _seed(queue: Queue, schedule_id: str, shard: int) -> str:
     return "" if last is None else str(int(last))
 
 
-def _call(queue: Queue, schedule_id: str, args: Sequence[str | bytes]) -> TickReply:
+def _call(queue: Queue, schedule_id: str, args: Sequence[str | bytes], by: str) -> TickReply:
     for _ in range(REROUTES):
         shard = queue.locator()(schedule_id)
         seed = _seed(queue, schedule_id, shard)
         status, now_ms, last = queue.write(
-            "schedule_tick", [queue.keys.prefix(shard)], schedule_id, *args[:2], seed, *args[2:]
+            "schedule_tick",
+            [queue.keys.prefix(shard)],
+            schedule_id,
+            *args[:2],
+            seed,
+            by.replace(" ", "_"),
+            *args[2:],
         )
         if status != RETIRED:
             return TickReply(int(status), int(now_ms), _int(last) if last else None)
@@ -102,19 +110,20 @@ def pass_ticks(
     expected: int | None,
     last: int,
     jobs: Sequence[tuple[int, bytes]],
+    by: str = "",
 ) -> TickReply:
     """Pass every tick up to ``last`` (ms) and enqueue ``jobs`` (tick in ms, serialized
     payload; score and perform_in = the tick), if the last passed tick is still
-    ``expected`` and ``last`` is due on Redis's clock."""
+    ``expected`` and ``last`` is due on Redis's clock; ``by`` names the caller in the log."""
     args: list[str | bytes] = ["" if expected is None else str(expected), str(last)]
     for tick, payload in jobs:
         args += [_score(tick), payload]
-    return _call(queue, schedule_id, args)
+    return _call(queue, schedule_id, args, by)
 
 
-def run_now(queue: Queue, schedule_id: str, payload: bytes, now: float) -> TickReply:
+def run_now(queue: Queue, schedule_id: str, payload: bytes, now: float, by: str = "") -> TickReply:
     """Enqueue the schedule's job now (score ``now``, unix seconds), its ticks untouched."""
-    return _call(queue, schedule_id, ["", "", repr(now), payload])
+    return _call(queue, schedule_id, ["", "", repr(now), payload], by)
 
 
 def _score(tick_ms: int) -> str:
@@ -130,8 +139,8 @@ def read_state(queue: Queue, schedule_id: str) -> ScheduleState:
     fields, entries = pipe.execute()
     log = []
     for entry in entries:
-        tick, at, kind = entry.decode().split(" ")
-        log.append(Enqueue(int(tick), int(at), kind))
+        tick, at, kind, by = (entry.decode().split(" ", 3) + [""])[:4]
+        log.append(Enqueue(int(tick), int(at), kind, by))
     return ScheduleState(
         last=_int(fields.get(b"last")),
         enqueued=_int(fields.get(b"enqueued")),

@@ -32,13 +32,14 @@ def test_the_page_lists_every_schedule_with_its_ticks_and_last_job(client, sched
     queue = OrderWorker.queue()
     seconds, _ = queue.client.time()
     tick = (seconds - 120) * 1000
-    store.pass_ticks(queue, "digest", None, tick, [(tick, b'{"d":1}')])
+    store.pass_ticks(queue, "digest", None, tick, [(tick, b'{"d":1}')], by="host-a:42")
     html = client.get("/schedules").get_data(as_text=True)
     assert 'href="/schedules" aria-current="page">Schedules</a>' in html
     digest = row(html, "digest")
     assert "cron 0 7 * * * (Europe/Berlin)" in digest and "catch-up: last" in digest
     assert ">2m ago<" in digest.split('class="last-tick"')[1]
     assert 'href="/OrderWorker/job?id=digest"' in digest and ">queued<" in digest
+    assert '<code class="by">host-a:42</code>' in digest
     stock = row(html, "stock")
     assert "every 0:05:00" in stock and "catch-up: none" in stock
     assert ">never<" in stock and "none yet" in stock and "not queued" in stock
@@ -60,6 +61,7 @@ def test_run_now_enqueues_the_job_and_leaves_the_ticks_alone(client, schedules):
     assert [payload for payload, _ in job["payloads"]] == [{"d": 1}]
     state = store.read_state(OrderWorker.queue(), "digest")
     assert state.last is None and state.run_now_at is not None
+    assert [(entry.kind, entry.by) for entry in state.log] == [("now", "dashboard")]
     plain = post(client, "/schedules/run", {"id": "stock"}, htmx=False)
     assert plain.status_code == 303 and plain.headers["Location"].endswith("/schedules")
     assert MailWorker.metrics()["length"] == 1

@@ -9,16 +9,17 @@
 --          due on Redis's clock.  '' to run the job now, ticks untouched
 -- ARGV[4]  seed: `last` of the shard a reshard retired ('' none); taken when
 --          this shard has no `last` yet
--- ARGV[5..]  the jobs to enqueue, in pairs: score (the tick, unix seconds),
+-- ARGV[5]  who asks (`host:pid`, or `dashboard`), for the log
+-- ARGV[6..]  the jobs to enqueue, in pairs: score (the tick, unix seconds),
 --            payload (serialized); merged onto a queued job of the id (SPEC §3)
 -- Writes: schedule_hash(id) (last, enqueued, enqueued_at, runs, run_now_at),
---   schedule_log_list(id), the queue keys of push
+--   schedule_log_list(id) (`tick enqueued_at kind by`), the queue keys of push
 -- Returns: {status, Redis's now in ms, `last` after the call or false};
 --   status 1: done; 0: `last` is not the one the caller saw (another process
 --   passed the ticks), or not before the new one; 2: the new `last` is not due yet; -1: a reshard retired
 --   the shard (nothing written)
 if retired() then return {-1, 0, false} end
-local id, expected, new_last, seed = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local id, expected, new_last, seed, by = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local clock = redis.call('time')
 local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local now = clock[1] .. '.' .. string.format('%06d', tonumber(clock[2]))
@@ -34,11 +35,11 @@ local function enqueue(score, payload, tick, kind)
   else
     write_queued(id, blob, score, -1, nil, now)
   end
-  redis.call('lpush', K.schedule_log_list(id), tick .. ' ' .. now_ms .. ' ' .. kind)
+  redis.call('lpush', K.schedule_log_list(id), tick .. ' ' .. now_ms .. ' ' .. kind .. ' ' .. by)
 end
 
 if new_last == '' then
-  enqueue(ARGV[5], ARGV[6], now_ms, 'now')
+  enqueue(ARGV[6], ARGV[7], now_ms, 'now')
   redis.call('ltrim', K.schedule_log_list(id), 0, LOG_SIZE - 1)
   redis.call('hset', state, 'run_now_at', now_ms)
   return {1, now_ms, last or false}
@@ -47,7 +48,7 @@ if (last or '') ~= expected then return {0, now_ms, last or false} end
 if last and tonumber(new_last) <= tonumber(last) then return {0, now_ms, last} end
 if tonumber(new_last) > now_ms then return {2, now_ms, last or false} end
 local runs = 0
-for i = 5, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   local tick = string.format('%d', math.floor(tonumber(ARGV[i]) * 1000 + 0.5))
   enqueue(ARGV[i], ARGV[i + 1], tick, 'tick')
   redis.call('hset', state, 'enqueued', tick)
