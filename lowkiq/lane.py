@@ -228,7 +228,7 @@ class Lane:
             throttle, head = handler.throttle, heads[index]
             if throttle is not None and throttle.until > now and head is not None:
                 # Due no sooner than the rate limit lets the shard be popped.
-                heads[index] = max(head, self.clock() + throttle.until - now)
+                heads[index] = max(head, throttle.until - now)
         return heads
 
     def throttled(self, handlers: Sequence[ShardHandler]) -> int:

@@ -35,6 +35,8 @@ class RateLimits:
     def __init__(self, class_limits: Mapping[str, RateLimit | None]) -> None:
         self.class_limits = dict(class_limits)
         self._current = dict(self.class_limits)
+        #: +1 whenever a limit changes: shards waiting under the old one look again.
+        self.version = 0
 
     def get(self, queue_name: str) -> RateLimit | None:
         """The limit of ``queue_name`` now."""
@@ -44,10 +46,14 @@ class RateLimits:
         """Read the limits set at run time, and log what changed."""
         overrides = rate_limit_overrides(client)
         current = {name: overrides.get(name, limit) for name, limit in self.class_limits.items()}
+        changed = False
         for name, limit in current.items():
             if limit != self._current.get(name):
                 log.info("%s: rate limit %s", name, "none" if limit is None else limit.describe())
+                changed = True
         self._current = current
+        if changed:
+            self.version += 1
 
 
 class ShardThrottle:
@@ -62,10 +68,19 @@ class ShardThrottle:
         # Tokens reserved by rate_take for the next pop (Redis Cluster).
         self._grant = 0
         self._made: tuple[RateLimit, Throttle] | None = None
+        self._version = limits.version
 
     def waiting(self) -> bool:
-        """Whether the shard must not be popped now."""
-        return self.until > 0 and time.monotonic() < self.until
+        """Whether the shard must not be popped now.  After a change of the limits it may
+        be popped again: a lifted limit lets it go at once, a new one answers its pop
+        with the wait its budget holds."""
+        if not self.until:
+            return False
+        if self._version != self.limits.version:
+            self._version = self.limits.version
+            self.until = 0.0
+            return False
+        return time.monotonic() < self.until
 
     def args(self) -> Throttle | None:
         """The next pop's rate-limit arguments (``None``: no limit); they carry the tokens

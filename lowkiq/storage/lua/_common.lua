@@ -377,9 +377,10 @@ end
 -- none, `want` tokens spent from when the refill has paid for them and for
 -- every earlier reservation.  Returns how many and from when (ms on Redis's clock).
 local function bucket_reserve(bucket, want, rate, capacity, now)
-  local state = redis.call('hmget', bucket, 'tokens', 'at')
+  local state = redis.call('hmget', bucket, 'tokens', 'at', 'taken', 'waited')
   local tokens = tonumber(state[1]) or capacity
   local at = tonumber(state[2]) or now
+  local waited = tonumber(state[4]) or 0
   if now > at then
     tokens = math.min(capacity, tokens + (now - at) * rate)
     at = now
@@ -389,19 +390,20 @@ local function bucket_reserve(bucket, want, rate, capacity, now)
     want = math.min(want, math.floor(tokens))
   else
     from = now + (want - tokens) / rate
-    redis.call('hincrby', bucket, 'waited', 1)
+    waited = waited + 1
   end
-  redis.call('hset', bucket, 'tokens', tokens - want, 'at', at)
-  redis.call('hincrby', bucket, 'taken', want)
+  redis.call('hset', bucket, 'tokens', tokens - want, 'at', at,
+    'taken', (tonumber(state[3]) or 0) + want, 'waited', waited)
   return want, from
 end
 
 -- Give back `count` reserved tokens that were not spent.
 local function bucket_return(bucket, count, capacity)
-  local tokens = tonumber(redis.call('hget', bucket, 'tokens'))
+  local state = redis.call('hmget', bucket, 'tokens', 'taken')
+  local tokens = tonumber(state[1])
   if tokens then
-    redis.call('hset', bucket, 'tokens', math.min(capacity, tokens + count))
-    redis.call('hincrby', bucket, 'taken', -count)
+    redis.call('hset', bucket, 'tokens', math.min(capacity, tokens + count),
+      'taken', (tonumber(state[2]) or 0) - count)
   end
 end
 
