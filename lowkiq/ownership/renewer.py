@@ -3,8 +3,9 @@
 Renewals do not wait for the heartbeat, nor for each other: every
 ``lease_ttl / 3`` seconds the renewer sends, per master (one on a single
 server), one pipelined write that renews every lease of that master, across
-all queues.  On a Redis Cluster the masters are renewed side by side, so an
-unreachable master delays and fails only its own leases.  A renewal that Redis
+all queues.  On a Redis Cluster the masters are renewed side by side, and a
+master still answering the last round is skipped, so an unreachable master
+delays and fails only its own leases.  A renewal that Redis
 confirms moves the lease's local deadline (:class:`~lowkiq.ownership.leases.Term`)
 to when it was *sent* plus the TTL; a processing thread checks that deadline
 before it performs a batch.
@@ -16,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import redis
@@ -57,6 +58,8 @@ class Renewer:
         self.held = held
         self.on_lost = on_lost
         self._pool: ThreadPoolExecutor | None = None
+        # Per master (on a Redis Cluster), its renewal still under way, if any.
+        self._running: dict[str, Future[int]] = {}
 
     def renew(self) -> int:
         """Renew every held lease once, a pipeline per master; returns how many were
@@ -71,14 +74,19 @@ class Renewer:
                 log.debug("cannot renew %r: %s", held.lease, exc)
                 continue
             groups.setdefault(name, (node, []))[1].append(held)
-        if len(groups) <= 1:
+        if len(groups) <= 1 and not self._running:
             return sum(self._renew_group(node, leases) for node, leases in groups.values())
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lowkiq-renew")
-        futures = [
-            self._pool.submit(self._renew_group, node, leases) for node, leases in groups.values()
-        ]
-        return sum(future.result() for future in futures)
+        submitted = []
+        for name, (node, leases) in groups.items():
+            if name in self._running and not self._running[name].done():
+                continue  # that master is still slow to answer the last round: skip it
+            future = self._running[name] = self._pool.submit(self._renew_group, node, leases)
+            submitted.append(future)
+        # A master that does not answer within a round does not hold up the others' next.
+        done, _ = wait(submitted, timeout=self.interval)
+        return sum(future.result() for future in done)
 
     def _renew_group(self, node: Client, group: Sequence[HeldLease]) -> int:
         ttl_ms = lease_ms(self.ttl)

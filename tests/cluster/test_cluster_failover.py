@@ -66,3 +66,52 @@ def test_workers_carry_on_after_a_master_fails_over_to_its_replica(
                 assert all(v < 10 for v in seen if seen.count(v) > 1), (job_id, seen)
     finally:
         cluster.stop()
+
+
+def test_losing_the_ownership_slots_master_keeps_the_leases_on_the_healthy_masters(
+    tmp_path: Path,
+    redis_client: redis.Redis,
+    redis_url: str,
+    worker_processes: Callable[..., WorkerProcess],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The cluster takes 4 s to notice a dead master, twice the lease TTL (2 s): the
+    # membership's slot is gone for longer than a lease lasts.
+    record = redis_client
+    cluster = start_cluster(tmp_path, masters=3, replicas=1, node_timeout_ms=4000)
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    from tests.apps.recorder import Recorder
+
+    try:
+        url = cluster.url.replace("redis://", "redis+cluster://")
+        with lowkiq_on(lambda: redis.RedisCluster.from_url(cluster.url)) as client:
+            lowkiq.settings.workers = [Recorder]
+            env = {"REDIS_URL": url, "RECORD_URL": redis_url}
+            workers = [worker_processes("--threads", "2", **env) for _ in range(2)]
+            ownership = client.get_node_from_key("lowkiq:{lowkiq}:processes")
+            dead = next(m for m in cluster.masters if m.url.endswith(f":{ownership.port}"))
+            queue = Recorder.queue(client)
+            healthy = [
+                f"order{n}"
+                for n in range(200)
+                if client.get_node_from_key(queue.keys.prefix(queue.shard_of(f"order{n}")))
+                != ownership
+            ][:20]
+            on_healthy = {
+                shard
+                for shard in queue.shards
+                if client.get_node_from_key(queue.keys.prefix(shard)) != ownership
+            }
+            feed(Recorder, healthy, range(1, 3))
+            eventually(lambda: all(record.llen(f"test:seen:{i}") == 2 for i in healthy), 30)
+            tokens = {shard: client.get(queue.keys.lease(shard)) for shard in on_healthy}
+            dead.stop()
+            feed(Recorder, healthy, range(3, 5))
+            eventually(lambda: failed_over(cluster, dead), 60, interval=0.2)
+            eventually(lambda: all(record.llen(f"test:seen:{i}") == 4 for i in healthy), 30)
+            assert all(w.process.poll() is None for w in workers), "no process died"
+            assert record.llen("test:overlaps") == 0
+            # The leases on the healthy masters were renewed all along: same epochs.
+            assert {shard: client.get(queue.keys.lease(shard)) for shard in on_healthy} == tokens
+    finally:
+        cluster.stop()
