@@ -14,6 +14,7 @@ from lowkiq.errors import (
     EnqueueIncomplete,
     InvalidJob,
     InvalidQuery,
+    LeaseLost,
     LowkiqError,
     RedisUnavailable,
 )
@@ -21,7 +22,7 @@ from lowkiq.ownership.status import Process, Processes, QueueOwners, command_pro
 from lowkiq.pausing import paused_queues
 from lowkiq.periodic import Schedule
 from lowkiq.rate_limit import RateLimit
-from lowkiq.running import RunningBatch, current_batch
+from lowkiq.running import BatchLease, RunningBatch, current_batch
 from lowkiq.schedulers import build_lag_scheduler, build_seq_scheduler
 from lowkiq.serializers import Undecodable
 from lowkiq.settings import Settings, settings
@@ -75,7 +76,9 @@ __all__ = [
     "History",
     "InvalidJob",
     "InvalidQuery",
+    "BatchLease",
     "Job",
+    "LeaseLost",
     "LowkiqError",
     "Overview",
     "Process",

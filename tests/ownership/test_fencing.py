@@ -1,0 +1,124 @@
+"""The lease a batch runs under, as ``perform`` sees it (``current_batch().lease``), and
+the local deadline that keeps a thread from performing a batch whose lease may be gone."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+import lowkiq
+from lowkiq.ownership import leases
+from lowkiq.ownership.coordinator import Coordinator
+from lowkiq.server import Server
+from lowkiq.settings import Settings
+
+seen: list[Any] = []
+
+
+class Fenced(lowkiq.Worker):
+    shards_count = 1
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict) -> None:
+        batch = lowkiq.current_batch()
+        assert batch is not None and batch.lease is not None
+        seen.append((batch.lease.epoch, batch.lease.fence, batch.lease.remaining()))
+        if "check" in payloads_by_id:
+            batch.lease.check()  # held: no error
+            queue = batch.lease.queue
+            queue.client.set(queue.keys.lease(0), "9 another:1:x")  # taken over meanwhile
+            try:
+                batch.lease.check()
+            except lowkiq.LeaseLost as exc:
+                seen.append(exc)
+                raise
+
+
+class AsyncFenced(lowkiq.Worker):
+    shards_count = 1
+
+    @classmethod
+    async def perform(cls, payloads_by_id: dict) -> None:
+        await asyncio.sleep(0)
+        batch = lowkiq.current_batch()
+        assert batch is not None and batch.lease is not None
+        seen.append(("async", batch.lease.fence))
+
+
+@pytest.fixture
+def built(redis_url: str, redis_client: redis.Redis) -> Iterator[tuple[Server, Coordinator]]:
+    config = Settings(
+        workers=[Fenced, AsyncFenced],
+        threads_per_node=1,
+        redis=lambda: redis.Redis.from_url(redis_url),
+    )
+    seen.clear()
+    server = Server(config)
+    coordinator = server.build()
+    coordinator.beat()
+    server.lanes[0].apply()
+    yield server, coordinator
+    coordinator.leave()
+    server.lanes[0].client.close()
+
+
+def handler_of(server: Server, worker: type[lowkiq.Worker]) -> Any:
+    return next(h for h in server.lanes[0].handlers if h.worker is worker)
+
+
+def test_perform_sees_its_lease_and_a_fence_that_grows_with_every_owner(
+    built: tuple[Server, Coordinator], redis_client: redis.Redis
+) -> None:
+    server, coordinator = built
+    Fenced.perform_async([{"id": "a"}])
+    AsyncFenced.perform_async([{"id": "a"}])
+    assert handler_of(server, Fenced).process()
+    assert handler_of(server, AsyncFenced).process()
+    (epoch, fence, remaining), (tag, async_fence) = seen
+    assert epoch == 1 and fence == leases.fence_of(0, 1)
+    assert 0 < remaining <= 10.0 and tag == "async" and async_fence == fence
+    assert lowkiq.current_batch() is None  # outside perform
+
+    # Another owner takes the shard: the fence a later batch sees is higher.
+    queue = Fenced.queue(redis_client)
+    redis_client.delete(queue.keys.lease(0))
+    lease, _, _ = leases.acquire(queue, 0, "another:1:x", 10.0)
+    assert lease is not None and lease.epoch == 2
+    assert leases.fence_of(0, lease.epoch) > fence
+    # A reshard's shards are numbered after the old ones: their fences are higher still.
+    assert leases.fence_of(1, 1) > leases.fence_of(0, 10**6)
+
+
+def test_check_raises_lease_lost_when_another_process_took_the_shard(
+    built: tuple[Server, Coordinator], redis_client: redis.Redis
+) -> None:
+    server, _ = built
+    handler = handler_of(server, Fenced)
+    Fenced.perform_async([{"id": "check"}])
+    assert handler.process()
+    assert isinstance(seen[-1], lowkiq.LeaseLost)
+    # The batch's failure is refused as well: the new owner restores and runs it.
+    assert handler.lost
+    assert Fenced.queries().fetch(["check"]) == []
+
+
+def test_a_batch_whose_lease_may_have_lapsed_goes_back_unperformed(
+    built: tuple[Server, Coordinator], redis_client: redis.Redis
+) -> None:
+    server, _ = built
+    handler = handler_of(server, Fenced)
+    Fenced.perform_async([{"id": "late"}])
+    # The process was frozen: no renewal was confirmed for longer than the TTL.
+    handler.term.confirmed_at -= 60
+    assert handler.process()
+    assert seen == []
+    (job,) = Fenced.queries().fetch(["late"])
+    assert job["retry_count"] == -1  # queued again, as it was
+    # Once a renewal is confirmed, the batch runs.
+    handler.term.confirm(__import__("time").monotonic())
+    assert handler.process()
+    assert len(seen) == 1
