@@ -36,6 +36,7 @@ import redis
 
 from lowkiq.connection import Client, KeyedCommand, is_cluster
 from lowkiq.ownership import leases
+from lowkiq.ownership.assignment import ShardKey
 from lowkiq.ownership.leases import Lease
 from lowkiq.shard_handler import DeferredAck, ShardHandler
 from lowkiq.storage.queue import Queue
@@ -61,8 +62,6 @@ THROTTLE_NAP = 0.25
 #: Seconds a shard whose rate-limit wait is over may wait more for the thread's other
 #: shards, so that their pops go out in one write.
 THROTTLE_GATHER = 0.01
-
-ShardKey = tuple[str, int]
 
 
 def _seconds(reply: Any) -> float | None:

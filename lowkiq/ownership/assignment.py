@@ -1,23 +1,34 @@
 """Which live process owns which shard: a pure function, tested without Redis.
 
-Every process computes the same assignment from the same membership, so no
-coordinator is needed.  Each shard ranks the processes that serve its queue by
-weighted rendezvous hashing (highest random weight, HRW); the shards of a
-queue then go, in index order, to the best-ranked process that is still under
-its fair share (``ceil(shards * weight / total weight)``), so the load stays
-balanced by threads while a process joining or leaving moves few shards:
-a shard changes hands only when its owner left, or when the newcomer ranks
-first for it and the previous owner no longer has room for it.
+:func:`assign` divides the shards of every queue among the live processes
+that serve it, by weight (threads), keeping each shard with its previous
+owner whenever that owner is still within its share.  It runs in two steps:
+
+1. **Counts.**  A process's share of a queue is ``shards * weight / total
+   weight of the queue's processes``; it gets that share rounded down or up,
+   and its total over all queues is its summed share rounded down or up.
+   Which processes get the rounded-up counts is chosen to keep shards where
+   they are: first the processes that already hold that many.  Such a
+   rounding always exists (a matrix can be rounded keeping every entry, row
+   sum and column sum within one; Bacharach, 1966): a greedy pass finds most
+   of it, and alternating paths (as in bipartite matching) fix the rest.
+2. **Shards.**  Each process keeps its previous shards of a queue up to its
+   count; the shards left over (new, or owned by a process that left or has
+   too many) are dealt round-robin to the processes still short.
+
+The cost is O(S + P × Q) for S shards, P processes and Q queues (about 25 ms
+at S = 10,000 and P = 1,000; ``bench/assignment.py``), and the moves are the
+fewest the counts allow: a process joining or leaving moves about S / P
+shards, a full rolling deploy about 2 × S.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-#: A shard as ownership knows it: ``(queue name, shard number)``.
+#: A shard as ownership sees it: ``(queue name, shard number)``.
 ShardKey = tuple[str, int]
 
 
@@ -30,48 +41,316 @@ class Member:
     queues: frozenset[str]
 
 
-def _rank(member_id: str, queue: str, shard: int, weight: int) -> float:
-    """Weighted rendezvous score of one member for one shard: higher wins."""
-    digest = hashlib.blake2b(f"{queue}\0{shard}\0{member_id}".encode(), digest_size=8).digest()
-    unit = (int.from_bytes(digest, "big") + 0.5) / 2.0**64  # in (0, 1)
-    return -weight / math.log(unit)
-
-
 def assign(
     members: Sequence[Member],
     shards_by_queue: Mapping[str, Sequence[int]],
     previous: Mapping[ShardKey, str] | None = None,
 ) -> dict[ShardKey, str]:
-    """``(queue, shard) -> member id`` for every shard (by number) some live member serves.
+    """``(queue, shard) -> member id`` for every shard some live member serves.
 
-    Members with weight 0 (quiet) take nothing; a queue no member serves is
-    left out (its shards have no owner).
+    Members with weight 0 (quiet) take nothing, a member takes only shards of
+    the queues it serves, and a queue no member serves is left out.  With
+    ``W_q`` the total weight of the members serving queue ``q`` (of ``n_q``
+    shards), member ``m`` (weight ``w``) has the share ``a(m, q) = n_q * w / W_q``
+    of ``q`` and the share ``R(m) = sum of a(m, q)`` over its queues in total.
+    Guaranteed, whatever the weights and queue sets:
+
+    * ``m`` owns ``floor(a(m, q))`` or ``ceil(a(m, q))`` shards of each queue;
+    * ``m`` owns ``floor(R(m))`` or ``ceil(R(m))`` shards in total.  When every
+      member serves every queue, ``R(m) = S * w / W`` for all ``S`` shards and
+      total weight ``W``.  A queue's shards are divided among the members that
+      serve it only: a member serving fewer queues does not take more of the
+      queues it serves to even out the totals.
+    * Each member keeps ``min(previous, count)`` of the shards of a queue it
+      owned in ``previous``: the shards that move are those whose previous
+      owner left, went quiet or stopped serving the queue, and per member and
+      queue those beyond its new count.  Which members get the rounded-up
+      counts is chosen to keep as many shards in place as it can.
+    * The result depends on the members' ids, weights and queues, not on
+      their order.
+
+    Without ``previous`` the shards of each queue are dealt round-robin to its
+    members in the order of their ids.  Raises :class:`ValueError` on a
+    duplicate member id or a negative weight.
     """
-    owners: dict[tuple[str, int], str] = {}
-    for queue, shards in shards_by_queue.items():
-        candidates = sorted(
-            (m for m in members if m.weight > 0 and queue in m.queues), key=lambda m: m.id
-        )
-        if not candidates:
-            continue
-        total = sum(m.weight for m in candidates)
-        room = {m.id: math.ceil(len(shards) * m.weight / total) for m in candidates}
-        for shard in shards:
-            ranked = sorted(
-                candidates, key=lambda m: _rank(m.id, queue, shard, m.weight), reverse=True
+    _check(members)
+    live = sorted((m for m in members if m.weight > 0), key=lambda m: m.id)
+    plan = _Plan(live, shards_by_queue, previous or {})
+    plan.round_up()
+    return plan.place()
+
+
+class _Plan:
+    """One call of :func:`assign`: the counts (:meth:`round_up`), then the shards (:meth:`place`).
+
+    Members are numbered by id order; "extra" means a member's count of a
+    queue is its share rounded up rather than down.
+    """
+
+    def __init__(
+        self,
+        live: list[Member],
+        shards_by_queue: Mapping[str, Sequence[int]],
+        previous: Mapping[ShardKey, str],
+    ) -> None:
+        self.live = live
+        index = {m.id: i for i, m in enumerate(live)}
+        self.queues: list[str] = []
+        self.shards: dict[str, Sequence[int]] = {}
+        #: Per queue: its members' base counts (share rounded down), by member number.
+        self.base: dict[str, dict[int, int]] = {}
+        #: Per queue: the members whose share is fractional, in member order.
+        self.eligible: dict[str, list[int]] = {}
+        #: Per queue: how many of its eligible members get an extra.
+        self.extras: dict[str, int] = {}
+        #: Per queue: each shard's previous owner if a member serving it (else -1).
+        self.was: dict[str, list[int]] = {}
+        #: Per queue: how many shards each member owned before.
+        self.held: dict[str, dict[int, int]] = {}
+        #: Per queue: the total weight of its members.
+        self.totals: dict[str, int] = {}
+        #: Per member: the numerator of its share of each queue where that is fractional.
+        self.fractions: list[dict[str, int]] = [{} for _ in live]
+        for queue in sorted(shards_by_queue):
+            serving = [i for i, m in enumerate(live) if queue in m.queues]
+            if not serving:
+                continue
+            shards = shards_by_queue[queue]
+            total = sum(live[i].weight for i in serving)
+            count = len(shards)
+            base: dict[int, int] = {}
+            eligible: list[int] = []
+            for i in serving:
+                whole, part = divmod(count * live[i].weight, total)
+                base[i] = whole
+                if part:
+                    eligible.append(i)
+                    self.fractions[i][queue] = part  # over `total`
+            self.queues.append(queue)
+            self.totals[queue] = total
+            self.shards[queue] = shards
+            self.base[queue] = base
+            self.eligible[queue] = eligible
+            self.extras[queue] = count - sum(base.values())
+            held: dict[int, int] = {}
+            was = [-1] * count
+            if previous:
+                for position, shard in enumerate(shards):
+                    i = index.get(previous.get((queue, shard), ""), -1)
+                    if i in base:
+                        was[position] = i
+                        held[i] = held.get(i, 0) + 1
+            self.was[queue] = was
+            self.held[queue] = held
+        self._bounds()
+        #: Per member: the queues where it has an extra, in the order they were given.
+        self.chosen: list[dict[str, None]] = [{} for _ in live]
+        #: Per queue: the members with an extra there.
+        self.takers: dict[str, dict[int, None]] = {q: {} for q in self.queues}
+
+    def _bounds(self) -> None:
+        """Each member's least and most extras: its fractional parts summed, rounded."""
+        totals = self.totals
+        common = math.lcm(*totals.values()) if totals else 1
+        self.low: list[int] = []
+        self.high: list[int] = []
+        self.expected: list[float] = []
+        for parts in self.fractions:
+            numerator = sum(part * (common // totals[q]) for q, part in parts.items())
+            self.low.append(numerator // common)
+            self.high.append(-(-numerator // common))
+            self.expected.append(numerator / common)
+
+    def round_up(self) -> None:
+        """Choose the extras: first where they are already held, then the rest,
+        each within the members' bounds where it can; then repair the bounds."""
+        self.taken = [0] * len(self.live)
+        holding: dict[str, list[int]] = {}
+        #: Per member: in how many queues still to come it holds an extra's worth.
+        self.later = [0] * len(self.live)
+        for queue in self.queues:
+            held, base = self.held[queue], self.base[queue]
+            holding[queue] = [i for i in self.eligible[queue] if held.get(i, 0) > base[i]]
+            for i in holding[queue]:
+                self.later[i] += 1
+        for queue in self.queues:
+            for i in holding[queue]:
+                self.later[i] -= 1
+            self._choose(queue, holding[queue], self.extras[queue], past_high=False)
+        for queue in self.queues:
+            while len(self.takers[queue]) < self.extras[queue] and self._keep(queue, holding):
+                pass
+        for queue in self.queues:
+            takers = self.takers[queue]
+            rest = [i for i in self.eligible[queue] if i not in takers]
+            self._choose(queue, rest, self.extras[queue] - len(takers), past_high=True)
+        for i in range(len(self.live)):
+            while self.taken[i] < self.low[i] and self._give(i):
+                pass
+        for i in range(len(self.live)):
+            while self.taken[i] > self.high[i] and self._take(i):
+                pass
+
+    def _choose(self, queue: str, candidates: list[int], count: int, past_high: bool) -> None:
+        """Give ``count`` extras of ``queue`` to candidates: those short of their
+        least extras first, then those with room, then (``past_high``) the others;
+        within each, those holding fewer extras' worth in queues still to come
+        (so they keep those too), then the fewest extras for their fractional share."""
+        taken, low, high, expected = self.taken, self.low, self.high, self.expected
+        later = self.later
+        ranked = sorted(
+            (
+                0 if taken[i] < low[i] else 1 if taken[i] < high[i] else 2,
+                later[i],
+                (taken[i] + 1) / expected[i],
+                i,
             )
-            owner = next(m for m in ranked if room[m.id] > 0)
-            room[owner.id] -= 1
-            owners[(queue, shard)] = owner.id
-    return owners
+            for i in candidates
+        )
+        for tier, _, _, i in ranked[:count]:
+            if tier == 2 and not past_high:
+                break
+            taken[i] += 1
+            self.chosen[i][queue] = None
+            self.takers[queue][i] = None
+
+    def _keep(self, start: str, holding: dict[str, list[int]]) -> bool:
+        """One more extra of ``start`` kept where it is held, along an alternating
+        path of such extras ending at a member below its most; False if none."""
+        via_member: dict[int, str] = {}
+        via_queue: dict[str, int] = {start: -1}
+        frontier = [start]
+        while frontier:
+            following: list[str] = []
+            for queue in frontier:
+                for i in holding[queue]:
+                    if i in via_member or queue in self.chosen[i]:
+                        continue
+                    via_member[i] = queue
+                    if self.taken[i] < self.high[i]:
+                        self.taken[i] += 1
+                        while True:  # i gains `queue`; the member it came from gives it up
+                            queue = via_member[i]
+                            self.chosen[i][queue] = None
+                            self.takers[queue][i] = None
+                            if queue == start:
+                                return True
+                            i = via_queue[queue]
+                            del self.chosen[i][queue]
+                            del self.takers[queue][i]
+                    for other in self.chosen[i]:
+                        if other not in via_queue:
+                            via_queue[other] = i
+                            following.append(other)
+            frontier = following
+        return False
+
+    def _give(self, short: int) -> bool:
+        """One more extra for ``short``, along an alternating path ending at a
+        member that can spare one; False if there is none."""
+        via_queue: dict[str, int] = {}
+        via_member: dict[int, str] = {short: ""}
+        frontier = [short]
+        while frontier:
+            following: list[int] = []
+            for i in frontier:
+                for queue in self.fractions[i]:
+                    if queue in self.chosen[i] or queue in via_queue:
+                        continue
+                    via_queue[queue] = i
+                    for j in self.takers[queue]:
+                        if j in via_member:
+                            continue
+                        via_member[j] = queue
+                        if self.taken[j] > self.low[j]:
+                            self._flip(j, short, via_queue, via_member, giving=True)
+                            return True
+                        following.append(j)
+            frontier = following
+        return False
+
+    def _take(self, over: int) -> bool:
+        """One extra less for ``over``, along an alternating path ending at a
+        member that has room for one; False if there is none."""
+        via_queue: dict[str, int] = {}
+        via_member: dict[int, str] = {over: ""}
+        frontier = [over]
+        while frontier:
+            following: list[int] = []
+            for i in frontier:
+                for queue in self.chosen[i]:
+                    if queue in via_queue:
+                        continue
+                    via_queue[queue] = i
+                    takers = self.takers[queue]
+                    for j in self.eligible[queue]:
+                        if j in takers or j in via_member:
+                            continue
+                        via_member[j] = queue
+                        if self.taken[j] < self.high[j]:
+                            self._flip(j, over, via_queue, via_member, giving=False)
+                            return True
+                        following.append(j)
+            frontier = following
+        return False
+
+    def _flip(
+        self,
+        end: int,
+        start: int,
+        via_queue: dict[str, int],
+        via_member: dict[int, str],
+        giving: bool,
+    ) -> None:
+        """Swap the extras along the path from ``start`` to ``end``."""
+        self.taken[end] += -1 if giving else 1
+        self.taken[start] += 1 if giving else -1
+        j = end
+        while j != start:
+            queue = via_member[j]
+            i = via_queue[queue]
+            # Giving: j gives up its extra of `queue` to i; taking: i gives it to j.
+            loser, winner = (j, i) if giving else (i, j)
+            del self.chosen[loser][queue]
+            del self.takers[queue][loser]
+            self.chosen[winner][queue] = None
+            self.takers[queue][winner] = None
+            j = i
+
+    def place(self) -> dict[ShardKey, str]:
+        """Keep previous owners up to their counts; deal the rest round-robin."""
+        owners: dict[ShardKey, str] = {}
+        ids = [m.id for m in self.live]
+        for queue in self.queues:
+            takers = self.takers[queue]
+            room = {i: b + (i in takers) for i, b in self.base[queue].items()}
+            left: list[int] = []
+            for shard, i in zip(self.shards[queue], self.was[queue], strict=True):
+                if i >= 0 and room[i] > 0:
+                    room[i] -= 1
+                    owners[(queue, shard)] = ids[i]
+                else:
+                    left.append(shard)
+            short = [i for i, r in room.items() if r > 0]
+            position = 0
+            while position < len(left) and short:
+                still: list[int] = []
+                for i in short:
+                    owners[(queue, left[position])] = ids[i]
+                    position += 1
+                    room[i] -= 1
+                    if room[i]:
+                        still.append(i)
+                short = still
+        return owners
 
 
 def deal_sticky(
-    wanted: Sequence[tuple[str, int]],
-    current: Mapping[tuple[str, int], int],
+    wanted: Sequence[ShardKey],
+    current: Mapping[ShardKey, int],
     lanes: int,
-    group: Callable[[tuple[str, int]], object] | None = None,
-) -> dict[tuple[str, int], int]:
+    group: Callable[[ShardKey], object] | None = None,
+) -> dict[ShardKey, int]:
     """Deal ``wanted`` shards to ``lanes`` threads, keeping each already dealt one in place.
 
     New shards go, in order, to the thread with the fewest shards (ties: the
@@ -114,3 +393,13 @@ def deal_sticky(
         dealt[shard] = lane
         load[lane] += 1
     return dealt
+
+
+def _check(members: Sequence[Member]) -> None:
+    seen: set[str] = set()
+    for member in members:
+        if member.weight < 0:
+            raise ValueError(f"member {member.id!r} has a negative weight {member.weight}")
+        if member.id in seen:
+            raise ValueError(f"member id {member.id!r} is listed twice")
+        seen.add(member.id)
