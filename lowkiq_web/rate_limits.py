@@ -12,11 +12,23 @@ from __future__ import annotations
 from flask import redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
+import lowkiq
 from lowkiq.errors import ConfigurationError
-from lowkiq.rate_limit import RateLimit
+from lowkiq.rate_limit import RateLimit, rate_limit_overrides
 from lowkiq_web.blueprint import lowkiq_web
 from lowkiq_web.listing import BadParameter
 from lowkiq_web.overview import find_worker
+
+
+def limits_by_worker() -> dict[str, str]:
+    """Worker name -> its rate limit in force, described, for the workers that have one
+    (one round trip)."""
+    overrides = rate_limit_overrides(lowkiq.settings.client())
+    limits = {
+        worker.__name__: overrides.get(worker.queue_name, worker.rate_limit)
+        for worker in lowkiq.settings.workers
+    }
+    return {name: limit.describe() for name, limit in limits.items() if limit is not None}
 
 
 def _burst(text: str) -> int | None:

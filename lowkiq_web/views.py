@@ -8,7 +8,7 @@ from flask import Response, jsonify, render_template, request
 
 import lowkiq
 from lowkiq.telemetry import prometheus
-from lowkiq_web import chart, listing
+from lowkiq_web import chart, listing, rate_limits
 from lowkiq_web.blueprint import lowkiq_web
 from lowkiq_web.bulk import bulk_actions
 from lowkiq_web.overview import find_worker, redis_info
@@ -47,6 +47,7 @@ def _live_context() -> dict[str, Any]:
     return {
         "overview": data,
         "paused_workers": lowkiq.paused_workers(),
+        "rate_limits": rate_limits.limits_by_worker(),
         "redis": redis_info(),
         "chart": chart.build_chart(samples, interval * (chart.MAX_SAMPLES - 2)),
         "history": chart.encode_history(samples),

@@ -39,6 +39,12 @@ def test_the_worker_page_shows_the_limit_and_changes_it(client):
     assert OrderWorker.current_rate_limit() == RateLimit(50, burst=5)
     assert MailWorker.current_rate_limit() is None
 
+    dashboard = client.get("/").get_data(as_text=True)
+    order_row = dashboard.split('data-worker="OrderWorker"')[1].split("</tr>")[0]
+    mail_row = dashboard.split('data-worker="MailWorker"')[1].split("</tr>")[0]
+    assert "data-worker-rate-limit" in order_row and "50/s (burst 5)" in order_row
+    assert "data-worker-rate-limit" not in mail_row
+
     post(client, "/OrderWorker/rate-limit", {"action": "none"})
     assert OrderWorker.rate_limit_status().overridden and OrderWorker.current_rate_limit() is None
     html = post(client, "/OrderWorker/rate-limit", {"action": "code"}).get_data(as_text=True)
