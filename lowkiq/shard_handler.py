@@ -163,6 +163,9 @@ class ShardHandler:
         )
         #: The lease's local deadline, kept by the renewer (``None``: not tracked).
         self.term: Term | None = None
+        #: Jobs the shard's acquisition moved to the morgue (their process died running
+        #: them ``max_restores`` times): ``retries_exhausted`` is called before the next pop.
+        self.exhausted: list[dict[str, Any]] = []
 
     @property
     def key(self) -> tuple[str, int]:
@@ -202,6 +205,8 @@ class ShardHandler:
         known (it is restored first when it was not), and no reshard holds the shard."""
         if self.lost:
             return False
+        if self.exhausted:
+            self._report_exhausted()
         if self.unsure and not self.restore():
             return False
         if self.held_until:
@@ -373,6 +378,16 @@ class ShardHandler:
                 settle(self.worker.retries_exhausted(morgue))
             except Exception:
                 log.exception("%s: retries_exhausted raised", self.name)
+
+    def _report_exhausted(self) -> None:
+        """Tell the worker about the jobs the shard's acquisition moved to the morgue."""
+        jobs, self.exhausted = self.exhausted, []
+        for job in jobs:
+            log.error("%s: job %r: %s", self.name, job["id"], job["error"])
+        try:
+            settle(self.worker.retries_exhausted(jobs))
+        except Exception:
+            log.exception("%s: retries_exhausted raised", self.name)
 
     def _bury(self, jobs: Sequence[PoppedJob]) -> None:
         """Send jobs that cannot be performed (a payload cannot be decoded) straight

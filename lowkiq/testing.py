@@ -92,6 +92,8 @@ def drain(
             )
             for lease in held
         ]
+        for handler, lease in zip(handlers, held, strict=True):
+            handler.exhausted = list(lease.buried)
         _run(handlers, drained, max_batches)
         deferred.settle()
     finally:

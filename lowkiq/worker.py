@@ -46,6 +46,11 @@ class Worker:
     shards_count: ClassVar[int] = 5
     batch_size: ClassVar[int] = 1
     max_retry_count: ClassVar[int] = 25
+    #: How many times a job may be restored after its process died running it (a
+    #: crash, an OOM kill, ``os._exit`` in ``perform``) before it goes to the morgue
+    #: instead, with ``retries_exhausted`` called: a job that kills its process is not
+    #: run forever, and runs alone once its process died (no other job dies with it).
+    max_restores: ClassVar[int] = 3
     queue_name: ClassVar[str] = "Worker"
     #: At most so many jobs started per period across every process (``None``: no
     #: limit); see :mod:`lowkiq.rate_limit`.
@@ -60,7 +65,12 @@ class Worker:
     @classmethod
     def validate(cls) -> None:
         """Raise :class:`ConfigurationError` naming a bad class attribute."""
-        for name, minimum in (("shards_count", 1), ("batch_size", 1), ("max_retry_count", 0)):
+        for name, minimum in (
+            ("shards_count", 1),
+            ("batch_size", 1),
+            ("max_retry_count", 0),
+            ("max_restores", 1),
+        ):
             value = getattr(cls, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ConfigurationError(
@@ -184,6 +194,7 @@ class Worker:
             cls.shards_count,
             config.codec,
             config.replication,
+            max_restores=cls.max_restores,
         )
 
     @classmethod

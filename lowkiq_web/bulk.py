@@ -48,6 +48,12 @@ BULK_ACTIONS = (
         Actions.delete_all_failed_jobs, "deleted", danger=True,
     ),
     BulkAction(
+        "restore_orphaned", "busy", "Put back orphaned batches",
+        "Put back into the queue every batch of {worker} left in processing by a process "
+        "that died, in shards no live process holds?",
+        Actions.restore_orphaned_batches, "put back into the queue",
+    ),
+    BulkAction(
         "queue_up_all", "dead", "Queue up all",
         "Queue up every dead job of {worker}?",
         Actions.morgue_queue_up_all_jobs, "queued up",

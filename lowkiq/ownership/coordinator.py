@@ -381,6 +381,7 @@ class Coordinator:
             held = HeldLease(lease, thread, Term(self.lease_ttl, sent))
             handler = self.make_handler(thread, key[0], key[1], lease.token)
             handler.term = held.term
+            handler.exhausted = list(lease.buried)  # reported on the handler's thread
             with self._lock:
                 self._held[key] = held
             self.lanes[thread].add(handler)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+from lowkiq.storage import blob
 from lowkiq.storage.queue import Queue
 
 
@@ -23,6 +25,9 @@ class Lease:
     queue: Queue
     shard: int
     token: str
+    #: Jobs the acquisition moved to the morgue, their process having died running them
+    #: ``max_restores`` times: ``{"id", "payloads", "error"}`` for ``retries_exhausted``.
+    buried: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def epoch(self) -> int:
@@ -79,21 +84,77 @@ def parse_owner(token: str) -> str:
     return token.split(" ", 1)[1]
 
 
+def died_error(times: int) -> str:
+    """The error of a job moved to the morgue because its process died running it."""
+    return (
+        f"the process died running this job {times} times (max_restores); "
+        "moved to the morgue without running it again"
+    )
+
+
 def acquire(
     queue: Queue, shard: int, owner: str, ttl: float, now: float | None = None
 ) -> tuple[Lease | None, int, int]:
-    """Take ``shard`` when nobody holds it.
+    """Take ``shard`` when nobody else holds it (``owner`` holding it already gets a
+    new epoch at once: its first call's reply was lost, see ``lua/lease_acquire.lua``).
 
     Returns the lease and how many jobs its previous owner left in processing
-    (now restored), or ``None`` and how many milliseconds the current lease
+    (now restored; those restored ``queue.max_restores`` times are in the lease's
+    ``buried`` instead), or ``None`` and how many milliseconds the current lease
     has left.
     """
     # The restore's time is Redis's, unless a test fixes ``now``.
     at = "" if now is None else now
-    reply = queue.write("lease_acquire", [queue.keys.prefix(shard)], owner, _ms(ttl), at)
+    times = queue.max_restores
+    error = died_error(times) if times else ""
+    death = queue.codec.error_bytes(error) if times else b""
+    reply = queue.write(
+        "lease_acquire", [queue.keys.prefix(shard)], owner, _ms(ttl), at, times or "", death
+    )
     if reply[0] is None:
         return None, 0, int(reply[1])
-    return Lease(queue, shard, reply[0].decode()), int(reply[1]), 0
+    dead = reply[2]
+    buried = tuple(
+        {
+            "id": dead[i].decode(),
+            "payloads": queue.load_pairs(blob.unpack(dead[i + 1])),
+            "error": error,
+        }
+        for i in range(0, len(dead), 2)
+    )
+    return Lease(queue, shard, reply[0].decode(), buried), int(reply[1]), 0
+
+
+#: The owner an operator's restore of orphaned batches takes the leases under.
+ORPHANS_OWNER = "restore-orphaned"
+#: How long it holds each of them (it releases them at once).
+ORPHANS_TTL = 30.0
+
+
+def restore_orphaned(queue: Queue) -> tuple[int, list[dict[str, Any]]]:
+    """Put back into the queue the batches left in processing in shards no process holds
+    (their process died, and no live process serves the queue, e.g. its worker class was
+    removed from ``settings.workers``): each shard's lease is taken, which restores its
+    batch, fenced like any new owner's, then released.  A shard a live process holds is
+    left alone.  Returns how many jobs went back, and those moved to the morgue instead
+    (restored ``max_restores`` times)."""
+    pipe = queue.client.pipeline(transaction=False)
+    shards = list(queue.shards)
+    for shard in shards:
+        pipe.exists(queue.keys.processing_hash(shard))
+        pipe.exists(queue.keys.lease(shard))
+    flags = pipe.execute()
+    restored, buried = 0, list[dict[str, Any]]()
+    for index, shard in enumerate(shards):
+        if not flags[2 * index] or flags[2 * index + 1]:
+            continue
+        lease, count, _ = acquire(queue, shard, ORPHANS_OWNER, ORPHANS_TTL)
+        if lease is None:  # a process took it meanwhile: it restored the batch
+            continue
+        release(queue, [lease])
+        restored += count
+        buried += lease.buried
+    return restored, buried
 
 
 def renew(queue: Queue, leases: Sequence[Lease], ttl: float) -> list[Lease]:

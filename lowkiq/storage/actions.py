@@ -10,6 +10,7 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from lowkiq.ownership import leases
 from lowkiq.storage.queue import Queue
 
 #: Jobs handled by one script call of a bulk operation.
@@ -66,6 +67,13 @@ class Actions:
     def morgue_delete_all_jobs(self) -> int:
         """Delete every dead job (a chunk at a time, hot ids' payloads with them)."""
         return self._drain(self.keys.morgue_updated_at_zset, self._morgue_delete)
+
+    def restore_orphaned_batches(self) -> int:
+        """Put back into the queue the batches left in processing in shards no process
+        holds (a process died, and no live process serves the queue: shown as busy
+        forever otherwise); returns how many jobs went back.  See
+        :func:`lowkiq.ownership.leases.restore_orphaned`."""
+        return leases.restore_orphaned(self.queue)[0]
 
     def _morgue_queue_up(self, shard: int, ids: list[str]) -> int:
         return int(self.queue.run("morgue_queue_up", shard, "", *ids))

@@ -20,6 +20,8 @@ S retry_count                 zset   id -> retry_count, for jobs in ``retry``
 S errors                      hash   id -> last error of a queued job that failed
 S perform_in                  zset   id -> perform_in, every queued job
 S processing                  hash   id -> packed job, the batch the shard is running
+S restores                    hash   id -> times a new owner restored the job from processing
+                                     (its process died running it); gone once it ends
 S wake                        list   at most one element: "the shard has new due work"
 S payloads:<id>               zset   payload -> score, the payloads of a queued hot id
 S morgue                      zset   score 0, member ``id \\0 blob``, dead jobs
@@ -122,6 +124,7 @@ SUFFIXES = {
     "errors_hash": "errors",
     "perform_in_zset": "perform_in",
     "processing_hash": "processing",
+    "restores_hash": "restores",
     "wake_list": "wake",
     "payloads_zset": "payloads:",
     "morgue_lex_zset": "morgue",

@@ -67,6 +67,7 @@ class QueueBase:
         codec: Codec | None = None,
         replication: Replication | None = None,
         layout: Layout | None = None,
+        max_restores: int = 0,
     ) -> None:
         self.client = client
         self.name = name
@@ -86,6 +87,9 @@ class QueueBase:
         #: Whether :meth:`pop_command` packs pops: on a processing thread's client, when
         #: no write waits for replicas.
         self.pipelines_pops = self._run_script is not None and self.replication is None
+        #: The worker's ``max_restores``: a new owner of a shard moves a job its previous
+        #: owners died running that many times to the morgue (0: never).
+        self.max_restores = max_restores
 
     @property
     def layout(self) -> Layout:

@@ -6,8 +6,9 @@ recorded; default the same), ``TEST_SHARDS``, ``TEST_BATCH``, ``TEST_POLL``,
 (seconds this process's ``time.time()`` is off, as on a host whose clock is wrong).
 Payloads steer it: ``{"v": n}`` is recorded, ``{"sleep": s}`` sleeps,
 ``{"fail": true}`` raises, ``{"fail_once": key}`` raises the first time,
-``{"exit_once": key}`` kills the process the first time.  Each perform's start is
-recorded on Redis's clock (``test:started_at:<id>``, a list of seconds).
+``{"exit_once": key}`` kills the process the first time, ``{"exit": true}`` every
+time.  Each perform's start is recorded on Redis's clock (``test:started_at:<id>``,
+a list of seconds).
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ class Recorder(lowkiq.Worker):
                     if "sleep" in payload:
                         time.sleep(payload["sleep"])
                     if "exit_once" in payload and record.set(payload["exit_once"], 1, nx=True):
+                        os._exit(3)
+                    if payload.get("exit"):
                         os._exit(3)
                     if "fail_once" in payload and record.set(payload["fail_once"], 1, nx=True):
                         raise RuntimeError(f"failing {job_id} once")

@@ -91,3 +91,20 @@ def test_read_only_refuses_every_action(workers):
         response = post(client, url, data)
         assert response.status_code == 403 and "read-only" in response.get_data(as_text=True)
     assert OrderWorker.metrics()["morgue_length"] == 1
+
+
+def test_orphaned_batches_are_put_back_from_the_busy_page(client):
+    from lowkiq.ownership import leases
+
+    enqueue(OrderWorker, 3, perform_in=0)
+    queue = OrderWorker.queue()
+    busy = 0
+    for shard in queue.shards:  # a process took a batch of each shard, then died
+        lease, _, _ = leases.acquire(queue, shard, "dead-process", 10)
+        busy += len(queue.pop(shard, lease.token, 10).jobs)
+        queue.client.delete(queue.keys.lease(shard))
+    assert busy == 3 and OrderWorker.metrics()["busy"] == 3
+    assert "Put back orphaned batches" in client.get("/OrderWorker/busy").get_data(as_text=True)
+    response = post(client, "/OrderWorker/busy/restore_orphaned")
+    assert "3 jobs put back into the queue." in response.get_data(as_text=True)
+    assert (OrderWorker.metrics()["busy"], OrderWorker.metrics()["length"]) == (0, 3)

@@ -311,12 +311,24 @@ local function processing_unpack(value)
   return string.format('%.17g', perform_in), retry_count, error, string.sub(value, pos)
 end
 
+-- Jobs `ids` of the shard whose keys are `keys` ran to an end (acked, failed or
+-- buried): forget how many times they were restored.  Only a shard with
+-- restored jobs pays more than one EXISTS.
+local function forget_restores(keys, ids)
+  if #ids > 0 and redis.call('exists', keys.restores_hash) == 1 then
+    redis.call('hdel', keys.restores_hash, unpack(ids))
+  end
+end
+
 -- Clear the processing area of the shard whose keys are `keys` (K, or
 -- keys_at(another prefix)) as done; returns how many jobs it held.
 local function ack_processing(keys)
   local processing = keys.processing_hash
   local count = redis.call('hlen', processing)
   if count > 0 then
+    if redis.call('exists', keys.restores_hash) == 1 then
+      forget_restores(keys, redis.call('hkeys', processing))
+    end
     redis.call('del', processing)
     redis.call('incrby', keys.processed_counter, count)
   end
@@ -342,16 +354,35 @@ local function fenced()
 end
 
 -- Put the shard's processing area back into the queue, the processing copy's
--- perform_in, retry_count and error winning (SPEC §3 rule 3); returns its size.
-local function restore_processing(now)
+-- perform_in and retry_count winning (SPEC §3 rule 3), and its error, or else
+-- the error of a job of that id queued meanwhile (a dead job queued up keeps
+-- its error until it fails or succeeds).
+-- With `max_restores` (a new owner restoring what its previous owner left: that
+-- process died, or froze, running the batch), count each job's restores, and
+-- move a job restored `max_restores` times to the morgue with `death_error`
+-- instead: a job that kills its process is not run forever.
+-- Returns how many jobs went back to the queue, and the flat list id, blob of
+-- those moved to the morgue.
+local function restore_processing(now, max_restores, death_error)
   local processing = K.processing_hash
   local entries = redis.call('hgetall', processing)
+  local dead = {}
   for i = 1, #entries, 2 do
+    local id = entries[i]
     local perform_in, retry_count, error, blob = processing_unpack(entries[i + 1])
-    queue_merge(entries[i], blob, perform_in, retry_count, error, false, now)
+    if max_restores and redis.call('hincrby', K.restores_hash, id, 1) >= max_restores then
+      redis.call('hdel', K.restores_hash, id)
+      morgue_merge(id, blob, death_error, now)
+      dead[#dead + 1] = id
+      dead[#dead + 1] = blob
+    else
+      error = error or redis.call('hget', K.errors_hash, id) or nil
+      queue_merge(id, blob, perform_in, retry_count, error, false, now)
+    end
   end
   redis.call('del', processing)
-  return #entries / 2
+  if #dead > 0 then redis.call('incrby', K.failed_counter, #dead / 2) end
+  return #entries / 2 - #dead / 2, dead
 end
 
 -- Rate limits (lowkiq/rate_limit.py).  A worker's token bucket is one hash in

@@ -10,6 +10,9 @@ local token, now = ARGV[1], clock(ARGV[2])
 if not lease_held(K, token) then return fenced() end
 local processing = K.processing_hash
 local buried = 0
+local ids = {}
+for i = 3, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+forget_restores(K, ids)
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
   local value = redis.call('hget', processing, id)

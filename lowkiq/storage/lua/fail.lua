@@ -15,6 +15,9 @@ local max_retry_count = tonumber(ARGV[4])
 if not lease_held(K, token) then return fenced() end
 local processing = K.processing_hash
 local dead = {}
+local ids = {}
+for i = 5, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+forget_restores(K, ids)
 for i = 5, #ARGV, 2 do
   local id, retry_at = ARGV[i], tonumber(now) + tonumber(ARGV[i + 1])
   local value = redis.call('hget', processing, id)

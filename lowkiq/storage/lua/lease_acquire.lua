@@ -1,17 +1,34 @@
--- lease_acquire: take a shard that nobody holds, and put back the batch its
--- previous owner left in processing (only the new owner ever restores).
+-- lease_acquire: take a shard that nobody else holds, and put back the batch its
+-- previous owner left in processing (only the new owner ever restores); a job
+-- restored `max_restores` times (its process died running it that often) goes
+-- to the morgue instead.
+-- The owner holding the lease already gets a new epoch at once, like anybody
+-- taking a free shard: its call was retried after its first reply was lost (the
+-- shard would else sit idle for a TTL), or it restarted with the same owner id.
+-- The new epoch fences whatever that owner still ran under the old token, so
+-- restoring the batch it left is as safe as after a crash.
 -- KEYS[1]  the shard's prefix
 -- ARGV[1]  owner (process id)
 -- ARGV[2]  lease TTL, milliseconds (expiry on Redis's clock)
 -- ARGV[3]  now: '' for Redis's clock (a test may fix it)
--- Writes: epoch_counter (+1), lease, processing_hash, queue keys
--- Returns: {token, jobs restored}, token being `epoch owner`; or, when another
---   lease is current, {false, milliseconds it has left}
+-- ARGV[4]  max_restores (the worker's), or '' not to count restores
+-- ARGV[5]  the error of a job moved to the morgue for it (already serialized)
+-- Writes: epoch_counter (+1), lease, processing_hash, queue keys, restores_hash,
+--   morgue keys, failed_counter
+-- Returns: {token, jobs restored, {id, blob of each job moved to the morgue}},
+--   token being `epoch owner`; or, when another owner's lease is current,
+--   {false, milliseconds it has left}
 local owner, ttl, now = ARGV[1], ARGV[2], clock(ARGV[3])
 local lease = K.lease
-local left = redis.call('pttl', lease)
-if left ~= -2 then return {false, left} end
+local current = redis.call('get', lease)
+if current then
+  local space = string.find(current, ' ', 1, true)
+  if not space or string.sub(current, space + 1) ~= owner then
+    return {false, redis.call('pttl', lease)}
+  end
+end
 local epoch = redis.call('incr', K.epoch_counter)
 local token = epoch .. ' ' .. owner
 redis.call('set', lease, token, 'px', ttl)
-return {token, restore_processing(now)}
+local restored, dead = restore_processing(now, tonumber(ARGV[4]), ARGV[5])
+return {token, restored, dead}

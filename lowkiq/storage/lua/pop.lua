@@ -64,11 +64,20 @@ local out = {acked, 1, 0}
 local budget = BATCH_PAYLOADS
 -- Most pops find no error at all: then no job's error is read or deleted.
 local any_error = #due > 0 and redis.call('hlen', K.errors_hash) > 0
+-- A job whose process died running it (see restore_processing) runs in a batch
+-- of its own, so a job that kills its process takes no other job down with it.
+local any_restored = #due > 0 and redis.call('exists', K.restores_hash) == 1
+local taken, alone = 0, false
 for i = 1, #due, 2 do
-  if budget <= 0 then break end
+  if budget <= 0 or alone then break end
   local id, perform_in = due[i], due[i + 1]
   local member, is_retry = find_queued(id)
+  if member and any_restored and redis.call('hexists', K.restores_hash, id) == 1 then
+    if taken > 0 then break end
+    alone = true
+  end
   if member then
+    taken = taken + 1
     local retry_count = -1
     if is_retry then retry_count = tonumber(redis.call('zscore', K.retry_count_zset, id)) end
     local error = any_error and redis.call('hget', K.errors_hash, id) or nil
