@@ -3,7 +3,9 @@
 :mod:`~lowkiq.periodic.schedule` declares and checks a schedule,
 :mod:`~lowkiq.periodic.ticks` computes its ticks, and
 :mod:`~lowkiq.periodic.runner` is the thread of every ``lowkiq worker`` process
-that enqueues them, each tick once (:mod:`lowkiq.storage.schedules`).
+that enqueues them, each tick once (:mod:`lowkiq.storage.schedules`), and
+:mod:`~lowkiq.periodic.status` is what the dashboard shows and its "run now".
+See docs/guides/periodic.md.
 """
 
 from lowkiq.periodic.schedule import Schedule
