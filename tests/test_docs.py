@@ -1,6 +1,6 @@
 """The documentation keeps up with the code: every command is in the CLI reference, every
-setting in the settings table, and every relative link of the README leads to a file of
-the repository.
+setting and every worker class attribute in its table, and every relative link of the
+README leads to a file of the repository.
 
 (`.ci/run` also builds the site with `mkdocs build --strict`: a broken link inside the
 docs or a renamed API fails there.)"""
@@ -14,6 +14,7 @@ from pathlib import Path
 from lowkiq.cli import main
 from lowkiq.cli_support import LazyGroup
 from lowkiq.settings import Settings
+from lowkiq.worker import Worker
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,3 +54,16 @@ def test_every_setting_has_a_row_in_the_settings_reference() -> None:
     fields = {f.name for f in dataclasses.fields(Settings) if not f.name.startswith("_")}
     assert fields - documented == set(), "settings missing from docs/reference/settings.md"
     assert documented - fields == set(), "docs/reference/settings.md names unknown settings"
+
+
+def test_every_worker_class_attribute_has_a_row_in_the_concepts_page() -> None:
+    page = (ROOT / "docs" / "concepts" / "ids-and-shards.md").read_text()
+    documented = set(re.findall(r"^\| `([a-z_]+)` \|", page, re.M))
+    attributes = {
+        name
+        for name, annotation in Worker.__annotations__.items()
+        if str(annotation).startswith("ClassVar") and not name.startswith("_")
+    }
+    assert attributes, "Worker declares its class attributes as ClassVar"
+    assert attributes - documented == set(), "missing from docs/concepts/ids-and-shards.md"
+    assert documented - attributes == set(), "unknown attributes in docs/concepts/ids-and-shards.md"
