@@ -121,3 +121,24 @@ def test_a_pop_reserves_a_batch_on_one_server_and_more_on_a_cluster(cluster):
     assert throttle_for(500, 25, 1, cluster=True).want == 25
     assert throttle_for(500, 10, 1, cluster=True).want == 10
     assert throttle_for(500, 25, 1, cluster).per_ms == 0.5
+
+
+def test_a_shard_with_nothing_due_reserves_no_token(worker, queue):
+    throttle = Throttle(SLOW, capacity=2, want=2)
+    for _ in range(3):
+        popped = queue.pop(0, token(queue, 0), 10, throttle=throttle)
+        assert popped.jobs == [] and not popped.limited and not popped.needs_tokens
+    assert bucket_state(queue.client, queue.name, None).taken == 0
+
+
+def test_tokens_granted_to_a_pop_that_finds_nothing_are_kept(worker, queue):
+    if not queue.cluster:
+        pytest.skip("grants are a Redis Cluster's")
+    throttle = Throttle(SLOW, capacity=3, want=3)
+    tokens, wait = take(queue, throttle)
+    assert (tokens, wait) == (3, 0)
+    granted = Throttle(SLOW, 3, 3, grant=tokens)
+    assert queue.pop(0, token(queue, 0), 10, throttle=granted).jobs == []
+    due(worker, 5)
+    # The grant waited in the shard's budget: 3 jobs without another rate_take.
+    assert len(queue.pop(0, token(queue, 0), 10, throttle=throttle).jobs) == 3

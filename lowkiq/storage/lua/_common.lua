@@ -462,6 +462,23 @@ local function rate_budget_keep(tokens, from, now)
   redis.call('pexpire', K.rate_budget_hash, math.ceil(math.max(from - now, 0) + RATE_BUDGET_GRACE))
 end
 
+-- A pop found nothing due: `grant` tokens (rate_take's, on a Redis Cluster) join
+-- the shard's budget; on one server (`bucket` given) the budget, if it may be
+-- spent now, goes back to the bucket.
+local function rate_budget_idle(bucket, capacity, grant)
+  if grant > 0 then
+    local tokens, from, now = rate_budget_open(0, 0, 0, grant, nil)
+    rate_budget_keep(tokens, from, now)
+  end
+  if not bucket then return end
+  local budget = redis.call('hmget', K.rate_budget_hash, 'tokens', 'from')
+  local tokens = tonumber(budget[1])
+  if tokens and tonumber(budget[2]) <= clock_ms() then
+    bucket_return(bucket, tokens, capacity)
+    redis.call('del', K.rate_budget_hash)
+  end
+end
+
 -- The shard's budget after a pop left `left` tokens of it, `backlog` telling
 -- whether due jobs remain: with a backlog, an empty budget reserves the next
 -- pop's tokens now (so a thread learns when to come back without asking); without

@@ -45,10 +45,16 @@ if not held and not lease_held(K, token) then return {acked, -1, 0} end
 if redis.call('exists', K.hold) == 1 then return {acked, -2, 0} end
 local processing = K.processing_hash
 if not same and redis.call('exists', processing) == 1 then return {acked, 0, 0} end
--- Rate limit: pop at most the tokens of the shard's budget.
+local due = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now,
+  'withscores', 'limit', 0, limit)
+-- Rate limit: pop at most the tokens of the shard's budget (none are reserved for
+-- a shard with nothing due).
 local rate = tonumber(ARGV[5] or '')
 local rate_args, tokens, from, now_ms
-if rate then
+local allowance = limit
+if rate and #due == 0 then
+  rate_budget_idle(KEYS[3], tonumber(ARGV[6]), tonumber(ARGV[8]))
+elseif rate then
   rate_args = {tonumber(ARGV[7]), rate, tonumber(ARGV[6]), KEYS[3]}
   tokens, from, now_ms = rate_budget_open(rate_args[1], rate, rate_args[3], tonumber(ARGV[8]), KEYS[3])
   if tokens <= 0 then return {acked, -3, -1} end
@@ -56,10 +62,8 @@ if rate then
     rate_budget_keep(tokens, from, now_ms)
     return {acked, -3, math.ceil(from - now_ms)}
   end
-  limit = math.min(limit, tokens)
+  allowance = tokens
 end
-local due = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now,
-  'withscores', 'limit', 0, limit)
 local out = {acked, 1, 0}
 local budget = BATCH_PAYLOADS
 -- Most pops find no error at all: then no job's error is read or deleted.
@@ -69,7 +73,7 @@ local any_error = #due > 0 and redis.call('hlen', K.errors_hash) > 0
 local any_restored = #due > 0 and redis.call('exists', K.restores_hash) == 1
 local taken, alone = 0, false
 for i = 1, #due, 2 do
-  if budget <= 0 or alone then break end
+  if budget <= 0 or alone or taken >= allowance then break end
   local id, perform_in = due[i], due[i + 1]
   local member, is_retry = find_queued(id)
   if member and any_restored and redis.call('hexists', K.restores_hash, id) == 1 then
@@ -102,9 +106,8 @@ for i = 1, #due, 2 do
     redis.call('zrem', K.perform_in_zset, id)
   end
 end
-if rate then
+if rate_args then
   local backlog = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now, 'limit', 0, 1)[1] ~= nil
-  local left = tokens - (#out - 3) / 4
-  out[3] = rate_budget_close(left, from, now_ms, backlog, unpack(rate_args))
+  out[3] = rate_budget_close(tokens - taken, from, now_ms, backlog, unpack(rate_args))
 end
 return out
