@@ -39,6 +39,7 @@ from typing import Any
 
 from lowkiq.errors import LowkiqError
 from lowkiq.ownership import leases
+from lowkiq.storage import schedules
 from lowkiq.storage.keys import OWNERSHIP_PREFIX
 from lowkiq.storage.layout import Layout
 from lowkiq.storage.queue import Queue, shard_of
@@ -207,6 +208,7 @@ class _Resharding:
                 break
             self._move(old, records)
         self._move_counts(old)
+        schedules.carry_over(self.queue, old, self.layout)
         self.client.sadd(self.queue.keys.retired_set, old)
         self.retired.add(old)
         self.report(f"old shard {old} emptied")

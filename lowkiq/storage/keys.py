@@ -40,6 +40,7 @@ S schedule:<id>               hash   a periodic job's ticks (:mod:`lowkiq.period
                                      tick passed, ``enqueued`` tick, ``enqueued_at``, ``runs``,
                                      ``run_now_at`` (ms; Redis's clock), in its job id's shard
 S schedule_log:<id>           list   ``tick enqueued_at kind by``: its latest enqueues, newest first
+S schedules                   set    the ids of the periodic jobs whose state is in the shard
 ============================  =====  ==========================================
 
 An id's shard is ``base + crc32(id) % shards_count``; every key of an id is in
@@ -139,6 +140,7 @@ SUFFIXES = {
     "rate_budget_hash": "rate_budget",
     "schedule_hash": "schedule:",
     "schedule_log_list": "schedule_log:",
+    "schedules_set": "schedules",
 }
 
 #: The metrics history's spans: their length in minutes -> their key's name.
@@ -236,6 +238,10 @@ class QueueKeys:
     def schedule_log_list(self, shard: int, schedule_id: str) -> str:
         """``tick enqueued_at kind by`` of the periodic job's latest enqueues, newest first."""
         return self._key("schedule_log_list", shard) + schedule_id
+
+    def schedules_set(self, shard: int) -> str:
+        """The ids of the periodic jobs whose ``schedule_hash`` is in the shard."""
+        return self._key("schedules_set", shard)
 
     @property
     def layout_hash(self) -> str:

@@ -5,8 +5,9 @@ A schedule's state lives in the shard of its job id (``schedule_hash``,
 ``schedule_log_list`` in :mod:`lowkiq.storage.keys`), so the ``schedule_tick``
 script compares-and-sets the last passed tick and writes the tick's job in one
 atomic step, in one Redis Cluster slot.  During a reshard the state stays in the
-id's old shard until that shard is retired (:meth:`Queue.locator`); from then
-on the new shard carries on from the retired one's last tick.
+id's old shard until that shard is retired (:meth:`Queue.locator`); then the
+reshard copies it to the id's new shard (:func:`carry_over`), and a claim that
+finds no state in the new shard meanwhile starts from the retired one's.
 """
 
 from __future__ import annotations
@@ -149,3 +150,27 @@ def read_state(queue: Queue, schedule_id: str) -> ScheduleState:
         run_now_at=_int(fields.get(b"run_now_at")),
         log=log,
     )
+
+
+#: The fields of a schedule's state a reshard copies to its new shard.
+_CARRIED = ("last", "enqueued", "enqueued_at", "runs", "run_now_at")
+
+
+def carry_over(queue: Queue, old: int, layout: Layout) -> int:
+    """Copy the state of the schedules in the retired shard ``old`` to their shards of
+    ``layout`` (each field only where the new shard has none: a claim there may have
+    started from it already); returns how many schedules."""
+    members = queue.client.smembers(queue.keys.schedules_set(old))
+    ids = [m.decode() if isinstance(m, bytes) else m for m in members]
+    for schedule_id in ids:
+        new = layout.shard_of(schedule_id)
+        fields = queue.client.hmget(queue.keys.schedule_hash(old, schedule_id), _CARRIED)
+        # Two writes that may be split: a missing set member only keeps a later reshard
+        # from carrying this state on (the next claim then seeds it from this shard).
+        pipe = queue.client.pipeline(transaction=False)
+        for name, value in zip(_CARRIED, fields, strict=True):
+            if value is not None:
+                pipe.hsetnx(queue.keys.schedule_hash(new, schedule_id), name, value)
+        pipe.sadd(queue.keys.schedules_set(new), schedule_id)
+        pipe.execute()
+    return len(ids)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+from lowkiq.resharding import _Resharding, reshard
 from lowkiq.storage import schedules as store
 from lowkiq.storage.queue import Queue
 
@@ -107,3 +108,40 @@ def test_racing_callers_pass_each_tick_once(sharded_worker):
     assert sorted(done) == list(range(start + 1_000, start + 51_000, 1_000))
     [job] = sharded_worker.queries().fetch(["race"])
     assert len(job["payloads"]) == 50
+
+
+def test_a_reshard_carries_each_schedule_on_from_its_last_tick(sharded_worker):
+    queue = sharded_worker.queue()
+    t = redis_ms(queue) // 1000 * 1000 - 20_000
+    ids = [f"s{n}" for n in range(8)]
+    for schedule_id in ids:
+        store.pass_ticks(queue, schedule_id, None, t, [(t, b"1")])
+    reshard(queue, 7)
+    moved = sharded_worker.queue()
+    for schedule_id in ids:
+        state = store.read_state(moved, schedule_id)
+        assert (state.last, state.enqueued, state.runs) == (t, t, 1), schedule_id
+        stale = store.pass_ticks(moved, schedule_id, None, t + 1_000, [(t + 1_000, b"2")])
+        assert (stale.status, stale.last) == (store.MOVED, t)
+        reply = store.pass_ticks(moved, schedule_id, t, t + 1_000, [(t + 1_000, b"2")])
+        assert reply.status == store.DONE
+    jobs = sharded_worker.queries().fetch(ids)
+    assert [[payload for payload, _ in job["payloads"]] for job in jobs] == [[1, 2]] * 8
+
+
+def test_during_a_reshard_a_claim_in_the_new_shard_starts_from_the_retired_one(sharded_worker):
+    queue = sharded_worker.queue()
+    t = redis_ms(queue) // 1000 * 1000 - 20_000
+    store.pass_ticks(queue, "s", None, t, [(t, b"1")])
+    old = queue.shard_of("s")
+    # A reshard that retired the old shard and has not carried its schedules over yet.
+    _Resharding(queue, "test", lambda: None, lambda progress: None).begin(7)
+    queue.write("reshard_hold", [queue.keys.prefix(old)], "retired")
+    queue.client.sadd(queue.keys.retired_set, old)
+    during = sharded_worker.queue()
+    during.refresh_layout()
+    assert during.locator()("s") != old
+    stale = store.pass_ticks(during, "s", None, t + 1_000, [(t + 1_000, b"2")])
+    assert (stale.status, stale.last) == (store.MOVED, t)
+    assert store.pass_ticks(during, "s", t, t + 1_000, [(t + 1_000, b"2")]).status == store.DONE
+    assert store.read_state(during, "s").last == t + 1_000

@@ -12,7 +12,7 @@
 -- ARGV[5]  who asks (`host:pid`, or `dashboard`), for the log
 -- ARGV[6..]  the jobs to enqueue, in pairs: score (the tick, unix seconds),
 --            payload (serialized); merged onto a queued job of the id (SPEC §3)
--- Writes: schedule_hash(id) (last, enqueued, enqueued_at, runs, run_now_at),
+-- Writes: schedule_hash(id) (last, enqueued, enqueued_at, runs, run_now_at), schedules_set,
 --   schedule_log_list(id) (`tick enqueued_at kind by`), the queue keys of push
 -- Returns: {status, Redis's now in ms, `last` after the call or false};
 --   status 1: done; 0: `last` is not the one the caller saw (another process
@@ -25,7 +25,8 @@ local now_ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local now = clock[1] .. '.' .. string.format('%06d', tonumber(clock[2]))
 local state = K.schedule_hash(id)
 local last = redis.call('hget', state, 'last')
-if not last and seed ~= '' then last = seed end
+local fresh = not last
+if fresh and seed ~= '' then last = seed end
 local LOG_SIZE = 100
 
 local function enqueue(score, payload, tick, kind)
@@ -60,4 +61,5 @@ if runs > 0 then
   redis.call('hincrby', state, 'runs', runs)
 end
 redis.call('hset', state, 'last', new_last)
+if fresh then redis.call('sadd', K.schedules_set, id) end
 return {1, now_ms, new_last}
