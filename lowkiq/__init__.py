@@ -1,8 +1,9 @@
 """lowkiq: ordered background-job processing on Redis.
 
-Jobs are sharded by id; each shard is processed by exactly one thread, and
-jobs with the same id are merged, so updates about one entity are never
-processed concurrently or out of order.
+Jobs are sharded by id; each shard is processed by one thread at a time, under a
+lease, and jobs with the same id are merged, so updates about one entity are
+processed one after the other and in order.  A process frozen in ``perform`` past
+its lease is the exception; ``current_batch().lease.fence`` fences your writes.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from importlib.metadata import requires
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -33,6 +34,47 @@ def test_the_orders_example_stores_the_newest_version_of_each_order(
     assert db.execute("SELECT DISTINCT version, status FROM orders").fetchall() == [
         (6, "delivered")
     ]
+    # Every row was written under a worker's lease: its fencing token is stored with it.
+    assert db.execute("SELECT count(*) FROM orders WHERE fence > 0").fetchone() == (300,)
+
+
+def test_the_orders_store_refuses_a_lower_fence_and_an_older_version(tmp_path: Path) -> None:
+    from examples.orders.app import connect, store
+
+    def update(version: int, status: str) -> dict[str, list[dict[str, Any]]]:
+        return {"order-1": [{"order_id": "order-1", "version": version, "status": status}]}
+
+    def row() -> tuple[int, str, int]:
+        return db.execute("SELECT version, status, fence FROM orders").fetchone()
+
+    db = connect(str(tmp_path / "orders.db"))
+    store(db, update(2, "paid"), fence=20)
+    # A process frozen past its lease wakes with the lower fence: its newer version is refused.
+    store(db, update(3, "packed"), fence=10)
+    assert row() == (2, "paid", 20)
+    # The same owner, or a later one, with an older version: refused too.
+    store(db, update(1, "created"), fence=30)
+    assert row() == (2, "paid", 20)
+    store(db, update(3, "packed"), fence=20)
+    assert row() == (3, "packed", 20)
+    store(db, update(4, "shipped"), fence=30)
+    assert row() == (4, "shipped", 30)
+
+
+def test_an_orders_db_from_before_the_fence_column_gets_it(tmp_path: Path) -> None:
+    from examples.orders.app import connect, store
+
+    old = sqlite3.connect(tmp_path / "orders.db")
+    old.execute(
+        "CREATE TABLE orders (id TEXT PRIMARY KEY, version INTEGER NOT NULL, "
+        "status TEXT NOT NULL, updates_seen INTEGER NOT NULL DEFAULT 0)"
+    )
+    old.execute("INSERT INTO orders VALUES ('order-1', 1, 'created', 1)")
+    old.commit()
+    old.close()
+    db = connect(str(tmp_path / "orders.db"))
+    store(db, {"order-1": [{"order_id": "order-1", "version": 2, "status": "paid"}]}, fence=5)
+    assert db.execute("SELECT version, status, fence FROM orders").fetchall() == [(2, "paid", 5)]
 
 
 def readme_setup_commands() -> list[str]:
