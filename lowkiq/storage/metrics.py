@@ -34,10 +34,11 @@ class QueueMetrics(TypedDict):
     busy: int
 
 
-def _decode(shard_replies: Sequence[Sequence[Any]], now: float) -> QueueMetrics:
-    """One queue's metrics from the ``metrics`` script's reply of each of its shards."""
+def _decode(shard_replies: Sequence[Sequence[Any]], now: float | None) -> QueueMetrics:
+    """One queue's metrics from the ``metrics`` script's reply of each of its shards; the
+    lag on Redis's clock (each shard's master's), unless a test fixes ``now``."""
     fresh = retries = morgue_length = processed = failed = busy = 0
-    earliest: float | None = None
+    lag = 0.0
     for reply in shard_replies:
         fresh += int(reply[0])
         retries += int(reply[1])
@@ -45,14 +46,15 @@ def _decode(shard_replies: Sequence[Sequence[Any]], now: float) -> QueueMetrics:
         processed += int(reply[3])
         failed += int(reply[4])
         busy += int(reply[5])
-        if reply[6] and (earliest is None or float(reply[6]) < earliest):
-            earliest = float(reply[6])
+        if reply[6]:
+            at = float(reply[7]) if now is None else now
+            lag = max(lag, at - float(reply[6]))
     return {
         "length": fresh + retries,
         "fresh": fresh,
         "retries": retries,
         "morgue_length": morgue_length,
-        "lag": max(0.0, now - earliest) if earliest is not None else 0.0,
+        "lag": lag,
         "processed": processed,
         "failed": failed,
         "busy": busy,
@@ -69,7 +71,6 @@ def many_queue_metrics(
     client: Client, queues: Sequence[Queue], now: float | None = None
 ) -> list[QueueMetrics]:
     """The metrics of several queues in one pipelined round trip (a script call per shard)."""
-    now = time.time() if now is None else now
     fresh = layouts.read_many(client, [(q.name, q.default_shards_count) for q in queues])
     shards = [q.refresh_layout(layout).shards for q, layout in zip(queues, fresh, strict=True)]
     calls = [
@@ -110,8 +111,8 @@ def _stats_entry(metrics: QueueMetrics) -> dict[str, Any]:
 
 def overview(client: Client, queues: Mapping[str, Queue], now: float | None = None) -> Overview:
     """The metrics of ``queues`` (worker name -> queue) and their totals, in one round trip."""
-    now = time.time() if now is None else now
     metrics = many_queue_metrics(client, list(queues.values()), now)
+    now = time.time() if now is None else now
     totals = QueueMetrics(
         length=sum(m["length"] for m in metrics),
         fresh=sum(m["fresh"] for m in metrics),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+import redis
 from storage_support import NOW, retry_in
 
 import lowkiq
@@ -155,3 +156,15 @@ def test_stats_agree_with_metrics(two_workers):
         metrics = worker.metrics()
         assert by_worker[worker.__name__]["length"] == metrics["length"]
         assert by_worker[worker.__name__]["morgue_length"] == metrics["morgue_length"]
+
+
+def test_lag_is_measured_on_redis_clock_not_the_readers(sharded_worker, redis_client, monkeypatch):
+    if isinstance(redis_client, redis.RedisCluster):
+        seconds, micros = redis_client.get_primaries()[0].redis_connection.time()
+    else:
+        seconds, micros = redis_client.time()
+    redis_now = seconds + micros / 1e6
+    sharded_worker.perform_async([{"id": 1, "perform_in": redis_now - 30}])
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 100)  # the dashboard's clock is off
+    assert 29 < sharded_worker.metrics()["lag"] < 40

@@ -2,7 +2,8 @@
 -- KEYS[1]  the shard's prefix
 -- Reads: lex zsets, morgue_lex_zset, counters, perform_in_zset, processing_hash
 -- Returns: fresh, retries, morgue_length, processed, failed, busy, earliest
---   perform_in as a string (false when the shard is empty)
+--   perform_in as a string (false when the shard is empty), now on Redis's
+--   clock as a string (the lag is measured on it)
 return {
   redis.call('zcard', K.fresh_lex_zset),
   redis.call('zcard', K.retry_lex_zset),
@@ -11,4 +12,5 @@ return {
   tonumber(redis.call('get', K.failed_counter) or '0'),
   redis.call('hlen', K.processing_hash),
   redis.call('zrange', K.perform_in_zset, 0, 0, 'withscores')[2] or false,
+  clock(),
 }
