@@ -66,6 +66,9 @@ class Assigner:
         self.compute = compute
         #: The last publication of this process (for logs, the health page and benches).
         self.last: Published | None = None
+        #: Shards moved and seconds spent, over every publication of this process.
+        self.moves = 0
+        self.took = 0.0
 
     def due(self, beat: Beat) -> bool:
         """Whether ``beat`` asks this process to recompute the assignment."""
@@ -114,6 +117,8 @@ class Assigner:
         self.last = Published(
             snapshot.version, generation, len(changed), len(moved), time.perf_counter() - started
         )
+        self.moves += len(moved)
+        self.took += self.last.took
         if moved:
             log.info(
                 "assignment %d (membership %d, %d processes): %d shard(s) moved, %d "

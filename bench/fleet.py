@@ -1,0 +1,342 @@
+"""Fleet scale: P simulated worker processes x S shards against one real Redis.
+
+Every simulated process runs the real control plane: its own
+:class:`~lowkiq.ownership.coordinator.Coordinator` (versioned beat, the elected
+assigner, lease acquisition and hand-off wake-ups) and its renewer, on one
+shared client of a private Redis.  Only the processing threads are stand-ins:
+they give a shard back (release its lease) as soon as they are asked, as an
+idle thread does.  The simulation runs every process's heartbeat at its
+interval, staggered, and its renewals every ``lease_ttl / 3``.
+
+It prints, for 1 and for 10 queues:
+- steady state: Redis CPU of the control plane and the simulation's CPU per
+  process (an upper bound of a coordinator's: it includes the simulation);
+- one join, one leave (TERM), one replace (a join, then a leave): shards moved,
+  the assigner's time to recompute, and the time until every shard is leased
+  by its assigned owner;
+- a full rolling deploy (each process replaced once; new joins first, and old
+  leaves first): shards moved in all and unowned shard-seconds.
+Usage: python bench/fleet.py [--processes 1000] [--shards 10000] [--queues 1 10]
+       [--steady 10] [--deploy-processes 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import redis
+from _machine import machine
+
+import lowkiq
+from lowkiq.ownership.coordinator import Coordinator, Plan
+from lowkiq.ownership.leases import parse_owner
+from lowkiq.ownership.membership import Membership, new_process_id
+from lowkiq.settings import Settings
+from lowkiq.shard_handler import ShardHandler
+from lowkiq.storage.keys import OwnershipKeys
+
+KEYS = OwnershipKeys()
+
+
+class StandInThread:
+    """A processing thread that serves nothing and gives a shard back at once."""
+
+    busy = 0
+
+    def __init__(self) -> None:
+        self.handlers: dict[tuple[str, int], ShardHandler] = {}
+        self.to_release: list[ShardHandler] = []
+
+    def add(self, handler: ShardHandler) -> None:
+        self.handlers[handler.key] = handler
+
+    def remove(self, key: tuple[str, int], release: bool) -> None:
+        handler = self.handlers.pop(key, None)
+        if handler is not None and release:
+            self.to_release.append(handler)
+
+    def pause(self, queues: frozenset[str]) -> None:
+        pass
+
+    def wake(self, client: Any) -> None:
+        pass
+
+
+class SimProcess:
+    """One simulated ``lowkiq worker`` process: the real coordinator, stand-in threads."""
+
+    def __init__(self, client: redis.Redis, workers: list[type[lowkiq.Worker]], config: Settings):
+        self.id = new_process_id(suffix=os.urandom(4).hex())
+        self.thread = StandInThread()
+        queues = [worker.queue(client, config) for worker in workers]
+        by_name = {worker.queue_name: worker for worker in workers}
+
+        def make_handler(lane: int, queue_name: str, shard: int, token: str) -> ShardHandler:
+            worker = by_name[queue_name]
+            return ShardHandler(worker, shard, queues_by_name[queue_name], token)
+
+        queues_by_name = {queue.name: queue for queue in queues}
+        self.coordinator = Coordinator(
+            client,
+            Membership(client, self.id, config.lease_ttl),
+            queues,
+            Plan(lanes=1),
+            [self.thread],
+            make_handler,
+            config.lease_ttl,
+            config.heartbeat_interval,
+            1,
+        )
+
+    def beat(self) -> None:
+        """One coordinator round, then the stand-in thread gives back what it was asked."""
+        self.coordinator.beat()
+        self.flush()
+
+    def flush(self) -> None:
+        if self.thread.to_release:
+            released, self.thread.to_release = self.thread.to_release, []
+            from lowkiq.ownership import leases
+
+            leases.release_many(leases.Lease(h.queue, h.shard, h.token) for h in released)
+            self.coordinator.released(released)
+
+    def stop(self) -> None:
+        """TERM: announce the stop, give every shard back, deregister."""
+        self.coordinator.close()
+        for key in list(self.thread.handlers):
+            self.thread.remove(key, release=True)
+        self.flush()
+        self.coordinator.release_remaining()
+        self.coordinator.leave()
+
+
+class Fleet:
+    """The simulated processes and what their changes cost."""
+
+    def __init__(self, client: redis.Redis, workers: list[type[lowkiq.Worker]], config: Settings):
+        self.client = client
+        self.workers = workers
+        self.config = config
+        self.processes: list[SimProcess] = []
+        self.gone: list[SimProcess] = []
+        self.queues = [worker.queue(client, config) for worker in workers]
+        self.shards = sum(len(queue.shards) for queue in self.queues)
+
+    def published_moves(self) -> int:
+        """Shards moved by every publication so far."""
+        return sum(p.coordinator.assigner.moves for p in self.processes + self.gone)
+
+    def assigner_took(self) -> float:
+        """Milliseconds spent computing and publishing assignments so far."""
+        return sum(p.coordinator.assigner.took for p in self.processes + self.gone) * 1000
+
+    def join(self) -> SimProcess:
+        process = SimProcess(self.client, self.workers, self.config)
+        self.processes.append(process)
+        process.beat()
+        return process
+
+    def leave(self, process: SimProcess) -> None:
+        self.processes.remove(process)
+        self.gone.append(process)
+        process.stop()
+
+    def unleased(self) -> int:
+        """Shards not leased by their assigned owner now."""
+        owners = {k.decode(): v.decode() for k, v in self.client.hgetall(KEYS.owners_hash).items()}
+        pipe = self.client.pipeline(transaction=False)
+        names = []
+        for queue in self.queues:
+            for shard in queue.shards:
+                pipe.get(queue.keys.lease(shard))
+                names.append(f"{queue.name}:{shard}")
+        tokens = pipe.execute()
+        return sum(
+            1
+            for name, token in zip(names, tokens, strict=True)
+            if token is None or owners.get(name) != parse_owner(token.decode())
+        )
+
+    def settle(self, limit: float = 120.0) -> tuple[float, float]:
+        """Wake the processes whose nudge lists fired until every shard is leased by its
+        assigned owner; returns (seconds, unowned shard-seconds)."""
+        started = last = time.perf_counter()
+        unowned = 0.0
+        while True:
+            pipe = self.client.pipeline(transaction=False)
+            for process in self.processes:
+                pipe.lpop(KEYS.nudge_list(process.id))
+            woken = [p for p, item in zip(self.processes, pipe.execute(), strict=True) if item]
+            for process in woken:
+                process.beat()
+            missing = self.unleased()
+            now = time.perf_counter()
+            unowned += missing * (now - last)
+            last = now
+            if not missing and not woken:
+                return now - started, unowned
+            if now - started > limit:
+                raise RuntimeError(f"not settled after {limit}s: {missing} shards unleased")
+
+    def steady(self, seconds: float) -> tuple[float, float, float]:
+        """Heartbeats and renewals at their intervals for ``seconds``: Redis CPU (% of a
+        core), simulation CPU per process (% of a core), beats achieved per second."""
+        interval = self.config.heartbeat_interval
+        renew_every = self.config.lease_ttl / 3
+        count = len(self.processes)
+        start_cpu = redis_cpu(self.client)
+        start_own = own_cpu()
+        started = time.perf_counter()
+        beats = renewals = 0
+        while (elapsed := time.perf_counter() - started) < seconds:
+            due_beats = int(elapsed / interval * count) - beats
+            for _ in range(max(0, due_beats)):
+                self.processes[beats % count].beat()
+                beats += 1
+            due_renewals = int(elapsed / renew_every * count) - renewals
+            for _ in range(max(0, due_renewals)):
+                self.processes[renewals % count].coordinator.renewer.renew()
+                renewals += 1
+            time.sleep(0.001)
+        wall = time.perf_counter() - started
+        redis_share = (redis_cpu(self.client) - start_cpu) / wall * 100
+        own_share = (own_cpu() - start_own) / wall / count * 100
+        return redis_share, own_share, beats / wall
+
+    def stop(self) -> None:
+        for process in list(self.processes):
+            self.leave(process)
+
+
+def redis_cpu(client: redis.Redis) -> float:
+    info = client.info("cpu")
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+
+def own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def worker_classes(shards: int, queues: int) -> list[type[lowkiq.Worker]]:
+    return [
+        type(f"Fleet{number}", (lowkiq.Worker,), {"shards_count": shards // queues})
+        for number in range(queues)
+    ]
+
+
+@contextmanager
+def private_redis() -> Iterator[str]:
+    from lowkiq.embedded import start_server
+
+    with tempfile.TemporaryDirectory() as directory:
+        from pathlib import Path
+
+        server = start_server(Path(directory))
+        try:
+            yield server.url
+        finally:
+            server.stop()
+
+
+def change(fleet: Fleet, what: str, action: Any) -> None:
+    before = fleet.published_moves()
+    took_before = fleet.assigner_took()
+    action()
+    seconds, _ = fleet.settle()
+    moved = fleet.published_moves() - before
+    print(
+        f"  {what:<22} moved {moved:>5} shards (S/P = {fleet.shards / len(fleet.processes):.0f}); "
+        f"recompute {fleet.assigner_took() - took_before:6.1f} ms; "
+        f"all leased by their owners after {seconds * 1000:7.0f} ms (simulated fleet)"
+    )
+
+
+def run(processes: int, shards: int, queues: int, steady: float, deploy: int) -> None:
+    with private_redis() as url:
+        client = redis.Redis.from_url(url)
+        config = Settings(redis=lambda: redis.Redis.from_url(url))
+        fleet = Fleet(client, worker_classes(shards, queues), config)
+        print(f"P={processes}, S={shards} over {queues} queue(s)")
+        started = time.perf_counter()
+        for _ in range(processes):
+            fleet.join()
+        fleet.settle(limit=600)
+        print(f"  joined and settled in {time.perf_counter() - started:.1f}s")
+        redis_share, own_share, rate = fleet.steady(steady)
+        print(
+            f"  steady state: Redis {redis_share:.2f} % of a core; coordinator "
+            f"{own_share:.3f} % of a core per process (simulation included); "
+            f"{rate:.0f} beats/s for {processes} processes at "
+            f"{config.heartbeat_interval:g}s"
+        )
+        change(fleet, "one join", fleet.join)
+        change(fleet, "one leave (TERM)", lambda: fleet.leave(fleet.processes[0]))
+        change(
+            fleet,
+            "one replace",
+            lambda: (fleet.join(), fleet.settle(), fleet.leave(fleet.processes[0])),
+        )
+        fleet.stop()
+        client.flushall()
+    if deploy:
+        rolling(deploy, shards * deploy // processes, queues)
+
+
+def rolling(processes: int, shards: int, queues: int) -> None:
+    for order in ("new joins first", "old leaves first"):
+        with private_redis() as url:
+            client = redis.Redis.from_url(url)
+            config = Settings(redis=lambda: redis.Redis.from_url(url))
+            fleet = Fleet(client, worker_classes(shards, queues), config)
+            for _ in range(processes):
+                fleet.join()
+            fleet.settle(limit=600)
+            before = fleet.published_moves()
+            unowned = 0.0
+            for old in list(fleet.processes):
+                if order == "new joins first":
+                    fleet.join()
+                    unowned += fleet.settle()[1]
+                    fleet.leave(old)
+                else:
+                    fleet.leave(old)
+                    unowned += fleet.settle()[1]
+                    fleet.join()
+                unowned += fleet.settle()[1]
+            moved = fleet.published_moves() - before
+            print(
+                f"  rolling deploy P={processes}, S={shards}, {queues} queue(s), {order}: "
+                f"{moved} moves ({moved / shards:.2f} x S), {unowned:.1f} unowned shard-seconds"
+            )
+            fleet.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--processes", type=int, default=1000)
+    parser.add_argument("--shards", type=int, default=10000)
+    parser.add_argument("--queues", type=int, nargs="+", default=[1, 10])
+    parser.add_argument("--steady", type=float, default=10.0, help="seconds of steady state")
+    parser.add_argument(
+        "--deploy-processes",
+        type=int,
+        default=100,
+        help="processes of the rolling deploy (its shards scale with them; 0: none)",
+    )
+    args = parser.parse_args()
+    print(machine())
+    for queues in args.queues:
+        run(args.processes, args.shards, queues, args.steady, args.deploy_processes)
+
+
+if __name__ == "__main__":
+    main()
