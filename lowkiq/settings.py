@@ -166,8 +166,11 @@ class Settings:
     #: Seconds a shard's lease (and a process's membership) lasts unless renewed;
     #: a crashed process's shards are taken over after this long.
     lease_ttl: float = setting(10.0, check=positive_number)
-    #: Seconds between a process's heartbeats (lease renewals); at most lease_ttl / 2.
-    heartbeat_interval: float = setting(1.0, check=positive_number)
+    #: Seconds between a process's heartbeats (membership only: changes wake the processes
+    #: that must act at once, and leases are renewed every lease_ttl / 3 apart); at most
+    #: lease_ttl / 2.  What the beats cost Redis: processes / heartbeat_interval calls a
+    #: second (about 60 us of Redis CPU each), see the fleet benchmark.
+    heartbeat_interval: float = setting(3.0, check=positive_number)
     #: Replicas every state change must reach before lowkiq goes on: Redis WAIT after each
     #: enqueue, pop, ack, fail, restore and bury, in the same round trip. 0: don't wait
     #: (Redis replicates asynchronously: a failover can lose the last writes).

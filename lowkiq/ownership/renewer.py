@@ -1,14 +1,14 @@
-"""Lease renewals on a timer of their own, a pipeline per Redis master.
+"""Lease renewals on a timer of their own, one call per Redis master.
 
 Renewals do not wait for the heartbeat, nor for each other: every
-``lease_ttl / 3`` seconds the renewer sends, per master (one on a single
-server), one pipelined write that renews every lease of that master, across
-all queues.  On a Redis Cluster the masters are renewed side by side, and a
-master still answering the last round is skipped, so an unreachable master
-delays and fails only its own leases.  A renewal that Redis
-confirms moves the lease's local deadline (:class:`~lowkiq.ownership.leases.Term`)
-to when it was *sent* plus the TTL; a processing thread checks that deadline
-before it performs a batch.
+``lease_ttl / 3`` seconds the renewer renews every lease of the process,
+across all queues, in one script call on a single server, or one pipelined
+write per master on a Redis Cluster (a script touches one slot there).  On a
+cluster the masters are renewed side by side, and a master still answering the
+last round is skipped, so an unreachable master delays and fails only its own
+leases.  A renewal that Redis confirms moves the lease's local deadline
+(:class:`~lowkiq.ownership.leases.Term`) to when it was *sent* plus the TTL; a
+processing thread checks that deadline before it performs a batch.
 """
 
 from __future__ import annotations
@@ -90,17 +90,9 @@ class Renewer:
 
     def _renew_group(self, node: Client, group: Sequence[HeldLease]) -> int:
         ttl_ms = lease_ms(self.ttl)
-        calls = [
-            (
-                held.lease.queue.scripts.lease_renew,
-                [held.lease.queue.keys.prefix(held.lease.shard)],
-                (ttl_ms, held.lease.token),
-            )
-            for held in group
-        ]
         sent = time.monotonic()
         try:
-            replies = run_pipelined(node, calls)
+            replies = self._send(node, group, ttl_ms)
         except (redis.RedisError, RedisClusterException) as exc:
             log.warning("could not renew %d lease(s): %s: %s", len(group), type(exc).__name__, exc)
             return 0
@@ -112,6 +104,25 @@ class Renewer:
             else:
                 self.on_lost(held)
         return renewed
+
+    def _send(self, node: Client, group: Sequence[HeldLease], ttl_ms: int) -> list[Any]:
+        """Renew ``group`` on ``node``: one script call on a single server, a pipeline of
+        one call per lease on a Redis Cluster (a script touches one slot there)."""
+        prefixes = [held.lease.queue.keys.prefix(held.lease.shard) for held in group]
+        scripts = group[0].lease.queue.scripts
+        if not isinstance(self.client, redis.RedisCluster):
+            args: list[Any] = [ttl_ms]
+            for prefix, held in zip(prefixes, group, strict=True):
+                args += [prefix, held.lease.token]
+            reply: list[Any] = run_pipelined(
+                node, [(scripts.lease_renew_many, prefixes[:1], args)]
+            )[0]
+            return reply
+        calls = [
+            (scripts.lease_renew, [prefix], (ttl_ms, held.lease.token))
+            for prefix, held in zip(prefixes, group, strict=True)
+        ]
+        return run_pipelined(node, calls)
 
     def run(self, stop: threading.Event) -> None:
         """Renew every ``lease_ttl / 3`` seconds until ``stop`` is set."""

@@ -311,15 +311,13 @@ class OwnershipKeys:
         return f"{OWNERSHIP_PREFIX}nudge:{process_id}"
 
     @property
-    def version(self) -> str:
-        """The membership version: grows when a process joins, leaves, lapses or changes
-        its weight or queues."""
-        return OWNERSHIP_PREFIX + "version"
-
-    @property
-    def assigner(self) -> str:
-        """The id of the process that computes the assignment (a lease with a TTL)."""
-        return OWNERSHIP_PREFIX + "assigner"
+    def state_hash(self) -> str:
+        """The control plane's counters: ``version`` (grows when a process joins, leaves,
+        lapses or changes its weight or queues), ``config`` (grows when a queue is paused
+        or resumed or a reshard changes shards), the assignment's ``generation`` and the
+        version it was computed from (``assigned``), and the ``assigner`` process with
+        the end of its role (``assigner_until``, ms on Redis's clock)."""
+        return OWNERSHIP_PREFIX + "state"
 
     @property
     def assignment_hash(self) -> str:
@@ -330,12 +328,6 @@ class OwnershipKeys:
     def owners_hash(self) -> str:
         """``queue:shard`` -> the id of the process it is assigned to."""
         return OWNERSHIP_PREFIX + "owners"
-
-    @property
-    def assignment_state(self) -> str:
-        """The assignment's ``generation`` (grows on every publish) and the membership
-        ``version`` it was computed from."""
-        return OWNERSHIP_PREFIX + "assignment_state"
 
     @property
     def paused_set(self) -> str:

@@ -121,6 +121,7 @@ class Scripts:
     due_in: Script
     lease_acquire: Script
     lease_renew: Script
+    lease_renew_many: Script
     lease_release: Script
     lease_evict: Script
     membership_beat: Script

@@ -17,9 +17,7 @@ from tests.apps.runner import eventually
 def test_a_wait_for_a_nudge_ends_before_the_socket_times_out(redis_url: str) -> None:
     client = redis.Redis.from_url(redis_url, socket_timeout=0.3)
     membership = Membership(client, "host:1:abc", 10.0)
-    started = time.monotonic()
     assert membership.wait_for_nudge(1.0) is False  # no TimeoutError
-    assert time.monotonic() - started < 1.0
     client.close()
 
 

@@ -1,17 +1,17 @@
 -- assignment_publish: the assigner publishes a new assignment, as changes to the
 -- last one, and wakes the processes whose shards changed (and no other).
 -- KEYS[1]  ownership prefix (M)
--- ARGV[1]  the assigner's process id (nothing is written unless it holds M assigner)
+-- ARGV[1]  the assigner's process id (nothing is written unless M state names it)
 -- ARGV[2]  the membership version the assignment was computed from
 -- ARGV[3]  n: how many processes' shards changed, then n pairs: process id, its
 --          shards (JSON {queue: [shard, ...]}, '' when it has none)
 -- ARGV[..] m: how many shards changed owner, then m pairs: `queue:shard`, owner
 --          ('' when nobody serves it now)
 -- Writes: M assignment (process id -> shards), M owners (`queue:shard` -> process id),
---   M assignment_state (generation +1, version), M nudge:<id> of each changed process
+--   M state (generation +1, assigned: the version), M nudge:<id> of each changed process
 -- Returns: the new generation, or 0 when this process is not the assigner
 local M = KEYS[1]
-if redis.call('get', M .. 'assigner') ~= ARGV[1] then return 0 end
+if redis.call('hget', M .. 'state', 'assigner') ~= ARGV[1] then return 0 end
 local assignment, owners = M .. 'assignment', M .. 'owners'
 local at = 3
 local n = tonumber(ARGV[at])
@@ -38,5 +38,5 @@ for i = 1, m do
     redis.call('hset', owners, key, owner)
   end
 end
-redis.call('hset', M .. 'assignment_state', 'version', ARGV[2])
-return redis.call('hincrby', M .. 'assignment_state', 'generation', 1)
+redis.call('hset', M .. 'state', 'assigned', ARGV[2])
+return redis.call('hincrby', M .. 'state', 'generation', 1)

@@ -7,9 +7,9 @@
 -- ARGV[3]  weight: processing threads, 0 when quiet or stopping (takes no shards)
 -- ARGV[4]  the queues it serves and their shards (JSON: {name: [first, stop]})
 -- ARGV[5]  info (JSON: host, pid, threads, ...), or '' to keep the last one
--- Writes: M processes, M process:<id>; M version (+1) when a process joined,
---   lapsed or changed its weight or queues, and then M nudge:<assigner>; M assigner
---   (taken when nobody holds it, else its expiry extended by its holder)
+-- Writes: M processes, M process:<id>; M state: version (+1) when a process joined,
+--   lapsed or changed its weight or queues (and then M nudge:<assigner>), assigner
+--   and assigner_until (taken when nobody holds the role, else extended by its holder)
 -- Returns: {now_ms, membership version, assignment generation, the membership
 --   version the assignment was computed from, command waiting for this process
 --   or '', 1 when this process is the assigner else 0, config version (grows when
@@ -18,7 +18,7 @@ local M = KEYS[1]
 local id, ttl, weight, queues, info = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local processes = M .. 'processes'
+local processes, state = M .. 'processes', M .. 'state'
 local changed = false
 for _, gone in ipairs(redis.call('zrangebyscore', processes, '-inf', now, 'limit', 0, 100)) do
   redis.call('zrem', processes, gone)
@@ -27,21 +27,28 @@ for _, gone in ipairs(redis.call('zrangebyscore', processes, '-inf', now, 'limit
 end
 local mine = M .. 'process:' .. id
 local joined = redis.call('zadd', processes, now + ttl, id) == 1
-local before = redis.call('hmget', mine, 'weight', 'queues')
-if joined or before[1] ~= weight or before[2] ~= queues then changed = true end
-redis.call('hset', mine, 'weight', weight, 'queues', queues, 'beat', now)
-if info ~= '' then redis.call('hset', mine, 'info', info) end
-redis.call('pexpire', mine, ttl)
-local assigner = redis.call('get', M .. 'assigner')
-if not assigner then
-  redis.call('set', M .. 'assigner', id, 'px', ttl)
-  assigner = id
-elseif assigner == id then
-  redis.call('pexpire', M .. 'assigner', ttl)
+-- The beat's time is its expiry less the TTL: nothing else is written per beat.
+local shape = weight .. ' ' .. ttl .. ' ' .. queues
+local before = redis.call('hmget', mine, 'shape', 'command')
+if joined or before[1] ~= shape then
+  changed = true
+  redis.call('hset', mine, 'shape', shape, 'weight', weight, 'queues', queues, 'ttl', ttl)
 end
-local version = tonumber(redis.call('get', M .. 'version') or '0')
+if info ~= '' then redis.call('hset', mine, 'info', info) end
+local command = before[2] or ''
+if command ~= '' then redis.call('hdel', mine, 'command') end
+local s = redis.call('hmget', state, 'version', 'generation', 'assigned', 'config', 'assigner',
+  'assigner_until')
+local assigner = s[5]
+if not assigner or tonumber(s[6]) <= now then
+  assigner = id
+  redis.call('hset', state, 'assigner', id, 'assigner_until', now + ttl)
+elseif assigner == id then
+  redis.call('hset', state, 'assigner_until', now + ttl)
+end
+local version = tonumber(s[1] or '0')
 if changed then
-  version = redis.call('incr', M .. 'version')
+  version = redis.call('hincrby', state, 'version', 1)
   if assigner ~= id then
     local nudge = M .. 'nudge:' .. assigner
     if redis.call('llen', nudge) == 0 then
@@ -50,8 +57,5 @@ if changed then
     end
   end
 end
-local command = redis.call('hget', mine, 'command') or ''
-if command ~= '' then redis.call('hdel', mine, 'command') end
-local state = redis.call('hmget', M .. 'assignment_state', 'generation', 'version')
-return {now, version, tonumber(state[1] or '0'), tonumber(state[2] or '-1'), command,
-  assigner == id and 1 or 0, tonumber(redis.call('get', M .. 'config_version') or '0')}
+return {now, version, tonumber(s[2] or '0'), tonumber(s[3] or '-1'), command,
+  assigner == id and 1 or 0, tonumber(s[4] or '0')}

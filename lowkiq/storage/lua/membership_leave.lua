@@ -4,7 +4,7 @@
 -- assigner, the role is freed and the oldest other process is woken to take it.
 -- KEYS[1]  ownership prefix (M)
 -- ARGV[1]  process id
--- Writes: M processes, M process:<id>, M nudge:<id>, M version (+1), M assigner,
+-- Writes: M processes, M process:<id>, M nudge:<id>, M state (version +1; assigner),
 --   M nudge:<assigner or oldest process>
 -- Returns: 1 when the process was a member, else 0
 local M = KEYS[1]
@@ -12,10 +12,10 @@ local id = ARGV[1]
 local was = redis.call('zrem', M .. 'processes', id)
 redis.call('del', M .. 'process:' .. id, M .. 'nudge:' .. id)
 if was == 0 then return 0 end
-redis.call('incr', M .. 'version')
-local assigner = redis.call('get', M .. 'assigner')
+redis.call('hincrby', M .. 'state', 'version', 1)
+local assigner = redis.call('hget', M .. 'state', 'assigner')
 if assigner == id then
-  redis.call('del', M .. 'assigner')
+  redis.call('hdel', M .. 'state', 'assigner', 'assigner_until')
   assigner = redis.call('zrange', M .. 'processes', 0, 0)[1]
 end
 if assigner then

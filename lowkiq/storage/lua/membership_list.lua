@@ -8,11 +8,13 @@ local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local out = {now}
 local live = redis.call('zrangebyscore', M .. 'processes', now, '+inf', 'withscores')
 for i = 1, #live, 2 do
-  local fields = redis.call('hmget', M .. 'process:' .. live[i], 'weight', 'queues', 'info', 'beat')
+  local fields = redis.call('hmget', M .. 'process:' .. live[i], 'weight', 'queues', 'info', 'ttl')
   if fields[1] then
     out[#out + 1] = live[i]
     out[#out + 1] = live[i + 1]
-    for j = 1, 4 do out[#out + 1] = fields[j] end
+    for j = 1, 3 do out[#out + 1] = fields[j] or '{}' end
+    -- Its last beat: its expiry less its TTL.
+    out[#out + 1] = tonumber(live[i + 1]) - tonumber(fields[4] or '0')
   end
 end
 return out

@@ -4,10 +4,10 @@
 -- An operator's action, rare: the one O(processes) loop left.
 -- KEYS[1]  ownership prefix (M)
 -- ARGV[1]  the nudging process's id ('' for none)
--- Writes: M config_version (+1), M nudge:<other> of each other live process
+-- Writes: M state (config +1), M nudge:<other> of each other live process
 -- Returns: how many processes were nudged
 local M = KEYS[1]
-redis.call('incr', M .. 'config_version')
+redis.call('hincrby', M .. 'state', 'config', 1)
 local count = 0
 for _, other in ipairs(redis.call('zrange', M .. 'processes', 0, -1)) do
   if other ~= ARGV[1] then
