@@ -29,8 +29,10 @@ from lowkiq.storage.scripts import Scripts
 #: Commands the dashboard can leave for a process.
 COMMANDS = ("quiet", "stop")
 
-#: A blocking wait for a nudge ends this long before the socket would time out.
+#: A blocking wait for a nudge ends before the socket would time out: at this share of
+#: the socket timeout, less the time Redis may take to notice a blocked wait ended.
 SOCKET_MARGIN = 0.8
+TIMER_SLACK = 0.11
 
 
 #: Set by a supervisor in a child process: the membership id it gave the child.
@@ -195,7 +197,8 @@ class Membership:
         """``wanted`` seconds, but short enough to end before the client's socket times out."""
         socket_timeout = socket_timeout_of(self.client)
         if socket_timeout:
-            return min(wanted, socket_timeout * SOCKET_MARGIN)
+            # Redis ends a blocked command's wait on its timer tick: up to TIMER_SLACK late.
+            return min(wanted, socket_timeout * SOCKET_MARGIN - TIMER_SLACK)
         return wanted
 
     def wait_for_nudge(self, timeout: float) -> bool:
