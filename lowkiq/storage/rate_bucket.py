@@ -6,9 +6,10 @@ from a budget of its own (``rate_budget``, in the shard's slot), which pop
 refills: on one server from the bucket itself, in the same script; on a Redis
 Cluster, where one script cannot reach two slots, from the grant of a
 :func:`take` call (the ``rate_take`` script), made only when the budget ran
-out.  Both reserve tokens ahead: a reservation beyond the tokens in the bucket
-puts it in debt and names the time the refill pays for it, so each shard
-knows when to pop again and shards waiting for tokens are served in turn.
+out.  Both reserve tokens ahead: a reservation takes the whole tokens the bucket
+holds (up to what it asks), or when it holds none puts it in debt and names the
+time the refill pays for it, so each shard knows when to pop again and shards
+waiting for tokens are served in turn.
 """
 
 from __future__ import annotations
