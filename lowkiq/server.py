@@ -199,6 +199,8 @@ class Server:
             config.heartbeat_interval,
             plan.lanes,
         )
+        # Rate limits set at run time are read when the config version moves.
+        coordinator.watcher.others.append(self.rate_limits.follow)
         for lane in self.lanes:
             lane.on_released = coordinator.released
         self.coordinator = coordinator
@@ -278,7 +280,7 @@ class Server:
         )
         if self.metrics_address is not None:
             self.serve_metrics(*self.metrics_address)
-        self._until_redis_answers(lambda: self._beat(coordinator))
+        self._until_redis_answers(coordinator.beat)
         if self._stop_signal is not None:
             return
         self.health.coordinator.succeeded()
@@ -323,11 +325,6 @@ class Server:
             raise ConfigurationError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
         log.info("Prometheus metrics on http://%s:%d/metrics", host, port)
 
-    def _beat(self, coordinator: Coordinator) -> None:
-        """One round of the coordinator, then the rate limits set at run time."""
-        coordinator.beat()
-        self.rate_limits.follow(coordinator.client)
-
     def _run_coordinator(self, coordinator: Coordinator) -> None:
         failures = 0
         heartbeat = self.health.coordinator
@@ -336,7 +333,7 @@ class Server:
                 coordinator.membership.wait_for_nudge(coordinator.next_wait())
                 if self.stop_event.is_set():
                     break
-                self._beat(coordinator)
+                coordinator.beat()
             except (redis.RedisError, RedisClusterException) as exc:
                 heartbeat.failed(exc)
                 failures += 1

@@ -16,9 +16,6 @@ beat's config version moves (:mod:`lowkiq.pausing`, :mod:`lowkiq.resharding`).
 from __future__ import annotations
 
 import logging
-import os
-import resource
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -35,22 +32,15 @@ from lowkiq.ownership.assignment import ShardKey, deal_sticky
 from lowkiq.ownership.leases import HeldLease, Term
 from lowkiq.ownership.membership import Beat, Membership
 from lowkiq.ownership.renewer import Renewer
-from lowkiq.pausing import paused_queues
+from lowkiq.ownership.report import InfoReport, rss_bytes
+from lowkiq.ownership.watchers import ConfigWatcher
 from lowkiq.shard_handler import ShardHandler
-from lowkiq.storage import layout as layouts
-from lowkiq.storage.layout import Layout
 from lowkiq.storage.queue import Queue
-from lowkiq.version import __version__
 
 log = logging.getLogger("lowkiq.ownership")
 
 #: Seconds to wait past a held lease's expiry before trying to take it again.
 EXPIRY_MARGIN = 0.01
-#: Seconds between two full readings of the pauses and layouts, even when the config
-#: version did not move (a safety net: every change also bumps it).
-CONFIG_REFRESH = 30.0
-#: Seconds between two sendings of this process's info when nothing in it changed.
-INFO_REFRESH = 5.0
 
 
 class LaneLike(Protocol):
@@ -85,15 +75,6 @@ class Plan:
     static: dict[ShardKey, int] | None = None
 
 
-def rss_bytes() -> int:
-    """The process's resident memory now (Linux), else its peak."""
-    try:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
 class Coordinator:
     """Keeps this process's leases in step with the membership and assignment."""
 
@@ -118,7 +99,9 @@ class Coordinator:
         self.lease_ttl = lease_ttl
         self.heartbeat_interval = heartbeat_interval
         self.threads = threads
-        self.started_at = time.time()
+        self.report = InfoReport(threads, self.queues, plan.static is not None)
+        #: Follows paused queues, layouts and the readers added to ``watcher.others``.
+        self.watcher = ConfigWatcher(client, self.queues, self.lanes, plan.static is not None)
         self.quiet = False
         # Set when the process is stopping: it wants no shard and takes none.
         self.closing = False
@@ -135,14 +118,8 @@ class Coordinator:
         #: The assignment generation last read, and this process's shards in it.
         self.generation = -1
         self.assigned: list[ShardKey] = []
-        self._config_version = -1
-        self._config_read_at = 0.0
-        self._info_sent: tuple[float, dict[str, object]] | None = None
         #: The last beat (``None`` before the first).
         self.last_beat: Beat | None = None
-        #: The paused queues among this process's, as last told to the threads.
-        self.paused: frozenset[str] = frozenset()
-        self._layouts: dict[str, Layout] = {}
 
     # -- what the processing threads report ---------------------------------
 
@@ -200,16 +177,10 @@ class Coordinator:
     def info(self) -> dict[str, object]:
         """What this process tells the others and the dashboard about itself."""
         return {
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "threads": self.threads,
-            "queues": sorted(self.queues),
-            "version": __version__,
-            "started_at": self.started_at,
+            **self.report.static,
             "rss": rss_bytes(),
             "busy": sum(lane.busy for lane in self.lanes),
             "shards": [f"{queue}:{shard}" for queue, shard in self.owned()],
-            "mode": "static" if self.plan.static is not None else "automatic",
             "quiet": self.quiet,
         }
 
@@ -217,7 +188,7 @@ class Coordinator:
         """One round: heartbeat, recompute the assignment when this process is the
         assigner and membership changed, then bring the leases in step; returns the beat."""
         weight = 0 if self.quiet or self.closing else self.threads
-        beat = self.membership.beat(weight, self.announced(), self._info_to_send())
+        beat = self.membership.beat(weight, self.announced(), self.report.due(self.info()))
         self.last_beat = beat
         if beat.command == "quiet" and not self.quiet:
             log.info("quiet: taking no more batches; handing this process's shards over")
@@ -225,14 +196,7 @@ class Coordinator:
         elif beat.command == "stop":
             log.info("stop requested from the dashboard")
             self.stop_requested.set()
-        now = time.monotonic()
-        if (
-            beat.config_version != self._config_version
-            or now - self._config_read_at > CONFIG_REFRESH
-        ):
-            self._follow_pauses()
-            self._follow_layouts()
-            self._config_version, self._config_read_at = beat.config_version, now
+        self.watcher.follow(beat.config_version)
         generation = beat.generation
         if self.assigner.due(beat):
             published = self.assigner.run()
@@ -252,18 +216,6 @@ class Coordinator:
             return {}
         return {name: queue.shards for name, queue in self.queues.items()}
 
-    def _info_to_send(self) -> dict[str, object] | None:
-        """This process's info when it changed (but for its memory) or is getting old."""
-        info = self.info()
-        steady = {key: value for key, value in info.items() if key != "rss"}
-        now = time.monotonic()
-        if self._info_sent is not None:
-            sent_at, sent = self._info_sent
-            if sent == steady and now - sent_at < INFO_REFRESH:
-                return None
-        self._info_sent = (now, steady)
-        return info
-
     def _expire_releasing(self) -> None:
         """Forget shards a thread was asked to give up a lease TTL ago and never reported
         released (their lease is no longer renewed: it lapses)."""
@@ -276,55 +228,6 @@ class Coordinator:
                     log.warning("%s:%d: never reported released; its lease is left to lapse", *key)
                     if held is not None:
                         self.lanes[held.thread].remove(key, release=False)
-
-    def _follow_pauses(self) -> None:
-        paused = paused_queues(self.client) & self.queues.keys()
-        if paused == self.paused:
-            return
-        for name in sorted(paused - self.paused):
-            log.info("%s is paused: its shards take no new batch", name)
-        for name in sorted(self.paused - paused):
-            log.info("%s is resumed", name)
-        self.paused = frozenset(paused)
-        for lane in self.lanes:
-            lane.pause(self.paused)
-            # A thread blocked on its other shards' wake lists takes the change now.
-            lane.wake(self.client)
-
-    def _follow_layouts(self) -> None:
-        """Read where each queue's shards are, in one round trip (a reshard adds and
-        later drops a range)."""
-        if self.plan.static is not None:
-            return
-        queues = list(self.queues.values())
-        try:
-            found = layouts.read_many(
-                self.client, [(queue.name, queue.default_shards_count) for queue in queues]
-            )
-        except (redis.RedisError, RedisClusterException) as exc:
-            if not self._layouts:
-                raise
-            # A layout's master may be failing over: the shards go on as they are.
-            log.debug("could not read the queues' layouts: %s", exc)
-            return
-        for queue, after in zip(queues, found, strict=True):
-            before = self._layouts.get(queue.name)
-            self._layouts[queue.name] = queue.refresh_layout(after)
-            if before is None and after.count != queue.default_shards_count:
-                log.warning(
-                    "%s: the class says %d shards, the queue has %d (its layout in Redis, "
-                    "which decides); `lowkiq reshard` changes it",
-                    queue.name,
-                    queue.default_shards_count,
-                    after.count,
-                )
-            elif before is not None and after != before:
-                log.info(
-                    "%s: its shards are now %d..%d",
-                    queue.name,
-                    after.shards.start,
-                    after.shards.stop - 1,
-                )
 
     def _wanted(self) -> list[ShardKey]:
         if self.quiet or self.closing or self.stop_requested.is_set():
