@@ -75,6 +75,7 @@ class SimProcess:
     def __init__(self, client: redis.Redis, workers: list[type[lowkiq.Worker]], config: Settings):
         self.id = new_process_id(suffix=os.urandom(4).hex())
         self.thread = StandInThread()
+        self.renewed_at = time.monotonic()
         queues = [worker.queue(client, config) for worker in workers]
         by_name = {worker.queue_name: worker for worker in workers}
 
@@ -99,6 +100,17 @@ class SimProcess:
         """One coordinator round, then the stand-in thread gives back what it was asked."""
         self.coordinator.beat()
         self.flush()
+
+    def due(self, now: float) -> bool:
+        """Whether its coordinator waits for a lease to expire by now (``next_wait``)."""
+        retry_at = self.coordinator._retry_at
+        return bool(retry_at) and retry_at <= now
+
+    def renew_if_due(self, now: float) -> None:
+        """Renew its leases when ``lease_ttl / 3`` passed since the last time."""
+        if now - self.renewed_at >= self.coordinator.renewer.interval:
+            self.renewed_at = now
+            self.coordinator.renewer.renew()
 
     def flush(self) -> None:
         if self.thread.to_release:
@@ -174,14 +186,20 @@ class Fleet:
             pipe = self.client.pipeline(transaction=False)
             for process in self.processes:
                 pipe.lpop(KEYS.nudge_list(process.id))
-            woken = [p for p, item in zip(self.processes, pipe.execute(), strict=True) if item]
+            nudged = pipe.execute()
+            moment = time.monotonic()
+            woken = [
+                p for p, item in zip(self.processes, nudged, strict=True) if item or p.due(moment)
+            ]
             for process in woken:
                 process.beat()
+            for process in self.processes:
+                process.renew_if_due(moment)
             missing = self.unleased()
             now = time.perf_counter()
             unowned += missing * (now - last)
             last = now
-            if not missing and not woken:
+            if not missing and not any(nudged):
                 return now - started, unowned
             if now - started > limit:
                 raise RuntimeError(f"not settled after {limit}s: {missing} shards unleased")
@@ -203,13 +221,21 @@ class Fleet:
                 beats += 1
             due_renewals = int(elapsed / renew_every * count) - renewals
             for _ in range(max(0, due_renewals)):
-                self.processes[renewals % count].coordinator.renewer.renew()
+                process = self.processes[renewals % count]
+                process.coordinator.renewer.renew()
+                process.renewed_at = time.monotonic()
                 renewals += 1
             time.sleep(0.001)
         wall = time.perf_counter() - started
         redis_share = (redis_cpu(self.client) - start_cpu) / wall * 100
         own_share = (own_cpu() - start_own) / wall / count * 100
         return redis_share, own_share, beats / wall
+
+    def renew_due(self) -> None:
+        """Renew the leases of the processes whose renewal is due."""
+        now = time.monotonic()
+        for process in self.processes:
+            process.renew_if_due(now)
 
     def stop(self) -> None:
         for process in list(self.processes):
@@ -269,6 +295,7 @@ def run(processes: int, shards: int, queues: int, steady: float, deploy: int) ->
         started = time.perf_counter()
         for _ in range(processes):
             fleet.join()
+            fleet.renew_due()
         fleet.settle(limit=600)
         print(f"  joined and settled in {time.perf_counter() - started:.1f}s")
         redis_share, own_share, rate = fleet.steady(steady)
