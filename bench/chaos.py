@@ -1,16 +1,35 @@
-"""Chaos: worker processes and Redis killed at random while updates keep coming.
+"""Chaos: worker processes and Redis disrupted at random while updates keep coming.
 
 K `lowkiq worker` processes share the shards automatically (no --nodes).  A
 feeder enqueues versioned updates of a few hundred ids; meanwhile, every 1-3 s,
-one of: SIGKILL a worker (and start a new one), SIGTERM a worker (and start a
-new one), SIGSTOP a worker past its lease then SIGCONT it, or kill -9 Redis
-(append-only file, appendfsync always) and restart it.  Then a clean drain,
-and a check of every recorded perform: payload versions lost, overlapping
-performs of one id, versions out of score order within a call, the morgue.
+one of:
+
+* SIGKILL a worker (and start a new one), or SIGTERM it (and start a new one);
+* SIGSTOP a worker past its lease, then SIGCONT it;
+* kill -9 Redis (append-only file, appendfsync always) and restart it;
+* a hand-over (a worker joins, or one of K + 1 leaves on TERM) with Redis's client
+  connections dropped (``CLIENT KILL TYPE normal`` from a connection of its own)
+  several times while the shards move;
+* a hand-over with Redis killed (kill -9) and restarted 0.4-1 s later while the
+  shards move.
+
+A quarter into the run, one job (id ``poison``) whose ``perform`` ends its process
+(``os._exit``) is enqueued; the bench starts a new worker for each process it ends.
+With ``Worker.max_restores`` the job lands in the morgue and the other ids of its
+shard go on.
+
+Every perform writes to a fenced store (a compare-and-set on the fence in a Redis
+of its own; see bench/chaos_app.py).  Then a clean drain, and a check of every
+recorded perform: payload versions lost, versions out of score order within a call,
+overlapping performs of one id, stale writes the fenced store accepted (must be 0)
+and fenced writes it refused, worker processes that crashed (exited by themselves,
+not killed by the bench nor the poison job, or logged a fatal error), the poison
+job's fate and the morgue.
 
 Performs by a process that was SIGSTOPped while they ran are counted apart:
-such a perform goes on after its lease passed to another process (whose run
-of the same batch may overlap it), and its result is refused by fencing.
+such a perform goes on after its lease passed to another process (whose run of
+the same batch may overlap it); its acks are refused by Redis and its writes by
+the fenced store when they come after the new owner's.
 Each process runs ``--threads`` threads (default 2), so a thread serves several of the
 8 shards and sends their pops together (one write per round).
 Usage: python bench/chaos.py [--seconds 180] [--processes 3] [--ids 200] [--threads 2]
@@ -29,7 +48,9 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import redis
 from _machine import machine
@@ -38,13 +59,18 @@ from lowkiq.embedded import EmbeddedServer, start_server
 
 ROOT = Path(__file__).resolve().parents[1]
 LEASE_TTL = 2.0
+#: Seconds the final drain may take before the run reports what is left.
+DRAIN_LIMIT = 300.0
 
 
 class Worker:
     """One `lowkiq worker` process of the run, its output in a log file."""
 
     def __init__(self, env: dict[str, str], logs: Path, number: int) -> None:
+        self.number = number
         self.log = logs / f"worker-{number}.log"
+        #: Set before the bench itself signals the process to end.
+        self.ended_by_bench = False
         with self.log.open("w") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "lowkiq", "worker", "-r", "chaos_app"],
@@ -78,21 +104,30 @@ class Run:
         sys.path.insert(0, str(ROOT / "bench"))
         import chaos_app
 
+        self.app = chaos_app
         self.worker_class = chaos_app.Chaos
         self.started = 0
+        self.lock = threading.Lock()
         self.workers: list[Worker] = []
         self.fed: dict[str, set[int]] = defaultdict(set)
         self.versions: dict[str, int] = defaultdict(int)
         self.pauses: list[tuple[int, float, float]] = []
         self.events: dict[str, int] = defaultdict(int)
+        #: Workers that exited by themselves: (number, exit code).
+        self.crashed: list[tuple[int, int]] = []
+        self.poison_exits = 0
+        #: When a disruption hit a hand-over (connections dropped, Redis killed).
+        self.hand_over_hits: list[float] = []
         self.feeding = True
+        self.watching = True
 
     def start_queue_redis(self) -> EmbeddedServer:
         return start_server(self.queue_dir, persistent=True, config=["--appendfsync", "always"])
 
     def start_worker(self) -> None:
-        self.workers.append(Worker(self.env, self.directory, self.started))
-        self.started += 1
+        with self.lock:
+            self.workers.append(Worker(self.env, self.directory, self.started))
+            self.started += 1
 
     def feed(self) -> None:
         """Enqueue versioned updates of random ids until told to stop."""
@@ -103,81 +138,183 @@ class Run:
             for job_id in chosen:
                 self.versions[job_id] += 1
                 version = self.versions[job_id]
-                jobs.append({"id": job_id, "payload": {"v": version}, "score": version})
+                payload = {"v": version, "t": time.time()}
+                jobs.append({"id": job_id, "payload": payload, "score": version})
             try:
                 self.worker_class.perform_async(jobs)
             except Exception:  # noqa: BLE001 - Redis is down: these versions may be lost
-                self.events["enqueue refused (Redis down)"] += 1
+                self.events["enqueue refused (Redis down or connection dropped)"] += 1
                 time.sleep(0.05)
                 continue
             for job in jobs:
                 self.fed[job["id"]].add(job["payload"]["v"])
             time.sleep(0.01)
 
+    def feed_poison(self) -> None:
+        """Enqueue the job whose perform ends its process (retried while Redis is down)."""
+        while True:
+            try:
+                self.worker_class.perform_async([{"id": self.app.POISON, "payload": {}}])
+                return
+            except Exception:  # noqa: BLE001 - Redis is down: try again
+                time.sleep(0.2)
+
+    def watch(self) -> None:
+        """Replace every worker that exits by itself; note why it did."""
+        while self.watching:
+            with self.lock:
+                ended = [
+                    w for w in self.workers if not w.ended_by_bench and w.process.poll() is not None
+                ]
+                for worker in ended:
+                    self.workers.remove(worker)
+            for worker in ended:
+                code = worker.process.returncode
+                if code == self.app.POISON_EXIT:
+                    self.poison_exits += 1
+                else:
+                    self.crashed.append((worker.number, code))
+                self.start_worker()
+            time.sleep(0.2)
+
+    def end(self, worker: Worker, how: signal.Signals) -> None:
+        """Send ``how`` to ``worker``, which the bench then no longer replaces by itself."""
+        with self.lock:
+            worker.ended_by_bench = True
+            if worker in self.workers:
+                self.workers.remove(worker)
+        worker.process.send_signal(how)
+
+    def finish(self, worker: Worker) -> None:
+        """Wait for a worker sent TERM; a non-zero exit is a crash on stopping."""
+        try:
+            code = worker.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.events["worker ignoring TERM for 30 s (killed)"] += 1
+            worker.process.kill()
+            worker.process.wait()
+            return
+        if code == -signal.SIGTERM:
+            # TERM came while it was starting, before it installed its handlers.
+            self.events["worker ended by TERM while starting"] += 1
+        elif code != 0:
+            self.crashed.append((worker.number, code))
+
+    def victim(self) -> Worker:
+        with self.lock:
+            return random.choice(self.workers)
+
+    def kill_redis(self, down: float) -> None:
+        """kill -9 the queue's Redis, and restart it after ``down`` seconds."""
+        self.queue.process.kill()
+        self.queue.process.wait()
+        time.sleep(down)
+        self.queue = self.start_queue_redis()
+
+    def drop_connections(self) -> None:
+        """CLIENT KILL TYPE normal from a connection of its own (spared by SKIPME)."""
+        client = redis.Redis.from_url(self.queue.url, socket_timeout=5)
+        self.hand_over_hits.append(time.time())
+        try:
+            killed = client.execute_command("CLIENT", "KILL", "TYPE", "normal")
+            self.events["connections dropped by CLIENT KILL"] += int(killed)
+        except redis.RedisError:
+            self.events["CLIENT KILL refused (Redis down)"] += 1
+        finally:
+            client.close()
+
+    def hand_over(self) -> tuple[str, Worker | None]:
+        """A worker joins (K processes running) or one leaves on TERM (K + 1): shards move.
+        Returns what happened and the leaving worker, for :meth:`finish`."""
+        with self.lock:
+            count = len(self.workers)
+        if count > self.args.processes:
+            leaving = self.victim()
+            self.end(leaving, signal.SIGTERM)
+            return "leave", leaving
+        self.start_worker()
+        return "join", None
+
     def chaos(self) -> None:
         """One random disruption."""
-        action = random.choices(["sigkill", "sigterm", "sigstop", "redis"], weights=[4, 2, 2, 2])[0]
-        if action == "redis" or self.events["redis kill -9"] < 5 and random.random() < 0.1:
-            self.queue.process.kill()
-            self.queue.process.wait()
+        action = random.choices(
+            ["sigkill", "sigterm", "sigstop", "redis", "handover-drops", "handover-restart"],
+            weights=[3, 2, 2, 1, 3, 2],
+        )[0]
+        if action == "redis":
+            self.kill_redis(random.uniform(0.4, 1.0))
             self.events["redis kill -9"] += 1
-            time.sleep(0.3)
-            self.queue = self.start_queue_redis()
-            return
-        victim = random.choice(self.workers)
-        if action == "sigkill":
-            victim.process.kill()
+        elif action == "handover-drops":
+            how, leaving = self.hand_over()
+            # A joining process registers a second or two after it starts; a leaving one
+            # hands its shards over at once: drop the connections across that window.
+            window = 3.0 if how == "join" else 1.0
+            moments = sorted(random.uniform(0.0, window) for _ in range(4))
+            previous = 0.0
+            for moment in moments:
+                time.sleep(moment - previous)
+                previous = moment
+                self.drop_connections()
+            self.events[f"hand-over ({how}) with connections dropped"] += 1
+            if leaving is not None:
+                self.finish(leaving)
+        elif action == "handover-restart":
+            how, leaving = self.hand_over()
+            time.sleep(random.uniform(0.5, 2.5) if how == "join" else random.uniform(0.0, 0.5))
+            self.hand_over_hits.append(time.time())
+            self.kill_redis(random.uniform(0.4, 1.0))
+            self.events[f"hand-over ({how}) with redis kill -9"] += 1
+            if leaving is not None:
+                self.finish(leaving)
+        elif action == "sigkill":
+            victim = self.victim()
+            self.end(victim, signal.SIGKILL)
             victim.process.wait()
             self.events["worker SIGKILL"] += 1
+            self.start_worker()
         elif action == "sigterm":
-            victim.process.terminate()
-            try:
-                victim.process.wait(30)
-            except subprocess.TimeoutExpired:
-                victim.process.kill()
+            victim = self.victim()
+            self.end(victim, signal.SIGTERM)
+            self.finish(victim)
             self.events["worker SIGTERM"] += 1
+            self.start_worker()
         else:
+            victim = self.victim()
             paused_at = time.time()
             victim.process.send_signal(signal.SIGSTOP)
             time.sleep(LEASE_TTL + random.uniform(0.5, 1.5))
             victim.process.send_signal(signal.SIGCONT)
             self.pauses.append((victim.pid, paused_at, time.time()))
             self.events["worker SIGSTOP past its lease"] += 1
-            return
-        self.workers.remove(victim)
-        self.start_worker()
 
-    def drain(self) -> float:
-        """Wait until every queued job is performed; returns the seconds it took."""
+    def drain(self) -> float | None:
+        """Wait until every queued job is performed; returns the seconds it took, or
+        ``None`` after :data:`DRAIN_LIMIT`."""
         started = time.monotonic()
-        while time.monotonic() - started < 300:
+        while time.monotonic() - started < DRAIN_LIMIT:
             metrics = self.worker_class.metrics()
             if metrics["length"] == 0 and metrics["busy"] == 0:
                 return time.monotonic() - started
             time.sleep(0.2)
-        raise SystemExit("the queue did not drain within 300 s")
+        return None
 
     def stop(self) -> None:
-        for worker in self.workers:
-            worker.process.terminate()
-        for worker in self.workers:
-            worker.process.wait(60)
+        """TERM every worker; a non-zero exit is a crash on stopping."""
+        with self.lock:
+            workers = list(self.workers)
+        for worker in workers:
+            self.end(worker, signal.SIGTERM)
+        for worker in workers:
+            self.finish(worker)
 
     def paused(self, pid: int, start: float, end: float) -> bool:
         return any(p == pid and a < end and start < b for p, a, b in self.pauses)
 
-    def report(self, drain_seconds: float) -> None:
-        client = redis.Redis.from_url(self.records.url)
-        rows = [json.loads(row) for row in client.lrange("chaos:records", 0, -1)]
-        seen: dict[str, set[int]] = defaultdict(set)
-        by_id: dict[str, list[dict[str, object]]] = defaultdict(list)
-        out_of_order = 0
+    def overlaps(self, rows: list[dict[str, Any]]) -> tuple[int, int]:
+        """Overlapping performs of one id: (neither paused, one of them paused)."""
+        by_id: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for row in rows:
-            seen[row["id"]].update(row["vs"])
             by_id[row["id"]].append(row)
-            out_of_order += row["vs"] != sorted(row["vs"])
-        morgue = self.worker_class.metrics()["morgue_length"]
-        lost = sum(len(self.fed[i] - seen[i]) for i in self.fed)
         overlaps = paused_overlaps = 0
         for performs in by_id.values():
             performs.sort(key=lambda row: row["start"])
@@ -191,29 +328,111 @@ class Run:
                         paused_overlaps += 1
                     else:
                         overlaps += 1
-        fenced = sum(
-            path.read_text(errors="replace").count("is no longer held")
+        return overlaps, paused_overlaps
+
+    def log_lines(self, text: str) -> int:
+        return sum(
+            path.read_text(errors="replace").count(text)
             for path in self.directory.glob("worker-*.log")
         )
+
+    def shard_moves(self) -> list[float]:
+        """When a worker logged releasing or acquiring a shard."""
+        moments = []
+        for path in self.directory.glob("worker-*.log"):
+            for line in path.read_text(errors="replace").splitlines():
+                if " released Chaos:" in line or "acquired (epoch" in line:
+                    stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+                    moments.append(stamp.timestamp())
+        return moments
+
+    def hits(self) -> str:
+        """How many hand-over disruptions came within 1 s of a shard moving."""
+        moves = self.shard_moves()
+        near = sum(any(abs(hit - move) <= 1.0 for move in moves) for hit in self.hand_over_hits)
+        return f"{near} of {len(self.hand_over_hits)}"
+
+    def poison_fate(self, records: redis.Redis) -> str:
+        poison = self.app.POISON
+        deaths = records.llen("chaos:poison")
+        exhausted = [i.decode() for i in records.lrange("chaos:exhausted", 0, -1)]
+        (dead,) = self.worker_class.queries().morgue_fetch([poison]) or [None]
+        queued = self.worker_class.queries().fetch([poison])
+        if dead is not None:
+            where = f"in the morgue ({dead['error']!r})"
+        elif queued:
+            where = f"still queued (retry_count {queued[0]['retry_count']})"
+        else:
+            where = "neither queued nor in the morgue"
+        called = "called" if poison in exhausted else "NOT called"
+        return (
+            f"{where}; performed {deaths} time(s), {self.poison_exits} process(es) ended by it; "
+            f"retries_exhausted {called}"
+        )
+
+    def report(self, drain_seconds: float | None) -> None:
+        records = redis.Redis.from_url(self.records.url)
+        rows = [json.loads(row) for row in records.lrange("chaos:records", 0, -1)]
+        waits = sorted(row["wait"] for row in rows)
+        seen: dict[str, set[int]] = defaultdict(set)
+        out_of_order = 0
+        for row in rows:
+            seen[row["id"]].update(row["vs"])
+            out_of_order += row["vs"] != sorted(row["vs"])
+        lost = sum(len(self.fed[i] - seen[i]) for i in self.fed)
+        overlaps, paused_overlaps = self.overlaps(rows)
+        stale = [json.loads(row) for row in records.lrange("chaos:stale", 0, -1)]
+        refused = int(records.get("chaos:refused") or 0)
+        behind = sum(
+            int(records.hget(f"chaos:store:{i}", "version") or -1) < max(seen[i] or {-1})
+            for i in self.fed
+        )
+        morgue = self.worker_class.queries().morgue_range_by_id("-", "+", limit=1000)
+        others_dead = [job["id"] for job in morgue if job["id"] != self.app.POISON]
+        fatal = self.log_lines("fatal error")
         print(machine())
         print(
             f"{self.args.seconds:.0f} s, {self.args.processes} processes without --nodes, "
-            f"{self.args.ids} ids, lease TTL {LEASE_TTL:.0f} s"
+            f"{self.args.threads} threads each, {self.args.ids} ids, lease TTL {LEASE_TTL:.0f} s"
         )
         for event, count in sorted(self.events.items()):
             print(f"  {event}: {count}")
         print(f"  payload versions fed: {sum(len(v) for v in self.fed.values())}")
-        print(f"  performs recorded: {len(rows)}; final drain took {drain_seconds:.1f} s")
-        print(f"  results refused by fencing (logged): {fenced}")
-        print(f"lost payload versions:               {lost}")
-        print(f"overlapping performs of one id:      {overlaps}")
-        print(f"  (more with a perform paused past its lease: {paused_overlaps})")
+        drained = "did not drain" if drain_seconds is None else f"took {drain_seconds:.1f} s"
+        print(f"  performs recorded: {len(rows)}; final drain {drained}")
+        if drain_seconds is None:
+            metrics = self.worker_class.metrics()
+            print(f"  left after {DRAIN_LIMIT:.0f} s: {metrics['length']} queued, "
+                  f"{metrics['busy']} busy")  # fmt: skip
+        print(f"  acks refused by Redis's fencing (logged): {self.log_lines('no longer held')}")
+        print(f"  hand-over disruptions within 1 s of a shard released or acquired: {self.hits()}")
+        if waits:
+            print(f"  queue wait (oldest payload of a perform): p50 {quantile(waits, 0.5):.2f} s, "
+                  f"p99 {quantile(waits, 0.99):.2f} s, max {waits[-1]:.2f} s")  # fmt: skip
+        print(f"lost payload versions:                 {lost}")
         print(f"versions out of score order in a call: {out_of_order}")
-        print(f"morgue:                              {morgue}")
+        print(f"overlapping performs of one id:        {overlaps}")
+        print(f"  (more with a perform paused past its lease: {paused_overlaps})")
+        print(f"stale writes accepted by the fenced store: {len(stale)}")
+        for write in stale[:5]:
+            print(f"  {write}")
+        print(f"fenced writes refused:                 {refused}")
+        print(f"ids whose stored version is not their newest performed: {behind}")
+        print(f"crashed processes:                     {len(self.crashed)} exited by themselves"
+              f"{''.join(f' (worker-{n}: {c})' for n, c in self.crashed)}, "
+              f"{fatal} 'fatal error' log lines")  # fmt: skip
+        print(f"poison id:                             {self.poison_fate(records)}")
+        print(f"other ids in the morgue:               {len(others_dead)} {others_dead[:5]}")
+        print(f"logs: {self.directory}")
 
     def close(self) -> None:
         self.queue.stop()
         self.records.stop()
+
+
+def quantile(ordered: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted values."""
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main() -> None:
@@ -231,17 +450,29 @@ def main() -> None:
         for _ in range(args.processes):
             run.start_worker()
         feeder = threading.Thread(target=run.feed, daemon=True)
+        watcher = threading.Thread(target=run.watch, daemon=True)
         feeder.start()
-        deadline = time.monotonic() + args.seconds
+        watcher.start()
+        started = time.monotonic()
+        deadline = started + args.seconds
+        poisoned = False
         while time.monotonic() < deadline:
             time.sleep(random.uniform(1.0, 3.0))
+            if not poisoned and time.monotonic() > started + args.seconds / 4:
+                run.feed_poison()
+                poisoned = True
             run.chaos()
         run.feeding = False
         feeder.join()
-        run.report(run.drain())
+        drain_seconds = run.drain()
+        run.watching = False
+        watcher.join()
         run.stop()
+        run.report(drain_seconds)
     finally:
-        for worker in run.workers:
+        with run.lock:
+            workers = list(run.workers)
+        for worker in workers:
             if worker.process.poll() is None:
                 worker.process.kill()
         run.close()
