@@ -76,6 +76,9 @@ class SimProcess:
         self.id = new_process_id(suffix=os.urandom(4).hex())
         self.thread = StandInThread()
         self.renewed_at = time.monotonic()
+        #: When its next heartbeat is due (time.monotonic), and how many it sent.
+        self.beat_at = 0.0
+        self.beats = 0
         queues = [worker.queue(client, config) for worker in workers]
         by_name = {worker.queue_name: worker for worker in workers}
 
@@ -98,6 +101,8 @@ class SimProcess:
 
     def beat(self) -> None:
         """One coordinator round, then the stand-in thread gives back what it was asked."""
+        self.beat_at = time.monotonic() + self.coordinator.heartbeat_interval
+        self.beats += 1
         self.coordinator.beat()
         self.flush()
 
@@ -177,59 +182,61 @@ class Fleet:
             if token is None or owners.get(name) != parse_owner(token.decode())
         )
 
-    def settle(self, limit: float = 120.0) -> tuple[float, float]:
-        """Wake the processes whose nudge lists fired until every shard is leased by its
-        assigned owner; returns (seconds, unowned shard-seconds)."""
-        started = last = time.perf_counter()
-        unowned = 0.0
-        while True:
+    def tick(self, nudges: bool = True) -> bool:
+        """One turn of every process's loop: the heartbeats and renewals that are due,
+        and (``nudges``) the processes whose nudge list fired or whose wanted lease
+        expired; returns whether a nudge fired."""
+        nudged: list[Any] = []
+        if nudges:
             pipe = self.client.pipeline(transaction=False)
             for process in self.processes:
                 pipe.lpop(KEYS.nudge_list(process.id))
             nudged = pipe.execute()
-            moment = time.monotonic()
-            woken = [
-                p for p, item in zip(self.processes, nudged, strict=True) if item or p.due(moment)
-            ]
-            for process in woken:
+        now = time.monotonic()
+        for index, process in enumerate(self.processes):
+            woken = (nudged and nudged[index]) or process.due(now)
+            if woken or process.beat_at <= now:
                 process.beat()
-            for process in self.processes:
-                process.renew_if_due(moment)
+            process.renew_if_due(now)
+        return any(nudged)
+
+    def settle(self, limit: float = 120.0) -> tuple[float, float]:
+        """Run the fleet until every shard is leased by its assigned owner and no nudge is
+        pending; returns (seconds, unowned shard-seconds)."""
+        started = last = time.perf_counter()
+        unowned = 0.0
+        while True:
+            fired = self.tick()
             missing = self.unleased()
             now = time.perf_counter()
             unowned += missing * (now - last)
             last = now
-            if not missing and not any(nudged):
+            if not missing and not fired:
                 return now - started, unowned
             if now - started > limit:
                 raise RuntimeError(f"not settled after {limit}s: {missing} shards unleased")
 
-    def steady(self, seconds: float) -> tuple[float, float, float]:
-        """Heartbeats and renewals at their intervals for ``seconds``: Redis CPU (% of a
-        core), simulation CPU per process (% of a core), beats achieved per second."""
-        interval = self.config.heartbeat_interval
-        renew_every = self.config.lease_ttl / 3
+    def steady(self, seconds: float) -> tuple[float, float, float, float]:
+        """Heartbeats and renewals at their intervals for ``seconds`` (no change): Redis
+        CPU and, before, the same Redis's CPU idle (% of a core), simulation CPU per
+        process (% of a core), beats per second."""
         count = len(self.processes)
+        idle = idle_redis_cpu(self.client, min(seconds, 5.0))
+        beats_before = self.beats()
         start_cpu = redis_cpu(self.client)
         start_own = own_cpu()
         started = time.perf_counter()
-        beats = renewals = 0
-        while (elapsed := time.perf_counter() - started) < seconds:
-            due_beats = int(elapsed / interval * count) - beats
-            for _ in range(max(0, due_beats)):
-                self.processes[beats % count].beat()
-                beats += 1
-            due_renewals = int(elapsed / renew_every * count) - renewals
-            for _ in range(max(0, due_renewals)):
-                process = self.processes[renewals % count]
-                process.coordinator.renewer.renew()
-                process.renewed_at = time.monotonic()
-                renewals += 1
-            time.sleep(0.001)
+        while time.perf_counter() - started < seconds:
+            self.tick(nudges=False)
+            time.sleep(0.002)
         wall = time.perf_counter() - started
         redis_share = (redis_cpu(self.client) - start_cpu) / wall * 100
         own_share = (own_cpu() - start_own) / wall / count * 100
-        return redis_share, own_share, beats / wall
+        return redis_share, idle, own_share, (self.beats() - beats_before) / wall
+
+    def beats(self) -> int:
+        """Heartbeats sent so far by the live processes."""
+        return sum(process.beats for process in self.processes)
 
     def renew_due(self) -> None:
         """Renew the leases of the processes whose renewal is due."""
@@ -245,6 +252,14 @@ class Fleet:
 def redis_cpu(client: redis.Redis) -> float:
     info = client.info("cpu")
     return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+
+def idle_redis_cpu(client: redis.Redis, seconds: float) -> float:
+    """Redis's CPU (% of a core) over ``seconds`` with no client talking to it (its
+    own timers: expiring keys, housekeeping): the baseline the steady state adds to."""
+    start = redis_cpu(client)
+    time.sleep(seconds)
+    return (redis_cpu(client) - start) / seconds * 100
 
 
 def own_cpu() -> float:
@@ -298,9 +313,10 @@ def run(processes: int, shards: int, queues: int, steady: float, deploy: int) ->
             fleet.renew_due()
         fleet.settle(limit=600)
         print(f"  joined and settled in {time.perf_counter() - started:.1f}s")
-        redis_share, own_share, rate = fleet.steady(steady)
+        redis_share, idle, own_share, rate = fleet.steady(steady)
         print(
-            f"  steady state: Redis {redis_share:.2f} % of a core; coordinator "
+            f"  steady state: Redis {redis_share:.2f} % of a core ({idle:.2f} % idle before: "
+            f"control plane {redis_share - idle:.2f} %); coordinator "
             f"{own_share:.3f} % of a core per process (simulation included); "
             f"{rate:.0f} beats/s for {processes} processes at "
             f"{config.heartbeat_interval:g}s"

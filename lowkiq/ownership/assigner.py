@@ -53,8 +53,11 @@ def encode(shards: Mapping[str, Sequence[int]]) -> str:
 def by_process(owners: Mapping[ShardKey, str]) -> dict[str, dict[str, list[int]]]:
     """``process id -> {queue: [shard, ...]}`` of an owner map, shards in order."""
     grouped: dict[str, dict[str, list[int]]] = {}
-    for (queue, shard), owner in sorted(owners.items()):
+    for (queue, shard), owner in owners.items():
         grouped.setdefault(owner, {}).setdefault(queue, []).append(shard)
+    for shards in grouped.values():
+        for numbers in shards.values():
+            numbers.sort()
     return grouped
 
 
@@ -94,16 +97,23 @@ class Assigner:
         previous = self.published()
         shards = {name: list(numbers) for name, numbers in snapshot.shards_by_queue.items()}
         owners = self.compute(snapshot.members, shards, previous)
-        before, after = by_process(previous), by_process(owners)
+        moved = [
+            (shard_name(key), owner) for key, owner in owners.items() if previous.get(key) != owner
+        ]
+        moved += [(shard_name(key), "") for key in previous.keys() - owners.keys()]
+        # The processes whose shards changed: the old and new owners of the moved ones.
+        touched = {previous.get(key) for key in previous.keys() ^ owners.keys()}
+        touched |= {
+            process
+            for key, owner in owners.items()
+            if previous.get(key) != owner
+            for process in (owner, previous.get(key))
+        }
+        touched.discard(None)
+        after = by_process(owners)
         changed = [
             (process, encode(after[process]) if process in after else "")
-            for process in sorted(before.keys() | after.keys())
-            if before.get(process) != after.get(process)
-        ]
-        moved = [
-            (shard_name(key), owners.get(key, ""))
-            for key in sorted(previous.keys() | owners.keys())
-            if previous.get(key) != owners.get(key)
+            for process in sorted(p for p in touched if p is not None)
         ]
         args: list[object] = [self.membership.process_id, snapshot.version, len(changed)]
         for process, encoded in changed:

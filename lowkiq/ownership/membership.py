@@ -157,8 +157,12 @@ class Membership:
         reply = self._run("membership_snapshot")
         members: list[Member] = []
         shards: dict[str, range] = {}
+        parsed: dict[bytes, Any] = {}  # most processes announce the same queues
         for i in range(1, len(reply), 3):
-            announced = json.loads(reply[i + 2])
+            raw = reply[i + 2]
+            announced = parsed.get(raw)
+            if announced is None:
+                announced = parsed[raw] = json.loads(raw)
             if isinstance(announced, dict):
                 for name, (first, stop) in announced.items():
                     known = shards.get(name)
