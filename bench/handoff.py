@@ -46,19 +46,17 @@ def one_round(url: str, how: signal.Signals, ttl: float) -> float:
     leaving, staying = start_blank_worker(env), start_blank_worker(env)
 
     def owners() -> set[str]:
-        return {leases.parse_owner(t) for t in leases.holders(queue) if t}
+        return {leases.parse_owner(t) for t in leases.tokens(queue) if t}
 
     def pid_of(process_id: str) -> int:
         return int(process_id.split(":")[1])
 
-    wait_for(lambda: len(owners()) == 2 and all(leases.holders(queue)))
+    wait_for(lambda: len(owners()) == 2 and all(leases.tokens(queue)))
     leaving.send_signal(how)
     leaving.wait(60)
     exited = time.monotonic()
     held = wait_for(
-        lambda: (
-            all(leases.holders(queue)) and {pid_of(owner) for owner in owners()} == {staying.pid}
-        )
+        lambda: all(leases.tokens(queue)) and {pid_of(owner) for owner in owners()} == {staying.pid}
     )
     staying.terminate()
     staying.wait(60)

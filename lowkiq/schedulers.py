@@ -1,7 +1,7 @@
 """Schedulers pick which of a thread's shards to process next — SPEC §7.
 
 A scheduler is a callable ``scheduler(lane) -> step``: given the
-:class:`Lane` of one thread it returns a zero-argument ``step`` that the
+:class:`ProcessingThread` of one thread it returns a zero-argument ``step`` that the
 thread calls in a loop.  Each step processes one batch of one shard or waits.
 ``settings.build_scheduler`` is a zero-argument factory of a scheduler.
 """
@@ -21,7 +21,7 @@ class Handler(Protocol):
         ...
 
 
-class Lane(Protocol):
+class ProcessingThread(Protocol):
     """The shards of one thread and what a scheduler may ask about them."""
 
     handlers: Sequence[Handler]
@@ -44,7 +44,7 @@ class Lane(Protocol):
         returns how many took one."""
         ...
 
-    def settle(self, keep: Sequence[object]) -> None:
+    def flush_acks(self, keep: Sequence[object]) -> None:
         """Ack the finished batches waiting for their ack, but those of ``keep``."""
         ...
 
@@ -54,22 +54,21 @@ class Lane(Protocol):
 
 
 Step = Callable[[], None]
-Scheduler = Callable[[Lane], Step]
+Scheduler = Callable[[ProcessingThread], Step]
 
 
 class LagScheduler:
     """Process the due shards, the one whose earliest due job has waited longest first.
 
     One step reads how long until every shard's earliest job is due (Redis's clock)
-    once, then gives each
-    due shard one batch in lag order (their pops in one write, see
-    :meth:`lowkiq.lane.Lane.process`); it waits when no shard is due.  While
-    every shard of the thread is due and gives a batch (a backlog), the next
-    round takes them in the same order without reading again (a shard waiting for
-    rate-limit tokens counts as giving one).
+    once, then gives each due shard one batch in lag order (their pops in one write,
+    see :meth:`~lowkiq.processing_thread.ProcessingThread.process`); it waits when no
+    shard is due.  While every shard of the thread is due and gives a batch (a
+    backlog), the next round takes them in the same order without reading again (a
+    shard waiting for rate-limit tokens counts as giving one).
     """
 
-    def __call__(self, lane: Lane) -> Step:
+    def __call__(self, lane: ProcessingThread) -> Step:
         """The step function of one thread."""
         handlers = list(lane.handlers)
         if len(handlers) == 1:
@@ -92,7 +91,7 @@ class LagScheduler:
                 order = self._due_order(lane)
                 # A shard that is not due now gets no pop to carry its last batch's ack
                 # (on a Redis Cluster a pop acks only its own shard): ack it now.
-                lane.settle([handlers[index] for index in order])
+                lane.flush_acks([handlers[index] for index in order])
             worked = lane.process([handlers[index] for index in order])
             saturated = order if worked == len(handlers) else []
             if not saturated and worked + lane.throttled(handlers) >= len(handlers):
@@ -104,7 +103,7 @@ class LagScheduler:
 
         return step
 
-    def _due_order(self, lane: Lane) -> list[int]:
+    def _due_order(self, lane: ProcessingThread) -> list[int]:
         """The indexes of the due shards, the longest waiting first."""
         due = sorted(
             (delay, index)
@@ -117,7 +116,7 @@ class LagScheduler:
 class SeqScheduler:
     """Cycle through the shards; wait only after a whole cycle found nothing."""
 
-    def __call__(self, lane: Lane) -> Step:
+    def __call__(self, lane: ProcessingThread) -> Step:
         """The step function of one thread."""
         handlers = list(lane.handlers)
         if not handlers:

@@ -36,10 +36,10 @@ from lowkiq.connection import Client, describe_redis
 from lowkiq.coroutines import close_thread_loop
 from lowkiq.errors import ConfigurationError
 from lowkiq.health import Heartbeats
-from lowkiq.lane import Lane
 from lowkiq.ownership.coordinator import Coordinator, Plan
 from lowkiq.ownership.membership import Membership, own_process_id, socket_timeout_of
 from lowkiq.periodic.runner import ScheduleRunner
+from lowkiq.processing_thread import ProcessingThread
 from lowkiq.settings import Settings, pooled_client, settings
 from lowkiq.shard_handler import DeferredAck, ShardHandler
 from lowkiq.splitters import build_default_splitter, with_threads
@@ -92,7 +92,7 @@ class Server:
         #: ``(host, port)`` to serve the Prometheus metrics on, if any.
         self.metrics_address = metrics_address
         self.stop_event = threading.Event()
-        self.lanes: list[Lane] = []
+        self.lanes: list[ProcessingThread] = []
         self.threads: list[threading.Thread] = []
         self.fatal: BaseException | None = None
         self.stacks_path = Path(tempfile.gettempdir()) / f"lowkiq-{os.getpid()}-stacks.txt"
@@ -135,7 +135,9 @@ class Server:
         for lane, group in enumerate(groups):
             for shard in group:
                 if not isinstance(shard, Shard) or shard in seen:
-                    raise ConfigurationError(f"the splitter dealt {shard!r} twice or made it up")
+                    raise ConfigurationError(
+                        f"the splitter thread_of {shard!r} twice or made it up"
+                    )
                 seen.add(shard)
                 static[(shard.worker.queue_name, shard.index)] = lane
         return Plan(lanes=len(groups), static=static)
@@ -156,7 +158,7 @@ class Server:
         # loaded once (a load talks to every node: tens of milliseconds per client).
         self.template = config.redis()
         self.lanes = [
-            Lane(
+            ProcessingThread(
                 thread_client(self.template),
                 [],
                 DeferredAck(),
@@ -353,7 +355,9 @@ class Server:
 
     # -- the threads -------------------------------------------------------
 
-    def _run_lane(self, lane: Lane, scheduler: Callable[[Lane], Callable[[], None]]) -> None:
+    def _run_lane(
+        self, lane: ProcessingThread, scheduler: Callable[[ProcessingThread], Callable[[], None]]
+    ) -> None:
         failures = 0
         heartbeat = self.health.thread(self.lanes.index(lane))
         try:

@@ -8,7 +8,7 @@ process took the shard) the handler drops that result, logs it, and calls
 batch.
 
 The ack of a successful batch is deferred: it rides on the thread's next pop
-(one Redis round trip per batch), and a thread settles it before it goes idle
+(one Redis round trip per batch), and a thread acks it on its own before it goes idle
 or gives the shard up (:class:`DeferredAck`).
 
 After a Redis error the handler does not know what the interrupted script
@@ -53,9 +53,9 @@ def perform_chain(middlewares: Sequence[ServerMiddleware]) -> Next[type[Worker],
     return chain(middlewares, _perform)
 
 
-def _ack_of(riding: ShardHandler | None) -> tuple[int | None, str]:
-    """The ``ack_shard`` and ``ack_token`` of a pop that carries ``riding``'s ack."""
-    return (None, "") if riding is None else (riding.shard, riding.token)
+def _ack_of(acked: ShardHandler | None) -> tuple[int | None, str]:
+    """The ``ack_shard`` and ``ack_token`` of a pop that carries ``acked``'s ack."""
+    return (None, "") if acked is None else (acked.shard, acked.token)
 
 
 class DeferredAck:
@@ -64,58 +64,59 @@ class DeferredAck:
     Each shard's ack waits for that shard's next pop, which acks it in the
     same script, or for the thread to go idle or give the shard up: one script
     per batch rather than two.  A thread sends its due shards' pops together
-    (:meth:`lowkiq.lane.Lane.process`), so up to one performed batch per shard
+    (:meth:`~lowkiq.processing_thread.ProcessingThread.process`), so up to one performed batch
+    per shard
     of the thread runs again after a crash.  On one server a pop may also ack
     another shard of its queue (the round-robin scheduler pops a different
     shard each time); on a Redis Cluster a script touches one shard (one slot).
     """
 
     def __init__(self) -> None:
-        self.holders: list[ShardHandler] = []
+        self.pending: list[ShardHandler] = []
 
-    def hold(self, handler: ShardHandler) -> None:
+    def defer(self, handler: ShardHandler) -> None:
         """``handler``'s batch succeeded: ack it later."""
-        self.holders.append(handler)
+        self.pending.append(handler)
 
     def forget(self, handler: ShardHandler) -> None:
         """Drop ``handler``'s pending ack (its lease is lost, or its state unknown)."""
-        if handler in self.holders:
-            self.holders.remove(handler)
+        if handler in self.pending:
+            self.pending.remove(handler)
 
-    def settle(self, keep: Sequence[object] = ()) -> None:
-        """Ack the held batches now, a round trip each, but those of ``keep``.
+    def flush(self, keep: Sequence[object] = ()) -> None:
+        """Ack the pending batches now, a round trip each, but those of ``keep``.
 
         Every ack is tried; when Redis fails some, the first error is raised once the
         others are done (a failed one's shard is unsure: restored before its next pop,
         or by its next owner)."""
         failure: redis.RedisError | None = None
-        for holder in [h for h in self.holders if h not in keep]:
-            self.holders.remove(holder)
+        for waiting in [h for h in self.pending if h not in keep]:
+            self.pending.remove(waiting)
             try:
-                holder.ack_now()
+                waiting.ack_now()
             except redis.RedisError as exc:
                 failure = failure or exc
         if failure is not None:
             raise failure
 
-    def ride(self, popper: ShardHandler) -> ShardHandler | None:
-        """Hand a held batch to ``popper``'s next pop to ack, when it can carry it.
+    def ack_with_pop(self, popper: ShardHandler) -> ShardHandler | None:
+        """Hand a pending ack to ``popper``'s next pop, when it can carry it.
 
         A pop acks its own shard's batch, and on one server any shard's of its
         own queue on its own connection, in the same script; on one server any
-        other held batch is acked now.  Returns the handler whose batch the pop
+        other pending batch is acked now.  Returns the handler whose batch the pop
         must ack, or ``None``.
         """
-        if popper in self.holders:
-            self.holders.remove(popper)
+        if popper in self.pending:
+            self.pending.remove(popper)
             return popper
-        if not self.holders or popper.queue.cluster:
+        if not self.pending or popper.queue.cluster:
             return None
-        holder = self.holders.pop()
-        same_queue = holder.queue.name == popper.queue.name
-        if same_queue and holder.queue.client is popper.queue.client:
-            return holder
-        holder.ack_now()
+        waiting = self.pending.pop()
+        same_queue = waiting.queue.name == popper.queue.name
+        if same_queue and waiting.queue.client is popper.queue.client:
+            return waiting
+        waiting.ack_now()
         return None
 
 
@@ -189,16 +190,16 @@ class ShardHandler:
         """
         if not self.ready():
             return False
-        riding = self.deferred.ride(self)
+        acked = self.deferred.ack_with_pop(self)
         throttle = self.throttle.args() if self.throttle is not None else None
         try:
             popped = self.queue.pop(
-                self.shard, self.token, self.worker.batch_size, None, *_ack_of(riding), throttle
+                self.shard, self.token, self.worker.batch_size, None, *_ack_of(acked), throttle
             )
         except redis.RedisError:
-            self.interrupted(riding)
+            self.interrupted(acked)
             raise
-        return self.take(popped, riding, throttle=throttle)
+        return self.take(popped, acked, throttle=throttle)
 
     def ready(self) -> bool:
         """Whether a pop may be tried now: the lease is held, the processing area is
@@ -215,35 +216,35 @@ class ShardHandler:
             self.held_until = 0.0
         return self.throttle is None or not self.throttle.waiting()
 
-    def pop_command(self, riding: ShardHandler | None) -> tuple[KeyedCommand, Throttle | None]:
-        """This shard's pop, acking ``riding``'s batch (from :meth:`DeferredAck.ride`),
+    def pop_command(self, acked: ShardHandler | None) -> tuple[KeyedCommand, Throttle | None]:
+        """This shard's pop, acking ``acked``'s batch (from :meth:`DeferredAck.ack_with_pop`),
         packed to go out with other shards' pops in one write, and its rate-limit
         arguments (both for :meth:`take`)."""
         throttle = self.throttle.args() if self.throttle is not None else None
         command = self.queue.pop_command(
-            self.shard, self.token, self.worker.batch_size, *_ack_of(riding), throttle
+            self.shard, self.token, self.worker.batch_size, *_ack_of(acked), throttle
         )
         return command, throttle
 
-    def interrupted(self, riding: ShardHandler | None) -> None:
-        """A pop carrying ``riding``'s ack failed: neither is known to have happened."""
+    def interrupted(self, acked: ShardHandler | None) -> None:
+        """A pop carrying ``acked``'s ack failed: neither is known to have happened."""
         self.unsure = True
-        if riding is not None:
-            riding.unsure = True
+        if acked is not None:
+            acked.unsure = True
 
     def take(
         self,
         popped: Popped,
-        riding: ShardHandler | None,
+        acked: ShardHandler | None,
         perform: bool = True,
         throttle: Throttle | None = None,
     ) -> bool:
         """Run the batch a pop (with the rate-limit arguments ``throttle``) took, which
-        acked ``riding``'s; ``False`` when it took none.  ``perform=False``: put the batch
+        acked ``acked``'s; ``False`` when it took none.  ``perform=False``: put the batch
         back into the queue unperformed (the thread is stopping, or handing the shard
         over) instead."""
-        if riding is not None and popped.acked == ACK_FENCED:
-            riding.lease_lost("its finished batch was not acked")
+        if acked is not None and popped.acked == ACK_FENCED:
+            acked.lease_lost("its finished batch was not acked")
         if popped.fenced:
             self.lease_lost("nothing popped")
             return False
@@ -297,7 +298,7 @@ class ShardHandler:
         self.busy = False
         running.reset(context)
         self.recorder.performed(batch, started, False)
-        self.deferred.hold(self)
+        self.deferred.defer(self)
         return True
 
     def lease_lost(self, what: str) -> None:

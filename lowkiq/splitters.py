@@ -29,15 +29,15 @@ def deal(items: Sequence[T], hands: int) -> list[list[T]]:
     """Deal ``items`` round-robin into ``hands`` lists, dropping the empty ones."""
     if hands < 1:
         raise ConfigurationError(f"cannot deal shards to {hands} threads or nodes")
-    dealt: list[list[T]] = [[] for _ in range(hands)]
+    thread_of: list[list[T]] = [[] for _ in range(hands)]
     for index, item in enumerate(items):
-        dealt[index % hands].append(item)
-    return [hand for hand in dealt if hand]
+        thread_of[index % hands].append(item)
+    return [hand for hand in thread_of if hand]
 
 
 @dataclass(frozen=True)
 class RoundRobinSplitter:
-    """The built-in splitter: node ``node_number``'s round-robin share, dealt to threads.
+    """The built-in splitter: node ``node_number``'s round-robin share, thread_of to threads.
 
     ``threads_per_node=None`` leaves the thread count open: the server fills it
     in from the settings it runs with (:func:`with_threads`).

@@ -95,7 +95,7 @@ def drain(
         for handler, lease in zip(handlers, held, strict=True):
             handler.exhausted = list(lease.buried)
         _run(handlers, drained, max_batches)
-        deferred.settle()
+        deferred.flush()
     finally:
         leases.release(queue, held)
     if raise_errors and drained.errors:

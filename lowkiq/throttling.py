@@ -6,7 +6,7 @@ class's ``rate_limit``, unless one was set at run time (:mod:`lowkiq.rate_limit`
 read again on every heartbeat.  A shard's :class:`ShardThrottle` gives its pops
 their rate-limit arguments and keeps the time a pop said to come back: until
 then the processing thread does not pop the shard, and a thread whose every
-shard waits sleeps without a Redis call (:meth:`lowkiq.lane.Lane.wait`).
+shard waits sleeps without a Redis call (:meth:`lowkiq.processing_thread.ProcessingThread.wait`).
 """
 
 from __future__ import annotations

@@ -150,5 +150,5 @@ def test_a_stopped_process_leaves_no_lease_and_no_membership_behind(
     time.sleep(TTL / 2)  # a few heartbeats, so one may run while the threads stop
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
-    assert leases.holders(recorder.queue()) == [None] * 5
+    assert leases.tokens(recorder.queue()) == [None] * 5
     assert live_processes(redis_client)[1] == []

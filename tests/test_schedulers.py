@@ -53,7 +53,7 @@ class FakeLane:
     def throttled(self, handlers: list[FakeHandler]) -> int:
         return 0
 
-    def settle(self, keep: list[FakeHandler]) -> None:
+    def flush_acks(self, keep: list[FakeHandler]) -> None:
         self.settled.append([h.name for h in keep])
 
 

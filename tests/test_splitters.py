@@ -44,13 +44,13 @@ def test_by_node_splitter_deals_to_nodes_then_threads() -> None:
 
 
 def test_by_node_splitters_cover_every_shard_once() -> None:
-    dealt = [
+    thread_of = [
         shard
         for node in range(3)
         for thread in build_by_node_splitter(3, node, 2)(SHARDS)
         for shard in thread
     ]
-    assert sorted(dealt) == sorted(SHARDS)
+    assert sorted(thread_of) == sorted(SHARDS)
 
 
 def test_by_node_splitter_rejects_a_node_number_out_of_range() -> None:

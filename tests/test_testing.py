@@ -121,7 +121,7 @@ def test_drain_refuses_a_queue_a_worker_process_serves() -> None:
     with pytest.raises(DrainError, match="shard 1 is leased by another process"):
         drain(Orders)
     assert Orders.seen == []
-    assert leases.holders(queue)[0] is None  # the shards drain took are given back
+    assert leases.tokens(queue)[0] is None  # the shards drain took are given back
 
 
 def guide_example() -> str:

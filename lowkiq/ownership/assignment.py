@@ -14,7 +14,7 @@ owner whenever that owner is still within its share.  It runs in two steps:
    of it, and alternating paths (as in bipartite matching) fix the rest.
 2. **Shards.**  Each process keeps its previous shards of a queue up to its
    count; the shards left over (new, or owned by a process that left or has
-   too many) are dealt round-robin to the processes still short.
+   too many) are thread_of round-robin to the processes still short.
 
 The cost is O(S + P × Q) for S shards, P processes and Q queues (10–35 ms
 at S = 10,000 and P = 1,000 in 1 or 10 queues; ``bench/assignment.py``), and
@@ -69,7 +69,7 @@ def assign(
     * The result depends on the members' ids, weights and queues, not on
       their order.
 
-    Without ``previous`` the shards of each queue are dealt round-robin to its
+    Without ``previous`` the shards of each queue are thread_of round-robin to its
     members in the order of their ids.  Raises :class:`ValueError` on a
     duplicate member id or a negative weight.
     """
@@ -345,13 +345,13 @@ class _Plan:
         return owners
 
 
-def deal_sticky(
+def deal_to_threads(
     wanted: Sequence[ShardKey],
     current: Mapping[ShardKey, int],
     lanes: int,
     group: Callable[[ShardKey], object] | None = None,
 ) -> dict[ShardKey, int]:
-    """Deal ``wanted`` shards to ``lanes`` threads, keeping each already dealt one in place.
+    """Deal ``wanted`` shards to ``lanes`` threads, keeping each already thread_of one in place.
 
     New shards go, in order, to the thread with the fewest shards (ties: the
     lowest number), so dealing from scratch is the default splitter's
@@ -361,19 +361,19 @@ def deal_sticky(
     shard goes to the least loaded thread that serves only its group, else to
     an empty thread, else to the least loaded one, never past the round-robin's
     largest load: a thread whose shards share a master pops them all in one
-    write to it (:meth:`lowkiq.lane.Lane.process`).
+    write to it (:meth:`lowkiq.processing_thread.ProcessingThread.process`).
     """
     wanted_set = set(wanted)
-    dealt = {shard: lane for shard, lane in current.items() if shard in wanted_set}
+    thread_of = {shard: lane for shard, lane in current.items() if shard in wanted_set}
     load = [0] * lanes
     groups: list[set[object]] = [set() for _ in range(lanes)]
-    for shard, lane in dealt.items():
+    for shard, lane in thread_of.items():
         load[lane] += 1
         if group is not None:
             groups[lane].add(group(shard))
     cap = max(-(-len(wanted) // lanes), max(load, default=0))
     for shard in wanted:
-        if shard in dealt:
+        if shard in thread_of:
             continue
         if group is None:
             lane = min(range(lanes), key=lambda index: (load[index], index))
@@ -390,9 +390,9 @@ def deal_sticky(
                 ),
             )
             groups[lane].add(own)
-        dealt[shard] = lane
+        thread_of[shard] = lane
         load[lane] += 1
-    return dealt
+    return thread_of
 
 
 def _check(members: Sequence[Member]) -> None:

@@ -28,7 +28,7 @@ from redis.exceptions import RedisClusterException
 from lowkiq.connection import Client
 from lowkiq.ownership import leases
 from lowkiq.ownership.assigner import Assigner
-from lowkiq.ownership.assignment import ShardKey, deal_sticky
+from lowkiq.ownership.assignment import ShardKey, deal_to_threads
 from lowkiq.ownership.leases import HeldLease, Term
 from lowkiq.ownership.membership import Beat, Membership
 from lowkiq.ownership.renewer import Renewer
@@ -43,8 +43,9 @@ log = logging.getLogger("lowkiq.ownership")
 EXPIRY_MARGIN = 0.01
 
 
-class LaneLike(Protocol):
-    """What the coordinator asks of a processing thread (see :class:`lowkiq.lane.Lane`)."""
+class ThreadLike(Protocol):
+    """What the coordinator asks of a processing thread
+    (:class:`~lowkiq.processing_thread.ProcessingThread`)."""
 
     def add(self, handler: ShardHandler) -> None:
         """Serve ``handler``'s shard from the next step on."""
@@ -67,7 +68,7 @@ class LaneLike(Protocol):
 class Plan:
     """Which shards this process wants and which thread serves each.
 
-    ``static`` plans (a splitter dealt the shards) never change; automatic
+    ``static`` plans (a splitter thread_of the shards) never change; automatic
     plans follow the assignment of every beat.
     """
 
@@ -84,7 +85,7 @@ class Coordinator:
         membership: Membership,
         queues: Sequence[Queue],
         plan: Plan,
-        lanes: Sequence[LaneLike],
+        lanes: Sequence[ThreadLike],
         make_handler: Callable[[int, str, int, str], ShardHandler],
         lease_ttl: float,
         heartbeat_interval: float,
@@ -111,7 +112,7 @@ class Coordinator:
         self._held: dict[ShardKey, HeldLease] = {}
         # Shards a thread was asked to give up, and when (time.monotonic).
         self._releasing: dict[ShardKey, float] = {}
-        self._dealt: dict[ShardKey, int] = {}
+        self._thread_of: dict[ShardKey, int] = {}
         self._retry_at = 0.0
         self.assigner = Assigner(membership)
         self.renewer = Renewer(client, lease_ttl, self.held_leases, self._renewal_lost)
@@ -249,14 +250,16 @@ class Coordinator:
                     self.lanes[held.thread].remove(key, release=True)
             missing = [k for k in wanted if k not in self._held and k not in self._releasing]
             if self.plan.static is not None:
-                dealt = self.plan.static
+                thread_of = self.plan.static
             else:
                 current = {
                     key: held.thread for key, held in self._held.items() if key in wanted_set
                 }
                 group = self._master_of if isinstance(self.client, redis.RedisCluster) else None
-                dealt = deal_sticky(wanted, {**self._dealt, **current}, self.plan.lanes, group)
-            self._dealt = dict(dealt)
+                thread_of = deal_to_threads(
+                    wanted, {**self._thread_of, **current}, self.plan.lanes, group
+                )
+            self._thread_of = dict(thread_of)
         retry_in = None
         woken: set[int] = set()
         for key in missing:
@@ -280,7 +283,7 @@ class Coordinator:
                     lease.epoch,
                     restored,
                 )
-            thread = dealt[key]
+            thread = thread_of[key]
             held = HeldLease(lease, thread, Term(self.lease_ttl, sent))
             handler = self.make_handler(thread, key[0], key[1], lease.token)
             handler.term = held.term

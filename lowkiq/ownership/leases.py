@@ -194,7 +194,7 @@ def release_many(held: Iterable[Lease]) -> int:
     return sum(release(group[0].queue, group) for group in _by_queue(held))
 
 
-def holders(queue: Queue) -> list[str | None]:
+def tokens(queue: Queue) -> list[str | None]:
     """The current lease token of each shard of ``queue`` (``None``: nobody holds it)."""
     pipe = queue.client.pipeline(transaction=False)
     for shard in queue.shards:

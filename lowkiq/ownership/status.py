@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lowkiq.ownership.leases import holders, parse_owner
+from lowkiq.ownership.leases import parse_owner, tokens
 from lowkiq.ownership.membership import COMMANDS, ProcessInfo, live_processes, send_command
 from lowkiq.settings import Settings, settings
 
@@ -118,7 +118,7 @@ def processes(config: Settings = settings) -> Processes:
     for worker in config.workers:
         queue = worker.queue(client, config)
         queue.refresh_layout()
-        owners = [parse_owner(token) if token else None for token in holders(queue)]
+        owners = [parse_owner(token) if token else None for token in tokens(queue)]
         live = [owner is not None and owner in live_ids for owner in owners]
         queues.append(QueueOwners(worker.__name__, queue.name, owners, live, queue.shards.start))
     return Processes(now_ms / 1000.0, found, queues)

@@ -11,7 +11,7 @@ import redis
 
 import lowkiq
 from lowkiq.cluster_connection import ClusterThreadClient
-from lowkiq.lane import Lane
+from lowkiq.processing_thread import ProcessingThread
 from lowkiq.schedulers import build_lag_scheduler
 from lowkiq.shard_handler import DeferredAck, ShardHandler
 from lowkiq.storage.queue import ACK_FENCED, Queue
@@ -83,7 +83,7 @@ def test_a_lane_reads_its_shards_earliest_jobs_across_masters(
     later = time.time() + 1000  # Redis's clock is this host's
     Spread.perform_async([{"id": n, "perform_in": later + n} for n in range(40)])
     handlers = [ShardHandler(Spread, shard, queue, token(queue, shard)) for shard in range(12)]
-    lane = Lane(thread, handlers, DeferredAck(), 1.0, threading.Event())
+    lane = ProcessingThread(thread, handlers, DeferredAck(), 1.0, threading.Event())
     expected = [
         min((later + n for n in range(40) if queue.shard_of(str(n)) == shard), default=None)
         for shard in range(12)
@@ -115,15 +115,15 @@ def test_each_shards_ack_rides_on_its_own_next_pop(cluster_client: redis.RedisCl
 
     assert first.process() and second.process()
     # Two slots: neither pop acked the other shard's batch; both wait for an ack.
-    assert deferred.holders == [first, second]
+    assert deferred.pending == [first, second]
     done = [processing(0), processing(1)]
     assert all(done) and Blank.metrics()["processed"] == 0
     assert first.process()  # acks its own last batch in the same script
     assert Blank.metrics()["processed"] == done[0]
-    assert deferred.holders == [second, first]
+    assert deferred.pending == [second, first]
     again = processing(0)
-    deferred.settle()  # the thread goes idle: every held batch is acked
-    assert deferred.holders == [] and processing(0) == processing(1) == 0
+    deferred.flush()  # the thread goes idle: every held batch is acked
+    assert deferred.pending == [] and processing(0) == processing(1) == 0
     assert Blank.metrics()["processed"] == done[0] + done[1] + again
     thread.close()
 
@@ -149,7 +149,7 @@ def test_a_shard_with_nothing_due_has_its_last_batch_acked_while_the_others_work
     deferred = DeferredAck()
     # Shard 2 has nothing: no round gives every shard a batch, each reads the earliest jobs.
     handlers = [ShardHandler(Blank, s, queue, token(queue, s), deferred) for s in (0, 1, 2)]
-    lane = Lane(thread, handlers, deferred, 1.0, threading.Event())
+    lane = ProcessingThread(thread, handlers, deferred, 1.0, threading.Event())
     step = build_lag_scheduler()(lane)
     for _ in range(4):
         step()

@@ -34,7 +34,7 @@ def test_only_one_process_holds_a_shard_and_epochs_grow(queue: Queue) -> None:
     assert leases.release(queue, [first]) == 1
     third, _, _ = leases.acquire(queue, 0, "b", 10)
     assert third is not None and third.epoch == 2 and leases.parse_owner(third.token) == "b"
-    assert leases.holders(queue) == [third.token, None]
+    assert leases.tokens(queue) == [third.token, None]
 
 
 def test_a_lease_expires_on_redis_clock_unless_renewed(queue: Queue) -> None:
@@ -43,9 +43,9 @@ def test_a_lease_expires_on_redis_clock_unless_renewed(queue: Queue) -> None:
     time.sleep(0.1)
     assert leases.renew(queue, [lease], 0.2) == []
     time.sleep(0.15)
-    assert leases.holders(queue)[0] == lease.token  # renewed past its first expiry
+    assert leases.tokens(queue)[0] == lease.token  # renewed past its first expiry
     time.sleep(0.15)
-    assert leases.holders(queue)[0] is None
+    assert leases.tokens(queue)[0] is None
     assert leases.renew(queue, [lease], 10) == [lease]
 
 

@@ -129,7 +129,7 @@ def test_batches_no_process_holds_are_put_back_by_the_operator(queue: Queue) -> 
     assert Fragile.actions().restore_orphaned_batches() == 3
     metrics = Fragile.metrics()
     assert (metrics["busy"], metrics["length"]) == (0, 3)
-    assert leases.holders(queue) == [None]  # the lease it took is given back
+    assert leases.tokens(queue) == [None]  # the lease it took is given back
     # A batch under a live process's lease is that process's: left alone.
     lease, _, _ = leases.acquire(queue, 0, "live", 10)
     assert lease is not None and len(queue.pop(0, lease.token, 3).jobs) == 1

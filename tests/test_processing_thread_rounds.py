@@ -12,8 +12,8 @@ import pytest
 import lowkiq
 from lowkiq.cluster_connection import thread_client
 from lowkiq.connection import Client
-from lowkiq.lane import Lane
 from lowkiq.ownership import leases
+from lowkiq.processing_thread import ProcessingThread
 from lowkiq.shard_handler import DeferredAck, ShardHandler
 from lowkiq.storage.queue import Queue
 from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client)
@@ -58,7 +58,7 @@ def ids_by_shard(queue: Queue, per_shard: int) -> dict[int, list[str]]:
     return ids
 
 
-def lane_of(client: Client, stop: threading.Event) -> tuple[Lane, Queue]:
+def lane_of(client: Client, stop: threading.Event) -> tuple[ProcessingThread, Queue]:
     """A lane serving every shard of Rounds, in order, on a thread's own client."""
     thread = thread_client(client)
     queue = Rounds.queue(thread)
@@ -68,7 +68,7 @@ def lane_of(client: Client, stop: threading.Event) -> tuple[Lane, Queue]:
         ShardHandler(Rounds, shard, queue, token(queue, shard), deferred)
         for shard in range(Rounds.shards_count)
     ]
-    return Lane(thread, handlers, deferred, 1.0, stop), queue
+    return ProcessingThread(thread, handlers, deferred, 1.0, stop), queue
 
 
 def enqueue(queue: Queue, per_shard: int) -> dict[int, list[str]]:
@@ -125,7 +125,7 @@ def test_a_lane_stopping_mid_round_puts_the_batches_not_yet_run_back(
         stop.clear()
         Rounds.stop_at = None
         lane.process(lane.handlers)
-        lane.settle()
+        lane.flush_acks()
         performed = sorted(Rounds.performed)
         assert performed == sorted((s, i[0]) for s, i in ids.items())  # each exactly once
         assert Rounds.metrics()["processed"] == 4

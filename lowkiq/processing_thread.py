@@ -2,9 +2,9 @@
 
 The shards a thread serves change while it runs: the process's coordinator
 (:mod:`lowkiq.ownership.coordinator`) acquires a shard's lease and hands the
-thread its handler with :meth:`Lane.add`, and asks for a shard back with
-:meth:`Lane.remove`.  The thread applies such changes only between batches
-(:meth:`Lane.apply`), acking the shard's last batch and releasing its lease
+thread its handler with :meth:`ProcessingThread.add`, and asks for a shard back with
+:meth:`ProcessingThread.remove`.  The thread applies such changes only between batches
+(:meth:`ProcessingThread.apply`), acking the shard's last batch and releasing its lease
 itself, so a shard is never served by two threads at once.  The shards of a
 paused queue (:mod:`lowkiq.pausing`) are parked the same way: their leases stay
 held, but the thread neither pops nor watches them until the queue resumes.
@@ -15,7 +15,7 @@ enqueue wakes the thread within milliseconds, while the timeout (the next
 scheduled ``perform_in``, at most ``poll_interval``) picks up jobs scheduled
 for later on time; the last ~100 ms before one are waited out in the thread.
 Whether and when a job is due is Redis's clock's say: Redis tells how long
-until each shard's earliest job is due (:meth:`Lane.due_in`), and the thread's
+until each shard's earliest job is due (:meth:`ProcessingThread.due_in`), and the thread's
 own clock only measures that wait, so a host whose clock is off neither spins
 nor sleeps past due jobs.
 On a Redis Cluster one BLPOP cannot span shards (each shard is a slot of its
@@ -42,7 +42,7 @@ from lowkiq.shard_handler import DeferredAck, ShardHandler
 from lowkiq.storage.queue import Queue
 from lowkiq.storage.rate_bucket import Throttle
 
-log = logging.getLogger("lowkiq.lane")
+log = logging.getLogger("lowkiq.processing_thread")
 
 # Below this many seconds a blocking wait is not worth it.  Redis truncates a
 # BLPOP timeout to whole milliseconds, and 0 blocks forever: keep well above 1 ms.
@@ -71,7 +71,7 @@ def _seconds(reply: Any) -> float | None:
     return None if reply is None else float(reply)
 
 
-class Lane:
+class ProcessingThread:
     """The shards one thread serves, on the thread's own Redis connection."""
 
     def __init__(
@@ -184,7 +184,7 @@ class Lane:
         try:
             # The acks of shards given up or parked; a shard served on keeps its ack for
             # its next pop.
-            self.deferred.settle(keep=self.handlers)
+            self.deferred.flush(keep=self.handlers)
         finally:
             # Even when Redis failed mid-ack: a shard whose last batch is not known to be
             # acked is given up all the same (its next owner restores the batch), and the
@@ -195,7 +195,7 @@ class Lane:
 
     def release_all(self) -> None:
         """Ack the last batch and give up every lease (the process is stopping)."""
-        self.deferred.settle()
+        self.deferred.flush()
         held = [h for h in self.handlers + self.parked if not h.lost]
         self.handlers, self.parked = [], []
         self._index()
@@ -258,7 +258,7 @@ class Lane:
         poll_interval (a short wait for rate-limit tokens is slept, see :meth:`_nap`)."""
         if self.handlers and self._nap():
             return
-        self.deferred.settle()
+        self.deferred.flush()
         if self.stop.is_set() or self._changed.is_set():
             return
         if not self.handlers:
@@ -334,26 +334,26 @@ class Lane:
         commands: list[KeyedCommand] = []
         for handler in handlers:
             if handler.ready():
-                riding = handler.deferred.ride(handler)
-                command, throttle = handler.pop_command(riding)
-                pops.append((handler, riding, throttle))
+                acked = handler.deferred.ack_with_pop(handler)
+                command, throttle = handler.pop_command(acked)
+                pops.append((handler, acked, throttle))
                 commands.append(command)
         client: Any = self.client
         try:
             replies = client.run_keyed(commands) if commands else []
         except redis.RedisError:
-            for handler, riding, _ in pops:
-                handler.interrupted(riding)
+            for handler, acked, _ in pops:
+                handler.interrupted(acked)
             raise
         worked = 0
         failure: Exception | None = None
-        for (handler, riding, throttle), reply in zip(pops, replies, strict=True):
+        for (handler, acked, throttle), reply in zip(pops, replies, strict=True):
             if isinstance(reply, Exception):
-                handler.interrupted(riding)
+                handler.interrupted(acked)
                 failure = failure or reply
                 continue
             popped = handler.queue.read_popped(reply)
-            worked += handler.take(popped, riding, not self.stopping(), throttle)
+            worked += handler.take(popped, acked, not self.stopping(), throttle)
         if failure is not None:
             raise failure
         return worked
@@ -362,10 +362,10 @@ class Lane:
         """Whether the thread must stop taking batches (stopping, or its shards changed)."""
         return self.stop.is_set() or self._changed.is_set()
 
-    def settle(self, keep: Sequence[object] = ()) -> None:
+    def flush_acks(self, keep: Sequence[object] = ()) -> None:
         """Ack the lane's finished batches waiting for their ack, but those of ``keep``
         (shards about to be popped: their acks ride on those pops)."""
-        self.deferred.settle(keep)
+        self.deferred.flush(keep)
 
     @property
     def busy(self) -> int:

@@ -70,7 +70,7 @@ def test_a_hand_over_completes_when_redis_drops_the_connection_while_acking(
         Recording.perform_async([{"id": job_id}])
         handler = next(h for h in lane.handlers if h.shard == 0)
         assert handler.process()  # performed; its ack waits for the next pop
-        assert lane.deferred.holders == [handler]
+        assert lane.deferred.pending == [handler]
 
         # The coordinator moves shard 0 away, and Redis drops the thread's connection
         # just before the thread acks the shard's last batch.
