@@ -30,6 +30,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -71,6 +72,22 @@ def _seconds(reply: Any) -> float | None:
     return None if reply is None else float(reply)
 
 
+@dataclass(frozen=True)
+class Added:
+    """The coordinator acquired a shard for this thread: serve it."""
+
+    handler: ShardHandler
+
+
+@dataclass(frozen=True)
+class Removed:
+    """The coordinator takes a shard back; ``release``: give its lease up (a hand-over),
+    else it is lost already."""
+
+    key: ShardKey
+    release: bool
+
+
 class ProcessingThread:
     """The shards one thread serves, on the thread's own Redis connection."""
 
@@ -92,8 +109,8 @@ class ProcessingThread:
         #: Called by this lane's thread with the handlers whose leases it released.
         self.on_released: Callable[[list[ShardHandler]], None] = lambda handlers: None
         self._lock = threading.Lock()
-        # The coordinator's changes, in order: ("add", handler) or ("remove", key, release).
-        self._changes: list[tuple[Any, ...]] = []
+        # The coordinator's changes, in the order it made them.
+        self._changes: list[Added | Removed] = []
         self._pausing: frozenset[str] | None = None
         #: Names of the paused queues, and the handlers of their shards (not served).
         self.paused: frozenset[str] = frozenset()
@@ -130,13 +147,13 @@ class ProcessingThread:
     def add(self, handler: ShardHandler) -> None:
         """Serve ``handler``'s shard (its lease is held) from the next step on."""
         with self._lock:
-            self._changes.append(("add", handler))
+            self._changes.append(Added(handler))
         self._changed.set()
 
     def remove(self, key: ShardKey, release: bool) -> None:
         """Stop serving a shard after the running batch; ``release``: give its lease up."""
         with self._lock:
-            self._changes.append(("remove", key, release))
+            self._changes.append(Removed(key, release))
         self._changed.set()
 
     def pause(self, queues: frozenset[str]) -> None:
@@ -171,13 +188,12 @@ class ProcessingThread:
         every = self.handlers + self.parked
         released: list[ShardHandler] = []
         for change in changes:
-            if change[0] == "add":
-                every.append(change[1])
+            if isinstance(change, Added):
+                every.append(change.handler)
                 continue
-            _, key, release = change
-            if release:
-                released += [h for h in every if h.key == key]
-            every = [h for h in every if h.key != key]
+            if change.release:
+                released += [h for h in every if h.key == change.key]
+            every = [h for h in every if h.key != change.key]
         self.handlers = [h for h in every if h.queue.name not in self.paused]
         self.parked = [h for h in every if h.queue.name in self.paused]
         self._index()
