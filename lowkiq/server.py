@@ -37,7 +37,12 @@ from lowkiq.coroutines import close_thread_loop
 from lowkiq.errors import ConfigurationError
 from lowkiq.health import Heartbeats
 from lowkiq.ownership.coordinator import Coordinator, Plan
-from lowkiq.ownership.membership import Membership, own_process_id, socket_timeout_of
+from lowkiq.ownership.membership import (
+    Membership,
+    membership_ttl,
+    own_process_id,
+    socket_timeout_of,
+)
 from lowkiq.periodic.runner import ScheduleRunner
 from lowkiq.processing_thread import ProcessingThread
 from lowkiq.settings import Settings, pooled_client, settings
@@ -192,7 +197,11 @@ class Server:
         self._check_socket_timeout(client)
         coordinator = Coordinator(
             client,
-            Membership(client, self.process_id, config.lease_ttl),
+            Membership(
+                client,
+                self.process_id,
+                membership_ttl(config.lease_ttl, config.heartbeat_interval),
+            ),
             [worker.queue(client, config) for worker in workers.values()],
             plan,
             self.lanes,

@@ -7,8 +7,8 @@ lapses or changes its weight or queues), the *generation* of the published
 assignment, and whether this process is the *assigner*, the one process that
 computes the assignment (:mod:`~lowkiq.ownership.assigner`) when the version
 moved.  A process reads its own shards only when the generation moved.  A
-process whose beat lapses for ``lease_ttl`` seconds is dropped by the next beat
-of any process (O(expired)).
+process whose beat lapses (:func:`membership_ttl`: a heartbeat less than
+``lease_ttl``) is dropped by the next beat of any process (O(expired)).
 """
 
 from __future__ import annotations
@@ -51,6 +51,15 @@ def own_process_id() -> str:
     if given and given.split(":")[-2:-1] == [str(os.getpid())]:
         return given
     return new_process_id()
+
+
+def membership_ttl(lease_ttl: float, heartbeat_interval: float) -> float:
+    """How long a process stays a member without beating: a heartbeat less than a lease
+    (but at least two heartbeats).  A process that died is then dropped, and its shards
+    reassigned, before its leases expire, so their new owners take them as soon as
+    they expire: a crash costs a shard about ``lease_ttl``, not ``lease_ttl`` plus a
+    heartbeat."""
+    return min(lease_ttl, max(lease_ttl - heartbeat_interval, 2 * heartbeat_interval))
 
 
 def shard_name(key: ShardKey) -> str:
