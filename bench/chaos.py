@@ -32,7 +32,11 @@ the same batch may overlap it); its acks are refused by Redis and its writes by
 the fenced store when they come after the new owner's.
 Each process runs ``--threads`` threads (default 2), so a thread serves several of the
 8 shards and sends their pops together (one write per round).
+With ``--children N`` every worker is a supervisor of N children (``--processes N``):
+the bench SIGKILLs and SIGSTOPs children, the supervisors restart them and free a dead
+child's leases at once.
 Usage: python bench/chaos.py [--seconds 180] [--processes 3] [--ids 200] [--threads 2]
+       [--children N]
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import argparse
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -64,16 +69,19 @@ DRAIN_LIMIT = 300.0
 
 
 class Worker:
-    """One `lowkiq worker` process of the run, its output in a log file."""
+    """One `lowkiq worker` process of the run (with ``children``, a supervisor of that
+    many: ``--processes N``), its output in a log file."""
 
-    def __init__(self, env: dict[str, str], logs: Path, number: int) -> None:
+    def __init__(self, env: dict[str, str], logs: Path, number: int, children: int) -> None:
         self.number = number
         self.log = logs / f"worker-{number}.log"
+        self.supervised = children > 1
         #: Set before the bench itself signals the process to end.
         self.ended_by_bench = False
+        command = [sys.executable, "-m", "lowkiq", "worker", "-r", "chaos_app"]
         with self.log.open("w") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "lowkiq", "worker", "-r", "chaos_app"],
+                command + (["--processes", str(children)] if self.supervised else []),
                 env=env, cwd=ROOT / "bench", stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
 
@@ -81,6 +89,17 @@ class Worker:
     def pid(self) -> int:
         """The process id."""
         return self.process.pid
+
+    def child(self) -> int | None:
+        """A process that runs the jobs: one of the supervisor's children (``None`` while
+        it restarts them), else the process itself."""
+        if not self.supervised:
+            return self.pid
+        try:
+            children = Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text().split()
+        except OSError:
+            return None
+        return int(random.choice(children)) if children else None
 
 
 class Run:
@@ -116,6 +135,8 @@ class Run:
         #: Workers that exited by themselves: (number, exit code).
         self.crashed: list[tuple[int, int]] = []
         self.poison_exits = 0
+        #: Supervised children the bench killed.
+        self.killed_children: set[int] = set()
         #: When a disruption hit a hand-over (connections dropped, Redis killed).
         self.hand_over_hits: list[float] = []
         self.feeding = True
@@ -126,7 +147,7 @@ class Run:
 
     def start_worker(self) -> None:
         with self.lock:
-            self.workers.append(Worker(self.env, self.directory, self.started))
+            self.workers.append(Worker(self.env, self.directory, self.started, self.args.children))
             self.started += 1
 
     def feed(self) -> None:
@@ -266,6 +287,13 @@ class Run:
             self.events[f"hand-over ({how}) with redis kill -9"] += 1
             if leaving is not None:
                 self.finish(leaving)
+        elif action == "sigkill" and self.args.children > 1:
+            # The supervisor sees its child die, frees its leases and starts another.
+            child = self.victim().child()
+            if child is not None:
+                os.kill(child, signal.SIGKILL)
+                self.killed_children.add(child)
+                self.events["worker child SIGKILL (its supervisor restarts it)"] += 1
         elif action == "sigkill":
             victim = self.victim()
             self.end(victim, signal.SIGKILL)
@@ -279,12 +307,14 @@ class Run:
             self.events["worker SIGTERM"] += 1
             self.start_worker()
         else:
-            victim = self.victim()
+            pid = self.victim().child()
+            if pid is None:
+                return
             paused_at = time.time()
-            victim.process.send_signal(signal.SIGSTOP)
+            os.kill(pid, signal.SIGSTOP)
             time.sleep(LEASE_TTL + random.uniform(0.5, 1.5))
-            victim.process.send_signal(signal.SIGCONT)
-            self.pauses.append((victim.pid, paused_at, time.time()))
+            os.kill(pid, signal.SIGCONT)
+            self.pauses.append((pid, paused_at, time.time()))
             self.events["worker SIGSTOP past its lease"] += 1
 
     def drain(self) -> float | None:
@@ -329,6 +359,17 @@ class Run:
                     else:
                         overlaps += 1
         return overlaps, paused_overlaps
+
+    def child_exits(self) -> None:
+        """Under supervisors: count the children the poison job ended, and those that
+        exited by themselves (the supervisors log every exit and restart)."""
+        pattern = re.compile(r"worker process \d+ \(pid (\d+)\) exited with (-?\d+) after")
+        for path in sorted(self.directory.glob("worker-*.log")):
+            for pid, code in pattern.findall(path.read_text(errors="replace")):
+                if int(code) == self.app.POISON_EXIT:
+                    self.poison_exits += 1
+                elif int(pid) not in self.killed_children:
+                    self.crashed.append((int(path.stem.split("-")[1]), int(code)))
 
     def log_lines(self, text: str) -> int:
         return sum(
@@ -379,7 +420,12 @@ class Run:
         for row in rows:
             seen[row["id"]].update(row["vs"])
             out_of_order += row["vs"] != sorted(row["vs"])
-        lost = sum(len(self.fed[i] - seen[i]) for i in self.fed)
+        morgue = self.worker_class.queries().morgue_range_by_id("-", "+", limit=1000)
+        others_dead = [job for job in morgue if job["id"] != self.app.POISON]
+        buried: dict[str, set[int]] = defaultdict(set)
+        for job in others_dead:
+            buried[job["id"]].update(payload["v"] for payload, _ in job["payloads"])
+        lost = sum(len(self.fed[i] - seen[i] - buried[i]) for i in self.fed)
         overlaps, paused_overlaps = self.overlaps(rows)
         stale = [json.loads(row) for row in records.lrange("chaos:stale", 0, -1)]
         refused = int(records.get("chaos:refused") or 0)
@@ -387,12 +433,15 @@ class Run:
             int(records.hget(f"chaos:store:{i}", "version") or -1) < max(seen[i] or {-1})
             for i in self.fed
         )
-        morgue = self.worker_class.queries().morgue_range_by_id("-", "+", limit=1000)
-        others_dead = [job["id"] for job in morgue if job["id"] != self.app.POISON]
         fatal = self.log_lines("fatal error")
+        if self.args.children > 1:
+            self.child_exits()
         print(machine())
+        children = self.args.children
         print(
-            f"{self.args.seconds:.0f} s, {self.args.processes} processes without --nodes, "
+            f"{self.args.seconds:.0f} s, {self.args.processes} processes"
+            f"{f' (supervisors of {children} children each)' if children > 1 else ''} "
+            "without --nodes, "
             f"{self.args.threads} threads each, {self.args.ids} ids, lease TTL {LEASE_TTL:.0f} s"
         )
         for event, count in sorted(self.events.items()):
@@ -422,7 +471,13 @@ class Run:
               f"{''.join(f' (worker-{n}: {c})' for n, c in self.crashed)}, "
               f"{fatal} 'fatal error' log lines")  # fmt: skip
         print(f"poison id:                             {self.poison_fate(records)}")
-        print(f"other ids in the morgue:               {len(others_dead)} {others_dead[:5]}")
+        print(
+            f"other ids in the morgue:               {len(others_dead)} "
+            f"{[job['id'] for job in others_dead[:5]]} "
+            f"({sum(len(v) for v in buried.values())} of their versions in the morgue)"
+        )
+        for job in others_dead[:3]:
+            print(f"  {job['id']}: {job['error']}")
         print(f"logs: {self.directory}")
 
     def close(self) -> None:
@@ -443,6 +498,14 @@ def main() -> None:
     parser.add_argument("--ids", type=int, default=200)
     parser.add_argument(
         "--threads", type=int, default=2, help="per process: several shards each, popped together"
+    )
+    parser.add_argument(
+        "--children",
+        type=int,
+        default=0,
+        help="2 or more: each worker process is a supervisor of that many children "
+        "(--processes N); children killed by the bench or by the poison job are restarted "
+        "by their supervisor, which frees their leases at once",
     )
     args = parser.parse_args()
     run = Run(args, Path(tempfile.mkdtemp(prefix="lowkiq-chaos-")))

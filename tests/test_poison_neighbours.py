@@ -1,0 +1,53 @@
+"""A job that kills its process must not take the jobs of its thread's other shards to
+the morgue with it: they did not kill anything.
+
+Found by bench/chaos.py (a healthy id in the morgue with "the process died running this
+job 3 times"): a thread pops all its shards in one round, so when ``perform`` of the
+poison job ends the process, the batches popped with it in that round (run or not yet
+run: a run batch's ack waits for its shard's next pop) are still in their shards'
+processing areas; the next owner's restore counts a death for each of them, and so
+every death of the poison job counts against them too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import redis
+
+from tests.apps.runner import WorkerProcess, eventually
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a restore counts a death for every job in processing, also those of other "
+    "shards popped in the same round as the job that killed the process",
+)
+def test_the_jobs_of_other_shards_popped_with_a_poison_job_are_not_buried(
+    workers: Callable[..., WorkerProcess], recorder: type, redis_client: redis.Redis
+) -> None:
+    queue = recorder.queue()
+    poison_shard = queue.shard_of("poison")
+    good = next(f"good{n}" for n in range(100) if queue.shard_of(f"good{n}") != poison_shard)
+    recorder.perform_async(
+        [{"id": "poison", "payload": {"exit": True}}, {"id": good, "payload": {"v": 1}}]
+    )
+    env = {"TEST_SHARDS": "2", "TEST_LEASE_TTL": "0.5", "LOWKIQ_THREADS_PER_NODE": "1"}
+
+    # One thread serves both shards and pops them together; each process the poison
+    # job kills is replaced, as a supervisor or an orchestrator would.
+    def ended_or_drained(worker: WorkerProcess) -> bool:
+        metrics = recorder.metrics()
+        return worker.process.poll() is not None or not metrics["busy"] + metrics["length"]
+
+    for _ in range(4):
+        worker = workers(wait=False, **env)
+        eventually(lambda: ended_or_drained(worker), timeout=30)  # noqa: B023
+        if worker.process.poll() is None:
+            break
+        assert worker.process.returncode == 3, worker.output()  # ended by the poison job
+
+    dead = [job["id"] for job in recorder.queries().morgue_range_by_id("-", "+")]
+    assert dead == ["poison"]
+    assert redis_client.lrange(f"test:seen:{good}", 0, -1) == [b"1"]
