@@ -120,6 +120,8 @@ class ProcessingThread:
         # A processing thread's client packs and sends commands itself (see due_in).
         self._pack: Callable[..., bytes] | None = getattr(client, "pack", None)
         self._heads: list[KeyedCommand] = []
+        # The last due_in() reading (clock time, heads) of a step, for its idle wait.
+        self._reading: tuple[float, list[float | None]] | None = None
         # A blocking read must end before the socket times out.
         socket_timeout = getattr(client, "socket_timeout", None)
         self.max_block = (
@@ -128,6 +130,7 @@ class ProcessingThread:
         self._index()
 
     def _index(self) -> None:
+        self._reading = None
         self.wake_keys = [h.queue.keys.wake_list(h.shard) for h in self.handlers]
         # Whether a round's pops go out in one write (see process).
         self._pipelines = all(h.queue.pipelines_pops for h in self.handlers)
@@ -244,6 +247,22 @@ class ProcessingThread:
             if throttle is not None and throttle.until > now and head is not None:
                 # Due no sooner than the rate limit lets the shard be popped.
                 heads[index] = max(head, throttle.until - now)
+        self._reading = (self.clock(), list(heads))
+        return heads
+
+    def _due_in_for_wait(self) -> list[float | None]:
+        """:meth:`due_in` for the idle wait: the reading the step took just before it found
+        nothing to pop (no pop since, at most TIMER_SLACK old, aged by the time since), else
+        a new one: one read per idle round instead of two.  A job made due since, or
+        scheduled sooner than its shard's others, pushed the wake list, which ends the
+        wait at once; a job deleted since costs at most an early look."""
+        reading, self._reading = self._reading, None
+        if reading is not None:
+            age = self.clock() - reading[0]
+            if 0 <= age <= TIMER_SLACK:
+                return [None if head is None else head - age for head in reading[1]]
+        heads = self.due_in()
+        self._reading = None
         return heads
 
     def throttled(self, handlers: Sequence[ShardHandler]) -> int:
@@ -280,7 +299,7 @@ class ProcessingThread:
         if not self.handlers:
             self._changed.wait(self.poll_interval)
             return
-        scheduled = [delay for delay in self.due_in() if delay is not None]
+        scheduled = [delay for delay in self._due_in_for_wait() if delay is not None]
         # Times on this thread's clock, which only measures the wait: Redis said how long.
         now = self.clock()
         due = now + min(scheduled) if scheduled else None
@@ -325,7 +344,7 @@ class ProcessingThread:
             if now >= end:
                 return
             time.sleep(min(CLUSTER_POLL, end - now))
-            if any(delay is not None and delay <= 0 for delay in self.due_in()):
+            if any(delay is not None and delay <= 0 for delay in self._due_in_for_wait()):
                 return
 
     def process(self, handlers: Sequence[ShardHandler]) -> int:
@@ -334,6 +353,8 @@ class ProcessingThread:
         write (per master) before the first batch runs, so a round costs one round trip
         rather than one per shard.  When the lane stops mid-round, the batches not yet
         performed go back to their queues unperformed."""
+        if handlers:
+            self._reading = None  # a pop changes what is due
         if len(handlers) < 2 or not self._pipelines:
             worked = 0
             for handler in handlers:
