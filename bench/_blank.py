@@ -21,10 +21,19 @@ def blank_env(url: str, shards: int, **extra: str) -> dict[str, str]:
     }
 
 
-def start_blank_worker(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
-    """A `lowkiq worker -r blank_app` process (WARNING logs), with extra ``args``."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "lowkiq", "worker", "-r", "blank_app", "--log-level", "WARNING",
-         *args],
-        env=env, cwd=BENCH,
-    )  # fmt: skip
+def start_blank_worker(
+    env: dict[str, str], *args: str, log: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """A `lowkiq worker -r blank_app` process (WARNING logs), with extra ``args``; with
+    ``log``, its INFO logs go to that file instead."""
+    level = "WARNING" if log is None else "INFO"
+    output = None if log is None else log.open("ab")
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "lowkiq", "worker", "-r", "blank_app", "--log-level", level,
+             *args],
+            env=env, cwd=BENCH, stdout=output, stderr=output,
+        )  # fmt: skip
+    finally:
+        if output is not None:
+            output.close()

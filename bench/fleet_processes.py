@@ -17,11 +17,13 @@ leased by its assigned owner, it prints:
 The machine's load average is printed too: on a shared host the CPU figures
 include time the processes waited for a core.
 Usage: python bench/fleet_processes.py [--processes 40] [--queues 2] [--shards 200] [--window 20]
+                                      [--log-dir DIR]  (each worker's INFO logs in DIR/worker-N.log)
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import signal
 import subprocess
@@ -235,6 +237,9 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=200, help="shards per queue")
     parser.add_argument("--window", type=float, default=20.0, help="steady-state seconds")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds before the window")
+    parser.add_argument(
+        "--log-dir", type=Path, help="write each worker's INFO logs to DIR/worker-N.log"
+    )
     args = parser.parse_args()
     total = args.queues * args.shards
     server = start_server(tempfile.mkdtemp(prefix="lowkiq-bench-"))
@@ -255,7 +260,15 @@ def main() -> None:
             f"Redis with no worker: {(redis_cpu(client) - redis_before) / 2 * 100:.2f} % of a core"
         )
         started = time.monotonic()
-        workers = [start_blank_worker(env, "--threads", "1") for _ in range(args.processes)]
+        numbers = itertools.count()
+
+        def start() -> subprocess.Popen[bytes]:
+            log = None if args.log_dir is None else args.log_dir / f"worker-{next(numbers)}.log"
+            return start_blank_worker(env, "--threads", "1", log=log)
+
+        if args.log_dir is not None:
+            args.log_dir.mkdir(parents=True, exist_ok=True)
+        workers = [start() for _ in range(args.processes)]
         done, state = fleet.wait(
             lambda state: len(state.members) == args.processes and state.settled(total), 300
         )
@@ -284,7 +297,7 @@ def main() -> None:
 
         before = after
         started = time.monotonic()
-        joining = start_blank_worker(env, "--threads", "1")
+        joining = start()
         workers.append(joining)
         joined, _ = fleet.wait(lambda state: process_id_of(state, joining.pid) is not None, 60)
         joining_id = str(process_id_of(fleet.read(), joining.pid))
