@@ -229,6 +229,74 @@ def report_change(
     )
 
 
+@dataclass
+class Run:
+    """One run's fleet: its Redis view, its processes and how to start one more."""
+
+    fleet: Fleet
+    total: int
+    workers: list[subprocess.Popen[bytes]]
+    start: Callable[[], subprocess.Popen[bytes]]
+
+
+def leave(run: Run, before: State) -> State:
+    """Stop one process with TERM; print what moved and when."""
+    leaving = run.workers.pop(0)
+    leaving_id = str(process_id_of(before, leaving.pid))
+    started = time.monotonic()
+    leaving.send_signal(signal.SIGTERM)
+    timeline = Timeline(before, started)
+    done, after = run.fleet.wait(
+        lambda state: state.settled(run.total) and not state.serves(leaving_id), 60, timeline
+    )
+    leaving.wait(60)
+    exited = time.monotonic()
+    ideal = run.total / len(before.members)  # the shards the leaving process had
+    report_change("one process leaves on TERM", before, after, started, done, ideal)
+    print(f"    (it exited {exited - started:.3f} s after the TERM)")
+    print(f"    its own shards: {timeline.describe({leaving_id})}")
+    others = set(before.members) - {leaving_id}
+    print(f"    the other processes' shards: {timeline.describe(others)}")
+    return after
+
+
+def join(run: Run, before: State) -> State:
+    """Start one more process; print what moved and when."""
+    started = time.monotonic()
+    joining = run.start()
+    run.workers.append(joining)
+    joined, _ = run.fleet.wait(lambda state: process_id_of(state, joining.pid) is not None, 60)
+    joining_id = str(process_id_of(run.fleet.read(), joining.pid))
+    timeline = Timeline(before, joined)
+    done, after = run.fleet.wait(
+        lambda state: state.settled(run.total) and joining_id in state.assigned.values(),
+        60,
+        timeline,
+    )
+    ideal = run.total / len(after.members)  # the shards the new process gets
+    report_change("one process joins", before, after, joined, done, ideal)
+    print(f"    (its first beat came {joined - started:.3f} s after it was started)")
+    print(f"    the other processes' shards: {timeline.describe(set(before.members))}")
+    return after
+
+
+def kill(run: Run, before: State) -> State:
+    """Kill one process with SIGKILL (nobody restarts it); print what moved and when."""
+    killed = run.workers.pop(0)
+    killed_id = str(process_id_of(before, killed.pid))
+    started = time.monotonic()
+    killed.kill()
+    killed.wait(60)
+    timeline = Timeline(before, started)
+    done, after = run.fleet.wait(
+        lambda state: state.settled(run.total) and not state.serves(killed_id), 120, timeline
+    )
+    ideal = run.total / len(before.members)
+    report_change("one process killed (SIGKILL)", before, after, started, done, ideal)
+    print(f"    its own shards: {timeline.describe({killed_id})}")
+    return after
+
+
 def main() -> None:
     """Start the fleet, print its steady state, then a leave, a join and a kill."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -256,10 +324,8 @@ def main() -> None:
         )
         redis_before = redis_cpu(client)
         time.sleep(2)
-        print(
-            f"Redis with no worker: {(redis_cpu(client) - redis_before) / 2 * 100:.2f} % of a core"
-        )
-        started = time.monotonic()
+        idle = (redis_cpu(client) - redis_before) / 2 * 100
+        print(f"Redis with no worker: {idle:.2f} % of a core")
         numbers = itertools.count()
 
         def start() -> subprocess.Popen[bytes]:
@@ -268,61 +334,18 @@ def main() -> None:
 
         if args.log_dir is not None:
             args.log_dir.mkdir(parents=True, exist_ok=True)
-        workers = [start() for _ in range(args.processes)]
-        done, state = fleet.wait(
+        started = time.monotonic()
+        workers += [start() for _ in range(args.processes)]
+        done, _ = fleet.wait(
             lambda state: len(state.members) == args.processes and state.settled(total), 300
         )
         print(f"all joined and every shard leased: {done - started:.1f} s after the start")
         time.sleep(args.settle)
         steady_state(client, workers, args.window)
 
-        ideal = total / args.processes
         print(f"changes ({load()})")
-        before = fleet.read()
-        leaving = workers.pop(0)
-        leaving_id = str(process_id_of(before, leaving.pid))
-        started = time.monotonic()
-        leaving.send_signal(signal.SIGTERM)
-        timeline = Timeline(before, started)
-        done, after = fleet.wait(
-            lambda state: state.settled(total) and not state.serves(leaving_id), 60, timeline
-        )
-        leaving.wait(60)
-        exited = time.monotonic()
-        report_change("one process leaves on TERM", before, after, started, done, ideal)
-        print(f"    (it exited {exited - started:.3f} s after the TERM)")
-        print(f"    its own shards: {timeline.describe({leaving_id})}")
-        others = set(before.members) - {leaving_id}
-        print(f"    the other processes' shards: {timeline.describe(others)}")
-
-        before = after
-        started = time.monotonic()
-        joining = start()
-        workers.append(joining)
-        joined, _ = fleet.wait(lambda state: process_id_of(state, joining.pid) is not None, 60)
-        joining_id = str(process_id_of(fleet.read(), joining.pid))
-        timeline = Timeline(before, joined)
-        done, after = fleet.wait(
-            lambda state: state.settled(total) and joining_id in state.assigned.values(),
-            60,
-            timeline,
-        )
-        report_change("one process joins", before, after, joined, done, ideal)
-        print(f"    (its first beat came {joined - started:.3f} s after it was started)")
-        print(f"    the other processes' shards: {timeline.describe(set(before.members))}")
-
-        before = after
-        killed = workers.pop(0)
-        killed_id = str(process_id_of(before, killed.pid))
-        started = time.monotonic()
-        killed.kill()
-        killed.wait(60)
-        timeline = Timeline(before, started)
-        done, after = fleet.wait(
-            lambda state: state.settled(total) and not state.serves(killed_id), 120, timeline
-        )
-        report_change("one process killed (SIGKILL)", before, after, started, done, ideal)
-        print(f"    its own shards: {timeline.describe({killed_id})}")
+        run = Run(fleet, total, workers, start)
+        kill(run, join(run, leave(run, fleet.read())))
     finally:
         for worker in workers:
             worker.send_signal(signal.SIGTERM)
