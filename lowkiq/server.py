@@ -291,6 +291,14 @@ class Server:
         )
         if self.metrics_address is not None:
             self.serve_metrics(*self.metrics_address)
+        # Renewals start first: the first round may acquire many leases, one by one.
+        self.renewer_thread = threading.Thread(
+            target=coordinator.renewer.run,
+            args=(self.renewals_stop,),
+            name="lowkiq-renewer",
+            daemon=True,
+        )
+        self.renewer_thread.start()
         self._until_redis_answers(coordinator.beat)
         if self._stop_signal is not None:
             return
@@ -312,17 +320,10 @@ class Server:
             name="lowkiq-coordinator",
             daemon=True,
         )
-        self.renewer_thread = threading.Thread(
-            target=coordinator.renewer.run,
-            args=(self.renewals_stop,),
-            name="lowkiq-renewer",
-            daemon=True,
-        )
         log.info("send TTIN to write every thread's stack to %s", self.stacks_path)
         for thread in self.threads:
             thread.start()
         self.coordinator_thread.start()
-        self.renewer_thread.start()
         if self.recorder is not None:
             self.recorder.start()
         if self.periodic is not None:

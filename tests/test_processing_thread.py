@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 import redis
 
@@ -94,6 +97,33 @@ def test_a_hand_over_completes_when_redis_drops_the_connection_while_acking(
         redis_client.delete(queue.keys.lease(0))  # in case the release was lost too
         lease, restored, _ = leases.acquire(queue, 0, "next", 5)
         assert lease is not None and restored == 1
+    finally:
+        coordinator.leave()
+        lane.client.close()
+
+
+def test_an_idle_thread_asked_to_give_a_shard_up_stops_waiting_at_once(redis_url, redis_client):
+    config = Settings(
+        workers=[OrderWorker],
+        threads_per_node=1,
+        poll_interval=30.0,
+        redis=lambda: redis.Redis.from_url(redis_url, socket_timeout=60),
+    )
+    server = Server(config)
+    coordinator = server.build()
+    (lane,) = server.lanes
+    try:
+        coordinator.beat()
+        lane.apply()
+        assert len(lane.handlers) == 2
+        waiting = threading.Thread(target=lane.wait)
+        waiting.start()
+        time.sleep(0.2)  # blocked on its shards' wake lists, for up to 30 s
+        coordinator.quiet = True  # its shards go to other processes
+        coordinator.beat()
+        waiting.join(3)
+        assert not waiting.is_alive()  # woken, not left waiting for poll_interval
+        assert lane.apply() and lane.handlers == []
     finally:
         coordinator.leave()
         lane.client.close()

@@ -243,11 +243,15 @@ class Coordinator:
 
     def _rebalance(self, wanted: list[ShardKey]) -> None:
         wanted_set = set(wanted)
+        # Threads to wake: those that gain a shard, and those asked to give one up (an idle
+        # thread would otherwise notice only when its wait ends).
+        woken: set[int] = set()
         with self._lock:
             for key, held in self._held.items():
                 if key not in wanted_set and key not in self._releasing:
                     self._releasing[key] = time.monotonic()
                     self.lanes[held.thread].remove(key, release=True)
+                    woken.add(held.thread)
             missing = [k for k in wanted if k not in self._held and k not in self._releasing]
             if self.plan.static is not None:
                 thread_of = self.plan.static
@@ -261,7 +265,6 @@ class Coordinator:
                 )
             self._thread_of = dict(thread_of)
         retry_in = None
-        woken: set[int] = set()
         for key in missing:
             if self.closing:
                 break
@@ -293,7 +296,7 @@ class Coordinator:
             self.lanes[thread].add(handler)
             woken.add(thread)
         for thread in woken:
-            # An idle thread blocked on its other shards' wake lists serves the new one now.
+            # An idle thread blocked on its shards' wake lists takes the change now.
             try:
                 self.lanes[thread].wake(self.client)
             except (redis.RedisError, RedisClusterException) as exc:

@@ -135,6 +135,8 @@ class Membership:
     process_id: str
     ttl: float
     keys: OwnershipKeys = field(default_factory=OwnershipKeys)
+    # The client's socket timeout (0: none), read once.
+    _socket_timeout: tuple[float] | None = field(default=None, init=False, repr=False)
 
     def _run(self, name: str, *args: Any) -> Any:
         script = getattr(Scripts.for_client(self.client), name)
@@ -208,7 +210,9 @@ class Membership:
 
     def longest_wait(self, wanted: float) -> float:
         """``wanted`` seconds, but short enough to end before the client's socket times out."""
-        socket_timeout = socket_timeout_of(self.client)
+        if self._socket_timeout is None:
+            self._socket_timeout = (socket_timeout_of(self.client) or 0.0,)
+        socket_timeout = self._socket_timeout[0]
         if socket_timeout:
             # Redis ends a blocked command's wait on its timer tick: up to TIMER_SLACK late.
             return min(wanted, socket_timeout * SOCKET_MARGIN - TIMER_SLACK)
