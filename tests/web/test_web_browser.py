@@ -310,6 +310,10 @@ def test_metrics_chart_reads_out_jobs_per_minute_on_hover(page, live_server):
     assert page.evaluate(stroke) == ["#1f8a4c", "#c0392b"]  # lowkiq.css, light
     page.emulate_media(color_scheme="dark")  # drawn again in the dark theme's colours
     expect(page.locator("#history-chart canvas")).to_have_count(1)
+    # The colour-scheme change reaches the page as an event: give it a moment.
+    deadline = time.monotonic() + 10
+    while page.evaluate(stroke) != ["#4cc38a", "#ff6b5e"] and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert page.evaluate(stroke) == ["#4cc38a", "#ff6b5e"]
 
 
