@@ -72,6 +72,8 @@ class Assigner:
         #: Shards moved and seconds spent, over every publication of this process.
         self.moves = 0
         self.took = 0.0
+        # The generation this process published last, and that assignment.
+        self._kept: tuple[int, dict[ShardKey, str]] | None = None
 
     def due(self, beat: Beat) -> bool:
         """Whether ``beat`` asks this process to recompute the assignment."""
@@ -89,12 +91,17 @@ class Assigner:
                     owners[(queue, shard)] = owner
         return owners
 
-    def run(self) -> Published | None:
+    def run(self, generation: int | None = None) -> Published | None:
         """Recompute from the live processes and publish the changes; ``None`` when this
-        process is no longer the assigner."""
+        process is no longer the assigner.  ``generation``: the published one, as a beat
+        just read it (when this process published it, its copy is not read again)."""
         started = time.perf_counter()
         snapshot = self.membership.snapshot()
-        previous = self.published()
+        kept = self._kept
+        if kept is not None and generation is not None and kept[0] == generation:
+            previous = kept[1]
+        else:
+            previous = self.published()
         shards = {name: list(numbers) for name, numbers in snapshot.shards_by_queue.items()}
         owners = self.compute(snapshot.members, shards, previous)
         moved = [
@@ -127,6 +134,7 @@ class Assigner:
         self.last = Published(
             snapshot.version, generation, len(changed), len(moved), time.perf_counter() - started
         )
+        self._kept = (generation, owners)
         self.moves += len(moved)
         self.took += self.last.took
         if moved:

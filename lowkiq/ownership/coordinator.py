@@ -200,7 +200,7 @@ class Coordinator:
         self.watcher.follow(beat.config_version)
         generation = beat.generation
         if self.assigner.due(beat):
-            published = self.assigner.run()
+            published = self.assigner.run(beat.generation)
             if published is not None:
                 generation = published.generation
         if generation != self.generation:
