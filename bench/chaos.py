@@ -218,6 +218,8 @@ class Run:
         if code == -signal.SIGTERM:
             # TERM came while it was starting, before it installed its handlers.
             self.events["worker ended by TERM while starting"] += 1
+        elif code == self.app.POISON_EXIT:
+            self.poison_exits += 1  # the poison job ended it while it was stopping
         elif code != 0:
             self.crashed.append((worker.number, code))
 
@@ -415,6 +417,8 @@ class Run:
         records = redis.Redis.from_url(self.records.url)
         rows = [json.loads(row) for row in records.lrange("chaos:records", 0, -1)]
         waits = sorted(row["wait"] for row in rows)
+        with (self.directory / "performs.jsonl").open("w") as out:
+            out.writelines(json.dumps(row) + "\n" for row in rows)
         seen: dict[str, set[int]] = defaultdict(set)
         out_of_order = 0
         for row in rows:
@@ -458,6 +462,10 @@ class Run:
         if waits:
             print(f"  queue wait (oldest payload of a perform): p50 {quantile(waits, 0.5):.2f} s, "
                   f"p99 {quantile(waits, 0.99):.2f} s, max {waits[-1]:.2f} s")  # fmt: skip
+            longest = max(rows, key=lambda row: row["wait"])
+            print(f"    longest: {longest['id']} (shard {longest['fence'] >> 32}), started "
+                  f"{datetime.fromtimestamp(longest['start']):%H:%M:%S.%f} in pid "
+                  f"{longest['pid']}")  # fmt: skip
         print(f"lost payload versions:                 {lost}")
         print(f"versions out of score order in a call: {out_of_order}")
         print(f"overlapping performs of one id:        {overlaps}")
@@ -478,7 +486,7 @@ class Run:
         )
         for job in others_dead[:3]:
             print(f"  {job['id']}: {job['error']}")
-        print(f"logs: {self.directory}")
+        print(f"logs and every perform (performs.jsonl): {self.directory}")
 
     def close(self) -> None:
         self.queue.stop()
