@@ -40,6 +40,7 @@ from lowkiq.ownership import leases
 from lowkiq.ownership.assignment import ShardKey
 from lowkiq.ownership.leases import Lease
 from lowkiq.shard_handler import DeferredAck, ShardHandler
+from lowkiq.storage.processing import Popped
 from lowkiq.storage.queue import Queue
 from lowkiq.storage.rate_bucket import Throttle
 
@@ -384,13 +385,25 @@ class ProcessingThread:
             raise
         worked = 0
         failure: Exception | None = None
-        for (handler, acked, throttle), reply in zip(pops, replies, strict=True):
-            if isinstance(reply, Exception):
+        read = [
+            reply if isinstance(reply, Exception) else handler.queue.read_popped(reply)
+            for (handler, _, _), reply in zip(pops, replies, strict=True)
+        ]
+        order = list(range(len(pops)))
+        suspect = next((i for i, p in enumerate(read) if isinstance(p, Popped) and p.suspect), -1)
+        if suspect >= 0:
+            # A job that ended a process before runs with no other batch of the round in
+            # processing: the others go back unperformed first (lowkiq.suspects).
+            order.remove(suspect)
+            order.append(suspect)
+        for index in order:
+            (handler, acked, throttle), popped = pops[index], read[index]
+            if isinstance(popped, Exception):
                 handler.interrupted(acked)
-                failure = failure or reply
+                failure = failure or popped
                 continue
-            popped = handler.queue.read_popped(reply)
-            worked += handler.take(popped, acked, not self.stopping(), throttle)
+            perform = not self.stopping() and suspect in (-1, index)
+            worked += handler.take(popped, acked, perform, throttle)
         if failure is not None:
             raise failure
         return worked

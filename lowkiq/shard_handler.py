@@ -25,6 +25,7 @@ from typing import Any
 
 import redis
 
+from lowkiq import suspects
 from lowkiq.connection import KeyedCommand
 from lowkiq.coroutines import settle
 from lowkiq.errors import LeaseLost
@@ -283,6 +284,30 @@ class ShardHandler:
             )
             self.restore()
             return True
+        if popped.suspect:
+            return self._run_suspect(batch)
+        self._run(batch)
+        return True
+
+    def _run_suspect(self, batch: Sequence[PoppedJob]) -> bool:
+        """Run a job that ended a process before (:mod:`lowkiq.suspects`): alone in the
+        process, the thread's finished batches acked first, itself acked at once."""
+        if not suspects.running.acquire(blocking=False):
+            self.restore()  # another suspect runs: this one waits in its queue
+            self.held_until = time.monotonic() + suspects.RETRY
+            return True
+        try:
+            self.deferred.flush()
+            if self._run(batch):
+                self.deferred.forget(self)
+                self.ack_now()
+        finally:
+            suspects.running.release()
+        return True
+
+    def _run(self, batch: Sequence[PoppedJob]) -> bool:
+        """Perform ``batch`` inside the middlewares; ``True`` when it succeeded (its ack
+        is then deferred), ``False`` when it failed (the failure is recorded)."""
         self.busy = True
         lease = BatchLease(self.queue, self.shard, self.token, self.term)
         context = running.set(Running(self.worker, self.shard, batch, lease))
@@ -294,7 +319,7 @@ class ShardHandler:
             running.reset(context)
             self.recorder.performed(batch, started, True)
             self._fail(batch, exc)
-            return True
+            return False
         self.busy = False
         running.reset(context)
         self.recorder.performed(batch, started, False)

@@ -3,27 +3,21 @@ the morgue with it: they did not kill anything.
 
 Found by bench/chaos.py (a healthy id in the morgue with "the process died running this
 job 3 times"): a thread pops all its shards in one round, so when ``perform`` of the
-poison job ends the process, the batches popped with it in that round (run or not yet
-run: a run batch's ack waits for its shard's next pop) are still in their shards'
-processing areas; the next owner's restore counts a death for each of them, and so
-every death of the poison job counts against them too.
+poison job ended the process, the batches popped with it in that round (run or not yet
+run: a run batch's ack waits for its shard's next pop) were still in their shards'
+processing areas, and every death of the poison job counted against them too.  A job
+with a death counted now runs alone (lowkiq.suspects).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytest
 import redis
 
 from tests.apps.runner import WorkerProcess, eventually
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a restore counts a death for every job in processing, also those of other "
-    "shards popped in the same round as the job that killed the process",
-)
 def test_the_jobs_of_other_shards_popped_with_a_poison_job_are_not_buried(
     workers: Callable[..., WorkerProcess], recorder: type, redis_client: redis.Redis
 ) -> None:

@@ -59,6 +59,9 @@ class Popped:
     ``held``: a reshard holds the shard (:mod:`lowkiq.resharding`), nothing was popped.
     ``limited``: the worker's rate limit gave no token now, nothing was popped.
     ``wait``: with a rate limit, seconds before the shard may be popped again.
+    ``suspect``: the one job popped had ended a process running it before (it was
+    restored by the shard's next owner), so it runs with no other batch of the process
+    in processing (:mod:`lowkiq.suspects`).
     ``needs_tokens``: on a Redis Cluster, the shard's rate-limit budget ran out and
     due jobs remain: reserve tokens (:func:`~lowkiq.storage.rate_bucket.take`) for its
     next pop.
@@ -72,6 +75,7 @@ class Popped:
     limited: bool = False
     wait: float = 0.0
     needs_tokens: bool = False
+    suspect: bool = False
 
 
 class Processing(QueueBase):
@@ -165,7 +169,7 @@ class Processing(QueueBase):
         """A pop's reply, read (its ack's result, status, the rate limit's wait, then the
         jobs)."""
         acked, status, wait = reply[0], reply[1], reply[2]
-        if status != 1:
+        if status not in (1, 2):
             if status == -3:
                 return Popped(
                     acked, [], limited=True, wait=max(wait, 0) / 1000, needs_tokens=wait < 0
@@ -177,9 +181,12 @@ class Processing(QueueBase):
             )
             for i in range(3, len(reply), 4)
         ]
+        suspect = status == 2
         if wait:
-            return Popped(acked, jobs, wait=max(wait, 0) / 1000, needs_tokens=wait < 0)
-        return Popped(acked, jobs)
+            return Popped(
+                acked, jobs, wait=max(wait, 0) / 1000, needs_tokens=wait < 0, suspect=suspect
+            )
+        return Popped(acked, jobs, suspect=suspect)
 
     def _popped_job(
         self, job_id: str, retry_count: int, perform_in: float, data: bytes

@@ -17,7 +17,8 @@
 --   with a rate limit rate_budget_hash and the bucket (see _common.lua)
 -- Returns: a flat list: the ack's result (jobs acked; -1 when its lease is not
 --   held, so nothing was acked; -2 when no ack was asked), the pop's status
---   (1 popped; 0 the processing area is still occupied by a batch not yet
+--   (1 popped; 2 popped one job alone, whose process died running it before (a
+--   suspect, see restore_processing); 0 the processing area is still occupied by a batch not yet
 --   acked, failed or restored; -1 the lease is not held; -2 a reshard holds
 --   the shard: it is new and waits for its old shards, or retired; -3 the rate
 --   limit gives no token now, nothing was popped), ms to wait before the next
@@ -106,6 +107,7 @@ for i = 1, #due, 2 do
     redis.call('zrem', K.perform_in_zset, id)
   end
 end
+if alone then out[2] = 2 end
 if rate_args then
   local backlog = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now, 'limit', 0, 1)[1] ~= nil
   out[3] = rate_budget_close(tokens - taken, from, now_ms, backlog, unpack(rate_args))
