@@ -10,8 +10,7 @@ import redis
 
 import lowkiq
 from lowkiq.ownership import leases
-from lowkiq.server import Server
-from lowkiq.settings import Settings
+from tests.one_thread import one_thread
 
 
 class OrderWorker(lowkiq.Worker):
@@ -19,15 +18,7 @@ class OrderWorker(lowkiq.Worker):
 
 
 def test_a_shard_lost_and_acquired_again_before_the_thread_looks_is_served(redis_url, redis_client):
-    config = Settings(
-        workers=[OrderWorker], threads_per_node=1, redis=lambda: redis.Redis.from_url(redis_url)
-    )
-    server = Server(config)
-    coordinator = server.build()
-    (lane,) = server.lanes
-    try:
-        coordinator.beat()
-        lane.apply()
+    with one_thread(redis_url, OrderWorker) as (_, coordinator, lane):
         old = next(h for h in lane.handlers if h.shard == 0)
         # The lease lapsed (e.g. Redis failed over) and was acquired again while the
         # thread was backing off: both changes wait for it.
@@ -42,9 +33,6 @@ def test_a_shard_lost_and_acquired_again_before_the_thread_looks_is_served(redis
         assert lane.apply()
         assert [h for h in lane.handlers if h.shard == 0] == []
         assert [h.shard for h in lane.handlers] == [1]
-    finally:
-        coordinator.leave()
-        lane.client.close()
 
 
 class Recording(lowkiq.Worker):
@@ -59,16 +47,8 @@ class Recording(lowkiq.Worker):
 def test_a_hand_over_completes_when_redis_drops_the_connection_while_acking(
     redis_url, redis_client
 ):
-    config = Settings(
-        workers=[Recording], threads_per_node=1, redis=lambda: redis.Redis.from_url(redis_url)
-    )
-    server = Server(config)
-    coordinator = server.build()
-    (lane,) = server.lanes
-    try:
-        coordinator.beat()
-        lane.apply()
-        queue = Recording.queue(redis_client, config)
+    with one_thread(redis_url, Recording) as (_, coordinator, lane):
+        queue = Recording.queue(redis_client)
         job_id = next(str(i) for i in range(100) if queue.shard_of(str(i)) == 0)
         Recording.perform_async([{"id": job_id}])
         handler = next(h for h in lane.handlers if h.shard == 0)
@@ -97,24 +77,12 @@ def test_a_hand_over_completes_when_redis_drops_the_connection_while_acking(
         redis_client.delete(queue.keys.lease(0))  # in case the release was lost too
         lease, restored, _ = leases.acquire(queue, 0, "next", 5)
         assert lease is not None and restored == 1
-    finally:
-        coordinator.leave()
-        lane.client.close()
 
 
 def test_an_idle_thread_asked_to_give_a_shard_up_stops_waiting_at_once(redis_url, redis_client):
-    config = Settings(
-        workers=[OrderWorker],
-        threads_per_node=1,
-        poll_interval=30.0,
-        redis=lambda: redis.Redis.from_url(redis_url, socket_timeout=60),
-    )
-    server = Server(config)
-    coordinator = server.build()
-    (lane,) = server.lanes
-    try:
-        coordinator.beat()
-        lane.apply()
+    with one_thread(
+        redis_url, OrderWorker, client_options={"socket_timeout": 60}, poll_interval=30.0
+    ) as (_, coordinator, lane):
         assert len(lane.handlers) == 2
         waiting = threading.Thread(target=lane.wait)
         waiting.start()
@@ -124,6 +92,3 @@ def test_an_idle_thread_asked_to_give_a_shard_up_stops_waiting_at_once(redis_url
         waiting.join(3)
         assert not waiting.is_alive()  # woken, not left waiting for poll_interval
         assert lane.apply() and lane.handlers == []
-    finally:
-        coordinator.leave()
-        lane.client.close()

@@ -55,9 +55,15 @@ def _definitions(common: str) -> list[tuple[str, str]]:
     return blocks
 
 
+#: A Lua comment: from ``--`` (outside a string, as lowkiq's scripts write them) to the
+#: end of the line.
+_COMMENT = re.compile(r"--[^\n]*")
+
+
 def _names(text: str) -> set[str]:
-    """The names ``text`` refers to (in code, strings or comments alike)."""
-    return set(_NAME.findall(text))
+    """The names ``text`` refers to in code or strings (not in comments: a word in a
+    comment would pull a helper into every call's chunk for nothing)."""
+    return set(_NAME.findall(_COMMENT.sub("", text)))
 
 
 @functools.cache

@@ -14,7 +14,7 @@ import lowkiq
 from lowkiq.ownership import leases
 from lowkiq.ownership.coordinator import Coordinator
 from lowkiq.server import Server
-from lowkiq.settings import Settings
+from tests.one_thread import one_thread
 
 seen: list[Any] = []
 
@@ -51,19 +51,9 @@ class AsyncFenced(lowkiq.Worker):
 
 @pytest.fixture
 def built(redis_url: str, redis_client: redis.Redis) -> Iterator[tuple[Server, Coordinator]]:
-    config = Settings(
-        workers=[Fenced, AsyncFenced],
-        threads_per_node=1,
-        redis=lambda: redis.Redis.from_url(redis_url),
-    )
     seen.clear()
-    server = Server(config)
-    coordinator = server.build()
-    coordinator.beat()
-    server.lanes[0].apply()
-    yield server, coordinator
-    coordinator.leave()
-    server.lanes[0].client.close()
+    with one_thread(redis_url, Fenced, AsyncFenced) as (server, coordinator, _):
+        yield server, coordinator
 
 
 def handler_of(server: Server, worker: type[lowkiq.Worker]) -> Any:

@@ -13,7 +13,7 @@ import lowkiq
 from lowkiq.ownership import leases
 from lowkiq.ownership.coordinator import Coordinator
 from lowkiq.server import Server
-from lowkiq.settings import Settings
+from tests.one_thread import one_thread
 
 EXPIRED = "expired before it was renewed"
 
@@ -25,17 +25,9 @@ class OrderWorker(lowkiq.Worker):
 @pytest.fixture
 def built(redis_url: str, redis_client: redis.Redis) -> Iterator[tuple[Server, Coordinator]]:
     """A one-thread server, built, holding both shards' leases."""
-    config = Settings(
-        workers=[OrderWorker], threads_per_node=1, redis=lambda: redis.Redis.from_url(redis_url)
-    )
-    server = Server(config)
-    coordinator = server.build()
-    coordinator.beat()
-    server.lanes[0].apply()
-    assert coordinator.owned() == [("OrderWorker", 0), ("OrderWorker", 1)]
-    yield server, coordinator
-    coordinator.leave()
-    server.lanes[0].client.close()
+    with one_thread(redis_url, OrderWorker) as (server, coordinator, _):
+        assert coordinator.owned() == [("OrderWorker", 0), ("OrderWorker", 1)]
+        yield server, coordinator
 
 
 def test_leases_the_threads_released_while_stopping_are_not_reported_lost(

@@ -497,3 +497,15 @@ local function rate_budget_close(left, from, now, backlog, want, rate, capacity,
   if left <= 0 then return backlog and -1 or 0 end
   return math.max(0, math.ceil(from - now))
 end
+
+-- Wake the coordinator of process `id` (it blocks on `M nudge:<id>`, M being the
+-- ownership prefix): at most one element waits, kept NUDGE_TTL ms so a process
+-- that is gone leaves nothing behind for long.
+local NUDGE_TTL = 60000
+local function nudge_process(M, id)
+  local nudge = M .. 'nudge:' .. id
+  if redis.call('llen', nudge) == 0 then
+    redis.call('rpush', nudge, '1')
+    redis.call('pexpire', nudge, NUDGE_TTL)
+  end
+end

@@ -22,11 +22,7 @@ for i = 1, n do
   else
     redis.call('hset', assignment, id, shards)
   end
-  local nudge = M .. 'nudge:' .. id
-  if redis.call('llen', nudge) == 0 then
-    redis.call('rpush', nudge, '1')
-    redis.call('pexpire', nudge, 60000)
-  end
+  nudge_process(M, id)
 end
 at = at + 2 * n + 1
 local m = tonumber(ARGV[at])

@@ -49,13 +49,7 @@ end
 local version = tonumber(s[1] or '0')
 if changed then
   version = redis.call('hincrby', state, 'version', 1)
-  if assigner ~= id then
-    local nudge = M .. 'nudge:' .. assigner
-    if redis.call('llen', nudge) == 0 then
-      redis.call('rpush', nudge, '1')
-      redis.call('pexpire', nudge, ttl)
-    end
-  end
+  if assigner ~= id then nudge_process(M, assigner) end
 end
 return {now, version, tonumber(s[2] or '0'), tonumber(s[3] or '-1'), command,
   assigner == id and 1 or 0, tonumber(s[4] or '0')}

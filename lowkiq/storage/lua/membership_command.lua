@@ -9,6 +9,5 @@ local id, command = ARGV[1], ARGV[2]
 local process = M .. 'process:' .. id
 if redis.call('exists', process) == 0 then return 0 end
 redis.call('hset', process, 'command', command)
-local nudge = M .. 'nudge:' .. id
-if redis.call('llen', nudge) == 0 then redis.call('rpush', nudge, '1') end
+nudge_process(M, id)
 return 1

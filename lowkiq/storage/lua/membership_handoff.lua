@@ -12,11 +12,7 @@ for i = 2, #ARGV do
   if owner and owner ~= ARGV[1] and not woken[owner] then
     woken[owner] = true
     count = count + 1
-    local nudge = M .. 'nudge:' .. owner
-    if redis.call('llen', nudge) == 0 then
-      redis.call('rpush', nudge, '1')
-      redis.call('pexpire', nudge, 60000)
-    end
+    nudge_process(M, owner)
   end
 end
 return count

@@ -19,7 +19,6 @@ if assigner == id then
   assigner = redis.call('zrange', M .. 'processes', 0, 0)[1]
 end
 if assigner then
-  local nudge = M .. 'nudge:' .. assigner
-  if redis.call('llen', nudge) == 0 then redis.call('rpush', nudge, '1') end
+  nudge_process(M, assigner)
 end
 return 1

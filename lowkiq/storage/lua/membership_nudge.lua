@@ -11,8 +11,7 @@ redis.call('hincrby', M .. 'state', 'config', 1)
 local count = 0
 for _, other in ipairs(redis.call('zrange', M .. 'processes', 0, -1)) do
   if other ~= ARGV[1] then
-    local nudge = M .. 'nudge:' .. other
-    if redis.call('llen', nudge) == 0 then redis.call('rpush', nudge, '1') end
+    nudge_process(M, other)
     count = count + 1
   end
 end
