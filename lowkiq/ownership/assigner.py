@@ -122,13 +122,7 @@ class Assigner:
             (process, encode(after[process]) if process in after else "")
             for process in sorted(p for p in touched if p is not None)
         ]
-        args: list[object] = [self.membership.process_id, snapshot.version, len(changed)]
-        for process, encoded in changed:
-            args += [process, encoded]
-        args.append(len(moved))
-        for name, owner in moved:
-            args += [name, owner]
-        generation = int(self.membership._run("assignment_publish", *args))
+        generation = self.membership.publish(snapshot.version, changed, moved)
         if not generation:
             return None
         self.last = Published(

@@ -17,7 +17,7 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,6 +192,21 @@ class Membership:
         return [
             (name, shard) for name, shards in sorted(json.loads(raw).items()) for shard in shards
         ]
+
+    def publish(
+        self, version: int, changed: Sequence[tuple[str, str]], moved: Sequence[tuple[str, str]]
+    ) -> int:
+        """As the assigner, publish an assignment computed from membership ``version``:
+        ``changed`` (process id, its encoded shards or ``""``) and ``moved`` (``queue:shard``,
+        its owner or ``""``); returns the new generation, 0 when this process is not the
+        assigner (nothing was written)."""
+        args: list[object] = [self.process_id, version, len(changed)]
+        for pair in changed:
+            args += pair
+        args.append(len(moved))
+        for pair in moved:
+            args += pair
+        return int(self._run("assignment_publish", *args))
 
     def handoff(self, released: Iterable[ShardKey]) -> int:
         """Wake the assigned owners of shards this process just released; returns how many."""

@@ -12,27 +12,23 @@
 -- Returns: the new generation, or 0 when this process is not the assigner
 local M = KEYS[1]
 if redis.call('hget', M .. 'state', 'assigner') ~= ARGV[1] then return 0 end
-local assignment, owners = M .. 'assignment', M .. 'owners'
-local at = 3
-local n = tonumber(ARGV[at])
-for i = 1, n do
-  local id, shards = ARGV[at + 2 * i - 1], ARGV[at + 2 * i]
-  if shards == '' then
-    redis.call('hdel', assignment, id)
-  else
-    redis.call('hset', assignment, id, shards)
+-- Set the fields of the `count` pairs from ARGV[at + 1] on in `hash` ('' deletes
+-- one); returns the fields and the index after the pairs.
+local function apply_pairs(hash, at)
+  local count, fields = tonumber(ARGV[at]), {}
+  for i = 1, count do
+    local field, value = ARGV[at + 2 * i - 1], ARGV[at + 2 * i]
+    if value == '' then
+      redis.call('hdel', hash, field)
+    else
+      redis.call('hset', hash, field, value)
+    end
+    fields[i] = field
   end
-  nudge_process(M, id)
+  return fields, at + 2 * count + 1
 end
-at = at + 2 * n + 1
-local m = tonumber(ARGV[at])
-for i = 1, m do
-  local key, owner = ARGV[at + 2 * i - 1], ARGV[at + 2 * i]
-  if owner == '' then
-    redis.call('hdel', owners, key)
-  else
-    redis.call('hset', owners, key, owner)
-  end
-end
+local changed, next_at = apply_pairs(M .. 'assignment', 3)
+for _, id in ipairs(changed) do nudge_process(M, id) end
+apply_pairs(M .. 'owners', next_at)
 redis.call('hset', M .. 'state', 'assigned', ARGV[2])
 return redis.call('hincrby', M .. 'state', 'generation', 1)
