@@ -164,13 +164,15 @@ class Settings:
     #: Seconds a thread waits when it found nothing or hit an error.
     poll_interval: float = setting(1.0, check=positive_number)
     #: Seconds a shard's lease (and a process's membership) lasts unless renewed;
-    #: a crashed process's shards are taken over after this long.
-    lease_ttl: float = setting(10.0, check=positive_number)
+    #: a crashed process's shards are taken over after this long (at once when a
+    #: ``--processes`` supervisor sees its child die).  Renewed every lease_ttl / 3.
+    lease_ttl: float = setting(15.0, check=positive_number)
     #: Seconds between a process's heartbeats (membership only: changes wake the processes
-    #: that must act at once, and leases are renewed every lease_ttl / 3 apart); at most
-    #: lease_ttl / 2.  What the beats cost Redis: processes / heartbeat_interval calls a
-    #: second (about 60 us of Redis CPU each), see the fleet benchmark.
-    heartbeat_interval: float = setting(3.0, check=positive_number)
+    #: that must act at once); at most lease_ttl / 2.  On a single server a heartbeat
+    #: carries the lease renewals in its round trip when they are due, so at
+    #: lease_ttl / 3 (the default) a process costs Redis one request per heartbeat:
+    #: processes / heartbeat_interval requests a second (see the fleet benchmark).
+    heartbeat_interval: float = setting(5.0, check=positive_number)
     #: Replicas every state change must reach before lowkiq goes on: Redis WAIT after each
     #: enqueue, pop, ack, fail, restore and bury, in the same round trip. 0: don't wait
     #: (Redis replicates asynchronously: a failover can lose the last writes).

@@ -7,8 +7,10 @@ recomputes and publishes the assignment (:mod:`~lowkiq.ownership.assigner`);
 when the published assignment changed, it reads its own shards, asks the
 processing threads to give back the shards that moved away, and acquires the
 ones that came to it once their previous owner released them (which wakes it)
-or their lease expired.  Leases are renewed by :mod:`~lowkiq.ownership.renewer`
-on a timer of their own, so a slow or failing beat never lets them lapse.  It
+or their lease expired.  On a single server a beat carries the lease renewals
+in its round trip when they are due (:mod:`~lowkiq.ownership.renewer`), whose
+own timer renews them when no beat did, so a slow or failing beat never lets
+them lapse.  It
 also re-reads which queues are paused and where their shards are when the
 beat's config version moves (:mod:`lowkiq.pausing`, :mod:`lowkiq.resharding`).
 """
@@ -189,7 +191,12 @@ class Coordinator:
         """One round: heartbeat, recompute the assignment when this process is the
         assigner and membership changed, then bring the leases in step; returns the beat."""
         weight = 0 if self.quiet or self.closing else self.threads
-        beat = self.membership.beat(weight, self.announced(), self.report.due(self.info()))
+        rider = self.renewer.rider()
+        beat = self.membership.beat(
+            weight, self.announced(), self.report.due(self.info()), rider.call if rider else None
+        )
+        if rider is not None:
+            self.renewer.settle(rider, beat.carried)
         self.last_beat = beat
         if beat.command == "quiet" and not self.quiet:
             log.info("quiet: taking no more batches; handing this process's shards over")
@@ -328,7 +335,7 @@ class Coordinator:
         try:
             beat = self.membership.beat(0, self.announced(), None)
             if beat.assigner:
-                self.assigner.run()
+                self.assigner.run(beat.generation)
         except (redis.RedisError, RedisClusterException) as exc:
             log.debug("could not announce the stop: %s", exc)
 

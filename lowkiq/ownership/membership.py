@@ -24,7 +24,7 @@ from typing import Any
 from lowkiq.connection import Client
 from lowkiq.ownership.assignment import Member, ShardKey
 from lowkiq.storage.keys import OwnershipKeys
-from lowkiq.storage.scripts import Scripts
+from lowkiq.storage.scripts import ScriptCall, Scripts, run_pipelined
 
 #: Commands the dashboard can leave for a process.
 COMMANDS = ("quiet", "stop")
@@ -84,6 +84,8 @@ class Beat:
     assigner: bool
     #: Grows when a queue is paused or resumed, or a reshard changed shards.
     config_version: int
+    #: The reply of the call the beat carried in its round trip (``None``: none).
+    carried: Any = None
 
 
 @dataclass(frozen=True)
@@ -142,17 +144,30 @@ class Membership:
         script = getattr(Scripts.for_client(self.client), name)
         return script(keys=[self.keys.prefix], args=args)
 
-    def beat(self, weight: int, queues: Mapping[str, range], info: dict[str, Any] | None) -> Beat:
+    def beat(
+        self,
+        weight: int,
+        queues: Mapping[str, range],
+        info: dict[str, Any] | None,
+        carry: ScriptCall | None = None,
+    ) -> Beat:
         """Say we are alive with ``weight`` threads (0: quiet or stopping), serving
-        ``queues``; ``info`` (for the dashboard) is stored when given."""
-        reply = self._run(
-            "membership_beat",
+        ``queues``; ``info`` (for the dashboard) is stored when given.  ``carry``: a
+        script call sent in the same round trip (the lease renewals), its reply in
+        :attr:`Beat.carried`."""
+        args = (
             self.process_id,
             max(1, round(self.ttl * 1000)),
             weight,
             announce(queues),
             "" if info is None else json.dumps(info, sort_keys=True),
         )
+        carried = None
+        if carry is None:
+            reply = self._run("membership_beat", *args)
+        else:
+            script = Scripts.for_client(self.client).membership_beat
+            reply, carried = run_pipelined(self.client, [(script, [self.keys.prefix], args), carry])
         return Beat(
             now_ms=int(reply[0]),
             version=int(reply[1]),
@@ -161,6 +176,7 @@ class Membership:
             command=reply[4].decode(),
             assigner=bool(int(reply[5])),
             config_version=int(reply[6]),
+            carried=carried,
         )
 
     def snapshot(self) -> Snapshot:

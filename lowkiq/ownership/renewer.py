@@ -1,14 +1,18 @@
-"""Lease renewals on a timer of their own, one call per Redis master.
+"""Lease renewals, every ``lease_ttl / 3``, one call per Redis master.
 
-Renewals do not wait for the heartbeat, nor for each other: every
-``lease_ttl / 3`` seconds the renewer renews every lease of the process,
-across all queues, in one script call on a single server, or one pipelined
-write per master on a Redis Cluster (a script touches one slot there).  On a
-cluster the masters are renewed side by side, and a master still answering the
-last round is skipped, so an unreachable master delays and fails only its own
-leases.  A renewal that Redis confirms moves the lease's local deadline
-(:class:`~lowkiq.ownership.leases.Term`) to when it was *sent* plus the TTL; a
-processing thread checks that deadline before it performs a batch.
+A round renews every lease of the process, across all queues, in one script
+call on a single server, or one pipelined write per master on a Redis Cluster
+(a script touches one slot there).  On a single server the heartbeat carries
+the round in its own round trip (:meth:`Renewer.rider`) when half an interval
+or more has passed since the last one, so a process costs Redis one request
+per heartbeat; the renewer's own timer runs a round only when no heartbeat
+did (:data:`OWN_ROUND_LATE`: a slow or failing beat never lets leases lapse).
+On a cluster the renewer runs every round itself, the masters side by side,
+and a master still answering the last round is skipped, so an unreachable
+master delays and fails only its own leases.  A renewal that Redis confirms
+moves the lease's local deadline (:class:`~lowkiq.ownership.leases.Term`) to
+when it was *sent* plus the TTL; a processing thread checks that deadline
+before it performs a batch.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -25,12 +30,27 @@ from redis.exceptions import RedisClusterException
 
 from lowkiq.connection import Client
 from lowkiq.ownership.leases import HeldLease, lease_ms
-from lowkiq.storage.scripts import run_pipelined
+from lowkiq.storage.scripts import ScriptCall, run_pipelined
 
 log = logging.getLogger("lowkiq.ownership")
 
 #: Renewals per lease TTL.
 RENEWALS_PER_TTL = 3
+#: A heartbeat carries the round once this share of the interval has passed since the last.
+CARRY_AFTER = 0.5
+#: Where heartbeats carry the rounds, the renewer's own timer runs one only this share of
+#: the interval after the last: when the heartbeat is late (it is on time every interval
+#: at the defaults, ``heartbeat_interval = lease_ttl / 3``).
+OWN_ROUND_LATE = 1.25
+
+
+@dataclass(frozen=True)
+class Rider:
+    """A renewal round a heartbeat carries: the leases, the script call, when it was sent."""
+
+    leases: list[HeldLease]
+    call: ScriptCall
+    sent: float
 
 
 def master_client(client: Client, key: str) -> tuple[str, Client]:
@@ -57,13 +77,51 @@ class Renewer:
         self.interval = ttl / RENEWALS_PER_TTL
         self.held = held
         self.on_lost = on_lost
+        #: A heartbeat may carry the rounds: a single server (one script call renews all).
+        self.carried = not isinstance(client, redis.RedisCluster)
+        #: When the last round was sent (``time.monotonic``), by the timer or a heartbeat.
+        self.last_round = time.monotonic()
         self._pool: ThreadPoolExecutor | None = None
         # Per master (on a Redis Cluster), its renewal still under way, if any.
         self._running: dict[str, Future[int]] = {}
 
+    def own_round_at(self) -> float:
+        """When the renewer's timer runs a round unless a heartbeat carries one before."""
+        late = OWN_ROUND_LATE if self.carried else 1.0
+        return self.last_round + self.interval * late
+
+    def rider(self) -> Rider | None:
+        """The round a heartbeat carries now (``None``: none is due, no lease is held, or
+        on a Redis Cluster); hand its reply to :meth:`settle`."""
+        now = time.monotonic()
+        if not self.carried or now - self.last_round < self.interval * CARRY_AFTER:
+            return None
+        self.last_round = now
+        leases = list(self.held())
+        if not leases:
+            return None
+        return Rider(leases, self._renew_many(leases), now)
+
+    def settle(self, rider: Rider, reply: list[Any]) -> int:
+        """Apply the reply to a round a heartbeat carried; returns how many were renewed."""
+        return self._confirm(rider.leases, reply, rider.sent)
+
+    def run(self, stop: threading.Event) -> None:
+        """Run a round whenever no heartbeat carried one in time, until ``stop`` is set."""
+        while not stop.wait(max(self.own_round_at() - time.monotonic(), 0.0)):
+            if time.monotonic() < self.own_round_at():
+                continue  # a heartbeat carried the round meanwhile
+            try:
+                self.renew()
+            except Exception:  # noqa: BLE001 - the next round tries again
+                log.exception("lease renewal failed")
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+
     def renew(self) -> int:
         """Renew every held lease once, a pipeline per master; returns how many were
         renewed (leases of a master that failed are neither renewed nor lost)."""
+        self.last_round = time.monotonic()
         groups: dict[str, tuple[Client, list[HeldLease]]] = {}
         for held in self.held():
             try:
@@ -96,6 +154,10 @@ class Renewer:
         except (redis.RedisError, RedisClusterException) as exc:
             log.warning("could not renew %d lease(s): %s: %s", len(group), type(exc).__name__, exc)
             return 0
+        return self._confirm(group, replies, sent)
+
+    def _confirm(self, group: Sequence[HeldLease], replies: Sequence[Any], sent: float) -> int:
+        """Move the deadlines of the leases Redis renewed; report the ones it said are gone."""
         renewed = 0
         for held, reply in zip(group, replies, strict=True):
             if reply:
@@ -108,28 +170,21 @@ class Renewer:
     def _send(self, node: Client, group: Sequence[HeldLease], ttl_ms: int) -> list[Any]:
         """Renew ``group`` on ``node``: one script call on a single server, a pipeline of
         one call per lease on a Redis Cluster (a script touches one slot there)."""
+        if not isinstance(self.client, redis.RedisCluster):
+            reply: list[Any] = run_pipelined(node, [self._renew_many(group)])[0]
+            return reply
         prefixes = [held.lease.queue.keys.prefix(held.lease.shard) for held in group]
         scripts = group[0].lease.queue.scripts
-        if not isinstance(self.client, redis.RedisCluster):
-            args: list[Any] = [ttl_ms]
-            for prefix, held in zip(prefixes, group, strict=True):
-                args += [prefix, held.lease.token]
-            reply: list[Any] = run_pipelined(
-                node, [(scripts.lease_renew_many, prefixes[:1], args)]
-            )[0]
-            return reply
         calls = [
             (scripts.lease_renew, [prefix], (ttl_ms, held.lease.token))
             for prefix, held in zip(prefixes, group, strict=True)
         ]
         return run_pipelined(node, calls)
 
-    def run(self, stop: threading.Event) -> None:
-        """Renew every ``lease_ttl / 3`` seconds until ``stop`` is set."""
-        while not stop.wait(self.interval):
-            try:
-                self.renew()
-            except Exception:  # noqa: BLE001 - the next round tries again
-                log.exception("lease renewal failed")
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
+    def _renew_many(self, group: Sequence[HeldLease]) -> ScriptCall:
+        """One script call renewing all of ``group`` (a single server only)."""
+        prefixes = [held.lease.queue.keys.prefix(held.lease.shard) for held in group]
+        args: list[Any] = [lease_ms(self.ttl)]
+        for prefix, held in zip(prefixes, group, strict=True):
+            args += [prefix, held.lease.token]
+        return (group[0].lease.queue.scripts.lease_renew_many, prefixes[:1], args)

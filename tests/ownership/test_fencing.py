@@ -70,7 +70,7 @@ def test_perform_sees_its_lease_and_a_fence_that_grows_with_every_owner(
     assert handler_of(server, AsyncFenced).process()
     (epoch, fence, remaining), (tag, async_fence) = seen
     assert epoch == 1 and fence == leases.fence_of(0, 1)
-    assert 0 < remaining <= 10.0 and tag == "async" and async_fence == fence
+    assert 0 < remaining <= coordinator.lease_ttl and tag == "async" and async_fence == fence
     assert lowkiq.current_batch() is None  # outside perform
 
     # Another owner takes the shard: the fence a later batch sees is higher.

@@ -1,9 +1,12 @@
-"""A lease renewal tells a lease lost from one its own thread gave up: only
-the first is logged and taken from the thread."""
+"""Lease renewals: a heartbeat carries them when they are due, the renewer's own timer
+renews when no heartbeat comes, and a renewal tells a lease lost from one its own thread
+gave up (only the first is logged and taken from the thread)."""
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -58,3 +61,46 @@ def test_a_lease_lost_while_held_is_reported_and_taken_from_its_thread(
     # The thread serves shard 0 under the lease the same heartbeat acquired again.
     (again,) = [h for h in lane.handlers if h.shard == 0]
     assert again is not old and again.token != old.token
+
+
+def test_a_heartbeat_carries_the_renewals_when_they_are_due(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    with one_thread(redis_url, OrderWorker, lease_ttl=3.0, heartbeat_interval=1.0) as (
+        _,
+        coordinator,
+        _,
+    ):
+        lease_key = OrderWorker.queue().keys.lease(0)
+        renewer = coordinator.renewer
+        assert renewer.rider() is None  # the first beat just carried a round
+        time.sleep(0.6)  # more than half of the 1 s renewal interval
+        assert redis_client.pttl(lease_key) < 2500
+        held = {h.lease.shard: h for h in coordinator.held_leases()}
+        before = held[0].term.confirmed_at
+        coordinator.beat()
+        assert redis_client.pttl(lease_key) > 2800
+        assert held[0].term.confirmed_at > before
+        # The renewer's own timer now waits past the next heartbeat.
+        assert renewer.own_round_at() - time.monotonic() > renewer.interval
+
+
+def test_the_renewer_renews_on_its_own_when_no_heartbeat_comes(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    with one_thread(redis_url, OrderWorker, lease_ttl=1.5, heartbeat_interval=0.5) as (
+        _,
+        coordinator,
+        _,
+    ):
+        lease_key = OrderWorker.queue().keys.lease(0)
+        token = redis_client.get(lease_key)
+        stop = threading.Event()
+        renewing = threading.Thread(target=coordinator.renewer.run, args=(stop,))
+        renewing.start()
+        try:
+            time.sleep(3.5)  # more than two lease TTLs, and no heartbeat
+            assert redis_client.get(lease_key) == token
+        finally:
+            stop.set()
+            renewing.join()
