@@ -19,6 +19,7 @@ from lowkiq.errors import LeaseLost
 from lowkiq.ownership.leases import Term, fence_of
 
 if TYPE_CHECKING:
+    from lowkiq.shard_handler import ShardHandler
     from lowkiq.storage.processing import PoppedJob
     from lowkiq.storage.queue import Queue
     from lowkiq.worker import Worker
@@ -63,14 +64,20 @@ class BatchLease:
             raise LeaseLost(f"{self.queue.name}:{self.shard}: lease epoch {self.epoch} is lost")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Running:
-    """What the shard handler records of the batch it performs."""
+    """What the shard handler records of the batch it performs: itself (the worker, the
+    shard and its lease) and the jobs.  Made for every batch, so it is a plain record:
+    the :class:`RunningBatch` and its :class:`BatchLease` are made when asked for."""
 
-    worker: type[Worker]
-    shard: int
+    handler: ShardHandler
     jobs: Sequence[PoppedJob]
-    lease: BatchLease | None = None
+
+    def batch(self) -> RunningBatch:
+        """The batch, as :func:`current_batch` tells it."""
+        handler = self.handler
+        lease = BatchLease(handler.queue, handler.shard, handler.token, handler.term)
+        return RunningBatch.popped(handler.worker, handler.shard, self.jobs, lease)
 
 
 #: The batch being performed in this context, or None.
@@ -117,9 +124,7 @@ def current_batch() -> RunningBatch | None:
     """The batch being performed now (in this thread, or this ``async def perform``), or
     ``None``."""
     now = running.get()
-    if now is None:
-        return None
-    return RunningBatch.popped(now.worker, now.shard, now.jobs, now.lease)
+    return None if now is None else now.batch()
 
 
 def batch_of(worker: type[Worker], batch: Mapping[str, Any]) -> RunningBatch:

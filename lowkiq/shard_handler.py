@@ -31,7 +31,7 @@ from lowkiq.coroutines import settle
 from lowkiq.errors import LeaseLost
 from lowkiq.middleware import Batch, Next, ServerMiddleware, chain
 from lowkiq.ownership.leases import Term
-from lowkiq.running import BatchLease, Running, RunningBatch, running
+from lowkiq.running import Running, RunningBatch, running
 from lowkiq.storage.queue import ACK_FENCED, Popped, PoppedJob, Queue
 from lowkiq.storage.rate_bucket import Throttle
 from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder
@@ -145,6 +145,8 @@ class ShardHandler:
         self.middlewares = middlewares
         # perform inside the middlewares, chained once.
         self._perform = perform_chain(middlewares)
+        #: ``Worker:shard``, for logs and the health endpoints.
+        self.name = f"{worker.__name__}:{shard}"
         self.format_error = format_error
         self.on_lost = on_lost
         # Counts every performed batch for the metrics history.
@@ -173,11 +175,6 @@ class ShardHandler:
     def key(self) -> tuple[str, int]:
         """``(queue name, shard)``: what leases and the assignment are keyed by."""
         return (self.queue.name, self.shard)
-
-    @property
-    def name(self) -> str:
-        """``Worker:shard``, for logs."""
-        return f"{self.worker.__name__}:{self.shard}"
 
     def __repr__(self) -> str:
         return f"<ShardHandler {self.name}>"
@@ -309,8 +306,7 @@ class ShardHandler:
         """Perform ``batch`` inside the middlewares; ``True`` when it succeeded (its ack
         is then deferred), ``False`` when it failed (the failure is recorded)."""
         self.busy = True
-        lease = BatchLease(self.queue, self.shard, self.token, self.term)
-        context = running.set(Running(self.worker, self.shard, batch, lease))
+        context = running.set(Running(self, batch))
         started = time.time()
         try:
             self._perform(self.worker, {job.id: job.payloads for job in batch})

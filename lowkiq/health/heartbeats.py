@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from lowkiq.middleware import Batch, Next
-from lowkiq.running import current_batch
+from lowkiq.running import running
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Performing:
-    """The batch a thread is performing: its shard (``Worker:shard``) and start."""
+    """The batch a thread is performing: its shard (``Worker:shard``) and start.  Made for
+    every batch (a plain record), and replaced, never changed."""
 
     shard: str
     #: When ``perform`` started, on the heartbeats' clock (``time.monotonic``).
@@ -46,9 +47,9 @@ class Heartbeat:
 
     def middleware(self, worker: Any, batch: Batch, call_next: Next[Any, Batch]) -> Any:
         """A server middleware (outermost): note the batch in ``perform`` while it runs."""
-        running_batch = current_batch()
-        shard = running_batch.shard if running_batch is not None else "?"
-        self.performing = Performing(f"{worker.__name__}:{shard}", self.clock())
+        now = running.get()
+        shard = now.handler.name if now is not None else f"{worker.__name__}:?"
+        self.performing = Performing(shard, self.clock())
         try:
             return call_next(worker, batch)
         finally:

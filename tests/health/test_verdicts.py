@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 import redis
 
+import lowkiq
 from lowkiq.health.heartbeats import Heartbeats
 from lowkiq.health.verdicts import Limits, ProcessState, live, ready, silent_after
 from lowkiq.running import Running, running
 from lowkiq.settings import Settings
+from lowkiq.shard_handler import ShardHandler
 
 LIMITS = Limits(stuck_after=30.0, silent_after=60.0, connected_within=10.0)
 SERVING = ProcessState(process_id="h:1:x", shards=["q:0"], busy=0)
@@ -62,8 +64,8 @@ def test_a_perform_past_stuck_after_is_not_live_until_it_ends(
     thread = beats.thread(1)
     seen: list[str] = []
 
-    class Orders:
-        pass
+    class Orders(lowkiq.Worker):
+        shards_count = 4
 
     def perform(worker: object, batch: dict) -> None:
         clock.now += 31
@@ -71,7 +73,9 @@ def test_a_perform_past_stuck_after_is_not_live_until_it_ends(
         seen.append(verdict.reason)
         assert verdict.document()["threads"][1]["performing"] == {"shard": "Orders:3", "for": 31.0}
 
-    context = running.set(Running(Orders, 3, []))
+    # A handler is made without Redis (nothing here connects).
+    handler = ShardHandler(Orders, 3, Orders.queue(redis.Redis(port=1), Settings()), "1 h:1:x")
+    context = running.set(Running(handler, []))
     try:
         thread.middleware(Orders, {}, perform)
     finally:
