@@ -385,24 +385,26 @@ class ProcessingThread:
             raise
         worked = 0
         failure: Exception | None = None
-        read = [
-            reply if isinstance(reply, Exception) else handler.queue.read_popped(reply)
-            for (handler, _, _), reply in zip(pops, replies, strict=True)
-        ]
-        order = list(range(len(pops)))
-        suspect = next((i for i, p in enumerate(read) if isinstance(p, Popped) and p.suspect), -1)
+        read: list[Popped | Exception] = []
+        suspect = -1
+        for (handler, _, _), reply in zip(pops, replies, strict=True):
+            if not isinstance(reply, Exception):
+                reply = handler.queue.read_popped(reply)
+                if reply.suspect and suspect < 0:
+                    suspect = len(read)
+            read.append(reply)
+        order: Sequence[int] = range(len(pops))
         if suspect >= 0:
             # A job that ended a process before runs with no other batch of the round in
             # processing: the others go back unperformed first (lowkiq.suspects).
-            order.remove(suspect)
-            order.append(suspect)
+            order = [index for index in order if index != suspect] + [suspect]
         for index in order:
             (handler, acked, throttle), popped = pops[index], read[index]
             if isinstance(popped, Exception):
                 handler.interrupted(acked)
                 failure = failure or popped
                 continue
-            perform = not self.stopping() and suspect in (-1, index)
+            perform = suspect in (-1, index) and not self.stopping()
             worked += handler.take(popped, acked, perform, throttle)
         if failure is not None:
             raise failure

@@ -249,7 +249,8 @@ class ShardHandler:
         if popped.held:
             self.held_until = time.monotonic() + HELD_RETRY
             return False
-        if self.throttle is not None:
+        if throttle is not None and self.throttle is not None:
+            # Only a pop with rate-limit arguments is limited, or says when to come back.
             self.throttle.after(popped, throttle)
             if popped.limited:
                 return False
