@@ -140,9 +140,7 @@ class Server:
         for lane, group in enumerate(groups):
             for shard in group:
                 if not isinstance(shard, Shard) or shard in seen:
-                    raise ConfigurationError(
-                        f"the splitter thread_of {shard!r} twice or made it up"
-                    )
+                    raise ConfigurationError(f"the splitter gave out {shard!r} twice or made it up")
                 seen.add(shard)
                 static[(shard.worker.queue_name, shard.index)] = lane
         return Plan(lanes=len(groups), static=static)
@@ -183,7 +181,7 @@ class Server:
                 self.lanes[lane].deferred,
                 [self.health.thread(lane).middleware, *config.server_middlewares],
                 config.format_error,
-                on_lost=coordinator.lost,
+                on_lost=coordinator.holdings.lost,
                 recorder=recorder.for_queue(queue_name, lane),
                 rate_limits=self.rate_limits,
             )

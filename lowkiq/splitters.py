@@ -37,7 +37,7 @@ def deal(items: Sequence[T], hands: int) -> list[list[T]]:
 
 @dataclass(frozen=True)
 class RoundRobinSplitter:
-    """The built-in splitter: node ``node_number``'s round-robin share, thread_of to threads.
+    """The built-in splitter: node ``node_number``'s round-robin share, dealt to threads.
 
     ``threads_per_node=None`` leaves the thread count open: the server fills it
     in from the settings it runs with (:func:`with_threads`).

@@ -43,7 +43,7 @@ def state_of(server: Server) -> ProcessState:
         return ProcessState(stopping=server.stop_event.is_set())
     return ProcessState(
         process_id=server.process_id,
-        shards=[f"{queue}:{shard}" for queue, shard in coordinator.owned()],
+        shards=[f"{queue}:{shard}" for queue, shard in coordinator.holdings.owned()],
         busy=sum(lane.busy for lane in server.lanes),
         quiet=coordinator.quiet,
         stopping=server.stop_event.is_set()

@@ -14,7 +14,7 @@ owner whenever that owner is still within its share.  It runs in two steps:
    of it, and alternating paths (as in bipartite matching) fix the rest.
 2. **Shards.**  Each process keeps its previous shards of a queue up to its
    count; the shards left over (new, or owned by a process that left or has
-   too many) are thread_of round-robin to the processes still short.
+   too many) are dealt round-robin to the processes still short.
 
 The cost is O(S + P × Q) for S shards, P processes and Q queues (10–35 ms
 at S = 10,000 and P = 1,000 in 1 or 10 queues; ``bench/assignment.py``), and
@@ -69,7 +69,7 @@ def assign(
     * The result depends on the members' ids, weights and queues, not on
       their order.
 
-    Without ``previous`` the shards of each queue are thread_of round-robin to its
+    Without ``previous`` the shards of each queue are dealt round-robin to its
     members in the order of their ids.  Raises :class:`ValueError` on a
     duplicate member id or a negative weight.
     """
@@ -351,7 +351,7 @@ def deal_to_threads(
     lanes: int,
     group: Callable[[ShardKey], object] | None = None,
 ) -> dict[ShardKey, int]:
-    """Deal ``wanted`` shards to ``lanes`` threads, keeping each already thread_of one in place.
+    """Deal ``wanted`` shards to ``lanes`` threads, keeping each one already placed where it is.
 
     New shards go, in order, to the thread with the fewest shards (ties: the
     lowest number), so dealing from scratch is the default splitter's

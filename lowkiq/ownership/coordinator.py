@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -30,7 +30,8 @@ from redis.exceptions import RedisClusterException
 from lowkiq.connection import Client
 from lowkiq.ownership import leases
 from lowkiq.ownership.assigner import Assigner
-from lowkiq.ownership.assignment import ShardKey, deal_to_threads
+from lowkiq.ownership.assignment import ShardKey
+from lowkiq.ownership.holdings import Holdings, ThreadLike
 from lowkiq.ownership.leases import HeldLease, Term
 from lowkiq.ownership.membership import Beat, Membership
 from lowkiq.ownership.renewer import Renewer
@@ -45,32 +46,11 @@ log = logging.getLogger("lowkiq.ownership")
 EXPIRY_MARGIN = 0.01
 
 
-class ThreadLike(Protocol):
-    """What the coordinator asks of a processing thread
-    (:class:`~lowkiq.processing_thread.ProcessingThread`)."""
-
-    def add(self, handler: ShardHandler) -> None:
-        """Serve ``handler``'s shard from the next step on."""
-
-    def remove(self, key: ShardKey, release: bool) -> None:
-        """Stop serving a shard after its running batch; ``release``: give its lease up."""
-
-    def pause(self, queues: frozenset[str]) -> None:
-        """Take no new batch of these queues' shards (all the paused ones), keeping them."""
-
-    def wake(self, client: Client) -> None:
-        """Interrupt the thread's idle wait."""
-
-    @property
-    def busy(self) -> int:
-        """How many of the thread's shards are in ``perform`` now."""
-
-
 @dataclass
 class Plan:
     """Which shards this process wants and which thread serves each.
 
-    ``static`` plans (a splitter thread_of the shards) never change; automatic
+    ``static`` plans (a splitter chose each shard's thread) never change; automatic
     plans follow the assignment of every beat.
     """
 
@@ -110,72 +90,38 @@ class Coordinator:
         self.closing = False
         #: Set when the dashboard asked this process to stop.
         self.stop_requested = threading.Event()
-        self._lock = threading.Lock()
-        self._held: dict[ShardKey, HeldLease] = {}
-        # Shards a thread was asked to give up, and when (time.monotonic).
-        self._releasing: dict[ShardKey, float] = {}
-        self._thread_of: dict[ShardKey, int] = {}
+        #: The leases held, the threads serving them, the shards being given up.
+        self.holdings = Holdings(self.lanes, lease_ttl)
         self._retry_at = 0.0
         self.assigner = Assigner(membership)
-        self.renewer = Renewer(client, lease_ttl, self.held_leases, self._renewal_lost)
+        self.renewer = Renewer(client, lease_ttl, self.holdings.leases, self._renewal_lost)
         #: The assignment generation last read, and this process's shards in it.
         self.generation = -1
         self.assigned: list[ShardKey] = []
         #: The last beat (``None`` before the first).
         self.last_beat: Beat | None = None
 
-    # -- what the processing threads report ---------------------------------
-
-    def lost(self, handler: ShardHandler) -> None:
-        """A processing thread found ``handler``'s lease gone: forget it (maybe reacquire)."""
-        with self._lock:
-            held = self._held.get(handler.key)
-            if held and held.lease.token == handler.token:
-                del self._held[handler.key]
-                self.lanes[held.thread].remove(handler.key, release=False)
+    # -- what the processing threads and the renewer report --------------------
 
     def released(self, handlers: list[ShardHandler]) -> None:
         """A processing thread gave these leases up: wake their new owners."""
-        with self._lock:
-            for handler in handlers:
-                self._releasing.pop(handler.key, None)
-                held = self._held.get(handler.key)
-                if held and held.lease.token == handler.token:
-                    del self._held[handler.key]
+        self.holdings.released(handlers)
         try:
             self.membership.handoff(handler.key for handler in handlers)
         except (redis.RedisError, RedisClusterException) as exc:
             log.debug("could not wake the shards' new owners: %s", exc)
 
-    def held_leases(self) -> list[HeldLease]:
-        """The leases this process holds now (for the renewer)."""
-        with self._lock:
-            return list(self._held.values())
-
     def _renewal_lost(self, held: HeldLease) -> None:
-        lease = held.lease
-        key = (lease.queue.name, lease.shard)
-        with self._lock:
-            now_held = self._held.get(key)
-            # A lease its thread gave up since the list was read (a hand-over, or the
-            # process stopping) was released, not lost.
-            if self.closing or key in self._releasing or now_held is not held:
-                return
-            del self._held[key]
-            self.lanes[held.thread].remove(key, release=False)
-        log.warning(
-            "%s:%d: lease epoch %d expired before it was renewed",
-            lease.queue.name,
-            lease.shard,
-            lease.epoch,
-        )
+        if self.holdings.renewal_lost(held):
+            lease = held.lease
+            log.warning(
+                "%s:%d: lease epoch %d expired before it was renewed",
+                lease.queue.name,
+                lease.shard,
+                lease.epoch,
+            )
 
     # -- the loop --------------------------------------------------------------
-
-    def owned(self) -> list[ShardKey]:
-        """The shards whose lease this process holds now."""
-        with self._lock:
-            return sorted(self._held)
 
     def info(self) -> dict[str, object]:
         """What this process tells the others and the dashboard about itself."""
@@ -183,7 +129,7 @@ class Coordinator:
             **self.report.static,
             "rss": rss_bytes(),
             "busy": sum(lane.busy for lane in self.lanes),
-            "shards": [f"{queue}:{shard}" for queue, shard in self.owned()],
+            "shards": [f"{queue}:{shard}" for queue, shard in self.holdings.owned()],
             "quiet": self.quiet,
         }
 
@@ -213,7 +159,6 @@ class Coordinator:
         if generation != self.generation:
             self.assigned = self.membership.assigned()
             self.generation = generation
-        self._expire_releasing()
         self._rebalance(self._wanted())
         return beat
 
@@ -223,19 +168,6 @@ class Coordinator:
         if self.plan.static is not None:
             return {}
         return {name: queue.shards for name, queue in self.queues.items()}
-
-    def _expire_releasing(self) -> None:
-        """Forget shards a thread was asked to give up a lease TTL ago and never reported
-        released (their lease is no longer renewed: it lapses)."""
-        now = time.monotonic()
-        with self._lock:
-            for key, asked_at in list(self._releasing.items()):
-                if now - asked_at > self.lease_ttl:
-                    del self._releasing[key]
-                    held = self._held.pop(key, None)
-                    log.warning("%s:%d: never reported released; its lease is left to lapse", *key)
-                    if held is not None:
-                        self.lanes[held.thread].remove(key, release=False)
 
     def _wanted(self) -> list[ShardKey]:
         if self.quiet or self.closing or self.stop_requested.is_set():
@@ -249,28 +181,13 @@ class Coordinator:
         ]
 
     def _rebalance(self, wanted: list[ShardKey]) -> None:
-        wanted_set = set(wanted)
         # Threads to wake: those that gain a shard, and those asked to give one up (an idle
         # thread would otherwise notice only when its wait ends).
-        woken: set[int] = set()
-        with self._lock:
-            for key, held in self._held.items():
-                if key not in wanted_set and key not in self._releasing:
-                    self._releasing[key] = time.monotonic()
-                    self.lanes[held.thread].remove(key, release=True)
-                    woken.add(held.thread)
-            missing = [k for k in wanted if k not in self._held and k not in self._releasing]
-            if self.plan.static is not None:
-                thread_of = self.plan.static
-            else:
-                current = {
-                    key: held.thread for key, held in self._held.items() if key in wanted_set
-                }
-                group = self._master_of if isinstance(self.client, redis.RedisCluster) else None
-                thread_of = deal_to_threads(
-                    wanted, {**self._thread_of, **current}, self.plan.lanes, group
-                )
-            self._thread_of = dict(thread_of)
+        woken = self.holdings.give_up(set(wanted))
+        group = self._master_of if isinstance(self.client, redis.RedisCluster) else None
+        missing, thread_of = self.holdings.to_acquire(
+            wanted, self.plan.static, self.plan.lanes, group
+        )
         retry_in = None
         for key in missing:
             if self.closing:
@@ -298,9 +215,7 @@ class Coordinator:
             handler = self.make_handler(thread, key[0], key[1], lease.token)
             handler.term = held.term
             handler.exhausted = list(lease.buried)  # reported on the handler's thread
-            with self._lock:
-                self._held[key] = held
-            self.lanes[thread].add(handler)
+            self.holdings.add(key, held, handler)
             woken.add(thread)
         for thread in woken:
             # An idle thread blocked on its shards' wake lists takes the change now.
@@ -331,7 +246,7 @@ class Coordinator:
     def close(self) -> None:
         """The process is stopping: from now on it wants no shard and acquires none; its
         beat says so at once (weight 0), so the assigner moves its shards now."""
-        self.closing = True
+        self.closing = self.holdings.stopping = True
         try:
             beat = self.membership.beat(0, self.announced(), None)
             if beat.assigner:
@@ -341,15 +256,8 @@ class Coordinator:
 
     def release_remaining(self) -> int:
         """Give up any lease still held once the threads have stopped; returns how many."""
-        with self._lock:
-            held = [entry.lease for entry in self._held.values()]
-            self._held.clear()
-        return leases.release_many(held)
+        return leases.release_many(self.holdings.forget_all())
 
     def leave(self) -> None:
         """Deregister (after the threads released their leases) and nudge the others."""
         self.membership.leave()
-
-
-def _ordered(shards: Mapping[str, Sequence[int]]) -> list[ShardKey]:
-    return [(name, shard) for name, numbers in shards.items() for shard in numbers]

@@ -29,7 +29,7 @@ class OrderWorker(lowkiq.Worker):
 def built(redis_url: str, redis_client: redis.Redis) -> Iterator[tuple[Server, Coordinator]]:
     """A one-thread server, built, holding both shards' leases."""
     with one_thread(redis_url, OrderWorker) as (server, coordinator, _):
-        assert coordinator.owned() == [("OrderWorker", 0), ("OrderWorker", 1)]
+        assert coordinator.holdings.owned() == [("OrderWorker", 0), ("OrderWorker", 1)]
         yield server, coordinator
 
 
@@ -76,7 +76,7 @@ def test_a_heartbeat_carries_the_renewals_when_they_are_due(
         assert renewer.rider() is None  # the first beat just carried a round
         time.sleep(0.6)  # more than half of the 1 s renewal interval
         assert redis_client.pttl(lease_key) < 2500
-        held = {h.lease.shard: h for h in coordinator.held_leases()}
+        held = {h.lease.shard: h for h in coordinator.holdings.leases()}
         before = held[0].term.confirmed_at
         coordinator.beat()
         assert redis_client.pttl(lease_key) > 2800

@@ -1,0 +1,155 @@
+"""The leases one process holds, which thread serves each shard, and the shards its
+threads were asked to give up.
+
+Three threads share it: the coordinator (acquires leases, asks threads to give
+shards up), the processing threads (report a lease released or found lost) and
+the renewer (reads the leases, reports those Redis says are gone).  One lock
+guards it; no Redis call is made under it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
+
+from lowkiq.connection import Client
+from lowkiq.ownership.assignment import ShardKey, deal_to_threads
+from lowkiq.ownership.leases import HeldLease, Lease
+from lowkiq.shard_handler import ShardHandler
+
+log = logging.getLogger("lowkiq.ownership")
+
+
+class ThreadLike(Protocol):
+    """What ownership asks of a processing thread
+    (:class:`~lowkiq.processing_thread.ProcessingThread`)."""
+
+    def add(self, handler: ShardHandler) -> None:
+        """Serve ``handler``'s shard from the next step on."""
+
+    def remove(self, key: ShardKey, release: bool) -> None:
+        """Stop serving a shard after its running batch; ``release``: give its lease up."""
+
+    def pause(self, queues: frozenset[str]) -> None:
+        """Take no new batch of these queues' shards (all the paused ones), keeping them."""
+
+    def wake(self, client: Client) -> None:
+        """Interrupt the thread's idle wait."""
+
+    @property
+    def busy(self) -> int:
+        """How many of the thread's shards are in ``perform`` now."""
+
+
+class Holdings:
+    """One process's leases and the threads serving their shards."""
+
+    def __init__(self, threads: Sequence[ThreadLike], lease_ttl: float) -> None:
+        self.threads = threads
+        self.lease_ttl = lease_ttl
+        #: Set when the process is stopping: its threads give every lease up, so a lease
+        #: a renewal finds gone was released, not lost.
+        self.stopping = False
+        self._lock = threading.Lock()
+        self._held: dict[ShardKey, HeldLease] = {}
+        # Shards a thread was asked to give up, and when (time.monotonic).
+        self._releasing: dict[ShardKey, float] = {}
+        self._thread_of: dict[ShardKey, int] = {}
+
+    def leases(self) -> list[HeldLease]:
+        """The leases held now (for the renewer)."""
+        with self._lock:
+            return list(self._held.values())
+
+    def owned(self) -> list[ShardKey]:
+        """The shards whose lease this process holds now."""
+        with self._lock:
+            return sorted(self._held)
+
+    def add(self, key: ShardKey, held: HeldLease, handler: ShardHandler) -> None:
+        """A lease was acquired: its thread serves ``handler`` from its next step on."""
+        with self._lock:
+            self._held[key] = held
+        self.threads[held.thread].add(handler)
+
+    def lost(self, handler: ShardHandler) -> None:
+        """A processing thread found ``handler``'s lease gone: forget it (maybe reacquire)."""
+        with self._lock:
+            held = self._held.get(handler.key)
+            if held and held.lease.token == handler.token:
+                del self._held[handler.key]
+                self.threads[held.thread].remove(handler.key, release=False)
+
+    def released(self, handlers: Iterable[ShardHandler]) -> None:
+        """A processing thread gave these leases up."""
+        with self._lock:
+            for handler in handlers:
+                self._releasing.pop(handler.key, None)
+                held = self._held.get(handler.key)
+                if held and held.lease.token == handler.token:
+                    del self._held[handler.key]
+
+    def renewal_lost(self, held: HeldLease) -> bool:
+        """A renewal found ``held`` gone: forget it and take it from its thread; ``False``
+        when it was given up meanwhile (released, not lost) and nothing changed."""
+        key = (held.lease.queue.name, held.lease.shard)
+        with self._lock:
+            # A lease its thread gave up since the list was read (a hand-over, or the
+            # process stopping) was released, not lost.
+            if self.stopping or key in self._releasing or self._held.get(key) is not held:
+                return False
+            del self._held[key]
+            self.threads[held.thread].remove(key, release=False)
+        return True
+
+    def give_up(self, wanted: set[ShardKey]) -> set[int]:
+        """Ask the threads to give up the held shards not in ``wanted`` (once each), and
+        forget those asked a lease TTL ago that never reported released (their lease is
+        no longer renewed: it lapses); returns the threads asked."""
+        asked: set[int] = set()
+        now = time.monotonic()
+        with self._lock:
+            for key, asked_at in list(self._releasing.items()):
+                if now - asked_at > self.lease_ttl:
+                    del self._releasing[key]
+                    stale = self._held.pop(key, None)
+                    log.warning("%s:%d: never reported released; its lease is left to lapse", *key)
+                    if stale is not None:
+                        self.threads[stale.thread].remove(key, release=False)
+            for key, held in self._held.items():
+                if key not in wanted and key not in self._releasing:
+                    self._releasing[key] = now
+                    self.threads[held.thread].remove(key, release=True)
+                    asked.add(held.thread)
+        return asked
+
+    def to_acquire(
+        self,
+        wanted: list[ShardKey],
+        static: dict[ShardKey, int] | None,
+        threads: int,
+        group: Callable[[ShardKey], object] | None,
+    ) -> tuple[list[ShardKey], dict[ShardKey, int]]:
+        """The wanted shards neither held nor being given up, and the thread of every
+        wanted shard: ``static`` (a splitter's), else dealt to ``threads`` threads keeping
+        held shards in place (``group``: a shard's Redis Cluster master, see
+        :func:`~lowkiq.ownership.assignment.deal_to_threads`)."""
+        wanted_set = set(wanted)
+        with self._lock:
+            missing = [k for k in wanted if k not in self._held and k not in self._releasing]
+            if static is not None:
+                return missing, static
+            current = {key: held.thread for key, held in self._held.items() if key in wanted_set}
+            thread_of = deal_to_threads(wanted, {**self._thread_of, **current}, threads, group)
+            self._thread_of = dict(thread_of)
+        return missing, thread_of
+
+    def forget_all(self) -> list[Lease]:
+        """Forget every lease still held (the threads have stopped): to release them."""
+        with self._lock:
+            held = [entry.lease for entry in self._held.values()]
+            self._held.clear()
+        return held
