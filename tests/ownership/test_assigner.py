@@ -4,6 +4,9 @@ nothing, a serving process leaving does."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
 import redis
 
 from lowkiq.ownership.assigner import Assigner
@@ -24,13 +27,30 @@ def publish_as(assigner: Assigner, weight: int) -> None:
     assert not assigner.due(beat(assigner.membership, weight))
 
 
-def test_a_stopped_process_leaving_needs_no_recompute(redis_client: redis.Redis) -> None:
+@pytest.fixture
+def two_serving(redis_client: redis.Redis) -> Iterator[tuple[Assigner, Membership]]:
+    """The assigner and a second process, both serving, the assignment published."""
     assigner = Assigner(Membership(redis_client, "host:1:first", 10.0))
-    stopping = Membership(redis_client, "host:2:second", 10.0)
+    other = Membership(redis_client, "host:2:second", 10.0)
     publish_as(assigner, 1)
-    beat(stopping, 1)
+    beat(other, 1)
     publish_as(assigner, 1)
-    assert stopping.assigned()  # it serves half the shards
+    assert other.assigned()  # it serves half the shards
+    yield assigner, other
+
+
+def recompute_takes_all_shards(assigner: Assigner) -> None:
+    """The membership moved: the assigner recomputes, and now serves every shard."""
+    after = beat(assigner.membership, 1)
+    assert assigner.due(after)
+    assert assigner.run(after.generation) is not None
+    assert len(assigner.membership.assigned()) == len(QUEUES["Orders"])
+
+
+def test_a_stopped_process_leaving_needs_no_recompute(
+    two_serving: tuple[Assigner, Membership],
+) -> None:
+    assigner, stopping = two_serving
     beat(stopping, 0)  # TERM: it takes no shards from now on
     publish_as(assigner, 1)
     assert stopping.assigned() == []
@@ -38,31 +58,16 @@ def test_a_stopped_process_leaving_needs_no_recompute(redis_client: redis.Redis)
     assert not assigner.due(beat(assigner.membership, 1))
 
 
-def test_a_serving_process_leaving_is_recomputed(redis_client: redis.Redis) -> None:
-    assigner = Assigner(Membership(redis_client, "host:1:first", 10.0))
-    leaving = Membership(redis_client, "host:2:second", 10.0)
-    publish_as(assigner, 1)
-    beat(leaving, 1)
-    publish_as(assigner, 1)
-    assert leaving.assigned()
+def test_a_serving_process_leaving_is_recomputed(two_serving: tuple[Assigner, Membership]) -> None:
+    assigner, leaving = two_serving
     assert leaving.leave()
-    after = beat(assigner.membership, 1)
-    assert assigner.due(after)
-    assert assigner.run(after.generation) is not None
-    assert len(assigner.membership.assigned()) == 4
+    recompute_takes_all_shards(assigner)
 
 
 def test_a_stopped_process_leaving_before_the_recompute_is_recomputed(
-    redis_client: redis.Redis,
+    two_serving: tuple[Assigner, Membership],
 ) -> None:
-    assigner = Assigner(Membership(redis_client, "host:1:first", 10.0))
-    stopping = Membership(redis_client, "host:2:second", 10.0)
-    publish_as(assigner, 1)
-    beat(stopping, 1)
-    publish_as(assigner, 1)
+    assigner, stopping = two_serving
     beat(stopping, 0)
     assert stopping.leave()  # before the assigner moved its shards
-    after = beat(assigner.membership, 1)
-    assert assigner.due(after)
-    assert assigner.run(after.generation) is not None
-    assert len(assigner.membership.assigned()) == 4
+    recompute_takes_all_shards(assigner)
