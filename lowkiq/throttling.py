@@ -92,7 +92,13 @@ class ShardThrottle:
         made = self._made
         if made is None or made[0] is not limit:
             capacity = limit.capacity(self.batch_size)
-            throttle = throttle_for(limit.per_second, capacity, self.batch_size, self.queue.cluster)
+            throttle = throttle_for(
+                limit.per_second,
+                capacity,
+                self.batch_size,
+                self.queue.cluster,
+                self.queue.default_shards_count,
+            )
             made = self._made = (limit, throttle)
         if self._grant:
             grant, self._grant = self._grant, 0

@@ -114,13 +114,50 @@ def test_no_throttle_means_no_limit(worker, queue):
     assert len(popped.jobs) == 10 and popped.wait == 0 and not popped.limited
 
 
-@pytest.mark.parametrize("cluster", [False, True])
-def test_a_pop_reserves_a_batch_on_one_server_and_more_on_a_cluster(cluster):
-    assert throttle_for(500, 25, 1, cluster=False).want == 1
-    assert throttle_for(500, 25, 100, cluster=False).want == 25
-    assert throttle_for(500, 25, 1, cluster=True).want == 25
-    assert throttle_for(500, 10, 1, cluster=True).want == 10
-    assert throttle_for(500, 25, 1, cluster).per_ms == 0.5
+def test_a_shard_reserves_its_share_of_a_step_on_one_server_and_more_on_a_cluster():
+    # One server: a batch, or the shard's share of one 50 ms step of the rate (25 jobs
+    # at 500/s) when that is more, at most the capacity.
+    assert throttle_for(500, 25, 1, cluster=False, shards=8).want == 4
+    assert throttle_for(500, 25, 1, cluster=False, shards=1000).want == 1
+    assert throttle_for(500, 25, 10, cluster=False, shards=8).want == 10
+    assert throttle_for(500, 25, 100, cluster=False, shards=8).want == 25
+    assert throttle_for(500, 25, 1, cluster=False, shards=1).want == 25
+    # A cluster: 50 ms of the rate per rate_take call, at most the capacity.
+    assert throttle_for(500, 25, 1, cluster=True, shards=8).want == 25
+    assert throttle_for(500, 10, 1, cluster=True, shards=8).want == 10
+    assert throttle_for(500, 25, 1, cluster=True).per_ms == 0.5
+
+
+def test_the_grid_is_50_ms_or_the_bursts_worth_of_the_rate_when_less():
+    assert throttle_for(500, 25, 1, cluster=False).pace_ms == 50
+    assert throttle_for(500, 1000, 1, cluster=True).pace_ms == 50
+    assert throttle_for(500, 5, 1, cluster=False).pace_ms == 10  # burst 5: 10 ms
+    assert throttle_for(5000, 1, 1, cluster=False).pace_ms == 0  # under 1 ms: none
+
+
+def redis_ms(queue: Queue) -> float:
+    seconds, micros = queue.client.time()
+    return seconds * 1000 + micros / 1000
+
+
+def test_a_reservation_that_waits_is_paid_on_the_grid(redis_client, sharded_worker):
+    queue = sharded_worker.queue()
+    sharded_worker.perform_async([{"id": n, "perform_in": time.time() - 60} for n in range(60)])
+    shards = sorted({queue.shard_of(str(n)) for n in range(60)})[:3]
+    # A token every 10 ms, on a grid of 1 s: the reservations after the bucket's token
+    # are all paid at the next whole second of Redis's clock, together.
+    throttle = Throttle(0.1, capacity=1, want=1, pace_ms=1000)
+    assert len(pop(queue, shards[0], 3, throttle).jobs) == 1
+    paid = []
+    for shard in shards[1:]:
+        before = redis_ms(queue)
+        popped = pop(queue, shard, 3, throttle)
+        assert popped.limited and 0 < popped.wait <= 1.0
+        paid.append(before + popped.wait * 1000)
+    # Each at a whole second, give or take the time the call took (and 1 ms of
+    # rounding); without the grid they would be 10 ms apart, 10-30 ms after the calls.
+    for at in paid:
+        assert min(at % 1000, 1000 - at % 1000) < 30
 
 
 def test_a_shard_with_nothing_due_reserves_no_token(worker, queue):

@@ -393,6 +393,10 @@ end
 -- `tokens` it reserved and may spend from `from` (ms on Redis's clock); pop
 -- refills it from the bucket itself on one server, and from the grant of a
 -- rate_take call on a Redis Cluster, where the bucket is in another slot.
+-- Reservations that wait for the refill are paid on a grid of `pace` ms of
+-- Redis's clock, so the shards waiting for tokens come back together: their
+-- pops meet at Redis in bursts rather than one at a time (each wake-up of an
+-- idle server and thread costs CPU).
 
 -- ms a shard's unspent budget outlives the time it may be spent from.
 local RATE_BUDGET_GRACE = 10000
@@ -406,8 +410,9 @@ end
 -- Reserve up to `want` tokens of `bucket` (refilled at `rate` tokens per ms,
 -- holding at most `capacity`): the whole tokens in it now, or when it holds
 -- none, `want` tokens spent from when the refill has paid for them and for
--- every earlier reservation.  Returns how many and from when (ms on Redis's clock).
-local function bucket_reserve(bucket, want, rate, capacity, now)
+-- every earlier reservation, rounded up to a multiple of `pace` ms (0: not
+-- rounded).  Returns how many and from when (ms on Redis's clock).
+local function bucket_reserve(bucket, want, rate, capacity, now, pace)
   local state = redis.call('hmget', bucket, 'tokens', 'at', 'taken', 'waited')
   local tokens = tonumber(state[1]) or capacity
   local at = tonumber(state[2]) or now
@@ -421,6 +426,7 @@ local function bucket_reserve(bucket, want, rate, capacity, now)
     want = math.min(want, math.floor(tokens))
   else
     from = now + (want - tokens) / rate
+    if pace > 0 then from = math.ceil(from / pace) * pace end
     waited = waited + 1
   end
   redis.call('hset', bucket, 'tokens', tokens - want, 'at', at,
@@ -440,14 +446,14 @@ end
 
 -- The shard's budget before a pop: tokens, from, now (ms).  `grant` tokens
 -- (reserved by rate_take) are added; an empty budget is refilled from `bucket`
--- (nil on a Redis Cluster) with `want` tokens.
-local function rate_budget_open(want, rate, capacity, grant, bucket)
+-- (nil on a Redis Cluster) with `want` tokens, paid on the `pace` grid.
+local function rate_budget_open(want, rate, capacity, grant, bucket, pace)
   local now = clock_ms()
   local budget = redis.call('hmget', K.rate_budget_hash, 'tokens', 'from')
   local tokens = (tonumber(budget[1]) or 0) + grant
   local from = tonumber(budget[2]) or now
   if tokens <= 0 and bucket then
-    tokens, from = bucket_reserve(bucket, want, rate, capacity, now)
+    tokens, from = bucket_reserve(bucket, want, rate, capacity, now, pace)
   end
   return tokens, from, now
 end
@@ -467,7 +473,7 @@ end
 -- spent now, goes back to the bucket.
 local function rate_budget_idle(bucket, capacity, grant)
   if grant > 0 then
-    local tokens, from, now = rate_budget_open(0, 0, 0, grant, nil)
+    local tokens, from, now = rate_budget_open(0, 0, 0, grant, nil, 0)
     rate_budget_keep(tokens, from, now)
   end
   if not bucket then return end
@@ -484,10 +490,10 @@ end
 -- pop's tokens now (so a thread learns when to come back without asking); without
 -- one, unspent tokens go back to the bucket.  Returns the ms to wait before the
 -- next pop, or -1: on a Redis Cluster, reserve tokens (rate_take) first.
-local function rate_budget_close(left, from, now, backlog, want, rate, capacity, bucket)
+local function rate_budget_close(left, from, now, backlog, want, rate, capacity, pace, bucket)
   if bucket then
     if left <= 0 and backlog then
-      left, from = bucket_reserve(bucket, want, rate, capacity, now)
+      left, from = bucket_reserve(bucket, want, rate, capacity, now, pace)
     elseif left > 0 and not backlog then
       bucket_return(bucket, left, capacity)
       left = 0

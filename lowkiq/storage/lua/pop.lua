@@ -11,6 +11,7 @@
 -- ARGV[5]  optional: the worker's rate limit, tokens per ms (one token per job)
 -- ARGV[6]  its bucket's capacity (burst), ARGV[7] tokens to reserve at a time,
 -- ARGV[8]  tokens reserved by rate_take for this pop (Redis Cluster), or 0
+-- ARGV[9]  the grid (ms) reservations that wait for the refill are paid on, or 0
 -- Reads/writes: lease (of both shards), perform_in_zset, fresh/retry lex
 --   zsets, retry_count_zset, errors_hash, payloads_zset(id) of hot ids,
 --   processing_hash (of both shards), processed_counter (of the acked shard),
@@ -56,8 +57,10 @@ local allowance = limit
 if rate and #due == 0 then
   rate_budget_idle(KEYS[3], tonumber(ARGV[6]), tonumber(ARGV[8]))
 elseif rate then
-  rate_args = {tonumber(ARGV[7]), rate, tonumber(ARGV[6]), KEYS[3]}
-  tokens, from, now_ms = rate_budget_open(rate_args[1], rate, rate_args[3], tonumber(ARGV[8]), KEYS[3])
+  local pace = tonumber(ARGV[9] or '') or 0
+  rate_args = {tonumber(ARGV[7]), rate, tonumber(ARGV[6]), pace, KEYS[3]}
+  tokens, from, now_ms = rate_budget_open(rate_args[1], rate, rate_args[3], tonumber(ARGV[8]),
+    KEYS[3], pace)
   if tokens <= 0 then return {acked, -3, -1} end
   if from > now_ms then
     rate_budget_keep(tokens, from, now_ms)

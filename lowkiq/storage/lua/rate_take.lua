@@ -5,9 +5,10 @@
 -- ARGV[1]  tokens per ms
 -- ARGV[2]  the bucket's capacity (burst)
 -- ARGV[3]  how many tokens at most
+-- ARGV[4]  the grid (ms) a reservation that waits for the refill is paid on, or 0
 -- Writes: the bucket (see _common.lua)
 -- Returns: {tokens reserved, ms to wait before spending them (0: now)}
 local now = clock_ms()
 local tokens, from = bucket_reserve(KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[1]),
-  tonumber(ARGV[2]), now)
+  tonumber(ARGV[2]), now, tonumber(ARGV[4] or '') or 0)
 return {tokens, math.max(0, math.ceil(from - now))}
