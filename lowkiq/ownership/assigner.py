@@ -83,10 +83,13 @@ class Assigner:
         """The published assignment: ``(queue, shard) -> process id``."""
         client = self.membership.client
         raw = client.hgetall(self.membership.keys.assignment_hash)
+        # One JSON document of all the processes' entries parses faster than one each.
+        text = ",".join(v.decode() if isinstance(v, bytes) else str(v) for v in raw.values())
+        entries = json.loads(f"[{text}]")
         owners: dict[ShardKey, str] = {}
-        for process, encoded in raw.items():
+        for process, shards_by_queue in zip(raw, entries, strict=True):
             owner = process.decode() if isinstance(process, bytes) else str(process)
-            for queue, shards in json.loads(encoded).items():
+            for queue, shards in shards_by_queue.items():
                 for shard in shards:
                     owners[(queue, shard)] = owner
         return owners
@@ -104,23 +107,24 @@ class Assigner:
             previous = self.published()
         shards = {name: list(numbers) for name, numbers in snapshot.shards_by_queue.items()}
         owners = self.compute(snapshot.members, shards, previous)
-        moved = [
-            (shard_name(key), owner) for key, owner in owners.items() if previous.get(key) != owner
-        ]
-        moved += [(shard_name(key), "") for key in previous.keys() - owners.keys()]
+        moved: list[tuple[str, str]] = []
         # The processes whose shards changed: the old and new owners of the moved ones.
-        touched = {previous.get(key) for key in previous.keys() ^ owners.keys()}
-        touched |= {
-            process
-            for key, owner in owners.items()
-            if previous.get(key) != owner
-            for process in (owner, previous.get(key))
-        }
-        touched.discard(None)
-        after = by_process(owners)
+        touched: set[str] = set()
+        owner_before = previous.get
+        for key, owner in owners.items():
+            before = owner_before(key)
+            if before != owner:
+                moved.append((shard_name(key), owner))
+                touched.add(owner)
+                if before is not None:
+                    touched.add(before)
+        for key in previous.keys() - owners.keys():
+            moved.append((shard_name(key), ""))
+            touched.add(previous[key])
+        after = by_process({key: owner for key, owner in owners.items() if owner in touched})
         changed = [
             (process, encode(after[process]) if process in after else "")
-            for process in sorted(p for p in touched if p is not None)
+            for process in sorted(touched)
         ]
         generation = self.membership.publish(snapshot.version, changed, moved)
         if not generation:

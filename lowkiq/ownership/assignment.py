@@ -25,6 +25,7 @@ about S / P shards, a full rolling deploy about 2 × S.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -132,16 +133,13 @@ class _Plan:
             self.base[queue] = base
             self.eligible[queue] = eligible
             self.extras[queue] = count - sum(base.values())
-            held: dict[int, int] = {}
             was = [-1] * count
             if previous:
-                for position, shard in enumerate(shards):
-                    i = index.get(previous.get((queue, shard), ""), -1)
-                    if i in base:
-                        was[position] = i
-                        held[i] = held.get(i, 0) + 1
+                owner_of, number_of = previous.get, index.get
+                was = [number_of(owner_of((queue, shard), ""), -1) for shard in shards]
+                was = [i if i in base else -1 for i in was]
             self.was[queue] = was
-            self.held[queue] = held
+            self.held[queue] = Counter(i for i in was if i >= 0)
         self._bounds()
         #: Per member: the queues where it has an extra, in the order they were given.
         self.chosen: list[dict[str, None]] = [{} for _ in live]

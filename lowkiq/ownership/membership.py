@@ -184,20 +184,20 @@ class Membership:
         reply = self._run("membership_snapshot")
         members: list[Member] = []
         shards: dict[str, range] = {}
-        parsed: dict[bytes, Any] = {}  # most processes announce the same queues
+        # Most processes announce the same queues: each announcement is read once.
+        names_of: dict[bytes, frozenset[str]] = {}
         for i in range(1, len(reply), 3):
             raw = reply[i + 2]
-            announced = parsed.get(raw)
-            if announced is None:
-                announced = parsed[raw] = json.loads(raw)
-            if isinstance(announced, dict):
-                for name, (first, stop) in announced.items():
-                    known = shards.get(name)
-                    if known is None or (first, stop) > (known.start, known.stop):
-                        shards[name] = range(first, stop)
-            members.append(
-                Member(reply[i].decode(), int(reply[i + 1]), frozenset(queue_names(announced)))
-            )
+            names = names_of.get(raw)
+            if names is None:
+                announced = json.loads(raw)
+                names = names_of[raw] = frozenset(queue_names(announced))
+                if isinstance(announced, dict):
+                    for name, (first, stop) in announced.items():
+                        known = shards.get(name)
+                        if known is None or (first, stop) > (known.start, known.stop):
+                            shards[name] = range(first, stop)
+            members.append(Member(reply[i].decode(), int(reply[i + 1]), names))
         return Snapshot(int(reply[0]), members, shards)
 
     def assigned(self) -> list[ShardKey]:

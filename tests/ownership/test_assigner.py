@@ -71,3 +71,21 @@ def test_a_stopped_process_leaving_before_the_recompute_is_recomputed(
     beat(stopping, 0)
     assert stopping.leave()  # before the assigner moved its shards
     recompute_takes_all_shards(assigner)
+
+
+def test_a_new_assigner_goes_on_from_the_published_assignment(
+    two_serving: tuple[Assigner, Membership],
+) -> None:
+    first, second = two_serving
+    kept = set(second.assigned())
+    assert first.membership.leave()
+    successor = Assigner(second)  # a process that never computed an assignment
+    current = beat(second, 1)
+    assert current.assigner and successor.due(current)
+    assert successor.published() == {key: second.process_id for key in kept} | {
+        key: first.membership.process_id for key in set(first.membership.assigned())
+    }
+    assert successor.run(current.generation) is not None
+    moved = len(QUEUES["Orders"]) - len(kept)  # the shards of the process that left
+    assert successor.last is not None and successor.last.shards_moved == moved
+    assert set(second.assigned()) == {("Orders", shard) for shard in QUEUES["Orders"]}
