@@ -16,7 +16,7 @@ owner whenever that owner is still within its share.  It runs in two steps:
    count; the shards left over (new, or owned by a process that left or has
    too many) are dealt round-robin to the processes still short.
 
-The cost is O(S + P × Q) for S shards, P processes and Q queues (10–35 ms
+The cost is O(S + P × Q) for S shards, P processes and Q queues (5–25 ms
 at S = 10,000 and P = 1,000 in 1 or 10 queues; ``bench/assignment.py``), and
 the moves are the fewest the counts allow: a process joining or leaving moves
 about S / P shards, a full rolling deploy about 2 × S.
