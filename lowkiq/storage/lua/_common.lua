@@ -10,14 +10,16 @@
 -- A blob is repeated struct('>dI4') score, length, then payload bytes,
 -- ascending by score; an empty blob marks a hot id (see payloads_add).
 
--- Now on Redis's clock, unix seconds as a string ('%.17g'): every due time,
--- retry time, restore time and updated_at is Redis's, whatever the clocks of
--- the hosts running workers say.  `given`, when not empty, is used instead (a
--- fixed clock for tests).
+-- Now on Redis's clock, unix seconds as a string with six decimals (TIME's
+-- seconds and microseconds, joined: cheaper than formatting a number, and
+-- exact): every due time, retry time, restore time and updated_at is Redis's,
+-- whatever the clocks of the hosts running workers say.  `given`, when not
+-- empty, is used instead (a fixed clock for tests).
 local function clock(given)
   if given and given ~= '' then return given end
   local time = redis.call('time')
-  return string.format('%.17g', tonumber(time[1]) + tonumber(time[2]) / 1000000)
+  local micros = time[2]
+  return time[1] .. '.' .. string.rep('0', 6 - #micros) .. micros
 end
 
 local HEADER = '>dI4'
