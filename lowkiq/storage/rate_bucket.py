@@ -13,11 +13,12 @@ waiting for tokens are served in turn.
 
 That time is rounded up to a grid of :data:`PACE_SECONDS` on Redis's clock (less
 when the bucket holds less than that much of the rate), and on one server a shard
-reserves about its share of one step of the grid at a time: the waiting shards of
-a worker come back together, 20 times a second, and pop a few batches back to back
-each, instead of each waking alone for every token.  A wake-up of an idle thread,
-and of an idle Redis, costs CPU; fewer of them, each serving several pops, is most
-of what a job under a limit costs more than one drained flat out.
+reserves its share of :data:`RESERVE_SECONDS` of the rate at a time: the waiting
+shards of a worker come back together at the steps of the grid, a few at each,
+and pop several batches back to back each, instead of each waking alone for every
+token.  A wake-up of an idle thread, and of an idle Redis, costs CPU; fewer of
+them, each serving several pops, is most of what a job under a limit costs more
+than one drained flat out.
 """
 
 from __future__ import annotations
@@ -36,8 +37,15 @@ from lowkiq.storage.queue_base import QueueBase
 CLUSTER_GRANT_SECONDS = 0.05
 #: Seconds of the grid that reservations waiting for the refill are paid on (at most
 #: the bucket's capacity's worth of the rate, so no more than ``burst`` jobs start at a
-#: step); on one server a shard reserves its share of one step of the rate at a time.
+#: step).
 PACE_SECONDS = 0.05
+#: On one server, a shard reserves whole batches for its share (the rate over the
+#: worker's shards) of this many seconds of the rate at a time (at least a batch, at
+#: most the capacity): at 500/s over 8 shards and batch 1, 12 tokens, so about two
+#: shards pop at each step.  The shards' reservations then come round in this time
+#: plus a step, within the 0.25 s a thread waiting for tokens naps without a Redis
+#: call (lowkiq.processing_thread.THROTTLE_NAP; a longer wait is an idle wait).
+RESERVE_SECONDS = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,17 +71,21 @@ def throttle_for(
 ) -> Throttle:
     """A pop's :class:`Throttle` for a worker of ``shards`` shards.  Reservations that
     wait are paid on a grid of :data:`PACE_SECONDS` (at most ``capacity`` tokens' worth
-    of the rate).  On one server a shard reserves a batch at a time, or its share of
-    one step of the grid when that is more (at most ``capacity``); on a Redis Cluster
-    :data:`CLUSTER_GRANT_SECONDS` of the rate (at least a batch, at most ``capacity``),
-    so that a rate_take call serves several pops."""
+    of the rate).  A shard reserves whole batches at a time, at least one, at most
+    ``capacity``: on one server as many as its share of :data:`RESERVE_SECONDS` of the
+    rate holds; on a Redis Cluster as many as :data:`CLUSTER_GRANT_SECONDS` of the rate
+    holds, so that a rate_take call serves several pops."""
     pace = min(PACE_SECONDS, capacity / per_second)
-    want = min(batch_size, capacity)
+    batch = min(batch_size, capacity)
     if cluster:
-        want = max(want, min(capacity, math.ceil(per_second * CLUSTER_GRANT_SECONDS)))
+        tokens = per_second * CLUSTER_GRANT_SECONDS
     else:
-        want = max(want, min(capacity, math.ceil(per_second * pace / max(shards, 1))))
-    return Throttle(per_second / 1000.0, capacity, want, pace_ms=math.floor(pace * 1000))
+        tokens = per_second * RESERVE_SECONDS / max(shards, 1)
+    # Whole batches: a reservation ending mid-batch would make the next pop a short one.
+    batches = min(math.floor(tokens / batch), capacity // batch)
+    return Throttle(
+        per_second / 1000.0, capacity, max(1, batches) * batch, pace_ms=math.floor(pace * 1000)
+    )
 
 
 def take(queue: QueueBase, throttle: Throttle) -> tuple[int, float]:

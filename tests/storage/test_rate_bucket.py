@@ -114,16 +114,19 @@ def test_no_throttle_means_no_limit(worker, queue):
     assert len(popped.jobs) == 10 and popped.wait == 0 and not popped.limited
 
 
-def test_a_shard_reserves_its_share_of_a_step_on_one_server_and_more_on_a_cluster():
-    # One server: a batch, or the shard's share of one 50 ms step of the rate (25 jobs
-    # at 500/s) when that is more, at most the capacity.
-    assert throttle_for(500, 25, 1, cluster=False, shards=8).want == 4
+def test_a_shard_reserves_whole_batches_for_its_share_of_200_ms_or_50_ms_on_a_cluster():
+    # One server: the whole batches the shard's share of 200 ms of the rate holds (100
+    # jobs at 500/s over 8 shards: 12.5), at least one, at most the capacity.
+    assert throttle_for(500, 25, 1, cluster=False, shards=8).want == 12
     assert throttle_for(500, 25, 1, cluster=False, shards=1000).want == 1
+    assert throttle_for(500, 25, 5, cluster=False, shards=8).want == 10
     assert throttle_for(500, 25, 10, cluster=False, shards=8).want == 10
+    assert throttle_for(500, 25, 20, cluster=False, shards=8).want == 20
     assert throttle_for(500, 25, 100, cluster=False, shards=8).want == 25
     assert throttle_for(500, 25, 1, cluster=False, shards=1).want == 25
     # A cluster: 50 ms of the rate per rate_take call, at most the capacity.
     assert throttle_for(500, 25, 1, cluster=True, shards=8).want == 25
+    assert throttle_for(500, 25, 10, cluster=True, shards=8).want == 20
     assert throttle_for(500, 10, 1, cluster=True, shards=8).want == 10
     assert throttle_for(500, 25, 1, cluster=True).per_ms == 0.5
 
