@@ -58,8 +58,9 @@ LOCAL_STEP = 0.004
 
 #: Seconds between two looks at the shards of an idle thread on a Redis Cluster.
 CLUSTER_POLL = 0.025
-#: A thread whose every shard waits for rate-limit tokens for at most this many seconds
-#: sleeps without a Redis call (its finished batches' acks ride on the next pops).
+#: A thread whose every shard waits for rate-limit tokens sleeps without a Redis call,
+#: at most this many seconds at a time (for a shorter wait its finished batches' acks
+#: ride on the next pops).
 THROTTLE_NAP = 0.25
 #: Seconds a shard whose rate-limit wait is over may wait more for the thread's other
 #: shards, so that their pops go out in one write.
@@ -272,10 +273,11 @@ class ProcessingThread:
         return sum(1 for handler in handlers if handler.throttle and handler.throttle.waiting())
 
     def _nap(self) -> bool:
-        """When every shard of the thread waits for rate-limit tokens for a short while,
-        sleep until the first may be popped (and the others that may be within
-        THROTTLE_GATHER after it, so that their pops go out together), without a Redis
-        call; ``False`` otherwise."""
+        """When every shard of the thread waits for rate-limit tokens, sleep until the
+        first may be popped (and the others that may be within THROTTLE_GATHER after it,
+        so that their pops go out together), without a Redis call, at most THROTTLE_NAP
+        at a time (a longer wait acks the finished batches first, and the thread looks at
+        its changes between naps); ``False`` otherwise."""
         untils = []
         for handler in self.handlers:
             throttle = handler.throttle
@@ -285,13 +287,14 @@ class ProcessingThread:
         first = min(untils)
         pause = max(u for u in untils if u <= first + THROTTLE_GATHER) - time.monotonic()
         if pause > THROTTLE_NAP:
-            return False
+            self.deferred.flush()
+            pause = THROTTLE_NAP
         self.stop.wait(max(pause, 0.0))
         return True
 
     def wait(self) -> None:
         """Ack any finished batch, then block until a wake-up, the next due job or
-        poll_interval (a short wait for rate-limit tokens is slept, see :meth:`_nap`)."""
+        poll_interval (a wait for rate-limit tokens is slept, see :meth:`_nap`)."""
         if self.handlers and self._nap():
             return
         self.deferred.flush()

@@ -27,6 +27,12 @@ def calls(client: redis.Redis) -> int:
     return sum(stat["calls"] for stat in client.info("commandstats").values())
 
 
+def commands(client: redis.Redis) -> dict[str, int]:
+    """Calls so far of each command Redis has run (those inside scripts included)."""
+    stats = client.info("commandstats")
+    return {name.removeprefix("cmdstat_"): stat["calls"] for name, stat in stats.items()}
+
+
 def test_a_thread_waits_for_its_shards_tokens_without_calling_redis(redis_url, redis_client):
     config = Settings(
         workers=[Paced], threads_per_node=1, redis=lambda: redis.Redis.from_url(redis_url)
@@ -54,6 +60,56 @@ def test_a_thread_waits_for_its_shards_tokens_without_calling_redis(redis_url, r
         assert 0.1 < slept < 0.3
         assert handler.ready() and handler.process()
         assert Paced.metrics()["length"] == 3
+    finally:
+        coordinator.leave()
+        lane.client.close()
+
+
+class Slow(lowkiq.Worker):
+    shards_count = 1
+    rate_limit = lowkiq.RateLimit(1, burst=1)  # a token a second
+
+    @classmethod
+    def perform(cls, payloads_by_id):
+        pass
+
+
+def test_a_long_wait_for_tokens_is_napped_in_steps_after_acking(redis_url, redis_client):
+    config = Settings(
+        workers=[Slow], threads_per_node=1, redis=lambda: redis.Redis.from_url(redis_url)
+    )
+    server = Server(config)
+    coordinator = server.build()
+    (lane,) = server.lanes
+    try:
+        coordinator.beat()
+        lane.apply()
+        (handler,) = lane.handlers
+        Slow.perform_async([{"id": n} for n in range(3)])
+        assert handler.process()  # the bucket's token; the next one is due in a second
+        assert lane.throttled(lane.handlers) == 1
+
+        before = commands(redis_client)
+        started = time.monotonic()
+        lane.wait()
+        slept = time.monotonic() - started
+        after = commands(redis_client)
+        # The ack of the finished batch (its script loaded on first use, a DEL inside);
+        # no blocking read, no polling for tokens that are not due: a nap of
+        # THROTTLE_NAP, then the thread looks again.
+        scripts = after.get("evalsha", 0) - before.get("evalsha", 0)
+        assert scripts - (after.get("script", 0) - before.get("script", 0)) == 1
+        assert after.get("blpop", 0) == before.get("blpop", 0)
+        assert after.get("del", 0) - before.get("del", 0) <= 1
+        assert 0.2 < slept < 0.4
+        assert Slow.metrics()["busy"] == 0
+        assert not handler.ready()
+        for _ in range(5):
+            if handler.ready():
+                break
+            lane.wait()
+        assert handler.ready() and handler.process()
+        assert Slow.metrics()["length"] == 1
     finally:
         coordinator.leave()
         lane.client.close()

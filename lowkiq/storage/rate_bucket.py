@@ -43,8 +43,8 @@ PACE_SECONDS = 0.05
 #: worker's shards) of this many seconds of the rate at a time (at least a batch, at
 #: most the capacity): at 500/s over 8 shards and batch 1, 12 tokens, so about two
 #: shards pop at each step.  The shards' reservations then come round in this time
-#: plus a step, within the 0.25 s a thread waiting for tokens naps without a Redis
-#: call (lowkiq.processing_thread.THROTTLE_NAP; a longer wait is an idle wait).
+#: plus a step, within one nap of a thread waiting for tokens (0.25 s,
+#: lowkiq.processing_thread.THROTTLE_NAP).
 RESERVE_SECONDS = 0.2
 
 
