@@ -77,8 +77,9 @@ class Renewer:
         self.interval = ttl / RENEWALS_PER_TTL
         self.held = held
         self.on_lost = on_lost
-        #: A heartbeat may carry the rounds: a single server (one script call renews all).
-        self.carried = not isinstance(client, redis.RedisCluster)
+        #: Whether heartbeats carry the rounds: on a single server (one script call renews
+        #: all the leases there).
+        self.beats_carry = not isinstance(client, redis.RedisCluster)
         #: When the last round was sent (``time.monotonic``), by the timer or a heartbeat.
         self.last_round = time.monotonic()
         self._pool: ThreadPoolExecutor | None = None
@@ -87,14 +88,14 @@ class Renewer:
 
     def own_round_at(self) -> float:
         """When the renewer's timer runs a round unless a heartbeat carries one before."""
-        late = OWN_ROUND_LATE if self.carried else 1.0
+        late = OWN_ROUND_LATE if self.beats_carry else 1.0
         return self.last_round + self.interval * late
 
     def rider(self) -> Rider | None:
         """The round a heartbeat carries now (``None``: none is due, no lease is held, or
         on a Redis Cluster); hand its reply to :meth:`settle`."""
         now = time.monotonic()
-        if not self.carried or now - self.last_round < self.interval * CARRY_AFTER:
+        if not self.beats_carry or now - self.last_round < self.interval * CARRY_AFTER:
             return None
         self.last_round = now
         leases = list(self.held())
