@@ -210,8 +210,18 @@ def test_metrics_pages_from_the_nav_link(page, live_server):
     expect(quantiles.first).to_have_text("1m 30s")
 
 
+def wait_for_chart(page, chart_id):
+    """Wait until the chart script has drawn the chart in box ``chart_id``."""
+    page.wait_for_function(
+        "(id) => { const box = document.getElementById(id);"
+        " return !!(box && box.lowkiqChart && box.lowkiqChart.plot); }",
+        arg=chart_id,
+    )
+
+
 def chart_state(page, chart_id):
     """What the chart script drew in box ``chart_id``: axes, x range, data, legend values."""
+    wait_for_chart(page, chart_id)
     return page.evaluate(
         """(id) => {
             const plot = document.getElementById(id).lowkiqChart.plot;
@@ -230,6 +240,7 @@ def chart_state(page, chart_id):
 
 def hover(page, chart_id, at):
     """Move the mouse over the chart at unix time ``at``, halfway up."""
+    wait_for_chart(page, chart_id)
     box = page.evaluate(
         """([id, at]) => {
             const plot = document.getElementById(id).lowkiqChart.plot;
