@@ -9,8 +9,7 @@ import time
 import redis
 
 import lowkiq
-from lowkiq.server import Server
-from lowkiq.settings import Settings
+from tests.one_thread import one_thread
 
 
 class Paced(lowkiq.Worker):
@@ -22,27 +21,19 @@ class Paced(lowkiq.Worker):
         pass
 
 
-def calls(client: redis.Redis) -> int:
-    """Commands Redis has run so far (this call's INFO included)."""
-    return sum(stat["calls"] for stat in client.info("commandstats").values())
-
-
 def commands(client: redis.Redis) -> dict[str, int]:
     """Calls so far of each command Redis has run (those inside scripts included)."""
     stats = client.info("commandstats")
     return {name.removeprefix("cmdstat_"): stat["calls"] for name, stat in stats.items()}
 
 
+def calls(client: redis.Redis) -> int:
+    """Commands Redis has run so far (this call's INFO included)."""
+    return sum(commands(client).values())
+
+
 def test_a_thread_waits_for_its_shards_tokens_without_calling_redis(redis_url, redis_client):
-    config = Settings(
-        workers=[Paced], threads_per_node=1, redis=lambda: redis.Redis.from_url(redis_url)
-    )
-    server = Server(config)
-    coordinator = server.build()
-    (lane,) = server.lanes
-    try:
-        coordinator.beat()
-        lane.apply()
+    with one_thread(redis_url, Paced) as (_, _, lane):
         (handler,) = lane.handlers
         Paced.perform_async([{"id": n} for n in range(5)])
         assert handler.process()  # the bucket's one token; the next one is reserved
@@ -60,9 +51,6 @@ def test_a_thread_waits_for_its_shards_tokens_without_calling_redis(redis_url, r
         assert 0.1 < slept < 0.3
         assert handler.ready() and handler.process()
         assert Paced.metrics()["length"] == 3
-    finally:
-        coordinator.leave()
-        lane.client.close()
 
 
 class Slow(lowkiq.Worker):
@@ -75,15 +63,7 @@ class Slow(lowkiq.Worker):
 
 
 def test_a_long_wait_for_tokens_is_napped_in_steps_after_acking(redis_url, redis_client):
-    config = Settings(
-        workers=[Slow], threads_per_node=1, redis=lambda: redis.Redis.from_url(redis_url)
-    )
-    server = Server(config)
-    coordinator = server.build()
-    (lane,) = server.lanes
-    try:
-        coordinator.beat()
-        lane.apply()
+    with one_thread(redis_url, Slow) as (_, _, lane):
         (handler,) = lane.handlers
         Slow.perform_async([{"id": n} for n in range(3)])
         assert handler.process()  # the bucket's token; the next one is due in a second
@@ -110,6 +90,3 @@ def test_a_long_wait_for_tokens_is_napped_in_steps_after_acking(redis_url, redis
             lane.wait()
         assert handler.ready() and handler.process()
         assert Slow.metrics()["length"] == 1
-    finally:
-        coordinator.leave()
-        lane.client.close()

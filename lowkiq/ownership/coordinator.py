@@ -86,8 +86,6 @@ class Coordinator:
         #: Follows paused queues, layouts and the readers added to ``watcher.others``.
         self.watcher = ConfigWatcher(client, self.queues, self.lanes, plan.static is not None)
         self.quiet = False
-        # Set when the process is stopping: it wants no shard and takes none.
-        self.closing = False
         #: Set when the dashboard asked this process to stop.
         self.stop_requested = threading.Event()
         #: The leases held, the threads serving them, the shards being given up.
@@ -100,6 +98,11 @@ class Coordinator:
         self.assigned: list[ShardKey] = []
         #: The last beat (``None`` before the first).
         self.last_beat: Beat | None = None
+
+    @property
+    def closing(self) -> bool:
+        """Whether the process is stopping: it wants no shard and takes none."""
+        return self.holdings.stopping
 
     # -- what the processing threads and the renewer report --------------------
 
@@ -246,7 +249,7 @@ class Coordinator:
     def close(self) -> None:
         """The process is stopping: from now on it wants no shard and acquires none; its
         beat says so at once (weight 0), so the assigner moves its shards now."""
-        self.closing = self.holdings.stopping = True
+        self.holdings.stopping = True
         try:
             beat = self.membership.beat(0, self.announced(), None)
             if beat.assigner:

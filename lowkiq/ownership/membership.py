@@ -140,9 +140,12 @@ class Membership:
     # The client's socket timeout (0: none), read once.
     _socket_timeout: tuple[float] | None = field(default=None, init=False, repr=False)
 
+    def _call(self, name: str, *args: Any) -> ScriptCall:
+        return (getattr(Scripts.for_client(self.client), name), [self.keys.prefix], args)
+
     def _run(self, name: str, *args: Any) -> Any:
-        script = getattr(Scripts.for_client(self.client), name)
-        return script(keys=[self.keys.prefix], args=args)
+        script, keys, arguments = self._call(name, *args)
+        return script(keys=keys, args=arguments)
 
     def beat(
         self,
@@ -166,8 +169,8 @@ class Membership:
         if carry is None:
             reply = self._run("membership_beat", *args)
         else:
-            script = Scripts.for_client(self.client).membership_beat
-            reply, carried = run_pipelined(self.client, [(script, [self.keys.prefix], args), carry])
+            beat = self._call("membership_beat", *args)
+            reply, carried = run_pipelined(self.client, [beat, carry])
         return Beat(
             now_ms=int(reply[0]),
             version=int(reply[1]),
