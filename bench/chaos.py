@@ -35,8 +35,11 @@ Each process runs ``--threads`` threads (default 2), so a thread serves several 
 With ``--children N`` every worker is a supervisor of N children (``--processes N``):
 the bench SIGKILLs and SIGSTOPs children, the supervisors restart them and free a dead
 child's leases at once.
+With ``--rate R`` the worker has a rate limit of R jobs per second: its pops take
+several batches at once (as many as the reserved tokens pay for), so a crash finds
+several batches of a shard in processing.
 Usage: python bench/chaos.py [--seconds 180] [--processes 3] [--ids 200] [--threads 2]
-       [--children N]
+       [--children N] [--rate R]
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from typing import Any
 import redis
 from _machine import machine
 
+from lowkiq.connection import pipelined
 from lowkiq.embedded import EmbeddedServer, start_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,6 +120,7 @@ class Run:
             "REDIS_URL": self.queue.url,
             "RECORD_URL": self.records.url,
             "CHAOS_LEASE_TTL": str(LEASE_TTL),
+            "CHAOS_RATE": str(args.rate or 0),
             "LOWKIQ_THREADS_PER_NODE": str(args.threads),
             "PYTHONPATH": str(ROOT),
         }
@@ -134,6 +139,8 @@ class Run:
         self.events: dict[str, int] = defaultdict(int)
         #: Workers that exited by themselves: (number, exit code).
         self.crashed: list[tuple[int, int]] = []
+        #: The most jobs the watcher saw in one shard's processing area at once.
+        self.most_in_processing = 0
         self.poison_exits = 0
         #: Supervised children the bench killed.
         self.killed_children: set[int] = set()
@@ -181,8 +188,17 @@ class Run:
                 time.sleep(0.2)
 
     def watch(self) -> None:
-        """Replace every worker that exits by itself; note why it did."""
+        """Replace every worker that exits by itself; note why it did; keep the most jobs
+        seen in one shard's processing area."""
+        keys = self.worker_class.queue().keys
+        areas = [keys.processing_hash(shard) for shard in range(self.worker_class.shards_count)]
+        client = redis.Redis.from_url(self.queue.url, socket_timeout=1)
         while self.watching:
+            try:
+                sizes = pipelined(client, [("HLEN", key) for key in areas], transaction=False)
+                self.most_in_processing = max(self.most_in_processing, *sizes)
+            except redis.RedisError:
+                pass  # Redis is down or its connections were dropped: look again next time
             with self.lock:
                 ended = [
                     w for w in self.workers if not w.ended_by_bench and w.process.poll() is not None
@@ -447,6 +463,7 @@ class Run:
             f"{f' (supervisors of {children} children each)' if children > 1 else ''} "
             "without --nodes, "
             f"{self.args.threads} threads each, {self.args.ids} ids, lease TTL {LEASE_TTL:.0f} s"
+            + (f", rate limit {self.args.rate:g}/s" if self.args.rate else "")
         )
         for event, count in sorted(self.events.items()):
             print(f"  {event}: {count}")
@@ -458,6 +475,8 @@ class Run:
             print(f"  left after {DRAIN_LIMIT:.0f} s: {metrics['length']} queued, "
                   f"{metrics['busy']} busy")  # fmt: skip
         print(f"  acks refused by Redis's fencing (logged): {self.log_lines('no longer held')}")
+        print(f"  most jobs seen in one shard's processing area: {self.most_in_processing} "
+              f"(batch size {self.worker_class.batch_size})")  # fmt: skip
         print(f"  hand-over disruptions within 1 s of a shard released or acquired: {self.hits()}")
         if waits:
             print(f"  queue wait (oldest payload of a perform): p50 {quantile(waits, 0.5):.2f} s, "
@@ -514,6 +533,9 @@ def main() -> None:
         help="2 or more: each worker process is a supervisor of that many children "
         "(--processes N); children killed by the bench or by the poison job are restarted "
         "by their supervisor, which frees their leases at once",
+    )
+    parser.add_argument(
+        "--rate", type=float, default=None, help="the worker's rate limit, jobs per second"
     )
     args = parser.parse_args()
     run = Run(args, Path(tempfile.mkdtemp(prefix="lowkiq-chaos-")))

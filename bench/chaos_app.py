@@ -13,7 +13,8 @@ Records go to ``RECORD_URL``, a Redis the chaos run never kills nor disconnects:
   with exit code :data:`POISON_EXIT`; ``chaos:exhausted``: the ids given to
   ``retries_exhausted``.
 
-Environment: ``REDIS_URL``, ``RECORD_URL``, ``CHAOS_LEASE_TTL`` (seconds, default 2).
+Environment: ``REDIS_URL``, ``RECORD_URL``, ``CHAOS_LEASE_TTL`` (seconds, default 2),
+``CHAOS_RATE`` (the worker's rate limit in jobs per second; unset or 0: none).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import lowkiq
 POISON = "poison"
 #: The exit code of a process :data:`POISON` killed.
 POISON_EXIT = 77
+#: The worker's rate limit, jobs per second (0: none).
+RATE = float(os.environ.get("CHAOS_RATE") or 0)
 
 record = redis.Redis.from_url(os.environ["RECORD_URL"])
 lowkiq.settings.lease_ttl = float(os.environ.get("CHAOS_LEASE_TTL", "2"))
@@ -81,6 +84,7 @@ class Chaos(lowkiq.Worker):
     shards_count = 8
     batch_size = 5
     max_restores = 3
+    rate_limit = lowkiq.RateLimit(RATE) if RATE else None
 
     @classmethod
     def perform(cls, payloads_by_id: dict[str, list[dict[str, Any]]]) -> None:

@@ -9,7 +9,9 @@ batch.
 
 The ack of a successful batch is deferred: it rides on the thread's next pop
 (one Redis round trip per batch), and a thread acks it on its own before it goes idle
-or gives the shard up (:class:`DeferredAck`).
+or gives the shard up (:class:`DeferredAck`).  Under a rate limit one pop may take
+several batches, as many as the shard performs in :data:`GROUP_SECONDS`: they run one
+after the other and are acked together.
 
 After a Redis error the handler does not know what the interrupted script
 did, so it restores the shard's processing area before popping again: a
@@ -42,6 +44,13 @@ log = logging.getLogger("lowkiq.shard_handler")
 
 #: Seconds between two pops of a shard a reshard holds (unless its wake list fires).
 HELD_RETRY = 0.5
+#: Under a rate limit one pop takes several batches (at most what the shard's reserved
+#: tokens pay for), as many as the shard performs in this many seconds judging by its
+#: last batches: a round trip, and a wake-up of Redis, serves them all.
+GROUP_SECONDS = 0.05
+#: How fast the time a shard's batches take is forgotten (per batch): one slow batch
+#: shrinks the next pops at once, and they grow back over a few dozen batches.
+BATCH_TIME_DECAY = 0.8
 
 
 def _perform(worker: type[Worker], batch: Batch) -> None:
@@ -65,19 +74,21 @@ class DeferredAck:
     Each shard's ack waits for that shard's next pop, which acks it in the
     same script, or for the thread to go idle or give the shard up: one script
     per batch rather than two.  A thread sends its due shards' pops together
-    (:meth:`~lowkiq.processing_thread.ProcessingThread.process`), so up to one performed batch
-    per shard
-    of the thread runs again after a crash.  On one server a pop may also ack
-    another shard of its queue (the round-robin scheduler pops a different
-    shard each time); on a Redis Cluster a script touches one shard (one slot).
+    (:meth:`~lowkiq.processing_thread.ProcessingThread.process`), so up to one performed
+    batch per shard of the thread (under a rate limit, the batches of its last pop) runs
+    again after a crash.  On one server a pop may also ack another shard of its queue
+    (the round-robin scheduler pops a different shard each time); on a Redis Cluster a
+    script touches one shard (one slot).
     """
 
     def __init__(self) -> None:
         self.pending: list[ShardHandler] = []
 
     def defer(self, handler: ShardHandler) -> None:
-        """``handler``'s batch succeeded: ack it later."""
-        self.pending.append(handler)
+        """``handler``'s batch succeeded: ack it later (with any other batch of the same
+        pop)."""
+        if handler not in self.pending:
+            self.pending.append(handler)
 
     def forget(self, handler: ShardHandler) -> None:
         """Drop ``handler``'s pending ack (its lease is lost, or its state unknown)."""
@@ -170,6 +181,9 @@ class ShardHandler:
         #: Jobs the shard's acquisition moved to the morgue (their process died running
         #: them ``max_restores`` times): ``retries_exhausted`` is called before the next pop.
         self.exhausted: list[dict[str, Any]] = []
+        # Under a rate limit: seconds the shard's recent batches took (the longest, as it
+        # decays), for the number of batches a pop takes; None before the first.
+        self._batch_seconds: float | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -189,7 +203,7 @@ class ShardHandler:
         if not self.ready():
             return False
         acked = self.deferred.ack_with_pop(self)
-        throttle = self.throttle.args() if self.throttle is not None else None
+        throttle = self.throttle.args(self.batches()) if self.throttle is not None else None
         try:
             popped = self.queue.pop(
                 self.shard, self.token, self.worker.batch_size, None, *_ack_of(acked), throttle
@@ -218,11 +232,20 @@ class ShardHandler:
         """This shard's pop, acking ``acked``'s batch (from :meth:`DeferredAck.ack_with_pop`),
         packed to go out with other shards' pops in one write, and its rate-limit
         arguments (both for :meth:`take`)."""
-        throttle = self.throttle.args() if self.throttle is not None else None
+        throttle = self.throttle.args(self.batches()) if self.throttle is not None else None
         command = self.queue.pop_command(
             self.shard, self.token, self.worker.batch_size, *_ack_of(acked), throttle
         )
         return command, throttle
+
+    def batches(self) -> int:
+        """How many batches a rate-limited pop of the shard may take: as many as it
+        performs in :data:`GROUP_SECONDS`, judging by its recent batches (one until one
+        ran); its reserved tokens bound them further (:meth:`ShardThrottle.args`)."""
+        seconds = self._batch_seconds
+        if seconds is None:
+            return 1
+        return max(1, int(GROUP_SECONDS / max(seconds, 1e-6)))
 
     def interrupted(self, acked: ShardHandler | None) -> None:
         """A pop carrying ``acked``'s ack failed: neither is known to have happened."""
@@ -263,28 +286,41 @@ class ShardHandler:
             if popped.jobs:
                 self.restore()
             return False
-        batch = popped.jobs
-        if not batch:
+        jobs = popped.jobs
+        if not jobs:
             return False
-        undecodable = [job for job in batch if job.undecodable is not None]
+        size = self.worker.batch_size
+        # A rate-limited pop may take several batches: they run one after the other.
+        batches = (
+            [jobs] if len(jobs) <= size else [jobs[i : i + size] for i in range(0, len(jobs), size)]
+        )
+        undecodable = [job for job in jobs if job.undecodable is not None]
         if undecodable:
             self._bury(undecodable)
-            batch = [job for job in batch if job.undecodable is None]
-            if self.lost or not batch:
+            batches = [[job for job in batch if job.undecodable is None] for batch in batches]
+            batches = [batch for batch in batches if batch]
+            if self.lost or not batches:
                 return True
-        if self.term is not None and self.term.remaining() <= 0:
-            # The lease may have lapsed while the batch waited (a pause, a slow round):
-            # it goes back unperformed; the shard's owner runs it.
-            log.warning(
-                "%s: lease epoch %s may have lapsed; batch put back unperformed",
-                self.name,
-                self.token.split(" ", 1)[0],
-            )
-            self.restore()
-            return True
         if popped.suspect:
-            return self._run_suspect(batch)
-        self._run(batch)
+            return self._lapsed() or self._run_suspect(batches[0])
+        for batch in batches:
+            if self.lost or self._lapsed():
+                break
+            self._run(batch)
+        return True
+
+    def _lapsed(self) -> bool:
+        """Whether the lease may have lapsed while the popped batches waited (a pause, a
+        slow round): then they go back unperformed (with any of them performed already,
+        which run again), and the shard's owner runs them."""
+        if self.term is None or self.term.remaining() > 0:
+            return False
+        log.warning(
+            "%s: lease epoch %s may have lapsed; batch put back unperformed",
+            self.name,
+            self.token.split(" ", 1)[0],
+        )
+        self.restore()
         return True
 
     def _run_suspect(self, batch: Sequence[PoppedJob]) -> bool:
@@ -314,14 +350,24 @@ class ShardHandler:
         except Exception as exc:
             self.busy = False
             running.reset(context)
+            self._timed(started)
             self.recorder.performed(batch, started, True)
             self._fail(batch, exc)
             return False
         self.busy = False
         running.reset(context)
+        self._timed(started)
         self.recorder.performed(batch, started, False)
         self.deferred.defer(self)
         return True
+
+    def _timed(self, started: float) -> None:
+        """Under a rate limit, keep how long the shard's batches take (see :meth:`batches`)."""
+        if self.throttle is None:
+            return
+        seconds = max(time.time() - started, 0.0)
+        kept = self._batch_seconds
+        self._batch_seconds = seconds if kept is None else max(seconds, kept * BATCH_TIME_DECAY)
 
     def lease_lost(self, what: str) -> None:
         """Redis refused this handler's lease token: stop serving the shard."""

@@ -67,7 +67,8 @@ class ShardThrottle:
         self.until = 0.0
         # Tokens reserved by rate_take for the next pop (Redis Cluster).
         self._grant = 0
-        self._made: tuple[RateLimit, Throttle] | None = None
+        # The limit and the batches asked for that the last arguments were made for.
+        self._made: tuple[RateLimit, int, Throttle] | None = None
         self._version = limits.version
 
     def waiting(self) -> bool:
@@ -82,15 +83,16 @@ class ShardThrottle:
             return False
         return time.monotonic() < self.until
 
-    def args(self) -> Throttle | None:
-        """The next pop's rate-limit arguments (``None``: no limit); they carry the tokens
+    def args(self, batches: int = 1) -> Throttle | None:
+        """The next pop's rate-limit arguments (``None``: no limit), for a pop of up to
+        ``batches`` batches (at most the tokens a reservation holds); they carry the tokens
         reserved for it, once."""
         limit = self.limits.get(self.queue.name)
         if limit is None:
             self._grant = 0
             return None
         made = self._made
-        if made is None or made[0] is not limit:
+        if made is None or made[0] is not limit or made[1] != batches:
             capacity = limit.capacity(self.batch_size)
             throttle = throttle_for(
                 limit.per_second,
@@ -99,11 +101,12 @@ class ShardThrottle:
                 self.queue.cluster,
                 self.queue.default_shards_count,
             )
-            made = self._made = (limit, throttle)
+            most = max(1, min(batches, throttle.want // self.batch_size))
+            made = self._made = (limit, batches, replace(throttle, batches=most))
         if self._grant:
             grant, self._grant = self._grant, 0
-            return replace(made[1], grant=grant)
-        return made[1]
+            return replace(made[2], grant=grant)
+        return made[2]
 
     def after(self, popped: Popped, throttle: Throttle | None) -> None:
         """Keep when to pop again, from the pop's reply; on a Redis Cluster reserve the

@@ -1,6 +1,7 @@
 """A processing thread under a rate limit: a shard waiting for tokens is not popped before
-its time, counts as due no sooner, and a thread whose every shard waits sleeps without
-calling Redis."""
+its time, counts as due no sooner, a thread whose every shard waits sleeps without
+calling Redis, and a pop takes the batches its tokens pay for in one round trip when they
+run quickly."""
 
 from __future__ import annotations
 
@@ -90,3 +91,69 @@ def test_a_long_wait_for_tokens_is_napped_in_steps_after_acking(redis_url, redis
             lane.wait()
         assert handler.ready() and handler.process()
         assert Slow.metrics()["length"] == 1
+
+
+class Grouped(lowkiq.Worker):
+    """Batches of two; records each batch; fails those that hold an id in ``failing``;
+    sleeps ``seconds`` in each."""
+
+    shards_count = 1
+    batch_size = 2
+    rate_limit = lowkiq.RateLimit(1000, burst=20)
+    performed: list[list[str]] = []
+    failing: set[str] = set()
+    seconds = 0.0
+
+    @classmethod
+    def perform(cls, payloads_by_id):
+        cls.performed.append(sorted(payloads_by_id))
+        time.sleep(cls.seconds)
+        if cls.failing & set(payloads_by_id):
+            raise RuntimeError("boom")
+
+
+def group(failing: set[str] = frozenset(), seconds: float = 0.0) -> type[Grouped]:
+    Grouped.performed, Grouped.failing, Grouped.seconds = [], set(failing), seconds
+    return Grouped
+
+
+def test_a_limited_pop_takes_several_quick_batches_in_one_script(redis_url, redis_client):
+    worker = group()
+    with one_thread(redis_url, worker) as (_, _, lane):
+        (handler,) = lane.handlers
+        worker.perform_async([{"id": f"{n:02}"} for n in range(15)])
+        assert handler.process()  # one batch: the shard has not timed one yet
+        before = commands(redis_client)
+        assert handler.process()
+        after = commands(redis_client)
+        # The 13 other jobs (the tokens reserved by the first pop pay for them) in one
+        # script that also acked the first batch; performed two at a time, in order.
+        assert after["evalsha"] - before["evalsha"] == 1
+        ids = [f"{n:02}" for n in range(15)]
+        assert worker.performed == [ids[n : n + 2] for n in range(0, 15, 2)]
+        lane.flush_acks()
+        assert worker.metrics()["processed"] == 15
+
+
+def test_a_failed_batch_of_a_pop_is_retried_alone(redis_url, redis_client):
+    worker = group(failing={"07"})
+    with one_thread(redis_url, worker) as (_, _, lane):
+        (handler,) = lane.handlers
+        worker.perform_async([{"id": f"{n:02}"} for n in range(12)])
+        assert handler.process() and handler.process()
+        assert len(worker.performed) == 6  # the batches after the failed one ran too
+        lane.flush_acks()
+        metrics = worker.metrics()
+        assert (metrics["processed"], metrics["failed"], metrics["length"]) == (10, 2, 2)
+        retried = worker.queries().fetch(["06", "07"])
+        assert [(job["id"], job["retry_count"]) for job in retried] == [("06", 0), ("07", 0)]
+
+
+def test_slow_batches_are_popped_one_at_a_time(redis_url, redis_client):
+    worker = group(seconds=0.03)  # more than half of GROUP_SECONDS each
+    with one_thread(redis_url, worker) as (_, _, lane):
+        (handler,) = lane.handlers
+        worker.perform_async([{"id": f"{n:02}"} for n in range(6)])
+        for done in range(1, 4):
+            assert handler.process()
+            assert len(worker.performed) == done

@@ -52,18 +52,28 @@ RESERVE_SECONDS = 0.2
 class Throttle:
     """The rate-limit arguments of one pop: the rate in tokens per ms, the bucket's
     ``capacity``, the tokens to reserve at a time (``want``), those reserved by
-    :func:`take` for this pop (``grant``) and the grid in ms that reservations waiting
-    for the refill are paid on (``pace_ms``, 0: none)."""
+    :func:`take` for this pop (``grant``), the grid in ms that reservations waiting
+    for the refill are paid on (``pace_ms``, 0: none) and how many batches the pop
+    may take at most (``batches``: the tokens it may spend pay for them all, and the
+    caller performs them one at a time)."""
 
     per_ms: float
     capacity: int
     want: int
     grant: int = 0
     pace_ms: int = 0
+    batches: int = 1
 
     def args(self) -> tuple[Any, ...]:
-        """The pop script's ARGV[5] to ARGV[9]."""
-        return (repr(self.per_ms), self.capacity, self.want, self.grant, self.pace_ms)
+        """The pop script's ARGV[5] to ARGV[10]."""
+        return (
+            repr(self.per_ms),
+            self.capacity,
+            self.want,
+            self.grant,
+            self.pace_ms,
+            self.batches,
+        )
 
 
 def throttle_for(

@@ -4,13 +4,15 @@ when to come back (on a Redis Cluster, after reserving tokens with rate_take).""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
+from storage_support import hot_layout, retry_in
 
 import lowkiq
 from lowkiq.storage.queue import Popped, Queue
 from lowkiq.storage.rate_bucket import Throttle, bucket_state, take, throttle_for
-from tests.leasing import ack, token
+from tests.leasing import ack, fail, token
 
 #: One token every 10 s: within a test, only the bucket's capacity can be spent.
 SLOW = 0.1 / 1000
@@ -30,7 +32,7 @@ def pop(queue: Queue, shard: int, limit: int, throttle: Throttle) -> Popped:
         tokens, wait = take(queue, throttle)
         if wait > 0:
             return Popped(popped.acked, [], limited=True, wait=wait)
-        granted = Throttle(throttle.per_ms, throttle.capacity, throttle.want, tokens)
+        granted = replace(throttle, grant=tokens)
         popped = queue.pop(shard, token(queue, shard), limit, throttle=granted)
     return popped
 
@@ -183,3 +185,32 @@ def test_tokens_granted_to_a_pop_that_finds_nothing_are_kept(worker, queue):
     due(worker, 5)
     # The grant waited in the shard's budget: 3 jobs without another rate_take.
     assert len(queue.pop(0, token(queue, 0), 10, throttle=throttle).jobs) == 3
+
+
+def test_a_limited_pop_takes_several_batches_each_with_its_own_payload_budget(worker, queue):
+    # Batches of one job; hot ids give a batch at most 3 payloads.
+    with hot_layout(SPILL_PAYLOADS=1, BATCH_PAYLOADS=3):
+        queue = worker.queue()  # with the scripts of these limits
+        for job_id, count in (("a", 5), ("b", 5), ("c", 1), ("d", 1)):
+            for n in range(count):
+                worker.perform_async(
+                    [{"id": job_id, "payload": n, "score": n, "perform_in": time.time() - 60}]
+                )
+        throttle = Throttle(SLOW, capacity=10, want=10, batches=3)
+        popped = pop(queue, 0, 1, throttle)
+    # Three batches of one job, the hot ones 3 payloads each (a budget shared by the pop
+    # would have ended it after "a").
+    assert [(job.id, len(job.payloads)) for job in popped.jobs] == [("a", 3), ("b", 3), ("c", 1)]
+
+
+def test_a_failed_batch_leaves_the_other_batches_of_its_pop_in_processing(worker, queue):
+    due(worker, 6)
+    popped = pop(queue, 0, 2, Throttle(SLOW, capacity=10, want=10, batches=3))
+    assert [job.id for job in popped.jobs] == [f"job{n:03}" for n in range(6)]
+    second = popped.jobs[2:4]
+    fail(queue, 0, second, "boom", retry_in, worker.max_retry_count)
+    assert ack(queue, 0) == 4
+    metrics = worker.metrics()
+    assert (metrics["processed"], metrics["failed"], metrics["length"]) == (4, 2, 2)
+    retried = worker.queries().fetch(["job002", "job003"])
+    assert [job["retry_count"] for job in retried] == [0, 0]

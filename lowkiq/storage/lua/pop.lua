@@ -12,6 +12,9 @@
 -- ARGV[6]  its bucket's capacity (burst), ARGV[7] tokens to reserve at a time,
 -- ARGV[8]  tokens reserved by rate_take for this pop (Redis Cluster), or 0
 -- ARGV[9]  the grid (ms) reservations that wait for the refill are paid on, or 0
+-- ARGV[10] optional, with a rate limit: batches to pop at most (default 1): up to
+--          ARGV[3] jobs each, each batch's hot ids giving it at most
+--          BATCH_PAYLOADS payloads (the caller performs them one batch at a time)
 -- Reads/writes: lease (of both shards), perform_in_zset, fresh/retry lex
 --   zsets, retry_count_zset, errors_hash, payloads_zset(id) of hot ids,
 --   processing_hash (of both shards), processed_counter (of the acked shard),
@@ -28,7 +31,8 @@
 --   perform_in first.
 --   Hot ids give at most BATCH_PAYLOADS payloads to a batch, smallest scores
 --   first; the rest stay queued and due.
-local token, now, limit = ARGV[1], clock(ARGV[2]), tonumber(ARGV[3])
+local token, now, batch_size = ARGV[1], clock(ARGV[2]), tonumber(ARGV[3])
+local limit = batch_size * (tonumber(ARGV[10] or '') or 1)
 local ack_prefix = KEYS[2]
 if ack_prefix == '' then ack_prefix = nil end
 local acked = -2
@@ -77,7 +81,10 @@ local any_error = #due > 0 and redis.call('hlen', K.errors_hash) > 0
 local any_restored = #due > 0 and redis.call('exists', K.restores_hash) == 1
 local taken, alone = 0, false
 for i = 1, #due, 2 do
-  if budget <= 0 or alone or taken >= allowance then break end
+  if alone or taken >= allowance then break end
+  -- Each batch of the pop has a payload budget of its own; one that runs out ends the pop.
+  if taken > 0 and taken % batch_size == 0 then budget = BATCH_PAYLOADS end
+  if budget <= 0 then break end
   local id, perform_in = due[i], due[i + 1]
   local member, is_retry = find_queued(id)
   if member and any_restored and redis.call('hexists', K.restores_hash, id) == 1 then
