@@ -52,14 +52,19 @@ from lowkiq.telemetry import prometheus
 from lowkiq.telemetry.recorder import Recorder
 from lowkiq.throttling import RateLimits
 from lowkiq.version import __version__
+from lowkiq.wakeup import Wakeup
 from lowkiq.worker import Worker
 
 log = logging.getLogger("lowkiq.server")
 
 #: Longest wait, seconds, between reconnection attempts while Redis is down.
 BACKOFF_CAP = 5.0
-#: How often, seconds, the main thread looks at signals and threads.
+#: How often, seconds, the main thread looks at signals and threads while stopping, or
+#: while it waits for Redis to answer at start.
 MAIN_TICK = 0.05
+#: Longest sleep, seconds, of the running process's main thread: signals, stop requests,
+#: fatal errors and ending threads wake it at once (lowkiq.wakeup).
+MAIN_IDLE = 1.0
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,8 @@ class Server:
         self._stop_signal: str | None = None
         self._interrupts = 0
         self._dump_stacks = False
+        # Wakes the main thread in wait(): set with every flag wait() looks at.
+        self._wakeup = Wakeup()
         # Made by build(): this process's membership id and ownership loop.
         self.process_id = ""
         self.coordinator: Coordinator | None = None
@@ -399,6 +406,7 @@ class Server:
                 lane.release_all()
         finally:
             close_thread_loop()
+            self._wakeup.set()  # the main thread looks whether any thread is left
 
     def _fatal(self, exc: BaseException) -> None:
         log.critical(
@@ -410,6 +418,7 @@ class Server:
         )
         if self.fatal is None:
             self.fatal = exc
+        self._wakeup.set()
         try:
             self.settings.last_words(exc)
         except Exception:
@@ -426,6 +435,7 @@ class Server:
 
     def _on_term(self, signum: int, frame: Any) -> None:
         self._stop_signal = self._stop_signal or "TERM"
+        self._wakeup.set()
 
     def _on_int(self, signum: int, frame: Any) -> None:
         self._interrupts += 1
@@ -434,13 +444,16 @@ class Server:
             logging.shutdown()
             os._exit(130)
         self._stop_signal = self._stop_signal or "INT"
+        self._wakeup.set()
 
     def _on_ttin(self, signum: int, frame: Any) -> None:
         self._dump_stacks = True
+        self._wakeup.set()
 
     def request_stop(self) -> None:
         """Stop taking batches; running ones finish.  Not for signal handlers."""
         self._stop_signal = self._stop_signal or "request"
+        self._wakeup.set()
 
     def write_stacks(self) -> Path:
         """Write every thread's current stack to :attr:`stacks_path`."""
@@ -457,14 +470,16 @@ class Server:
         return self.stacks_path
 
     def wait(self) -> None:
-        """Block the main thread until a stop signal, a stop request or a fatal error."""
+        """Block the main thread until a stop signal, a stop request, a fatal error or the
+        end of every processing thread; it sleeps until one of them wakes it (at most
+        MAIN_IDLE at a time)."""
         while self._stop_signal is None and self.fatal is None:
             if not any(thread.is_alive() for thread in self.threads):
                 break
             if self._dump_stacks:
                 self._dump_stacks = False
                 self.write_stacks()
-            time.sleep(MAIN_TICK)
+            self._wakeup.wait(MAIN_IDLE)
 
     def stop(self) -> None:
         """Stop every thread after its running batch and wait for them."""
@@ -506,6 +521,7 @@ class Server:
         waker.close()
         for lane in self.lanes:
             lane.client.close()
+        self._wakeup.close()
 
     def run(self) -> int:
         """Start, serve until stopped, stop; returns the process exit code."""

@@ -30,11 +30,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lowkiq.ownership.membership import PROCESS_ID_ENV, new_process_id
+from lowkiq.wakeup import Wakeup
 
 log = logging.getLogger("lowkiq.supervisor")
 
-#: How often, seconds, the supervisor looks at its children and signals.
-TICK = 0.05
+#: Longest sleep, seconds, of the supervisor: signals and children that exit (SIGCHLD)
+#: wake it at once (lowkiq.wakeup), a child's restart when it is due.
+IDLE = 1.0
 #: First and longest wait, seconds, before restarting a child that died.
 RESTART_BACKOFF = 0.5
 RESTART_BACKOFF_CAP = 30.0
@@ -88,6 +90,7 @@ class Supervisor:
         self.on_death = on_death
         self.stopping: str | None = None
         self._pending: list[int] = []
+        self._wakeup = Wakeup()
 
     def _fork(self, slot: Slot) -> None:
         suffix = uuid.uuid4().hex[:8]
@@ -96,8 +99,9 @@ class Supervisor:
             code = 1
             try:
                 os.environ[PROCESS_ID_ENV] = new_process_id(os.getpid(), suffix)
-                for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGTTIN):
+                for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGTTIN, signal.SIGCHLD):
                     signal.signal(signum, signal.SIG_DFL)
+                self._wakeup.close()  # the supervisor's
                 stop_with_parent()
                 code = self.run_child(slot.number)
             except SystemExit as exc:
@@ -113,6 +117,17 @@ class Supervisor:
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._pending.append(signum)
+        self._wakeup.set()
+
+    def _on_child(self, signum: int, frame: Any) -> None:
+        self._wakeup.set()
+
+    def _next_look(self) -> float:
+        """Seconds the supervisor may sleep: until the first restart due, at most IDLE."""
+        if self.stopping is not None:
+            return IDLE
+        due = [slot.restart_at for slot in self.slots if slot.pid is None]
+        return max(0.0, min([IDLE, *(at - time.monotonic() for at in due)]))
 
     def _forward(self, signum: int) -> None:
         for slot in self.slots:
@@ -175,6 +190,7 @@ class Supervisor:
         """Fork the children and supervise them until TERM or INT; returns the exit code."""
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGTTIN):
             signal.signal(signum, self._on_signal)
+        signal.signal(signal.SIGCHLD, self._on_child)
         for slot in self.slots:
             self._fork(slot)
         while True:
@@ -186,7 +202,8 @@ class Supervisor:
                 for slot in self.slots:
                     if slot.pid is None and time.monotonic() >= slot.restart_at:
                         self._fork(slot)
-            time.sleep(TICK)
+            self._wakeup.wait(self._next_look())
+        self._wakeup.close()
         codes = [slot.exit_codes[-1] for slot in self.slots if slot.exit_codes]
         log.info("stopped; worker processes exited with %s", codes)
         return 0 if all(code == 0 for code in codes) else 1

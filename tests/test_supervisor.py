@@ -12,7 +12,7 @@ import redis
 
 import lowkiq
 from lowkiq.ownership.membership import live_processes
-from tests.apps.runner import WorkerProcess, eventually
+from tests.apps.runner import WorkerProcess, eventually, main_thread_wakeups
 
 
 @pytest.fixture
@@ -59,6 +59,19 @@ def test_children_share_the_shards_and_a_dead_child_is_restarted(
     assert supervised.wait() == 0
     assert "worker processes exited with [0, 0]" in supervised.output()
     eventually(lambda: child_pids(redis_client) == set())
+
+
+def test_an_idle_supervisor_sleeps_until_a_child_exits(
+    supervised: WorkerProcess, redis_client: redis.Redis
+) -> None:
+    pids = eventually(lambda: (found := child_pids(redis_client)) and len(found) == 2 and found)
+    time.sleep(1)  # the rest of its start-up
+    before = main_thread_wakeups(supervised.process.pid)
+    time.sleep(3)
+    # About once a second; it looked at its children 20 times a second before.
+    assert main_thread_wakeups(supervised.process.pid) - before <= 12
+    os.kill(min(pids), signal.SIGKILL)  # SIGCHLD wakes it: the child is reaped at once
+    eventually(lambda: "restarting in" in supervised.output(), timeout=5)
 
 
 def test_ttin_is_forwarded_to_every_child(supervised: WorkerProcess) -> None:

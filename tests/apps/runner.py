@@ -72,3 +72,9 @@ class WorkerProcess:
         self.kill()
         self.log.close()
         os.unlink(self.log.name)
+
+
+def main_thread_wakeups(pid: int) -> int:
+    """How many times the process's main thread was scheduled so far (Linux)."""
+    with open(f"/proc/{pid}/task/{pid}/schedstat") as stat:
+        return int(stat.read().split()[2])
