@@ -67,8 +67,8 @@ class ShardThrottle:
         self.until = 0.0
         # Tokens reserved by rate_take for the next pop (Redis Cluster).
         self._grant = 0
-        # The limit and the batches asked for that the last arguments were made for.
-        self._made: tuple[RateLimit, int, Throttle] | None = None
+        # The limit the last arguments were made for, and those arguments.
+        self._made: tuple[RateLimit, Throttle] | None = None
         self._version = limits.version
 
     def waiting(self) -> bool:
@@ -92,7 +92,7 @@ class ShardThrottle:
             self._grant = 0
             return None
         made = self._made
-        if made is None or made[0] is not limit or made[1] != batches:
+        if made is None or made[0] is not limit:
             capacity = limit.capacity(self.batch_size)
             throttle = throttle_for(
                 limit.per_second,
@@ -101,12 +101,16 @@ class ShardThrottle:
                 self.queue.cluster,
                 self.queue.default_shards_count,
             )
-            most = max(1, min(batches, throttle.want // self.batch_size))
-            made = self._made = (limit, batches, replace(throttle, batches=most))
+            made = self._made = (limit, throttle)
+        throttle = made[1]
+        batches = max(1, min(batches, throttle.want // self.batch_size))
+        if batches != throttle.batches:
+            throttle = replace(throttle, batches=batches)
+            self._made = (limit, throttle)
         if self._grant:
             grant, self._grant = self._grant, 0
-            return replace(made[2], grant=grant)
-        return made[2]
+            return replace(throttle, grant=grant)
+        return throttle
 
     def after(self, popped: Popped, throttle: Throttle | None) -> None:
         """Keep when to pop again, from the pop's reply; on a Redis Cluster reserve the
