@@ -14,6 +14,13 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import weakref
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 class Wakeup:
@@ -26,6 +33,9 @@ class Wakeup:
         # poll, not select: a process with many sockets may number its fds past 1024.
         self._poll = select.poll()
         self._poll.register(self._read, select.POLLIN)
+        # A Wakeup dropped without close() (a server built and never stopped) closes its
+        # pipe when it is collected.
+        self._closer = weakref.finalize(self, _close, self._read, self._write)
 
     def set(self) -> None:
         """Wake the thread in :meth:`wait` (or its next call); from any thread or a signal
@@ -49,7 +59,5 @@ class Wakeup:
 
     def close(self) -> None:
         """Close both ends; :meth:`set` does nothing afterwards."""
-        fds, (self._read, self._write) = (self._read, self._write), (-1, -1)
-        for fd in fds:
-            if fd >= 0:
-                os.close(fd)
+        self._read = self._write = -1
+        self._closer()

@@ -3,6 +3,8 @@ request, a thread that ends (lowkiq.wakeup), not polling its flags many times a 
 
 from __future__ import annotations
 
+import gc
+import os
 import signal
 import threading
 import time
@@ -43,6 +45,17 @@ def test_a_closed_wakeup_ignores_set():
     wakeup = Wakeup()
     wakeup.close()
     wakeup.set()  # no error, and no write to whatever file took its number
+
+
+def test_a_wakeup_dropped_unclosed_closes_its_pipe():
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = open_fds()
+    for _ in range(50):
+        Wakeup().set()  # e.g. a server built and never stopped
+    gc.collect()
+    assert open_fds() - before < 10
 
 
 def test_an_idle_worker_s_main_thread_sleeps_and_wakes_on_signals(
