@@ -260,10 +260,10 @@ class ShardHandler:
         perform: bool = True,
         throttle: Throttle | None = None,
     ) -> bool:
-        """Run the batch a pop (with the rate-limit arguments ``throttle``) took, which
-        acked ``acked``'s; ``False`` when it took none.  ``perform=False``: put the batch
-        back into the queue unperformed (the thread is stopping, or handing the shard
-        over) instead."""
+        """Run the batches a pop (with the rate-limit arguments ``throttle``) took, one
+        after the other, the pop having acked ``acked``'s; ``False`` when it took none.
+        ``perform=False``: put them back into the queue unperformed (the thread is
+        stopping, or handing the shard over) instead."""
         if acked is not None and popped.acked == ACK_FENCED:
             acked.lease_lost("its finished batch was not acked")
         if popped.fenced:

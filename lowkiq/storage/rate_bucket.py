@@ -15,10 +15,11 @@ That time is rounded up to a grid of :data:`PACE_SECONDS` on Redis's clock (less
 when the bucket holds less than that much of the rate), and on one server a shard
 reserves its share of :data:`RESERVE_SECONDS` of the rate at a time: the waiting
 shards of a worker come back together at the steps of the grid, a few at each,
-and pop several batches back to back each, instead of each waking alone for every
-token.  A wake-up of an idle thread, and of an idle Redis, costs CPU; fewer of
-them, each serving several pops, is most of what a job under a limit costs more
-than one drained flat out.
+and each pops the batches of its reservation (in one script when they run quickly:
+:data:`lowkiq.shard_handler.GROUP_SECONDS`), instead of each waking alone for every
+token.  A wake-up of an idle thread, and of an idle Redis, costs CPU; few of them,
+each serving a dozen jobs, make a job under a limit cost less than one drained flat
+out.
 """
 
 from __future__ import annotations
