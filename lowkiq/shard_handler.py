@@ -345,26 +345,25 @@ class ShardHandler:
         self.busy = True
         context = running.set(Running(self, batch))
         started = time.time()
+        failure: Exception | None = None
         try:
             self._perform(self.worker, {job.id: job.payloads for job in batch})
         except Exception as exc:
-            self.busy = False
-            running.reset(context)
-            self._timed(started)
-            self.recorder.performed(batch, started, True)
-            self._fail(batch, exc)
-            return False
+            failure = exc
+        # (A BaseException escapes: the batch stays in processing, the process ends.)
         self.busy = False
         running.reset(context)
-        self._timed(started)
-        self.recorder.performed(batch, started, False)
+        if self.throttle is not None:
+            self._timed(started)
+        self.recorder.performed(batch, started, failure is not None)
+        if failure is not None:
+            self._fail(batch, failure)
+            return False
         self.deferred.defer(self)
         return True
 
     def _timed(self, started: float) -> None:
-        """Under a rate limit, keep how long the shard's batches take (see :meth:`batches`)."""
-        if self.throttle is None:
-            return
+        """Keep how long the shard's batches take (see :meth:`batches`)."""
         seconds = max(time.time() - started, 0.0)
         kept = self._batch_seconds
         self._batch_seconds = seconds if kept is None else max(seconds, kept * BATCH_TIME_DECAY)

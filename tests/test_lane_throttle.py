@@ -94,8 +94,8 @@ def test_a_long_wait_for_tokens_is_napped_in_steps_after_acking(redis_url, redis
 
 
 class Grouped(lowkiq.Worker):
-    """Batches of two; records each batch; fails those that hold an id in ``failing``;
-    sleeps ``seconds`` in each."""
+    """Batches of two; records each batch and calls ``on_perform``; fails those that hold
+    an id in ``failing``; sleeps ``seconds`` in each."""
 
     shards_count = 1
     batch_size = 2
@@ -103,10 +103,12 @@ class Grouped(lowkiq.Worker):
     performed: list[list[str]] = []
     failing: set[str] = set()
     seconds = 0.0
+    on_perform = staticmethod(lambda: None)
 
     @classmethod
     def perform(cls, payloads_by_id):
         cls.performed.append(sorted(payloads_by_id))
+        cls.on_perform()
         time.sleep(cls.seconds)
         if cls.failing & set(payloads_by_id):
             raise RuntimeError("boom")
@@ -114,6 +116,7 @@ class Grouped(lowkiq.Worker):
 
 def group(failing: set[str] = frozenset(), seconds: float = 0.0) -> type[Grouped]:
     Grouped.performed, Grouped.failing, Grouped.seconds = [], set(failing), seconds
+    Grouped.on_perform = staticmethod(lambda: None)
     return Grouped
 
 
@@ -157,3 +160,19 @@ def test_slow_batches_are_popped_one_at_a_time(redis_url, redis_client):
         for done in range(1, 4):
             assert handler.process()
             assert len(worker.performed) == done
+
+
+def test_the_batches_of_a_pop_run_to_their_end_when_the_thread_is_told_to_stop(
+    redis_url, redis_client
+):
+    worker = group()
+    with one_thread(redis_url, worker) as (_, _, lane):
+        (handler,) = lane.handlers
+        worker.perform_async([{"id": f"{n:02}"} for n in range(9)])
+        assert handler.process()  # one batch: the shard has not timed one yet
+        worker.on_perform = staticmethod(lane.stop.set)  # stop during the next batch
+        assert handler.process()
+        assert len(worker.performed) == 5  # the four batches of the second pop
+        lane.release_all()
+        metrics = worker.metrics()
+        assert (metrics["processed"], metrics["length"], metrics["busy"]) == (9, 0, 0)

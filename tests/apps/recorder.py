@@ -3,7 +3,8 @@
 Environment: ``REDIS_URL`` (the queue), ``RECORD_URL`` (where performs are
 recorded; default the same), ``TEST_SHARDS``, ``TEST_BATCH``, ``TEST_POLL``,
 ``TEST_LEASE_TTL`` (seconds; heartbeats every quarter of it), ``TEST_CLOCK_SKEW``
-(seconds this process's ``time.time()`` is off, as on a host whose clock is wrong).
+(seconds this process's ``time.time()`` is off, as on a host whose clock is wrong),
+``TEST_RATE`` (a rate limit, jobs per second; unset: none).
 Payloads steer it: ``{"v": n}`` is recorded, ``{"sleep": s}`` sleeps,
 ``{"fail": true}`` raises, ``{"fail_once": key}`` raises the first time,
 ``{"exit_once": key}`` kills the process the first time, ``{"exit": true}`` every
@@ -37,6 +38,9 @@ class Recorder(lowkiq.Worker):
     shards_count = int(os.environ.get("TEST_SHARDS", "5"))
     batch_size = int(os.environ.get("TEST_BATCH", "1"))
     max_retry_count = 2
+    rate_limit = (
+        lowkiq.RateLimit(float(os.environ["TEST_RATE"])) if "TEST_RATE" in os.environ else None
+    )
 
     @classmethod
     def retry_in(cls, retry_count: int) -> float:
