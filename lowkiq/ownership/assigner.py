@@ -9,19 +9,26 @@ assignment, computes the new one from them (sticky: see
 :func:`~lowkiq.ownership.assignment.assign`) and publishes only what changed
 (``lua/assignment_publish.lua``), which wakes the processes whose shards changed
 and no other.  Publishing is fenced by the role: a process that lost it
-changes nothing.  Between changes nobody computes anything.
+changes nothing.  It is also fenced by the assignment it was computed against:
+the changes are written only while the generation the snapshot read is still the
+published one, and never over an assignment of a newer membership version, so a
+run that read an older snapshot can never overwrite a newer assignment (another
+process that held the role meanwhile, or another run of this process).  The runs
+of one process take turns (the coordinator's thread, and ``close()`` on the main
+thread when the process stops).  Between changes nobody computes anything.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from lowkiq.ownership.assignment import Member, ShardKey, assign
-from lowkiq.ownership.membership import Beat, Membership, shard_name
+from lowkiq.ownership.membership import STALE, Beat, Membership, shard_name
 
 log = logging.getLogger("lowkiq.ownership")
 
@@ -74,6 +81,8 @@ class Assigner:
         self.took = 0.0
         # The generation this process published last, and that assignment.
         self._kept: tuple[int, dict[ShardKey, str]] | None = None
+        # One run at a time: a run that read an older snapshot would be refused anyway.
+        self._running = threading.Lock()
 
     def due(self, beat: Beat) -> bool:
         """Whether ``beat`` asks this process to recompute the assignment."""
@@ -94,16 +103,23 @@ class Assigner:
                     owners[(queue, shard)] = owner
         return owners
 
-    def run(self, generation: int | None = None) -> Published | None:
+    def run(self) -> Published | None:
         """Recompute from the live processes and publish the changes; ``None`` when this
-        process is no longer the assigner.  ``generation``: the published one, as a beat
-        just read it (when this process published it, its copy is not read again)."""
+        process is no longer the assigner, or when another run published after the
+        snapshot this one read (that one is kept; the next beat recomputes if the
+        membership moved again).  Runs of this process take turns."""
+        with self._running:
+            return self._run()
+
+    def _run(self) -> Published | None:
         started = time.perf_counter()
         snapshot = self.membership.snapshot()
         kept = self._kept
-        if kept is not None and generation is not None and kept[0] == generation:
-            previous = kept[1]
+        if kept is not None and kept[0] == snapshot.generation:
+            previous = kept[1]  # this process published it: not read again
         else:
+            # Read after the snapshot: when it is newer than the snapshot's generation,
+            # the publication below is refused (the generation moved), never misapplied.
             previous = self.published()
         shards = {name: list(numbers) for name, numbers in snapshot.shards_by_queue.items()}
         owners = self.compute(snapshot.members, shards, previous)
@@ -126,8 +142,14 @@ class Assigner:
             (process, encode(after[process]) if process in after else "")
             for process in sorted(touched)
         ]
-        generation = self.membership.publish(snapshot.version, changed, moved)
-        if not generation:
+        generation = self.membership.publish(snapshot.version, snapshot.generation, changed, moved)
+        if generation == STALE:
+            log.debug(
+                "assignment of membership %d not published: generation %d was replaced",
+                snapshot.version,
+                snapshot.generation,
+            )
+        if generation <= 0:
             return None
         self.last = Published(
             snapshot.version, generation, len(changed), len(moved), time.perf_counter() - started

@@ -29,7 +29,7 @@ from redis.exceptions import RedisClusterException
 
 from lowkiq.connection import Client
 from lowkiq.ownership import leases
-from lowkiq.ownership.assigner import Assigner
+from lowkiq.ownership.assigner import Assigner, Published
 from lowkiq.ownership.assignment import ShardKey
 from lowkiq.ownership.holdings import Holdings, ThreadLike
 from lowkiq.ownership.leases import HeldLease, Term
@@ -72,7 +72,12 @@ class Coordinator:
         lease_ttl: float,
         heartbeat_interval: float,
         threads: int,
+        *,
+        renewal_client: Client | None = None,
     ) -> None:
+        """``renewal_client``: the client the renewer's own rounds use (``None``: ``client``).
+        Give it a connection of its own, so that neither the coordinator's blocking wait
+        for a nudge nor a slow round on ``client``'s pool ever holds a renewal up."""
         self.client = client
         self.membership = membership
         self.queues = {queue.name: queue for queue in queues}
@@ -92,7 +97,13 @@ class Coordinator:
         self.holdings = Holdings(self.lanes, lease_ttl)
         self._retry_at = 0.0
         self.assigner = Assigner(membership)
-        self.renewer = Renewer(client, lease_ttl, self.holdings.leases, self._renewal_lost)
+        self.renewer = Renewer(
+            renewal_client or client, lease_ttl, self.holdings.leases, self._renewal_lost
+        )
+        # The heartbeat and the assigner run it may start, one at a time: the main thread's
+        # close() does not race the coordinator thread's round (an older beat or
+        # assignment landing after the stopping process's own).
+        self._beating = threading.Lock()
         #: The assignment generation last read, and this process's shards in it.
         self.generation = -1
         self.assigned: list[ShardKey] = []
@@ -139,13 +150,8 @@ class Coordinator:
     def beat(self) -> Beat:
         """One round: heartbeat, recompute the assignment when this process is the
         assigner and membership changed, then bring the leases in step; returns the beat."""
-        weight = 0 if self.quiet or self.closing else self.threads
-        rider = self.renewer.rider()
-        beat = self.membership.beat(
-            weight, self.announced(), self.report.due(self.info()), rider.call if rider else None
-        )
-        if rider is not None:
-            self.renewer.settle(rider, beat.carried)
+        with self._beating:
+            beat, published = self._beat_and_assign()
         self.last_beat = beat
         if beat.command == "quiet" and not self.quiet:
             log.info("quiet: taking no more batches; handing this process's shards over")
@@ -154,16 +160,25 @@ class Coordinator:
             log.info("stop requested from the dashboard")
             self.stop_requested.set()
         self.watcher.follow(beat.config_version)
-        generation = beat.generation
-        if self.assigner.due(beat):
-            published = self.assigner.run(beat.generation)
-            if published is not None:
-                generation = published.generation
+        generation = beat.generation if published is None else published.generation
         if generation != self.generation:
             self.assigned = self.membership.assigned()
             self.generation = generation
         self._rebalance(self._wanted())
         return beat
+
+    def _beat_and_assign(self) -> tuple[Beat, Published | None]:
+        """Beat (weight 0 once closing), then recompute the assignment when the beat asks
+        this process to; the caller holds ``_beating``."""
+        weight = 0 if self.quiet or self.closing else self.threads
+        rider = self.renewer.rider()
+        beat = self.membership.beat(
+            weight, self.announced(), self.report.due(self.info()), rider.call if rider else None
+        )
+        if rider is not None:
+            self.renewer.settle(rider, beat.carried)
+        published = self.assigner.run() if self.assigner.due(beat) else None
+        return beat, published
 
     def announced(self) -> dict[str, range]:
         """The queues this process offers to serve, with their shards (none when a static
@@ -248,12 +263,13 @@ class Coordinator:
 
     def close(self) -> None:
         """The process is stopping: from now on it wants no shard and acquires none; its
-        beat says so at once (weight 0), so the assigner moves its shards now."""
+        beat says so at once (weight 0), so the assigner moves its shards now (this
+        process, when it holds the role: after the coordinator thread's round under way,
+        if any, from a snapshot that has the weight 0)."""
         self.holdings.stopping = True
         try:
-            beat = self.membership.beat(0, self.announced(), None)
-            if beat.assigner:
-                self.assigner.run(beat.generation)
+            with self._beating:
+                self._beat_and_assign()
         except (redis.RedisError, RedisClusterException) as exc:
             log.debug("could not announce the stop: %s", exc)
 

@@ -35,6 +35,9 @@ SOCKET_MARGIN = 0.8
 TIMER_SLACK = 0.11
 
 
+#: What :meth:`Membership.publish` returns for an assignment computed from a stale view.
+STALE = -1
+
 #: Set by a supervisor in a child process: the membership id it gave the child.
 PROCESS_ID_ENV = "LOWKIQ_PROCESS_ID"
 
@@ -93,6 +96,8 @@ class Snapshot:
     """The live processes at one membership version, and the shards of their queues."""
 
     version: int
+    #: The generation of the assignment published when the snapshot was read.
+    generation: int
     members: list[Member]
     #: Every queue some live process serves, and its shards (as those processes see
     #: them; when they disagree, during a reshard, the newest range).
@@ -189,7 +194,7 @@ class Membership:
         shards: dict[str, range] = {}
         # Most processes announce the same queues: each announcement is read once.
         names_of: dict[bytes, frozenset[str]] = {}
-        for i in range(1, len(reply), 3):
+        for i in range(2, len(reply), 3):
             raw = reply[i + 2]
             names = names_of.get(raw)
             if names is None:
@@ -201,7 +206,7 @@ class Membership:
                         if known is None or (first, stop) > (known.start, known.stop):
                             shards[name] = range(first, stop)
             members.append(Member(reply[i].decode(), int(reply[i + 1]), names))
-        return Snapshot(int(reply[0]), members, shards)
+        return Snapshot(int(reply[0]), int(reply[1]), members, shards)
 
     def assigned(self) -> list[ShardKey]:
         """The shards the published assignment gives this process, in queue order."""
@@ -213,13 +218,19 @@ class Membership:
         ]
 
     def publish(
-        self, version: int, changed: Sequence[tuple[str, str]], moved: Sequence[tuple[str, str]]
+        self,
+        version: int,
+        generation: int,
+        changed: Sequence[tuple[str, str]],
+        moved: Sequence[tuple[str, str]],
     ) -> int:
-        """As the assigner, publish an assignment computed from membership ``version``:
-        ``changed`` (process id, its encoded shards or ``""``) and ``moved`` (``queue:shard``,
-        its owner or ``""``); returns the new generation, 0 when this process is not the
-        assigner (nothing was written)."""
-        args: list[object] = [self.process_id, version, len(changed)]
+        """As the assigner, publish an assignment computed from membership ``version`` as
+        changes to assignment ``generation``: ``changed`` (process id, its encoded shards or
+        ``""``) and ``moved`` (``queue:shard``, its owner or ``""``).  Returns the new
+        generation; 0 when this process is not the assigner, :data:`STALE` when
+        ``generation`` is no longer the published one or a newer membership version was
+        published (nothing is written either way)."""
+        args: list[object] = [self.process_id, version, generation, len(changed)]
         for pair in changed:
             args += pair
         args.append(len(moved))

@@ -12,7 +12,10 @@ and a master still answering the last round is skipped, so an unreachable
 master delays and fails only its own leases.  A renewal that Redis confirms
 moves the lease's local deadline (:class:`~lowkiq.ownership.leases.Term`) to
 when it was *sent* plus the TTL; a processing thread checks that deadline
-before it performs a batch.
+before it performs a batch.  The timer's rounds run on a thread of their own, so a
+Redis that hangs never keeps the renewer from stopping; give the renewer a client of
+its own (:class:`~lowkiq.ownership.coordinator.Coordinator`'s ``renewal_client``) so no
+other caller's blocking wait or busy pool holds a round up.
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ CARRY_AFTER = 0.5
 #: the interval after the last: when the heartbeat is late (it is on time every interval
 #: at the defaults, ``heartbeat_interval = lease_ttl / 3``).
 OWN_ROUND_LATE = 1.25
+#: Seconds between looks at a round of the renewer's own that Redis has not answered yet,
+#: once the next is due (no round starts before the last one ended).
+ROUND_POLL = 0.05
 
 
 @dataclass(frozen=True)
@@ -108,16 +114,40 @@ class Renewer:
         return self._confirm(rider.leases, reply, rider.sent)
 
     def run(self, stop: threading.Event) -> None:
-        """Run a round whenever no heartbeat carried one in time, until ``stop`` is set."""
-        while not stop.wait(max(self.own_round_at() - time.monotonic(), 0.0)):
+        """Run a round whenever no heartbeat carried one in time, until ``stop`` is set.
+
+        Returns as soon as ``stop`` is set (within a few milliseconds), even while Redis
+        hangs or is down: this loop only waits on ``stop``, and each round runs on a
+        daemon thread of its own, which a call stuck on a connection (a paused server,
+        a socket without a timeout) holds up alone, neither this loop nor the exit of
+        the interpreter.  While a round is unanswered no other starts; the next starts
+        once it ends, if it is due by then."""
+        running: threading.Thread | None = None
+        while not stop.wait(self._until_next(running)):
+            if running is not None and running.is_alive():
+                continue  # Redis has not answered the last round yet
             if time.monotonic() < self.own_round_at():
                 continue  # a heartbeat carried the round meanwhile
-            try:
-                self.renew()
-            except Exception:  # noqa: BLE001 - the next round tries again
-                log.exception("lease renewal failed")
+            running = threading.Thread(
+                target=self._own_round, name="lowkiq-renew-round", daemon=True
+            )
+            running.start()
         if self._pool is not None:
             self._pool.shutdown(wait=False)
+
+    def _until_next(self, running: threading.Thread | None) -> float:
+        """Seconds until the loop looks again: when the next round is due, or soon after
+        when the last one is still unanswered then."""
+        wait = max(self.own_round_at() - time.monotonic(), 0.0)
+        if running is not None and running.is_alive():
+            wait = max(wait, ROUND_POLL)
+        return wait
+
+    def _own_round(self) -> None:
+        try:
+            self.renew()
+        except Exception:  # noqa: BLE001 - the next round tries again
+            log.exception("lease renewal failed")
 
     def renew(self) -> int:
         """Renew every held lease once, a pipeline per master; returns how many were

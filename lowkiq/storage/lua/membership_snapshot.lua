@@ -1,12 +1,15 @@
 -- membership_snapshot: the live processes as the assigner needs them, with the
--- membership version they are (one read, so the version and the list agree).
+-- membership version they are and the generation of the published assignment (one
+-- read, so the version, the generation and the list agree).
 -- KEYS[1]  ownership prefix (M)
--- Reads: M state (version), M processes, M process:<id> of each live process
--- Returns: {membership version, then per live process: id, weight, queues}
+-- Reads: M state (version, generation), M processes, M process:<id> of each live process
+-- Returns: {membership version, assignment generation, then per live process: id,
+--   weight, queues}
 local M = KEYS[1]
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local out = {tonumber(redis.call('hget', M .. 'state', 'version') or '0')}
+local state = redis.call('hmget', M .. 'state', 'version', 'generation')
+local out = {tonumber(state[1] or '0'), tonumber(state[2] or '0')}
 for _, id in ipairs(redis.call('zrangebyscore', M .. 'processes', now, '+inf')) do
   local fields = redis.call('hmget', M .. 'process:' .. id, 'weight', 'queues')
   if fields[1] then
