@@ -1,0 +1,59 @@
+"""A real coordinator whose processing threads are stand-ins: ownership tests drive it
+by hand without the processing runtime."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lowkiq
+from lowkiq.connection import Client
+from lowkiq.ownership.assignment import ShardKey
+from lowkiq.ownership.coordinator import Coordinator, Plan
+from lowkiq.ownership.membership import Membership, membership_ttl
+from lowkiq.shard_handler import ShardHandler
+
+
+class StandInThread:
+    """A processing thread that serves nothing; a shard asked back is given up at once."""
+
+    busy = 0
+
+    def __init__(self) -> None:
+        self.handlers: dict[ShardKey, ShardHandler] = {}
+
+    def add(self, handler: ShardHandler) -> None:
+        self.handlers[(handler.queue.name, handler.shard)] = handler
+
+    def remove(self, key: ShardKey, release: bool) -> None:
+        self.handlers.pop(key, None)
+
+    def pause(self, queues: frozenset[str]) -> None:
+        pass
+
+    def wake(self, client: Any) -> None:
+        pass
+
+
+def coordinator_of(
+    client: Client,
+    process_id: str,
+    worker: type[lowkiq.Worker],
+    lease_ttl: float,
+    heartbeat_interval: float,
+    **options: Any,
+) -> Coordinator:
+    """A coordinator of one stand-in thread serving ``worker``'s queue on ``client``;
+    ``options`` go to :class:`Coordinator` (``renewal_client``)."""
+    queue = worker.queue(client)
+    return Coordinator(
+        client,
+        Membership(client, process_id, membership_ttl(lease_ttl, heartbeat_interval)),
+        [queue],
+        Plan(lanes=1),
+        [StandInThread()],
+        lambda lane, name, shard, token: ShardHandler(worker, shard, queue, token),
+        lease_ttl,
+        heartbeat_interval,
+        1,
+        **options,
+    )
