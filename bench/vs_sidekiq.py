@@ -66,6 +66,8 @@ require "sidekiq"
 Redis.sadd_returns_boolean = false if Redis.respond_to?(:sadd_returns_boolean=)
 JOBS = Integer(ENV.fetch("BENCH_JOBS"))
 JOB_MODULE = defined?(Sidekiq::Job) ? Sidekiq::Job : Sidekiq::Worker
+# No "start"/"done" line per job, as lowkiq runs at --log-level warning.
+Sidekiq.logger.level = Logger::WARN
 
 class IncrJob
   include JOB_MODULE
@@ -88,7 +90,8 @@ end
 
 SIDEKIQ_DESCRIBE = """
 puts "Sidekiq #{Sidekiq::VERSION} (Ruby #{RUBY_VERSION}): IncrJob includes #{JOB_MODULE}, " \\
-  "perform does Sidekiq.redis { |conn| conn.incr(...) } once per job"
+  "perform does Sidekiq.redis { |conn| conn.incr(...) } once per job; " \\
+  "its logger at WARN (no line per job)"
 """
 
 
@@ -334,6 +337,7 @@ def main() -> None:
     url = f"redis://127.0.0.1:{port}"
     try:
         print(machine())
+        print("load average before the runs: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         print(f"Redis {server.client().info('server')['redis_version']} on 127.0.0.1:{port}")
         print(
             f"{args.jobs:,} jobs per run, each one INCR; {args.threads} threads; "
@@ -357,6 +361,7 @@ def main() -> None:
                 runs.append(drain(system, url, server.process.pid, args.jobs, number, directory))
                 print(f"  round {number}: {system.name}: {runs[-1].rate:,.0f} jobs/s", flush=True)
         report(runs, [system.name for system in systems], sidekiq and sidekiq.name)
+        print("load average after the runs: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     finally:
         server.stop()
 
