@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +68,22 @@ def master_client(client: Client, key: str) -> tuple[str, Client]:
     return "", client
 
 
+def _in_background(renew: Callable[..., int], *args: Any) -> Future[int]:
+    """Run ``renew(*args)`` on a daemon thread of its own: a master that never answers
+    holds up that thread alone, not a stopping process (a pool's threads are joined at
+    exit)."""
+    future: Future[int] = Future()
+
+    def work() -> None:
+        try:
+            future.set_result(renew(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever reads the future
+            future.set_exception(exc)
+
+    threading.Thread(target=work, name="lowkiq-renew-master", daemon=True).start()
+    return future
+
+
 class Renewer:
     """Renews the leases ``held()`` returns; reports those Redis says are gone."""
 
@@ -88,7 +104,6 @@ class Renewer:
         self.beats_carry = not isinstance(client, redis.RedisCluster)
         #: When the last round was sent (``time.monotonic``), by the timer or a heartbeat.
         self.last_round = time.monotonic()
-        self._pool: ThreadPoolExecutor | None = None
         # Per master (on a Redis Cluster), its renewal still under way, if any.
         self._running: dict[str, Future[int]] = {}
 
@@ -132,8 +147,6 @@ class Renewer:
                 target=self._own_round, name="lowkiq-renew-round", daemon=True
             )
             running.start()
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
 
     def _until_next(self, running: threading.Thread | None) -> float:
         """Seconds until the loop looks again: when the next round is due, or soon after
@@ -165,13 +178,11 @@ class Renewer:
             groups.setdefault(name, (node, []))[1].append(held)
         if len(groups) <= 1 and not self._running:
             return sum(self._renew_group(node, leases) for node, leases in groups.values())
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lowkiq-renew")
         submitted = []
         for name, (node, leases) in groups.items():
             if name in self._running and not self._running[name].done():
                 continue  # that master is still slow to answer the last round: skip it
-            future = self._running[name] = self._pool.submit(self._renew_group, node, leases)
+            future = self._running[name] = _in_background(self._renew_group, node, leases)
             submitted.append(future)
         # A master that does not answer within a round does not hold up the others' next.
         done, _ = wait(submitted, timeout=self.interval)
