@@ -347,13 +347,15 @@ def lua_prelude(code: str | None = None) -> str:
 
     With ``code``, only the names it uses (every name costs a string per call).
     """
-    lines = ["local P = KEYS[1]", "local function keys_at(prefix)", "  local t = {}"]
+    # One table constructor: Lua sizes the table once (assigning the fields one by one
+    # grows it several times, on every call).
+    lines = ["local P = KEYS[1]", "local function keys_at(prefix)", "  return {"]
     for name, suffix in SUFFIXES.items():
         if code is not None and f".{name}" not in code:
             continue
         if name in PER_ID:
-            lines.append(f'  t.{name} = function(id) return prefix .. "{suffix}" .. id end')
+            lines.append(f'    {name} = function(id) return prefix .. "{suffix}" .. id end,')
         else:
-            lines.append(f'  t.{name} = prefix .. "{suffix}"')
-    lines += ["  return t", "end", "local K = keys_at(P)"]
+            lines.append(f'    {name} = prefix .. "{suffix}",')
+    lines += ["  }", "end", "local K = keys_at(P)"]
     return "\n".join(lines) + "\n"

@@ -20,11 +20,13 @@ def test_every_script_loads_into_redis(redis_client):
 def test_a_script_carries_the_helpers_it_uses_and_not_the_others():
     ack = source("ack")
     assert "local function ack_processing" in ack
-    assert "t.processing_hash =" in ack and "t.processed_counter =" in ack
+    assert "processing_hash = prefix" in ack and "processed_counter = prefix" in ack
     assert "blob_merge" not in ack and "fresh_lex_zset" not in ack
     # pop uses find_queued, which needs find_member: helpers bring their own helpers.
     pop = source("pop")
     assert "local function find_queued" in pop and "local function find_member" in pop
+    # The rate-limit helpers come made by one helper, which only a rate-limited pop calls.
+    assert "local function rate_limits" in pop and "\nlocal function clock_ms" not in pop
 
 
 def test_every_helper_a_script_calls_is_defined_before_the_script():

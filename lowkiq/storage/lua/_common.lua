@@ -93,6 +93,16 @@ local function zadd_pairs(key, pairs_)
   if #args > 1 then redis.call('zadd', key, unpack(args)) end
 end
 
+-- `command key args...` for a list `args` of any length (unpack is limited by Lua's
+-- stack), ARGS_CHUNK arguments a call (even: field/value pairs stay together);
+-- nothing for an empty list.
+local ARGS_CHUNK = 2000
+local function call_many(command, key, args)
+  for first = 1, #args, ARGS_CHUNK do
+    redis.call(command, key, unpack(args, first, math.min(first + ARGS_CHUNK - 1, #args)))
+  end
+end
+
 -- Add every member of the sorted set `from` into `into` (ZADD LT).
 local function zadd_zset(into, from)
   local start = 0
@@ -158,8 +168,9 @@ local function payloads_drop(blob, key)
   if blob == '' then redis.call('unlink', key) end
 end
 
+-- (Numbers written as strings: Redis formats a number argument with snprintf.)
 local function find_member(zset, id)
-  return redis.call('zrangebylex', zset, '[' .. id .. '\0', '(' .. id .. '\1', 'limit', 0, 1)[1]
+  return redis.call('zrangebylex', zset, '[' .. id .. '\0', '(' .. id .. '\1', 'limit', '0', '1')[1]
 end
 
 local function blob_of(member, id)
@@ -323,13 +334,14 @@ local function forget_restores(keys, ids)
 end
 
 -- Clear the processing area of the shard whose keys are `keys` (K, or
--- keys_at(another prefix)) as done; returns how many jobs it held.
-local function ack_processing(keys)
+-- keys_at(another prefix)) as done; returns how many jobs it held.  `restores`:
+-- false when the caller knows keys.restores_hash does not exist.
+local function ack_processing(keys, restores)
   local processing = keys.processing_hash
   local count = redis.call('hlen', processing)
   if count > 0 then
-    if redis.call('exists', keys.restores_hash) == 1 then
-      forget_restores(keys, redis.call('hkeys', processing))
+    if restores ~= false and redis.call('exists', keys.restores_hash) == 1 then
+      call_many('hdel', keys.restores_hash, redis.call('hkeys', processing))
     end
     redis.call('del', processing)
     redis.call('incrby', keys.processed_counter, count)
@@ -400,110 +412,124 @@ end
 -- pops meet at Redis in bursts rather than one at a time (each wake-up of an
 -- idle server and thread costs CPU).
 
--- ms a shard's unspent budget outlives the time it may be spent from.
-local RATE_BUDGET_GRACE = 10000
+-- The rate-limit helpers, made by the one script call that needs them: a script
+-- makes each Lua function it defines again on every call, and most pops have no
+-- rate limit.  Returns them as a table.
+local function rate_limits()
+  -- ms a shard's unspent budget outlives the time it may be spent from.
+  local RATE_BUDGET_GRACE = 10000
 
--- Redis's clock, in ms.
-local function clock_ms()
-  local time = redis.call('time')
-  return tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
-end
+  -- Redis's clock, in ms.
+  local function clock_ms()
+    local time = redis.call('time')
+    return tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+  end
 
--- Reserve up to `want` tokens of `bucket` (refilled at `rate` tokens per ms,
--- holding at most `capacity`): the whole tokens in it now, or when it holds
--- none, `want` tokens spent from when the refill has paid for them and for
--- every earlier reservation, rounded up to a multiple of `pace` ms (0: not
--- rounded).  Returns how many and from when (ms on Redis's clock).
-local function bucket_reserve(bucket, want, rate, capacity, now, pace)
-  local state = redis.call('hmget', bucket, 'tokens', 'at', 'taken', 'waited')
-  local tokens = tonumber(state[1]) or capacity
-  local at = tonumber(state[2]) or now
-  local waited = tonumber(state[4]) or 0
-  if now > at then
-    tokens = math.min(capacity, tokens + (now - at) * rate)
-    at = now
+  -- Reserve up to `want` tokens of `bucket` (refilled at `rate` tokens per ms,
+  -- holding at most `capacity`): the whole tokens in it now, or when it holds
+  -- none, `want` tokens spent from when the refill has paid for them and for
+  -- every earlier reservation, rounded up to a multiple of `pace` ms (0: not
+  -- rounded).  Returns how many and from when (ms on Redis's clock).
+  local function bucket_reserve(bucket, want, rate, capacity, now, pace)
+    local state = redis.call('hmget', bucket, 'tokens', 'at', 'taken', 'waited')
+    local tokens = tonumber(state[1]) or capacity
+    local at = tonumber(state[2]) or now
+    local waited = tonumber(state[4]) or 0
+    if now > at then
+      tokens = math.min(capacity, tokens + (now - at) * rate)
+      at = now
+    end
+    local from = now
+    if tokens >= 1 then
+      want = math.min(want, math.floor(tokens))
+    else
+      from = now + (want - tokens) / rate
+      if pace > 0 then from = math.ceil(from / pace) * pace end
+      waited = waited + 1
+    end
+    redis.call('hset', bucket, 'tokens', tokens - want, 'at', at,
+      'taken', (tonumber(state[3]) or 0) + want, 'waited', waited)
+    return want, from
   end
-  local from = now
-  if tokens >= 1 then
-    want = math.min(want, math.floor(tokens))
-  else
-    from = now + (want - tokens) / rate
-    if pace > 0 then from = math.ceil(from / pace) * pace end
-    waited = waited + 1
-  end
-  redis.call('hset', bucket, 'tokens', tokens - want, 'at', at,
-    'taken', (tonumber(state[3]) or 0) + want, 'waited', waited)
-  return want, from
-end
 
--- Give back `count` reserved tokens that were not spent.
-local function bucket_return(bucket, count, capacity)
-  local state = redis.call('hmget', bucket, 'tokens', 'taken')
-  local tokens = tonumber(state[1])
-  if tokens then
-    redis.call('hset', bucket, 'tokens', math.min(capacity, tokens + count),
-      'taken', (tonumber(state[2]) or 0) - count)
-  end
-end
-
--- The shard's budget before a pop: tokens, from, now (ms).  `grant` tokens
--- (reserved by rate_take) are added; an empty budget is refilled from `bucket`
--- (nil on a Redis Cluster) with `want` tokens, paid on the `pace` grid.
-local function rate_budget_open(want, rate, capacity, grant, bucket, pace)
-  local now = clock_ms()
-  local budget = redis.call('hmget', K.rate_budget_hash, 'tokens', 'from')
-  local tokens = (tonumber(budget[1]) or 0) + grant
-  local from = tonumber(budget[2]) or now
-  if tokens <= 0 and bucket then
-    tokens, from = bucket_reserve(bucket, want, rate, capacity, now, pace)
-  end
-  return tokens, from, now
-end
-
--- Keep `tokens` in the shard's budget (none: drop it).
-local function rate_budget_keep(tokens, from, now)
-  if tokens <= 0 then
-    redis.call('del', K.rate_budget_hash)
-    return
-  end
-  redis.call('hset', K.rate_budget_hash, 'tokens', tokens, 'from', from)
-  redis.call('pexpire', K.rate_budget_hash, math.ceil(math.max(from - now, 0) + RATE_BUDGET_GRACE))
-end
-
--- A pop found nothing due: `grant` tokens (rate_take's, on a Redis Cluster) join
--- the shard's budget; on one server (`bucket` given) the budget, if it may be
--- spent now, goes back to the bucket.
-local function rate_budget_idle(bucket, capacity, grant)
-  if grant > 0 then
-    local tokens, from, now = rate_budget_open(0, 0, 0, grant, nil, 0)
-    rate_budget_keep(tokens, from, now)
-  end
-  if not bucket then return end
-  local budget = redis.call('hmget', K.rate_budget_hash, 'tokens', 'from')
-  local tokens = tonumber(budget[1])
-  if tokens and tonumber(budget[2]) <= clock_ms() then
-    bucket_return(bucket, tokens, capacity)
-    redis.call('del', K.rate_budget_hash)
-  end
-end
-
--- The shard's budget after a pop left `left` tokens of it, `backlog` telling
--- whether due jobs remain: with a backlog, an empty budget reserves the next
--- pop's tokens now (so a thread learns when to come back without asking); without
--- one, unspent tokens go back to the bucket.  Returns the ms to wait before the
--- next pop, or -1: on a Redis Cluster, reserve tokens (rate_take) first.
-local function rate_budget_close(left, from, now, backlog, want, rate, capacity, pace, bucket)
-  if bucket then
-    if left <= 0 and backlog then
-      left, from = bucket_reserve(bucket, want, rate, capacity, now, pace)
-    elseif left > 0 and not backlog then
-      bucket_return(bucket, left, capacity)
-      left = 0
+  -- Give back `count` reserved tokens that were not spent.
+  local function bucket_return(bucket, count, capacity)
+    local state = redis.call('hmget', bucket, 'tokens', 'taken')
+    local tokens = tonumber(state[1])
+    if tokens then
+      redis.call('hset', bucket, 'tokens', math.min(capacity, tokens + count),
+        'taken', (tonumber(state[2]) or 0) - count)
     end
   end
-  rate_budget_keep(left, from, now)
-  if left <= 0 then return backlog and -1 or 0 end
-  return math.max(0, math.ceil(from - now))
+
+  -- The shard's budget before a pop: tokens, from, now (ms).  `grant` tokens
+  -- (reserved by rate_take) are added; an empty budget is refilled from `bucket`
+  -- (nil on a Redis Cluster) with `want` tokens, paid on the `pace` grid.
+  local function rate_budget_open(want, rate, capacity, grant, bucket, pace)
+    local now = clock_ms()
+    local budget = redis.call('hmget', K.rate_budget_hash, 'tokens', 'from')
+    local tokens = (tonumber(budget[1]) or 0) + grant
+    local from = tonumber(budget[2]) or now
+    if tokens <= 0 and bucket then
+      tokens, from = bucket_reserve(bucket, want, rate, capacity, now, pace)
+    end
+    return tokens, from, now
+  end
+
+  -- Keep `tokens` in the shard's budget (none: drop it).
+  local function rate_budget_keep(tokens, from, now)
+    if tokens <= 0 then
+      redis.call('del', K.rate_budget_hash)
+      return
+    end
+    redis.call('hset', K.rate_budget_hash, 'tokens', tokens, 'from', from)
+    redis.call('pexpire', K.rate_budget_hash, math.ceil(math.max(from - now, 0) + RATE_BUDGET_GRACE))
+  end
+
+  -- A pop found nothing due: `grant` tokens (rate_take's, on a Redis Cluster) join
+  -- the shard's budget; on one server (`bucket` given) the budget, if it may be
+  -- spent now, goes back to the bucket.
+  local function rate_budget_idle(bucket, capacity, grant)
+    if grant > 0 then
+      local tokens, from, now = rate_budget_open(0, 0, 0, grant, nil, 0)
+      rate_budget_keep(tokens, from, now)
+    end
+    if not bucket then return end
+    local budget = redis.call('hmget', K.rate_budget_hash, 'tokens', 'from')
+    local tokens = tonumber(budget[1])
+    if tokens and tonumber(budget[2]) <= clock_ms() then
+      bucket_return(bucket, tokens, capacity)
+      redis.call('del', K.rate_budget_hash)
+    end
+  end
+
+  -- The shard's budget after a pop left `left` tokens of it, `backlog` telling
+  -- whether due jobs remain: with a backlog, an empty budget reserves the next
+  -- pop's tokens now (so a thread learns when to come back without asking); without
+  -- one, unspent tokens go back to the bucket.  Returns the ms to wait before the
+  -- next pop, or -1: on a Redis Cluster, reserve tokens (rate_take) first.
+  local function rate_budget_close(left, from, now, backlog, want, rate, capacity, pace, bucket)
+    if bucket then
+      if left <= 0 and backlog then
+        left, from = bucket_reserve(bucket, want, rate, capacity, now, pace)
+      elseif left > 0 and not backlog then
+        bucket_return(bucket, left, capacity)
+        left = 0
+      end
+    end
+    rate_budget_keep(left, from, now)
+    if left <= 0 then return backlog and -1 or 0 end
+    return math.max(0, math.ceil(from - now))
+  end
+
+  return {
+    clock_ms = clock_ms,
+    bucket_reserve = bucket_reserve,
+    budget_open = rate_budget_open,
+    budget_keep = rate_budget_keep,
+    budget_idle = rate_budget_idle,
+    budget_close = rate_budget_close,
+  }
 end
 
 -- Wake the coordinator of process `id` (it blocks on `M nudge:<id>`, M being the

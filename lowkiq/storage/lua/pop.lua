@@ -32,53 +32,86 @@
 --   Hot ids give at most BATCH_PAYLOADS payloads to a batch, smallest scores
 --   first; the rest stay queued and due.
 local token, now, batch_size = ARGV[1], clock(ARGV[2]), tonumber(ARGV[3])
-local limit = batch_size * (tonumber(ARGV[10] or '') or 1)
+local batches = tonumber(ARGV[10] or '') or 1
+local limit = batch_size * batches
+-- ARGV[3] as it came, when it is the limit: Redis formats a number argument with
+-- snprintf, and takes a string as it is.
+local limit_arg = limit
+if batches == 1 and not string.find(ARGV[3], '.', 1, true) then limit_arg = ARGV[3] end
 local ack_prefix = KEYS[2]
 if ack_prefix == '' then ack_prefix = nil end
 local acked = -2
 local held = nil
 local same = ack_prefix == P
+local processing = K.processing_hash
+-- How many of the shard's hold, errors and restores exist (and, unless the pop acks
+-- the shard itself, its processing area), asked in one EXISTS: most shards have none
+-- of them, and then no other key is asked about.  Asked before the ack of the shard
+-- itself, which then skips its own EXISTS; the ack may only delete the restores, so
+-- a count taken before it can only make the pop look for restores that are gone.
+local extra = nil
 if ack_prefix then
   acked = -1
   local A = same and K or keys_at(ack_prefix)
   if lease_held(A, ARGV[4]) then
-    acked = ack_processing(A)
+    local restores = nil
+    if same then
+      extra = redis.call('exists', K.hold, K.errors_hash, K.restores_hash)
+      if extra == 0 then restores = false end
+    end
+    acked = ack_processing(A, restores)
     -- A thread usually acks the shard it pops: its lease was just checked.
     if same and ARGV[4] == token then held = true end
   end
 end
 if not held and not lease_held(K, token) then return {acked, -1, 0} end
-if redis.call('exists', K.hold) == 1 then return {acked, -2, 0} end
-local processing = K.processing_hash
-if not same and redis.call('exists', processing) == 1 then return {acked, 0, 0} end
+if not same then
+  extra = redis.call('exists', K.hold, K.errors_hash, K.restores_hash, processing)
+elseif extra == nil then
+  extra = redis.call('exists', K.hold, K.errors_hash, K.restores_hash)
+end
+if extra > 0 then
+  if redis.call('exists', K.hold) == 1 then return {acked, -2, 0} end
+  if not same and redis.call('exists', processing) == 1 then return {acked, 0, 0} end
+end
 local due = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now,
-  'withscores', 'limit', 0, limit)
+  'withscores', 'limit', '0', limit_arg)
 -- Rate limit: pop at most the tokens of the shard's budget (none are reserved for
 -- a shard with nothing due).
 local rate = tonumber(ARGV[5] or '')
+local R = rate and rate_limits()
 local rate_args, tokens, from, now_ms
 local allowance = limit
 if rate and #due == 0 then
-  rate_budget_idle(KEYS[3], tonumber(ARGV[6]), tonumber(ARGV[8]))
+  R.budget_idle(KEYS[3], tonumber(ARGV[6]), tonumber(ARGV[8]))
 elseif rate then
   local pace = tonumber(ARGV[9] or '') or 0
   rate_args = {tonumber(ARGV[7]), rate, tonumber(ARGV[6]), pace, KEYS[3]}
-  tokens, from, now_ms = rate_budget_open(rate_args[1], rate, rate_args[3], tonumber(ARGV[8]),
+  tokens, from, now_ms = R.budget_open(rate_args[1], rate, rate_args[3], tonumber(ARGV[8]),
     KEYS[3], pace)
   if tokens <= 0 then return {acked, -3, -1} end
   if from > now_ms then
-    rate_budget_keep(tokens, from, now_ms)
+    R.budget_keep(tokens, from, now_ms)
     return {acked, -3, math.ceil(from - now_ms)}
   end
   allowance = tokens
 end
 local out = {acked, 1, 0}
 local budget = BATCH_PAYLOADS
--- Most pops find no error at all: then no job's error is read or deleted.
-local any_error = #due > 0 and redis.call('hlen', K.errors_hash) > 0
--- A job whose process died running it (see restore_processing) runs in a batch
--- of its own, so a job that kills its process takes no other job down with it.
-local any_restored = #due > 0 and redis.call('exists', K.restores_hash) == 1
+-- Most pops find no error and no restored job (`extra` counts the errors and
+-- restores hashes that exist): then no job's error or restores is read or deleted.
+local any_error, any_restored = false, false
+if #due > 0 and extra > 0 then
+  any_error = redis.call('exists', K.errors_hash) == 1
+  any_restored = not any_error or extra == 2
+end
+-- The jobs' writes, made once for the whole pop after the loop (the loop reads none
+-- of the keys they write): ids leaving perform_in_zset, lex members leaving the
+-- fresh zset, the processing area's fields and values; and, made when a job needs
+-- them, lex members leaving the retry zset with their ids (retry_count_zset), and
+-- ids leaving errors_hash.
+local unscheduled, fresh_gone, entries = {}, {}, {}
+local retry_gone, counts_gone, errors_gone = nil, nil, nil
 local taken, alone = 0, false
 for i = 1, #due, 2 do
   if alone or taken >= allowance then break end
@@ -87,6 +120,8 @@ for i = 1, #due, 2 do
   if budget <= 0 then break end
   local id, perform_in = due[i], due[i + 1]
   local member, is_retry = find_queued(id)
+  -- A job whose process died running it (see restore_processing) runs in a batch
+  -- of its own, so a job that kills its process takes no other job down with it.
   if member and any_restored and redis.call('hexists', K.restores_hash, id) == 1 then
     if taken > 0 then break end
     alone = true
@@ -97,29 +132,50 @@ for i = 1, #due, 2 do
     if is_retry then retry_count = tonumber(redis.call('zscore', K.retry_count_zset, id)) end
     local error = any_error and redis.call('hget', K.errors_hash, id) or nil
     local blob = blob_of(member, id)
+    local leaves = true
     if blob == '' then
+      -- A hot id: it stays queued while payloads are left.
       local payloads_zset = K.payloads_zset(id)
-      local taken
-      blob, taken = zset_take(payloads_zset, budget)
-      budget = budget - taken
-      if redis.call('exists', payloads_zset) == 0 then
-        remove_queued(id, member, is_retry, error == nil)
-      end
-    else
-      remove_queued(id, member, is_retry, error == nil)
+      local count
+      blob, count = zset_take(payloads_zset, budget)
+      budget = budget - count
+      leaves = redis.call('exists', payloads_zset) == 0
     end
-    redis.call('hset', processing, id, processing_pack(perform_in, retry_count, error, blob))
+    if leaves then
+      unscheduled[#unscheduled + 1] = id
+      if error then
+        errors_gone = errors_gone or {}
+        errors_gone[#errors_gone + 1] = id
+      end
+      if is_retry then
+        retry_gone, counts_gone = retry_gone or {}, counts_gone or {}
+        retry_gone[#retry_gone + 1] = member
+        counts_gone[#counts_gone + 1] = id
+      else
+        fresh_gone[#fresh_gone + 1] = member
+      end
+    end
+    entries[#entries + 1] = id
+    entries[#entries + 1] = processing_pack(perform_in, retry_count, error, blob)
     out[#out + 1] = id
     out[#out + 1] = retry_count
     out[#out + 1] = perform_in
     out[#out + 1] = blob
   else
-    redis.call('zrem', K.perform_in_zset, id)
+    unscheduled[#unscheduled + 1] = id
   end
 end
+call_many('zrem', K.perform_in_zset, unscheduled)
+call_many('zrem', K.fresh_lex_zset, fresh_gone)
+if retry_gone then
+  call_many('zrem', K.retry_lex_zset, retry_gone)
+  call_many('zrem', K.retry_count_zset, counts_gone)
+end
+if errors_gone then call_many('hdel', K.errors_hash, errors_gone) end
+call_many('hset', processing, entries)
 if alone then out[2] = 2 end
 if rate_args then
   local backlog = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now, 'limit', 0, 1)[1] ~= nil
-  out[3] = rate_budget_close(tokens - taken, from, now_ms, backlog, unpack(rate_args))
+  out[3] = R.budget_close(tokens - taken, from, now_ms, backlog, unpack(rate_args))
 end
 return out

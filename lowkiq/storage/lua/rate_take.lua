@@ -8,7 +8,8 @@
 -- ARGV[4]  the grid (ms) a reservation that waits for the refill is paid on, or 0
 -- Writes: the bucket (see _common.lua)
 -- Returns: {tokens reserved, ms to wait before spending them (0: now)}
-local now = clock_ms()
-local tokens, from = bucket_reserve(KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[1]),
+local R = rate_limits()
+local now = R.clock_ms()
+local tokens, from = R.bucket_reserve(KEYS[1], tonumber(ARGV[3]), tonumber(ARGV[1]),
   tonumber(ARGV[2]), now, tonumber(ARGV[4] or '') or 0)
 return {tokens, math.max(0, math.ceil(from - now))}
