@@ -1,13 +1,16 @@
-"""The ``lowkiq worker`` process: threads, lifecycle and signals (SPEC §4, §7, §8).
+"""The ``lowkiq worker`` process: threads, lifecycle and signals (SPEC §4, §7, §8, §11).
 
 :class:`Server` joins the membership and serves the shards whose leases it
 holds (:mod:`lowkiq.ownership`): by default the automatic assignment spreads
 every shard of ``settings.workers`` over the live processes, weighted by
 threads; a static splitter (``--nodes/--node``, or a custom
 ``build_splitter``) fixes this process's shards instead, which it still serves
-only under their leases.  Each thread runs one scheduler over its shards.
+only under their leases.  One dispatcher (:mod:`lowkiq.runtime.dispatcher`)
+pops the shards in the scheduler's order and hands their batches to
+``threads_per_node`` executor threads, any of which takes any batch.
 TERM or INT stops it gracefully (running batches finish, leases are released,
-exit 0); a second INT exits at once; TTIN writes every thread's stack to
+exit 0); a second TERM or INT exits at once (the running batches are restored by
+their shards' next owners); TTIN writes every thread's stack to
 :attr:`Server.stacks_path`.
 """
 
@@ -33,7 +36,6 @@ from redis.exceptions import RedisClusterException
 
 from lowkiq.cluster_connection import thread_client
 from lowkiq.connection import Client, describe_redis
-from lowkiq.coroutines import close_thread_loop
 from lowkiq.errors import ConfigurationError
 from lowkiq.health import Heartbeats
 from lowkiq.ownership.coordinator import Coordinator, Plan
@@ -44,9 +46,10 @@ from lowkiq.ownership.membership import (
     socket_timeout_of,
 )
 from lowkiq.periodic.runner import ScheduleRunner
-from lowkiq.processing_thread import ProcessingThread
+from lowkiq.runtime.backoff import backoff
+from lowkiq.runtime.dispatcher import Dispatcher
 from lowkiq.settings import Settings, pooled_client, settings
-from lowkiq.shard_handler import DeferredAck, ShardHandler
+from lowkiq.shard_handler import ShardHandler
 from lowkiq.splitters import build_default_splitter, with_threads
 from lowkiq.telemetry import prometheus
 from lowkiq.telemetry.recorder import Recorder
@@ -57,8 +60,6 @@ from lowkiq.worker import Worker
 
 log = logging.getLogger("lowkiq.server")
 
-#: Longest wait, seconds, between reconnection attempts while Redis is down.
-BACKOFF_CAP = 5.0
 #: How often, seconds, the main thread looks at signals and threads while stopping, or
 #: while it waits for Redis to answer at start.
 MAIN_TICK = 0.05
@@ -86,10 +87,9 @@ def all_shards(workers: list[type[Worker]], config: Settings = settings) -> list
     ]
 
 
-def backoff(failures: int, poll_interval: float) -> float:
-    """Seconds to wait after ``failures`` consecutive Redis errors (doubling, capped)."""
-    doubled: float = poll_interval * 2.0 ** min(failures - 1, 16)
-    return min(max(BACKOFF_CAP, poll_interval), doubled)
+#: Seconds :meth:`Server.stop` waits for the renewer to end (it ends within a
+#: renewal's socket timeout once told to; past this its leases simply lapse).
+RENEWER_JOIN = 5.0
 
 
 class Server:
@@ -102,12 +102,13 @@ class Server:
         #: ``(host, port)`` to serve the Prometheus metrics on, if any.
         self.metrics_address = metrics_address
         self.stop_event = threading.Event()
-        self.lanes: list[ProcessingThread] = []
+        #: Made by build(): every batch's lifecycle, and the executor threads.
+        self.dispatcher: Dispatcher | None = None
         self.threads: list[threading.Thread] = []
         self.fatal: BaseException | None = None
         self.stacks_path = Path(tempfile.gettempdir()) / f"lowkiq-{os.getpid()}-stacks.txt"
         self._stop_signal: str | None = None
-        self._interrupts = 0
+        self._signals = 0
         self._dump_stacks = False
         # Wakes the main thread in wait(): set with every flag wait() looks at.
         self._wakeup = Wakeup()
@@ -120,6 +121,8 @@ class Server:
         # Leases are renewed until the threads have released them (after stop_event).
         self.renewals_stop = threading.Event()
         self.renewer_thread: threading.Thread | None = None
+        #: Made by build(): the renewer's own client.
+        self.renewal_client: Client | None = None
         # Made by build(): the metrics history's per-process counts and flush thread.
         self.recorder: Recorder | None = None
         # Made by build() when settings.schedules is set: the periodic jobs' thread.
@@ -139,21 +142,23 @@ class Server:
         if not workers:
             raise ConfigurationError("settings.workers is empty: no queue to process")
         if config.build_splitter is build_default_splitter:
-            return Plan(lanes=config.threads_per_node)
+            return Plan(lanes=1)
+        # The splitter's deal says which shards are this process's (every one is served
+        # by the one dispatcher, whatever thread the deal named).
         splitter = with_threads(config.build_splitter(), config.threads_per_node)
         groups = [group for group in splitter(all_shards(workers, config)) if group]
         seen: set[Shard] = set()
         static: dict[tuple[str, int], int] = {}
-        for lane, group in enumerate(groups):
+        for group in groups:
             for shard in group:
                 if not isinstance(shard, Shard) or shard in seen:
                     raise ConfigurationError(f"the splitter gave out {shard!r} twice or made it up")
                 seen.add(shard)
-                static[(shard.worker.queue_name, shard.index)] = lane
-        return Plan(lanes=len(groups), static=static)
+                static[(shard.worker.queue_name, shard.index)] = 0
+        return Plan(lanes=1, static=static)
 
     def build(self) -> Coordinator:
-        """Make the threads' lanes, each on its own connection, and the coordinator."""
+        """Make the dispatcher, on its own connection, and the coordinator."""
         config = self.settings
         if config.heartbeat_interval * 2 > config.lease_ttl:
             raise ConfigurationError(
@@ -167,39 +172,39 @@ class Server:
         # coordinator's pool, are made from: on a Redis Cluster they share its slot map,
         # loaded once (a load talks to every node: tens of milliseconds per client).
         self.template = config.redis()
-        self.lanes = [
-            ProcessingThread(
-                thread_client(self.template),
-                [],
-                DeferredAck(),
-                config.poll_interval,
-                self.stop_event,
-            )
-            for _ in range(plan.lanes)
-        ]
+        client = pooled_client(self.template, 4, config.pool_timeout)
+        recorder = self.recorder = Recorder(client, workers)
+        dispatcher = self.dispatcher = Dispatcher(
+            thread_client(self.template),
+            config.threads_per_node,
+            config.build_scheduler(),
+            config.poll_interval,
+            self.stop_event,
+            waker=pooled_client(self.template, 2, config.pool_timeout),
+            heartbeats=self.health,
+            recorder=recorder,
+            fatal=self._fatal,
+        )
 
         def make_handler(lane: int, queue_name: str, shard: int, token: str) -> ShardHandler:
             worker = workers[queue_name]
             return ShardHandler(
                 worker,
                 shard,
-                worker.queue(self.lanes[lane].client, config),
+                worker.queue(dispatcher.client, config),
                 token,
-                self.lanes[lane].deferred,
-                [self.health.thread(lane).middleware, *config.server_middlewares],
+                config.server_middlewares,
                 config.format_error,
                 on_lost=coordinator.holdings.lost,
-                recorder=recorder.for_queue(queue_name, lane),
                 rate_limits=self.rate_limits,
             )
 
-        client = pooled_client(self.template, 4, config.pool_timeout)
-        recorder = self.recorder = Recorder(client, workers)
         if config.schedules:
             periodic_client = pooled_client(self.template, 2, config.pool_timeout)
             self.periodic = ScheduleRunner(periodic_client, config)
         self.process_id = own_process_id()
         self._check_socket_timeout(client)
+        self.renewal_client = self._renewal_client()
         coordinator = Coordinator(
             client,
             Membership(
@@ -209,18 +214,27 @@ class Server:
             ),
             [worker.queue(client, config) for worker in workers.values()],
             plan,
-            self.lanes,
+            [dispatcher],
             make_handler,
             config.lease_ttl,
             config.heartbeat_interval,
-            plan.lanes,
+            config.threads_per_node,
+            renewal_client=self.renewal_client,
         )
         # Rate limits set at run time are read when the config version moves.
         coordinator.watcher.others.append(self.rate_limits.follow)
-        for lane in self.lanes:
-            lane.on_released = coordinator.released
+        dispatcher.on_released = coordinator.released
         self.coordinator = coordinator
         return coordinator
+
+    def _renewal_client(self) -> Client | None:
+        """A connection of the renewer's own on one server, so that no wait of the
+        coordinator's (it holds its small pool's connections) delays a renewal; ``None``
+        on a Redis Cluster, whose client has a connection pool per node, unbounded."""
+        template = self.template or self.settings.redis()
+        if isinstance(template, redis.RedisCluster):
+            return None
+        return pooled_client(template, 1, self.settings.pool_timeout)
 
     def _check_socket_timeout(self, client: Client) -> None:
         """Warn of a socket timeout that would let leases lapse while a renewal hangs on
@@ -279,13 +293,14 @@ class Server:
         config = self.settings
         config.on_server_init()
         coordinator = self.build()
-        build_scheduler = config.build_scheduler
+        dispatcher = self.dispatcher
+        assert dispatcher is not None
         log.info(
             "lowkiq %s, pid %d, process %s, Redis %s",
             __version__,
             os.getpid(),
             self.process_id,
-            describe_redis(self.lanes[0].client),
+            describe_redis(dispatcher.client),
         )
         mode = "static splitter" if coordinator.plan.static is not None else "automatic"
         log.info(
@@ -309,16 +324,16 @@ class Server:
             return
         self.health.coordinator.succeeded()
         self._check_cluster_failover(coordinator.client)
-        for number, lane in enumerate(self.lanes):
-            lane.apply()
-            log.info("thread %d serves %s", number, lane.describe())
-            thread = threading.Thread(
-                target=self._run_lane,
-                args=(lane, build_scheduler()),
-                name=f"lowkiq-{number}",
+        dispatcher.apply()
+        log.info("%d threads serve %s", dispatcher.executor.size, dispatcher.describe())
+        self.threads.append(
+            threading.Thread(
+                target=self._run_dispatcher,
+                args=(dispatcher,),
+                name="lowkiq-dispatcher",
                 daemon=True,
             )
-            self.threads.append(thread)
+        )
         self.coordinator_thread = threading.Thread(
             target=self._run_coordinator,
             args=(coordinator,),
@@ -370,43 +385,13 @@ class Server:
 
     # -- the threads -------------------------------------------------------
 
-    def _run_lane(
-        self, lane: ProcessingThread, scheduler: Callable[[ProcessingThread], Callable[[], None]]
-    ) -> None:
-        failures = 0
-        heartbeat = self.health.thread(self.lanes.index(lane))
+    def _run_dispatcher(self, dispatcher: Dispatcher) -> None:
         try:
-            step = scheduler(lane)
-            while not self.stop_event.is_set():
-                heartbeat.stamp()
-                try:
-                    if lane.apply():
-                        step = scheduler(lane)
-                    step()
-                except redis.RedisError as exc:
-                    failures += 1
-                    if failures == 1:
-                        log.warning(
-                            "Redis error, retrying with backoff: %s: %s", type(exc).__name__, exc
-                        )
-                    self.stop_event.wait(backoff(failures, lane.poll_interval))
-                    continue
-                if failures:
-                    log.info("Redis answers again after %d failed attempt(s)", failures)
-                    failures = 0
-            lane.release_all()
-        except redis.RedisError as exc:
-            log.warning(
-                "could not ack the last batch (%s); the shard's next owner restores it", exc
-            )
+            dispatcher.run()
         except BaseException as exc:  # noqa: BLE001 - a fatal error stops the whole process
             self._fatal(exc)
-            # The failing batch stays in processing; its shard's next owner restores it.
-            with contextlib.suppress(redis.RedisError):
-                lane.release_all()
         finally:
-            close_thread_loop()
-            self._wakeup.set()  # the main thread looks whether any thread is left
+            self._wakeup.set()  # the main thread looks whether the dispatcher is left
 
     def _fatal(self, exc: BaseException) -> None:
         log.critical(
@@ -434,16 +419,22 @@ class Server:
             signal.signal(signal.SIGTTIN, self._on_ttin)
 
     def _on_term(self, signum: int, frame: Any) -> None:
-        self._stop_signal = self._stop_signal or "TERM"
-        self._wakeup.set()
+        self._on_stop_signal("TERM", 143)
 
     def _on_int(self, signum: int, frame: Any) -> None:
-        self._interrupts += 1
-        if self._interrupts > 1:
-            log.warning("second INT: exiting now; running batches are restored on the next start")
+        self._on_stop_signal("INT", 130)
+
+    def _on_stop_signal(self, name: str, exit_code: int) -> None:
+        """The first TERM or INT stops gracefully; a second one exits at once."""
+        self._signals += 1
+        if self._signals > 1:
+            log.warning(
+                "second %s: exiting now; running batches are restored by their shards' next owners",
+                name,
+            )
             logging.shutdown()
-            os._exit(130)
-        self._stop_signal = self._stop_signal or "INT"
+            os._exit(exit_code)
+        self._stop_signal = self._stop_signal or name
         self._wakeup.set()
 
     def _on_ttin(self, signum: int, frame: Any) -> None:
@@ -471,7 +462,7 @@ class Server:
 
     def wait(self) -> None:
         """Block the main thread until a stop signal, a stop request, a fatal error or the
-        end of every processing thread; it sleeps until one of them wakes it (at most
+        end of the dispatcher; it sleeps until one of them wakes it (at most
         MAIN_IDLE at a time)."""
         while self._stop_signal is None and self.fatal is None:
             if not any(thread.is_alive() for thread in self.threads):
@@ -490,9 +481,8 @@ class Server:
             coordinator.close()
         self.stop_event.set()
         waker = thread_client(self.template or self.settings.redis())
-        for lane in self.lanes:
-            with contextlib.suppress(redis.RedisError):
-                lane.wake(waker)
+        if self.dispatcher is not None:
+            self.dispatcher.wake(waker)
         if coordinator is not None:
             with contextlib.suppress(redis.RedisError):
                 coordinator.membership.wake()
@@ -504,7 +494,9 @@ class Server:
                     self.write_stacks()
         self.renewals_stop.set()
         if self.renewer_thread is not None:
-            self.renewer_thread.join()
+            self.renewer_thread.join(RENEWER_JOIN)
+            if self.renewer_thread.is_alive():
+                log.warning("the renewer did not end within %ss; its leases lapse", RENEWER_JOIN)
         if coordinator is not None:
             try:
                 coordinator.release_remaining()
@@ -519,8 +511,12 @@ class Server:
             self.metrics_server.shutdown()
             self.metrics_server.server_close()
         waker.close()
-        for lane in self.lanes:
-            lane.client.close()
+        if self.renewal_client is not None:
+            self.renewal_client.close()
+        if self.dispatcher is not None:
+            self.dispatcher.client.close()
+            if self.dispatcher.waker is not None:
+                self.dispatcher.waker.close()
         self._wakeup.close()
 
     def run(self) -> int:

@@ -1,17 +1,24 @@
-"""Process one batch of one shard: pop, run the middlewares around ``perform``, ack or fail.
+"""One shard's batches: pop, perform inside the middlewares, ack or fail (SPEC §4).
 
 A handler works only while its process holds the shard's lease
 (:mod:`lowkiq.ownership.leases`): every pop, ack, fail and restore carries
 the lease token, and when Redis refuses it (the lease expired, or another
 process took the shard) the handler drops that result, logs it, and calls
-``on_lost`` so its thread stops serving the shard; the new owner restores the
+``on_lost`` so the process stops serving the shard; the new owner restores the
 batch.
 
-The ack of a successful batch is deferred: it rides on the thread's next pop
-(one Redis round trip per batch), and a thread acks it on its own before it goes idle
-or gives the shard up (:class:`DeferredAck`).  Under a rate limit one pop may take
-several batches, as many as the shard performs in :data:`GROUP_SECONDS`: they run one
-after the other and are acked together.
+In a worker process the handler's work is split by thread: the dispatcher
+(:mod:`lowkiq.runtime.dispatcher`) makes every Redis call of a shard — its pops,
+acks, fails, restores and burials — and an executor thread
+(:mod:`lowkiq.runtime.executor`) runs :meth:`ShardHandler.perform`, which calls
+the user's code and no Redis.  :meth:`ShardHandler.process` does one pop's whole
+cycle on the calling thread (for tests and tools).
+
+The ack of a successful batch waits (:attr:`ShardHandler.unacked`): it rides on the
+shard's next pop, or goes out with the dispatcher's next write.  One pop may take
+several batches (as many as the shard performs in about :data:`GROUP_SECONDS`,
+judging by its last batches): they run one after the other, each its own success or
+failure, and are acked together.
 
 After a Redis error the handler does not know what the interrupted script
 did, so it restores the shard's processing area before popping again: a
@@ -23,11 +30,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 
-from lowkiq import suspects
 from lowkiq.connection import KeyedCommand
 from lowkiq.coroutines import settle
 from lowkiq.errors import LeaseLost
@@ -48,6 +55,11 @@ HELD_RETRY = 0.5
 #: tokens pay for), as many as the shard performs in this many seconds judging by its
 #: last batches: a round trip, and a wake-up of Redis, serves them all.
 GROUP_SECONDS = 0.05
+#: Without a rate limit one pop takes as many batches as the shard performs in this many
+#: seconds (at most :data:`MAX_BATCHES`): a crash performs that much of it again.
+QUICK_GROUP_SECONDS = 0.005
+#: Most batches one pop of a shard without a rate limit takes.
+MAX_BATCHES = 16
 #: How fast the time a shard's batches take is forgotten (per batch): one slow batch
 #: shrinks the next pops at once, and they grow back over a few dozen batches.
 BATCH_TIME_DECAY = 0.8
@@ -63,77 +75,29 @@ def perform_chain(middlewares: Sequence[ServerMiddleware]) -> Next[type[Worker],
     return chain(middlewares, _perform)
 
 
-def _ack_of(acked: ShardHandler | None) -> tuple[int | None, str]:
-    """The ``ack_shard`` and ``ack_token`` of a pop that carries ``acked``'s ack."""
-    return (None, "") if acked is None else (acked.shard, acked.token)
+@dataclass(slots=True)
+class Outcome:
+    """One performed batch: its jobs, and what its ``perform`` raised (``None``: it
+    succeeded)."""
+
+    jobs: Sequence[PoppedJob]
+    error: Exception | None = None
 
 
-class DeferredAck:
-    """The handlers of one thread whose successful batch is not acked yet.
+@dataclass(slots=True)
+class Taken:
+    """What a pop gave a shard to perform: its batches, in order (none: nothing to do),
+    whether its one job is a suspect (:mod:`lowkiq.suspects`), and whether the pop did
+    work though it left nothing to perform (it restored an occupied processing area, or
+    buried every job it took): the shard is popped again at once."""
 
-    Each shard's ack waits for that shard's next pop, which acks it in the
-    same script, or for the thread to go idle or give the shard up: one script
-    per batch rather than two.  A thread sends its due shards' pops together
-    (:meth:`~lowkiq.processing_thread.ProcessingThread.process`), so up to one performed
-    batch per shard of the thread (under a rate limit, the batches of its last pop) runs
-    again after a crash.  On one server a pop may also ack another shard of its queue
-    (the round-robin scheduler pops a different shard each time); on a Redis Cluster a
-    script touches one shard (one slot).
-    """
-
-    def __init__(self) -> None:
-        self.pending: list[ShardHandler] = []
-
-    def defer(self, handler: ShardHandler) -> None:
-        """``handler``'s batch succeeded: ack it later (with any other batch of the same
-        pop)."""
-        if handler not in self.pending:
-            self.pending.append(handler)
-
-    def forget(self, handler: ShardHandler) -> None:
-        """Drop ``handler``'s pending ack (its lease is lost, or its state unknown)."""
-        if handler in self.pending:
-            self.pending.remove(handler)
-
-    def flush(self, keep: Sequence[object] = ()) -> None:
-        """Ack the pending batches now, a round trip each, but those of ``keep``.
-
-        Every ack is tried; when Redis fails some, the first error is raised once the
-        others are done (a failed one's shard is unsure: restored before its next pop,
-        or by its next owner)."""
-        failure: redis.RedisError | None = None
-        for waiting in [h for h in self.pending if h not in keep]:
-            self.pending.remove(waiting)
-            try:
-                waiting.ack_now()
-            except redis.RedisError as exc:
-                failure = failure or exc
-        if failure is not None:
-            raise failure
-
-    def ack_with_pop(self, popper: ShardHandler) -> ShardHandler | None:
-        """Hand a pending ack to ``popper``'s next pop, when it can carry it.
-
-        A pop acks its own shard's batch, and on one server any shard's of its
-        own queue on its own connection, in the same script; on one server any
-        other pending batch is acked now.  Returns the handler whose batch the pop
-        must ack, or ``None``.
-        """
-        if popper in self.pending:
-            self.pending.remove(popper)
-            return popper
-        if not self.pending or popper.queue.cluster:
-            return None
-        waiting = self.pending.pop()
-        same_queue = waiting.queue.name == popper.queue.name
-        if same_queue and waiting.queue.client is popper.queue.client:
-            return waiting
-        waiting.ack_now()
-        return None
+    batches: list[list[PoppedJob]] = field(default_factory=list)
+    suspect: bool = False
+    again: bool = False
 
 
 class ShardHandler:
-    """Processes the batches of one shard of one worker."""
+    """Pops, performs and settles the batches of one shard of one worker."""
 
     def __init__(
         self,
@@ -141,7 +105,6 @@ class ShardHandler:
         shard: int,
         queue: Queue,
         token: str,
-        deferred: DeferredAck | None = None,
         middlewares: Sequence[ServerMiddleware] = (),
         format_error: Callable[[BaseException], str] = str,
         on_lost: Callable[[ShardHandler], None] | None = None,
@@ -152,7 +115,6 @@ class ShardHandler:
         self.shard = shard
         self.queue = queue
         self.token = token
-        self.deferred = deferred or DeferredAck()
         self.middlewares = middlewares
         # perform inside the middlewares, chained once.
         self._perform = perform_chain(middlewares)
@@ -160,13 +122,15 @@ class ShardHandler:
         self.name = f"{worker.__name__}:{shard}"
         self.format_error = format_error
         self.on_lost = on_lost
-        # Counts every performed batch for the metrics history.
+        #: Where :meth:`process` counts its batches (an executor passes its own).
         self.recorder = recorder
-        # A Redis call was interrupted: the processing area's state is unknown.
+        #: A Redis call was interrupted: the processing area's state is unknown.
         self.unsure = False
-        # Redis refused the lease token: this handler must not be used again.
+        #: Redis refused the lease token: this handler must not be used again.
         self.lost = False
-        # Whether perform is running now (shown on the dashboard's processes page).
+        #: Whether a finished batch waits in the processing area for its ack.
+        self.unacked = False
+        #: Whether perform is running now (shown on the dashboard's processes page).
         self.busy = False
         #: Until when (time.monotonic) a reshard holds the shard: no pop is tried.
         self.held_until = 0.0
@@ -181,8 +145,8 @@ class ShardHandler:
         #: Jobs the shard's acquisition moved to the morgue (their process died running
         #: them ``max_restores`` times): ``retries_exhausted`` is called before the next pop.
         self.exhausted: list[dict[str, Any]] = []
-        # Under a rate limit: seconds the shard's recent batches took (the longest, as it
-        # decays), for the number of batches a pop takes; None before the first.
+        # Seconds the shard's recent batches took (the longest, as it decays), for the
+        # number of batches a pop takes; None before the first.
         self._batch_seconds: float | None = None
 
     @property
@@ -193,8 +157,10 @@ class ShardHandler:
     def __repr__(self) -> str:
         return f"<ShardHandler {self.name}>"
 
+    # -- one pop's whole cycle on the calling thread ---------------------------------
+
     def process(self) -> bool:
-        """Pop and run one batch; ``False`` when nothing was due (or the lease is lost).
+        """Pop, perform and settle; ``False`` when nothing was due (or the lease is lost).
 
         Raises ``redis.RedisError`` when Redis fails (the handler then restores
         the shard on its next call) and lets a ``BaseException`` that is not an
@@ -202,16 +168,22 @@ class ShardHandler:
         """
         if not self.ready():
             return False
-        acked = self.deferred.ack_with_pop(self)
-        throttle = self.throttle.args(self.batches()) if self.throttle is not None else None
-        try:
-            popped = self.queue.pop(
-                self.shard, self.token, self.worker.batch_size, None, *_ack_of(acked), throttle
-            )
-        except redis.RedisError:
-            self.interrupted(acked)
-            raise
-        return self.take(popped, acked, throttle=throttle)
+        taken = self.take(*self.pop())
+        if not taken.batches:
+            return taken.again
+        outcomes: list[Outcome] = []
+        unrun: list[list[PoppedJob]] = []
+        for index, batch in enumerate(taken.batches):
+            if self.lost or self.lapsed():
+                unrun = taken.batches[index:]
+                break
+            outcomes.append(Outcome(batch, self.perform(batch, self.recorder)))
+        self.settle(outcomes, bool(unrun))
+        if taken.suspect and self.unacked:
+            self.ack_now()
+        return True
+
+    # -- the dispatcher's side: every Redis call -------------------------------------
 
     def ready(self) -> bool:
         """Whether a pop may be tried now: the lease is held, the processing area is
@@ -228,149 +200,166 @@ class ShardHandler:
             self.held_until = 0.0
         return self.throttle is None or not self.throttle.waiting()
 
-    def pop_command(self, acked: ShardHandler | None) -> tuple[KeyedCommand, Throttle | None]:
-        """This shard's pop, acking ``acked``'s batch (from :meth:`DeferredAck.ack_with_pop`),
-        packed to go out with other shards' pops in one write, and its rate-limit
-        arguments (both for :meth:`take`)."""
+    def pop(self) -> tuple[Popped, bool, Throttle | None]:
+        """Pop alone, in a round trip of its own, acking the shard's finished batch in the
+        same script; returns the reply, whether it carried the ack, and the rate-limit
+        arguments (for :meth:`take`)."""
+        acking = self.unacked
+        throttle = self.throttle.args(self.batches()) if self.throttle is not None else None
+        try:
+            popped = self.queue.pop(
+                self.shard,
+                self.token,
+                self.worker.batch_size,
+                None,
+                self.shard if acking else None,
+                self.token if acking else "",
+                throttle,
+                self._quick_batches(throttle),
+            )
+        except redis.RedisError:
+            self.interrupted()
+            raise
+        return popped, acking, throttle
+
+    def pop_command(self) -> tuple[KeyedCommand, bool, Throttle | None]:
+        """:meth:`pop`'s command, packed to go out with other shards' pops in one write,
+        whether it carries the ack, and its rate-limit arguments (for :meth:`take`)."""
+        acking = self.unacked
         throttle = self.throttle.args(self.batches()) if self.throttle is not None else None
         command = self.queue.pop_command(
-            self.shard, self.token, self.worker.batch_size, *_ack_of(acked), throttle
+            self.shard,
+            self.token,
+            self.worker.batch_size,
+            self.shard if acking else None,
+            self.token if acking else "",
+            throttle,
+            self._quick_batches(throttle),
         )
-        return command, throttle
+        return command, acking, throttle
+
+    def _quick_batches(self, throttle: Throttle | None) -> int:
+        """Batches a pop without rate-limit arguments takes (see :meth:`batches`)."""
+        return 1 if throttle is not None else self.batches()
 
     def batches(self) -> int:
-        """How many batches a rate-limited pop of the shard may take: as many as it
-        performs in :data:`GROUP_SECONDS`, judging by its recent batches (one until one
-        ran); its reserved tokens bound them further (:meth:`ShardThrottle.args`)."""
+        """How many batches a pop of the shard may take: as many as it performs in
+        :data:`GROUP_SECONDS` under a rate limit (its reserved tokens bound them further,
+        :meth:`ShardThrottle.args`), else in :data:`QUICK_GROUP_SECONDS`, at most
+        :data:`MAX_BATCHES`; one until a batch ran."""
         seconds = self._batch_seconds
         if seconds is None:
             return 1
-        return max(1, int(GROUP_SECONDS / max(seconds, 1e-6)))
+        if self.throttle is not None:
+            return max(1, int(GROUP_SECONDS / max(seconds, 1e-6)))
+        return max(1, min(MAX_BATCHES, int(QUICK_GROUP_SECONDS / max(seconds, 1e-6))))
 
-    def interrupted(self, acked: ShardHandler | None) -> None:
-        """A pop carrying ``acked``'s ack failed: neither is known to have happened."""
+    def interrupted(self) -> None:
+        """A call for this shard failed: what it did is unknown (restored before the next
+        pop; a batch it may have acked runs again)."""
         self.unsure = True
-        if acked is not None:
-            acked.unsure = True
+        self.unacked = False
 
-    def take(
-        self,
-        popped: Popped,
-        acked: ShardHandler | None,
-        perform: bool = True,
-        throttle: Throttle | None = None,
-    ) -> bool:
-        """Run the batches a pop (with the rate-limit arguments ``throttle``) took, one
-        after the other, the pop having acked ``acked``'s; ``False`` when it took none.
-        ``perform=False``: put them back into the queue unperformed (the thread is
-        stopping, or handing the shard over) instead."""
-        if acked is not None and popped.acked == ACK_FENCED:
-            acked.lease_lost("its finished batch was not acked")
+    def take(self, popped: Popped, acking: bool, throttle: Throttle | None) -> Taken:
+        """Read a pop's reply (that carried the shard's ack when ``acking``, with the
+        rate-limit arguments ``throttle``): the batches to perform, one after the other."""
+        if acking:
+            self.unacked = False
+            if popped.acked == ACK_FENCED:
+                self.lease_lost("its finished batch was not acked")
+                return Taken()
         if popped.fenced:
             self.lease_lost("nothing popped")
-            return False
+            return Taken()
         if popped.held:
             self.held_until = time.monotonic() + HELD_RETRY
-            return False
+            return Taken()
         if throttle is not None and self.throttle is not None:
             # Only a pop with rate-limit arguments is limited, or says when to come back.
             self.throttle.after(popped, throttle)
             if popped.limited:
-                return False
+                return Taken()
         if popped.occupied:
             # Our shard's processing area holds a batch we do not know of.
             log.warning("%s: processing area occupied; restoring it", self.name)
             self.restore()
-            return True
-        if not perform:
-            if popped.jobs:
-                self.restore()
-            return False
+            return Taken(again=True)
         jobs = popped.jobs
         if not jobs:
-            return False
-        size = self.worker.batch_size
-        # A rate-limited pop may take several batches: they run one after the other.
-        batches = (
-            [jobs] if len(jobs) <= size else [jobs[i : i + size] for i in range(0, len(jobs), size)]
-        )
+            return Taken()
         undecodable = [job for job in jobs if job.undecodable is not None]
         if undecodable:
             self._bury(undecodable)
-            batches = [[job for job in batch if job.undecodable is None] for batch in batches]
-            batches = [batch for batch in batches if batch]
-            if self.lost or not batches:
-                return True
-        if popped.suspect:
-            return self._lapsed() or self._run_suspect(batches[0])
-        for batch in batches:
-            if self.lost or self._lapsed():
-                break
-            self._run(batch)
-        return True
-
-    def _lapsed(self) -> bool:
-        """Whether the lease may have lapsed while the popped batches waited (a pause, a
-        slow round): then they go back unperformed (with any of them performed already,
-        which run again), and the shard's owner runs them."""
-        if self.term is None or self.term.remaining() > 0:
-            return False
-        log.warning(
-            "%s: lease epoch %s may have lapsed; batch put back unperformed",
-            self.name,
-            self.token.split(" ", 1)[0],
+            jobs = [job for job in jobs if job.undecodable is None]
+            if self.lost or not jobs:
+                return Taken(again=True)
+        size = self.worker.batch_size
+        # A pop may take several batches: they run one after the other.
+        batches = (
+            [jobs] if len(jobs) <= size else [jobs[i : i + size] for i in range(0, len(jobs), size)]
         )
-        self.restore()
-        return True
+        return Taken(batches, popped.suspect)
 
-    def _run_suspect(self, batch: Sequence[PoppedJob]) -> bool:
-        """Run a job that ended a process before (:mod:`lowkiq.suspects`): alone in the
-        process, the thread's finished batches acked first, itself acked at once."""
-        if not suspects.running.acquire(blocking=False):
-            self.restore()  # another suspect runs: this one waits in its queue
-            self.held_until = time.monotonic() + suspects.RETRY
-            return True
-        try:
-            self.deferred.flush()
-            if self._run(batch):
-                self.deferred.forget(self)
-                self.ack_now()
-        finally:
-            suspects.running.release()
-        return True
+    def settle(self, outcomes: Sequence[Outcome], unrun: bool = False) -> None:
+        """Record what the batches of a pop did: each failed one fails (SPEC §4, one
+        script), the succeeded ones wait for their ack; ``unrun``: some were not
+        performed (the lease may have lapsed, or the shard is given up), so the whole
+        processing area goes back to the queue instead (performed ones run again)."""
+        if unrun and not self.lost:
+            log.warning(
+                "%s: lease epoch %s may have lapsed or the shard is given up; batches put back "
+                "unperformed",
+                self.name,
+                self.token.split(" ", 1)[0],
+            )
+        for outcome in outcomes:
+            if outcome.error is None:
+                self.unacked = True
+            elif not self.lost:
+                self._fail(outcome.jobs, outcome.error)
+        if unrun and not self.lost:
+            self.restore()
 
-    def _run(self, batch: Sequence[PoppedJob]) -> bool:
-        """Perform ``batch`` inside the middlewares; ``True`` when it succeeded (its ack
-        is then deferred), ``False`` when it failed (the failure is recorded)."""
-        self.busy = True
-        context = running.set(Running(self, batch))
-        started = time.time()
-        failure: Exception | None = None
+    def ack_command(self) -> KeyedCommand:
+        """The shard's ack, packed to go out with other commands in one write (its reply
+        is read by :meth:`acked`)."""
+        return self.queue.ack_command(self.shard, self.token)
+
+    def acked(self, reply: Any) -> None:
+        """Read the reply of :meth:`ack_command`: the finished batch is acked, or the
+        lease was lost (a Redis error is raised: the shard is unsure)."""
+        self.unacked = False
+        if isinstance(reply, redis.ResponseError) and str(reply).startswith("FENCED"):
+            self.lease_lost("its finished batch was not acked")
+        elif isinstance(reply, redis.RedisError):
+            self.unsure = True
+            raise reply
+
+    def ack_now(self) -> None:
+        """Ack this shard's finished batch in its own round trip."""
+        self.unacked = False
         try:
-            self._perform(self.worker, {job.id: job.payloads for job in batch})
-        except Exception as exc:
-            failure = exc
-        # (A BaseException escapes: the batch stays in processing, the process ends.)
-        self.busy = False
-        running.reset(context)
-        if self.throttle is not None:
-            self._timed(started)
-        self.recorder.performed(batch, started, failure is not None)
-        if failure is not None:
-            self._fail(batch, failure)
+            self._guarded(lambda: self.queue.ack(self.shard, self.token))
+        except LeaseLost:
+            self.lease_lost("its finished batch was not acked")
+
+    def restore(self) -> bool:
+        """Put the shard's processing area back into the queue; ``False`` when the lease is lost."""
+        self.unacked = False
+        try:
+            count = self._guarded(lambda: self.queue.restore(self.shard, self.token))
+        except LeaseLost:
+            self.unsure = False
+            self.lease_lost("its processing area was not restored")
             return False
-        self.deferred.defer(self)
+        self.unsure = False
+        if count:
+            log.info("%s: restored %d job(s) left in processing", self.name, count)
         return True
-
-    def _timed(self, started: float) -> None:
-        """Keep how long the shard's batches take (see :meth:`batches`)."""
-        seconds = max(time.time() - started, 0.0)
-        kept = self._batch_seconds
-        self._batch_seconds = seconds if kept is None else max(seconds, kept * BATCH_TIME_DECAY)
 
     def lease_lost(self, what: str) -> None:
         """Redis refused this handler's lease token: stop serving the shard."""
-        self.deferred.forget(self)
+        self.unacked = False
         if self.lost:
             return
         self.lost = True
@@ -383,45 +372,14 @@ class ShardHandler:
         if self.on_lost is not None:
             self.on_lost(self)
 
-    def ack_now(self) -> None:
-        """Ack this shard's finished batch in its own round trip."""
-        try:
-            self._guarded(lambda: self.queue.ack(self.shard, self.token))
-        except LeaseLost:
-            self.lease_lost("its finished batch was not acked")
-
-    def restore(self) -> bool:
-        """Put the shard's processing area back into the queue; ``False`` when the lease is lost."""
-        self.deferred.forget(self)
-        try:
-            count = self._guarded(lambda: self.queue.restore(self.shard, self.token))
-        except LeaseLost:
-            self.unsure = False
-            self.lease_lost("its processing area was not restored")
-            return False
-        self.unsure = False
-        if count:
-            log.info("%s: restored %d job(s) left in processing", self.name, count)
-        return True
-
     def _guarded(self, call: Callable[[], Any]) -> Any:
         try:
             return call()
         except redis.RedisError:
-            self.unsure = True
-            self.deferred.forget(self)
+            self.interrupted()
             raise
 
     def _fail(self, batch: Sequence[PoppedJob], exc: Exception) -> None:
-        log.warning(
-            "%s: batch of %d job(s) failed: %s: %s",
-            self.name,
-            len(batch),
-            type(exc).__name__,
-            exc,
-            exc_info=exc,
-            extra=RunningBatch.popped(self.worker, self.shard, batch).log_fields(),
-        )
         try:
             error = self.format_error(exc)
         except Exception:
@@ -474,3 +432,41 @@ class ShardHandler:
         except Exception:
             log.exception("%s: retry_in raised; using the default delay", self.name)
             return float(Worker.retry_in(retry_count))
+
+    # -- the executor's side: the user's code, no Redis call -------------------------
+
+    def lapsed(self) -> bool:
+        """Whether the lease may have lapsed (by this process's clock): a batch not yet
+        performed is then put back instead, for the shard's owner to run."""
+        return self.term is not None and self.term.remaining() <= 0
+
+    def perform(self, jobs: Sequence[PoppedJob], recorder: BatchRecorder) -> Exception | None:
+        """Perform ``jobs`` inside the middlewares, counted by ``recorder``; returns what
+        ``perform`` raised (``None``: it succeeded).  A ``BaseException`` that is not an
+        ``Exception`` escapes: the batch stays in processing and the process ends."""
+        self.busy = True
+        context = running.set(Running(self, jobs))
+        started = time.time()
+        failure: Exception | None = None
+        try:
+            self._perform(self.worker, {job.id: job.payloads for job in jobs})
+        except Exception as exc:
+            failure = exc
+        finally:
+            self.busy = False
+            running.reset(context)
+        seconds = max(time.time() - started, 0.0)
+        kept = self._batch_seconds
+        self._batch_seconds = seconds if kept is None else max(seconds, kept * BATCH_TIME_DECAY)
+        recorder.performed(jobs, started, failure is not None)
+        if failure is not None:
+            log.warning(
+                "%s: batch of %d job(s) failed: %s: %s",
+                self.name,
+                len(jobs),
+                type(failure).__name__,
+                failure,
+                exc_info=failure,
+                extra=RunningBatch.popped(self.worker, self.shard, jobs).log_fields(),
+            )
+        return failure

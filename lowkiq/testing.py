@@ -20,7 +20,7 @@ from lowkiq.errors import LowkiqError
 from lowkiq.middleware import Batch, Next
 from lowkiq.ownership import leases
 from lowkiq.settings import Settings, settings
-from lowkiq.shard_handler import DeferredAck, ShardHandler
+from lowkiq.shard_handler import ShardHandler
 from lowkiq.storage.actions import Actions
 from lowkiq.worker import Worker
 
@@ -79,14 +79,12 @@ def drain(
                     f"{left_ms} ms more (is a lowkiq worker running on this Redis?)"
                 )
             held.append(lease)
-        deferred = DeferredAck()
         handlers = [
             ShardHandler(
                 worker,
                 lease.shard,
                 queue,
                 lease.token,
-                deferred,
                 [_counting(drained), *config.server_middlewares],
                 config.format_error,
             )
@@ -95,7 +93,9 @@ def drain(
         for handler, lease in zip(handlers, held, strict=True):
             handler.exhausted = list(lease.buried)
         _run(handlers, drained, max_batches)
-        deferred.flush()
+        for handler in handlers:
+            if handler.unacked:
+                handler.ack_now()
     finally:
         leases.release(queue, held)
     if raise_errors and drained.errors:

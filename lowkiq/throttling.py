@@ -5,8 +5,8 @@ when each shard may be popped again.
 class's ``rate_limit``, unless one was set at run time (:mod:`lowkiq.rate_limit`),
 read again on every heartbeat.  A shard's :class:`ShardThrottle` gives its pops
 their rate-limit arguments and keeps the time a pop said to come back: until
-then the processing thread does not pop the shard, and a thread whose every
-shard waits sleeps without a Redis call (:meth:`lowkiq.processing_thread.ProcessingThread.wait`).
+then the dispatcher does not pop the shard, and when every idle
+shard waits it sleeps without a Redis call (:meth:`lowkiq.runtime.dispatcher.Dispatcher.wait`).
 """
 
 from __future__ import annotations

@@ -219,7 +219,8 @@ def test_seq_scheduler_and_a_custom_splitter(server: Callable[..., Server]) -> N
         build_scheduler=lowkiq.build_seq_scheduler,
         build_splitter=lambda: lambda shards: [list(shards)],
     )
-    assert [lane.describe() for lane in srv.lanes] == ["Seen:0 Seen:1 Seen:2"]
+    assert srv.dispatcher is not None
+    assert srv.dispatcher.describe() == "Seen:0 Seen:1 Seen:2"
     Seen.perform_async([{"id": n} for n in range(10)])
     eventually(lambda: performed_ids() == {str(n) for n in range(10)})
 

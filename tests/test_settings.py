@@ -234,14 +234,14 @@ def test_a_server_runs_with_the_settings_it_was_given(redis_client, redis_url):
     )
     server = Server(config)
     coordinator = server.build()
-    lanes = server.lanes
+    dispatcher = server.dispatcher
+    assert dispatcher is not None
     try:
         coordinator.beat()
-        assert len(lanes) == 1
-        lanes[0].apply()
-        assert len(lanes[0].handlers) == 6
-        assert {handler.queue.codec.dump_payload for handler in lanes[0].handlers} == {dump_upper}
+        assert dispatcher.executor.size == 1
+        dispatcher.apply()
+        assert len(dispatcher.handlers) == 6
+        assert {h.queue.codec.dump_payload for h in dispatcher.handlers} == {dump_upper}
     finally:
         coordinator.leave()
-        for lane in lanes:
-            lane.client.close()
+        dispatcher.client.close()

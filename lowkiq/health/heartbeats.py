@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,16 +46,22 @@ class Heartbeat:
         """The loop made one more turn."""
         self.at = self.clock()
 
+    @contextmanager
+    def performing_batch(self, shard: str) -> Iterator[None]:
+        """Note that the thread performs a batch of ``shard`` (``Worker:shard``) inside."""
+        self.performing = Performing(shard, self.clock())
+        try:
+            yield
+        finally:
+            self.performing = None
+            self.stamp()
+
     def middleware(self, worker: Any, batch: Batch, call_next: Next[Any, Batch]) -> Any:
         """A server middleware (outermost): note the batch in ``perform`` while it runs."""
         now = running.get()
         shard = now.handler.name if now is not None else f"{worker.__name__}:?"
-        self.performing = Performing(shard, self.clock())
-        try:
+        with self.performing_batch(shard):
             return call_next(worker, batch)
-        finally:
-            self.performing = None
-            self.stamp()
 
 
 class CoordinatorBeat(Heartbeat):
@@ -92,12 +99,14 @@ class Heartbeats:
         self._threads: dict[int, Heartbeat] = {}
         self._lock = threading.Lock()
 
-    def thread(self, number: int) -> Heartbeat:
-        """The heartbeat of processing thread ``number`` (made on first use)."""
+    def thread(self, number: int, name: str | None = None) -> Heartbeat:
+        """The heartbeat of processing thread ``number`` (made on first use, named
+        ``name`` or ``thread N``)."""
         with self._lock:
             beat = self._threads.get(number)
             if beat is None:
-                beat = self._threads[number] = Heartbeat(f"thread {number}", self.clock)
+                beat = Heartbeat(name or f"thread {number}", self.clock)
+                self._threads[number] = beat
             return beat
 
     def threads(self) -> list[Heartbeat]:

@@ -44,7 +44,7 @@ def state_of(server: Server) -> ProcessState:
     return ProcessState(
         process_id=server.process_id,
         shards=[f"{queue}:{shard}" for queue, shard in coordinator.holdings.owned()],
-        busy=sum(lane.busy for lane in server.lanes),
+        busy=server.dispatcher.busy if server.dispatcher is not None else 0,
         quiet=coordinator.quiet,
         stopping=server.stop_event.is_set()
         or coordinator.closing

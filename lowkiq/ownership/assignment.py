@@ -359,7 +359,7 @@ def deal_to_threads(
     shard goes to the least loaded thread that serves only its group, else to
     an empty thread, else to the least loaded one, never past the round-robin's
     largest load: a thread whose shards share a master pops them all in one
-    write to it (:meth:`lowkiq.processing_thread.ProcessingThread.process`).
+    write to it.  (A worker process has one such thread, its dispatcher.)
     """
     wanted_set = set(wanted)
     thread_of = {shard: lane for shard, lane in current.items() if shard in wanted_set}

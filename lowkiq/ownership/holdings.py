@@ -24,8 +24,8 @@ log = logging.getLogger("lowkiq.ownership")
 
 
 class ThreadLike(Protocol):
-    """What ownership asks of a processing thread
-    (:class:`~lowkiq.processing_thread.ProcessingThread`)."""
+    """What ownership asks of the process's dispatcher
+    (:class:`~lowkiq.runtime.dispatcher.Dispatcher`)."""
 
     def add(self, handler: ShardHandler) -> None:
         """Serve ``handler``'s shard from the next step on."""

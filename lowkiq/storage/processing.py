@@ -78,6 +78,15 @@ class Popped:
     suspect: bool = False
 
 
+def _rate_args(throttle: Throttle | None, batches: int) -> tuple[Any, ...]:
+    """A pop's arguments after its ack token: the rate limit's (which say how many
+    batches it takes), or, for more than one batch without a limit, empty ones and the
+    number of batches."""
+    if throttle is not None:
+        return throttle.args()
+    return ("", "", "", "", "", batches) if batches > 1 else ()
+
+
 class Processing(QueueBase):
     """Taking batches out of the queue's shards and settling them (see the module)."""
 
@@ -90,6 +99,7 @@ class Processing(QueueBase):
         ack_shard: int | None = None,
         ack_token: str = "",
         throttle: Throttle | None = None,
+        batches: int = 1,
     ) -> Popped:
         """Move up to ``limit`` due jobs of ``shard`` into its processing area.
 
@@ -106,11 +116,11 @@ class Processing(QueueBase):
         if self.pipelines_pops and now is None:
             # A processing thread's client: the pop's command is packed once.
             client: Any = self.client
-            command = self.pop_command(shard, token, limit, ack_shard, ack_token, throttle)
+            command = self.pop_command(shard, token, limit, ack_shard, ack_token, throttle, batches)
             reply = client.run_command(command)
         else:
             keys = self._pop_keys(shard, ack_shard, throttle)
-            rate = throttle.args() if throttle is not None else ()
+            rate = _rate_args(throttle, batches)
             reply = self.write("pop", list(keys), token, _now(now), limit, ack_token, *rate)
         return self.read_popped(reply)
 
@@ -122,6 +132,7 @@ class Processing(QueueBase):
         ack_shard: int | None,
         ack_token: str,
         throttle: Throttle | None = None,
+        batches: int = 1,
     ) -> KeyedCommand:
         """:meth:`pop`'s command, packed, for the processing thread's client to send alone
         (``run_command``) or with others in one write (``run_keyed``); its reply is read
@@ -130,9 +141,16 @@ class Processing(QueueBase):
         ``shard``."""
         keys = self._pop_keys(shard, ack_shard, throttle)
         client: Any = self.client
-        args = (token, "", limit, ack_token, *(throttle.args() if throttle else ()))
+        args = (token, "", limit, ack_token, *_rate_args(throttle, batches))
         packed = client.pack_script(self.scripts.pop, keys, args)
         return (keys[0], packed, self.scripts.pop)
+
+    def ack_command(self, shard: int, token: str) -> KeyedCommand:
+        """:meth:`ack`'s command, packed to go out with others in one write (``run_keyed``);
+        its reply is the acked batch's size, or a ``FENCED`` error reply."""
+        client: Any = self.client
+        key = self._prefixes[shard]
+        return (key, client.pack_script(self.scripts.ack, (key,), (token,)), self.scripts.ack)
 
     def _pop_keys(
         self, shard: int, ack_shard: int | None, throttle: Throttle | None = None
@@ -154,9 +172,8 @@ class Processing(QueueBase):
         throttle: Throttle | None = None,
     ) -> Popped:
         """:meth:`pop` with the ack of another shard on a Redis Cluster, where two shards
-        are two slots: the ack is a call of its own, first.  (A processing thread on a
-        cluster never asks for it: each shard's ack rides on that shard's next pop,
-        see :class:`~lowkiq.shard_handler.DeferredAck`.)"""
+        are two slots: the ack is a call of its own, first.  (A worker process never asks
+        for it: each shard's ack rides on that shard's own next pop.)"""
         try:
             acked = self.ack(ack_shard, ack_token)
         except LeaseLost:

@@ -8,10 +8,15 @@ import redis
 import lowkiq
 from lowkiq.embedded_cluster import EmbeddedCluster
 from lowkiq.server import Server
+from tests.runtime.serving import turn_until
 
 
 class Spread(lowkiq.Worker):
     shards_count = 12
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[object]]) -> None:
+        pass
 
 
 def slot_map_loads(cluster: EmbeddedCluster) -> int:
@@ -32,34 +37,33 @@ def test_a_process_loads_the_slot_map_once_for_all_its_threads(
     before = slot_map_loads(redis_cluster)
     server.start()
     try:
-        assert len(server.lanes) == 6
+        assert server.dispatcher is not None and server.dispatcher.executor.size == 6
         assert slot_map_loads(redis_cluster) - before == 1
     finally:
         server.request_stop()
         server.stop()
 
 
-def test_each_thread_is_dealt_shards_of_one_master(cluster_client: redis.RedisCluster) -> None:
+def test_the_dispatcher_serves_every_shard_of_every_master(
+    cluster_client: redis.RedisCluster,
+) -> None:
     lowkiq.settings.workers = [Spread]
     lowkiq.settings.threads_per_node = 5
     server = Server(lowkiq.settings)
     coordinator = server.build()
+    dispatcher = server.dispatcher
+    assert dispatcher is not None
+    dispatcher.executor.start()
     try:
         coordinator.beat()
-        for lane in server.lanes:
-            lane.apply()
-        served = [lane.handlers for lane in server.lanes]
-        assert sorted(h.shard for handlers in served for h in handlers) == list(range(12))
-        keys = Spread.queue(cluster_client).keys
-        for handlers in served:
-            masters = {
-                cluster_client.get_node_from_key(keys.prefix(h.shard)).name for h in handlers
-            }
-            assert len(masters) == 1, [h.shard for h in handlers]
+        dispatcher.apply()
+        assert sorted(h.shard for h in dispatcher.handlers) == list(range(12))
+        Spread.perform_async([{"id": n} for n in range(100)])
+        dispatcher.turn()
+        assert len(dispatcher.in_flight) == 10  # two per thread: the room it has
+        turn_until(dispatcher, lambda: Spread.metrics()["processed"] == 100)
     finally:
         coordinator.close()
-        for lane in server.lanes:
-            lane.release_all()
+        dispatcher.shutdown()
         coordinator.leave()
-        for lane in server.lanes:
-            lane.client.close()
+        dispatcher.client.close()

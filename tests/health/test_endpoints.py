@@ -38,7 +38,11 @@ def test_live_ready_and_metrics_answer_and_quiet_takes_the_process_out_of_ready(
     worker = workers("--threads", "2", *health_args(port))
     document = eventually(lambda: (found := ready(port)) and len(found["shards"]) == 5 and found)
     assert document["ok"] and document["reason"] == "" and document["registered"]
-    assert [thread["name"] for thread in document["threads"]] == ["thread 0", "thread 1"]
+    assert [thread["name"] for thread in document["threads"]] == [
+        "dispatcher",
+        "thread 0",
+        "thread 1",
+    ]
     assert document["pid"] == worker.process.pid
     status, alive = verdict(port, "/live")
     assert status == 200 and alive["ok"] and alive["process_id"] == document["process_id"]

@@ -14,7 +14,7 @@ import lowkiq
 from lowkiq.ownership import leases
 from lowkiq.ownership.coordinator import Coordinator
 from lowkiq.server import Server
-from tests.one_thread import one_thread
+from tests.built_server import built_server
 
 seen: list[Any] = []
 
@@ -52,12 +52,12 @@ class AsyncFenced(lowkiq.Worker):
 @pytest.fixture
 def built(redis_url: str, redis_client: redis.Redis) -> Iterator[tuple[Server, Coordinator]]:
     seen.clear()
-    with one_thread(redis_url, Fenced, AsyncFenced) as (server, coordinator, _):
+    with built_server(redis_url, Fenced, AsyncFenced) as (server, coordinator, _):
         yield server, coordinator
 
 
 def handler_of(server: Server, worker: type[lowkiq.Worker]) -> Any:
-    return next(h for h in server.lanes[0].handlers if h.worker is worker)
+    return next(h for h in server.dispatcher.handlers if h.worker is worker)
 
 
 def test_perform_sees_its_lease_and_a_fence_that_grows_with_every_owner(

@@ -16,7 +16,7 @@ import lowkiq
 from lowkiq.ownership import leases
 from lowkiq.ownership.coordinator import Coordinator
 from lowkiq.server import Server
-from tests.one_thread import one_thread
+from tests.built_server import built_server
 
 EXPIRED = "expired before it was renewed"
 
@@ -28,7 +28,7 @@ class OrderWorker(lowkiq.Worker):
 @pytest.fixture
 def built(redis_url: str, redis_client: redis.Redis) -> Iterator[tuple[Server, Coordinator]]:
     """A one-thread server, built, holding both shards' leases."""
-    with one_thread(redis_url, OrderWorker) as (server, coordinator, _):
+    with built_server(redis_url, OrderWorker) as (server, coordinator, _):
         assert coordinator.holdings.owned() == [("OrderWorker", 0), ("OrderWorker", 1)]
         yield server, coordinator
 
@@ -37,7 +37,8 @@ def test_leases_the_threads_released_while_stopping_are_not_reported_lost(
     built: tuple[Server, Coordinator], caplog: pytest.LogCaptureFixture
 ) -> None:
     server, coordinator = built
-    (lane,) = server.lanes
+    lane = server.dispatcher
+    assert lane is not None
     coordinator.close()
     # The thread gave its leases up at stop; the heartbeat read its list just before.
     leases.release_many(leases.Lease(h.queue, h.shard, h.token) for h in lane.handlers)
@@ -50,7 +51,8 @@ def test_a_lease_lost_while_held_is_reported_and_taken_from_its_thread(
     built: tuple[Server, Coordinator], redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
     server, coordinator = built
-    (lane,) = server.lanes
+    lane = server.dispatcher
+    assert lane is not None
     old = next(h for h in lane.handlers if h.shard == 0)
     redis_client.delete(OrderWorker.queue().keys.lease(0))  # it expired
     with caplog.at_level(logging.WARNING, logger="lowkiq"):
@@ -66,7 +68,7 @@ def test_a_lease_lost_while_held_is_reported_and_taken_from_its_thread(
 def test_a_heartbeat_carries_the_renewals_when_they_are_due(
     redis_url: str, redis_client: redis.Redis
 ) -> None:
-    with one_thread(redis_url, OrderWorker, lease_ttl=3.0, heartbeat_interval=1.0) as (
+    with built_server(redis_url, OrderWorker, lease_ttl=3.0, heartbeat_interval=1.0) as (
         _,
         coordinator,
         _,
@@ -88,7 +90,7 @@ def test_a_heartbeat_carries_the_renewals_when_they_are_due(
 def test_the_renewer_renews_on_its_own_when_no_heartbeat_comes(
     redis_url: str, redis_client: redis.Redis
 ) -> None:
-    with one_thread(redis_url, OrderWorker, lease_ttl=1.5, heartbeat_interval=0.5) as (
+    with built_server(redis_url, OrderWorker, lease_ttl=1.5, heartbeat_interval=0.5) as (
         _,
         coordinator,
         _,

@@ -1,5 +1,5 @@
-"""A processing thread under a rate limit: a shard waiting for tokens is not popped before
-its time, counts as due no sooner, a thread whose every shard waits sleeps without
+"""A dispatcher under a rate limit: a shard waiting for tokens is not popped before its
+time, counts as due no sooner, a dispatcher whose every shard waits sleeps without
 calling Redis, and a pop takes the batches its tokens pay for in one round trip when they
 run quickly."""
 
@@ -10,7 +10,7 @@ import time
 import redis
 
 import lowkiq
-from tests.one_thread import one_thread
+from tests.built_server import built_server
 
 
 class Paced(lowkiq.Worker):
@@ -33,20 +33,21 @@ def calls(client: redis.Redis) -> int:
     return sum(commands(client).values())
 
 
-def test_a_thread_waits_for_its_shards_tokens_without_calling_redis(redis_url, redis_client):
-    with one_thread(redis_url, Paced) as (_, _, lane):
+def test_a_dispatcher_waits_for_its_shards_tokens_without_calling_redis(redis_url, redis_client):
+    with built_server(redis_url, Paced) as (_, _, lane):
         (handler,) = lane.handlers
         Paced.perform_async([{"id": n} for n in range(5)])
         assert handler.process()  # the bucket's one token; the next one is reserved
         assert not handler.ready()  # not popped before the reserved token is due
-        (delay,) = lane.due_in()
+        (delay,) = lane.due_in(lane.handlers)
         # 200 ms of refill, paid on the next step of the 50 ms grid (PACE_SECONDS).
         assert delay is not None and 0.1 < delay <= 0.25
-        assert lane.throttled(lane.handlers) == 1
+        assert handler.throttle is not None and handler.throttle.waiting()
+        handler.ack_now()
 
         before = calls(redis_client)
         started = time.monotonic()
-        lane.wait()
+        lane.turn()
         slept = time.monotonic() - started
         assert calls(redis_client) - before == 1  # the INFO above: nothing from the thread
         assert 0.1 < slept < 0.3
@@ -64,22 +65,21 @@ class Slow(lowkiq.Worker):
 
 
 def test_a_long_wait_for_tokens_is_napped_in_steps_after_acking(redis_url, redis_client):
-    with one_thread(redis_url, Slow) as (_, _, lane):
+    with built_server(redis_url, Slow) as (_, _, lane):
         (handler,) = lane.handlers
         Slow.perform_async([{"id": n} for n in range(3)])
         assert handler.process()  # the bucket's token; the next one is due in a second
-        assert lane.throttled(lane.handlers) == 1
+        assert handler.throttle is not None and handler.throttle.waiting()
 
+        redis_client.script_load(handler.queue.scripts.ack.script)  # as after a first ack
         before = commands(redis_client)
         started = time.monotonic()
-        lane.wait()
+        lane.turn()  # the shard waits for tokens: its finished batch is acked, then a nap
         slept = time.monotonic() - started
         after = commands(redis_client)
-        # The ack of the finished batch (its script loaded on first use, a DEL inside);
-        # no blocking read, no polling for tokens that are not due: a nap of
-        # THROTTLE_NAP, then the thread looks again.
-        scripts = after.get("evalsha", 0) - before.get("evalsha", 0)
-        assert scripts - (after.get("script", 0) - before.get("script", 0)) == 1
+        # The ack of the finished batch (a DEL inside); no blocking read, no polling for
+        # tokens that are not due: a nap of THROTTLE_NAP, then the dispatcher looks again.
+        assert after.get("evalsha", 0) - before.get("evalsha", 0) == 1
         assert after.get("blpop", 0) == before.get("blpop", 0)
         assert after.get("del", 0) - before.get("del", 0) <= 1
         assert 0.2 < slept < 0.4
@@ -122,7 +122,7 @@ def group(failing: set[str] = frozenset(), seconds: float = 0.0) -> type[Grouped
 
 def test_a_limited_pop_takes_several_quick_batches_in_one_script(redis_url, redis_client):
     worker = group()
-    with one_thread(redis_url, worker) as (_, _, lane):
+    with built_server(redis_url, worker) as (_, _, lane):
         (handler,) = lane.handlers
         worker.perform_async([{"id": f"{n:02}"} for n in range(15)])
         assert handler.process()  # one batch: the shard has not timed one yet
@@ -134,18 +134,18 @@ def test_a_limited_pop_takes_several_quick_batches_in_one_script(redis_url, redi
         assert after["evalsha"] - before["evalsha"] == 1
         ids = [f"{n:02}" for n in range(15)]
         assert worker.performed == [ids[n : n + 2] for n in range(0, 15, 2)]
-        lane.flush_acks()
+        handler.ack_now()
         assert worker.metrics()["processed"] == 15
 
 
 def test_a_failed_batch_of_a_pop_is_retried_alone(redis_url, redis_client):
     worker = group(failing={"07"})
-    with one_thread(redis_url, worker) as (_, _, lane):
+    with built_server(redis_url, worker) as (_, _, lane):
         (handler,) = lane.handlers
         worker.perform_async([{"id": f"{n:02}"} for n in range(12)])
         assert handler.process() and handler.process()
         assert len(worker.performed) == 6  # the batches after the failed one ran too
-        lane.flush_acks()
+        handler.ack_now()
         metrics = worker.metrics()
         assert (metrics["processed"], metrics["failed"], metrics["length"]) == (10, 2, 2)
         retried = worker.queries().fetch(["06", "07"])
@@ -154,7 +154,7 @@ def test_a_failed_batch_of_a_pop_is_retried_alone(redis_url, redis_client):
 
 def test_slow_batches_are_popped_one_at_a_time(redis_url, redis_client):
     worker = group(seconds=0.03)  # more than half of GROUP_SECONDS each
-    with one_thread(redis_url, worker) as (_, _, lane):
+    with built_server(redis_url, worker) as (_, _, lane):
         (handler,) = lane.handlers
         worker.perform_async([{"id": f"{n:02}"} for n in range(6)])
         for done in range(1, 4):
@@ -162,17 +162,17 @@ def test_slow_batches_are_popped_one_at_a_time(redis_url, redis_client):
             assert len(worker.performed) == done
 
 
-def test_the_batches_of_a_pop_run_to_their_end_when_the_thread_is_told_to_stop(
+def test_the_batches_of_a_pop_run_to_their_end_when_the_process_is_told_to_stop(
     redis_url, redis_client
 ):
     worker = group()
-    with one_thread(redis_url, worker) as (_, _, lane):
+    with built_server(redis_url, worker) as (_, _, lane):
         (handler,) = lane.handlers
         worker.perform_async([{"id": f"{n:02}"} for n in range(9)])
         assert handler.process()  # one batch: the shard has not timed one yet
         worker.on_perform = staticmethod(lane.stop.set)  # stop during the next batch
         assert handler.process()
         assert len(worker.performed) == 5  # the four batches of the second pop
-        lane.release_all()
+        lane.shutdown()
         metrics = worker.metrics()
         assert (metrics["processed"], metrics["length"], metrics["busy"]) == (9, 0, 0)

@@ -1,5 +1,6 @@
-"""A worker process's server, built but not started: one processing thread, the shards it
-was assigned leased and taken in, for tests that drive the thread and coordinator by hand."""
+"""A worker process's server, built but not started: its dispatcher, the shards it was
+assigned leased and taken in, for tests that drive the dispatcher and coordinator by
+hand."""
 
 from __future__ import annotations
 
@@ -11,20 +12,20 @@ import redis
 
 import lowkiq
 from lowkiq.ownership.coordinator import Coordinator
-from lowkiq.processing_thread import ProcessingThread
+from lowkiq.runtime.dispatcher import Dispatcher
 from lowkiq.server import Server
 from lowkiq.settings import Settings
 
 
 @contextmanager
-def one_thread(
+def built_server(
     redis_url: str,
     *workers: type[lowkiq.Worker],
     client_options: dict[str, Any] | None = None,
     **settings: Any,
-) -> Iterator[tuple[Server, Coordinator, ProcessingThread]]:
-    """The server, its coordinator and its one thread, after the first beat; the process
-    leaves the membership afterwards."""
+) -> Iterator[tuple[Server, Coordinator, Dispatcher]]:
+    """The server, its coordinator and its dispatcher (its executor not started), after
+    the first beat; the process leaves the membership afterwards."""
     options = client_options or {}
     config = Settings(
         workers=list(workers),
@@ -34,11 +35,12 @@ def one_thread(
     )
     server = Server(config)
     coordinator = server.build()
-    (thread,) = server.lanes
+    dispatcher = server.dispatcher
+    assert dispatcher is not None
     try:
         coordinator.beat()
-        thread.apply()
-        yield server, coordinator, thread
+        dispatcher.apply()
+        yield server, coordinator, dispatcher
     finally:
         coordinator.leave()
-        thread.client.close()
+        dispatcher.client.close()

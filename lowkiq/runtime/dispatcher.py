@@ -1,0 +1,619 @@
+"""The dispatcher: one thread per worker process that owns every batch's lifecycle.
+
+It serves every shard whose lease the process holds.  Each turn it
+
+1. takes in the coordinator's changes (:meth:`Dispatcher.add`, :meth:`Dispatcher.remove`,
+   :meth:`Dispatcher.pause`): a shard with no batch in flight is given up at once (its
+   finished batch acked, its lease released), one with a batch in flight once that
+   batch is settled;
+2. settles the works the executor finished (:mod:`lowkiq.runtime.executor`): failed
+   batches fail (one script each), succeeded ones wait for their ack;
+3. pops the idle shards the scheduler puts first (:mod:`lowkiq.schedulers`), as many
+   as the executor has room for, each pop carrying its shard's ack, and sends them
+   with the acks of the other idle shards in one write (one per master on a Redis
+   Cluster); it hands each popped batch to the executor;
+4. when nothing was popped, waits: for a completion or a change, or for a job of an
+   idle shard to become due (blocking on the shards' wake lists, which every script
+   that makes a job due pushes; polling on a Redis Cluster, where one BLPOP cannot
+   span shards).
+
+A shard never has two batches in flight, and a shard whose lease was lost and taken
+again is not popped until its old batch ended, so ``perform`` never holds one id
+twice in a process.  All Redis calls of the batches are the dispatcher's: the
+executor's threads only perform.  The states a shard goes through are in
+:mod:`lowkiq.runtime.lifecycle`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from lowkiq import suspects
+from lowkiq.connection import Client, KeyedCommand, is_cluster
+from lowkiq.health.heartbeats import Heartbeat, Heartbeats
+from lowkiq.ownership import leases
+from lowkiq.ownership.assignment import ShardKey
+from lowkiq.ownership.leases import Lease
+from lowkiq.runtime.backoff import backoff
+from lowkiq.runtime.executor import Executor, Work
+from lowkiq.runtime.lifecycle import State, state_of
+from lowkiq.schedulers import Scheduler
+from lowkiq.shard_handler import ShardHandler, Taken
+from lowkiq.storage.rate_bucket import Throttle
+from lowkiq.telemetry.recorder import Recorder
+
+log = logging.getLogger("lowkiq.dispatcher")
+
+# Below this many seconds a blocking wait is not worth it.  Redis truncates a
+# BLPOP timeout to whole milliseconds, and 0 blocks forever: keep well above 1 ms.
+MIN_BLOCK = 0.01
+# Seconds a BLPOP timeout may fire late: Redis checks them on its timer tick
+# (1 / hz, 100 ms by default) unless other traffic wakes it first.
+TIMER_SLACK = 0.11
+# The last TIMER_SLACK before a scheduled job is waited out locally, checking
+# the wake lists every LOCAL_STEP seconds.
+LOCAL_STEP = 0.004
+#: Seconds between two looks at the idle shards on a Redis Cluster.
+CLUSTER_POLL = 0.025
+#: A dispatcher whose every idle shard waits for rate-limit tokens sleeps without a
+#: Redis call, at most this many seconds at a time.
+THROTTLE_NAP = 0.25
+#: Seconds a shard whose rate-limit wait is over may wait more for the other shards,
+#: so that their pops go out in one write.
+THROTTLE_GATHER = 0.01
+#: Works in flight per executor thread: one performing, one waiting, so a thread that
+#: frees takes the next batch without waiting for a round trip.
+IN_FLIGHT_PER_THREAD = 2
+
+
+def _seconds(reply: Any) -> float | None:
+    """A ``due_in`` script's reply: seconds, or ``None`` (the shard holds no job)."""
+    if isinstance(reply, redis.RedisError):
+        raise reply
+    return None if reply is None else float(reply)
+
+
+@dataclass(frozen=True)
+class Added:
+    """The coordinator acquired a shard: serve it."""
+
+    handler: ShardHandler
+
+
+@dataclass(frozen=True)
+class Removed:
+    """The coordinator takes a shard back; ``release``: give its lease up (a hand-over),
+    else it is lost already."""
+
+    key: ShardKey
+    release: bool
+
+
+@dataclass(slots=True)
+class _Pop:
+    """One shard's pop in a round: whether it carries the shard's ack, and its
+    rate-limit arguments."""
+
+    handler: ShardHandler
+    acking: bool
+    throttle: Throttle | None
+
+
+class Dispatcher:
+    """Every batch of the shards this process leases, from pop to ack (see the module)."""
+
+    def __init__(
+        self,
+        client: Client,
+        threads: int,
+        scheduler: Scheduler,
+        poll_interval: float,
+        stop: threading.Event,
+        waker: Client | None = None,
+        heartbeats: Heartbeats | None = None,
+        recorder: Recorder | None = None,
+        fatal: Callable[[BaseException], None] = lambda exc: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.scheduler = scheduler
+        self.poll_interval = poll_interval
+        self.stop = stop
+        # Another connection, for the other threads to end the dispatcher's BLPOP.
+        self.waker = waker
+        self.clock = clock
+        self.heartbeats = heartbeats or Heartbeats()
+        #: The dispatcher's own heartbeat (the executor's threads have theirs).
+        self.heartbeat: Heartbeat = self.heartbeats.thread(-1, "dispatcher")
+        self.executor = Executor(threads, self._finished, self.heartbeats, recorder, fatal)
+        self.capacity = threads * IN_FLIGHT_PER_THREAD
+        #: Called on the dispatcher's thread with the handlers whose leases it released.
+        self.on_released: Callable[[list[ShardHandler]], None] = lambda handlers: None
+        #: The shards served (their leases held), and those of paused queues (kept, not
+        #: popped).
+        self.handlers: list[ShardHandler] = []
+        self.parked: list[ShardHandler] = []
+        self.paused: frozenset[str] = frozenset()
+        #: The work of each shard with a batch in flight.
+        self.in_flight: dict[ShardKey, Work] = {}
+        #: Shards asked back while their batch was in flight: given up once it is settled.
+        self.leaving: dict[ShardKey, ShardHandler] = {}
+        # Shards whose perform raised a BaseException that is not an Exception: their
+        # batch stays in processing for the next owner, and they are not popped again.
+        self._broken: set[ShardKey] = set()
+        # The suspect batch waiting to run alone, or running alone (lowkiq.suspects).
+        self._suspect: Work | None = None
+        self._alone = False
+        self._lock = threading.Lock()
+        self._changes: list[Added | Removed] = []
+        self._pausing: frozenset[str] | None = None
+        # Set by anything the dispatcher must look at: a change, a finished work, a stop.
+        self._kick = threading.Event()
+        self._done: queue.SimpleQueue[Work] = queue.SimpleQueue()
+        # The wake list the dispatcher blocks on now (None: not blocking).
+        self._blocking_key: str | None = None
+        self.polls = is_cluster(client)
+        self._pipelines = getattr(client, "pack", None) is not None
+        # The last due_in() reading: (clock, shards, heads), for the idle wait.
+        self._reading: tuple[float, tuple[ShardKey, ...], list[float | None]] | None = None
+        # When each shard was last popped (clock), and whether that pop took jobs.
+        self._popped_at: dict[ShardKey, float] = {}
+        self._backlog: dict[ShardKey, bool] = {}
+        socket_timeout = getattr(client, "socket_timeout", None)
+        # A blocking read must end before the socket times out.
+        self.max_block = (
+            min(poll_interval, socket_timeout * 0.8) if socket_timeout else poll_interval
+        )
+
+    # -- from other threads -----------------------------------------------------------
+
+    def add(self, handler: ShardHandler) -> None:
+        """Serve ``handler``'s shard (its lease is held) from the next turn on."""
+        with self._lock:
+            self._changes.append(Added(handler))
+        self.wake()
+
+    def remove(self, key: ShardKey, release: bool) -> None:
+        """Stop serving a shard once its batch in flight is settled; ``release``: give
+        its lease up."""
+        with self._lock:
+            self._changes.append(Removed(key, release))
+        self.wake()
+
+    def pause(self, queues: frozenset[str]) -> None:
+        """Pop no shard of ``queues`` (the paused queues, all of them), keeping their
+        leases; pop again those of queues no longer in it."""
+        with self._lock:
+            self._pausing = queues
+        self.wake()
+
+    def wake(self, client: Client | None = None) -> None:
+        """End the dispatcher's wait (a blocking one through ``client``, another
+        connection, or the dispatcher's waker)."""
+        self._kick.set()
+        key = self._blocking_key
+        sender = client or self.waker
+        if key is not None and sender is not None:
+            with contextlib.suppress(redis.RedisError):
+                sender.rpush(key, "1")
+
+    def _finished(self, work: Work) -> None:
+        """On an executor thread: ``work`` ended."""
+        self._done.put(work)
+        self.wake()
+
+    @property
+    def busy(self) -> int:
+        """How many batches are in ``perform`` now."""
+        return self.executor.performing
+
+    def state(self, handler: ShardHandler) -> State:
+        """Where ``handler``'s shard is in its lifecycle (:mod:`lowkiq.runtime.lifecycle`)."""
+        work = self.in_flight.get(handler.key)
+        return state_of(
+            handler,
+            running=work is not None and work.handler is handler,
+            leaving=self.leaving.get(handler.key) is handler,
+        )
+
+    def describe(self) -> str:
+        """The shards served, e.g. ``OrderWorker:0 OrderWorker:3``."""
+        served = " ".join(handler.name for handler in self.handlers) or "(none yet)"
+        if self.parked:
+            served += " (paused: " + " ".join(handler.name for handler in self.parked) + ")"
+        return served
+
+    # -- the dispatcher's thread ------------------------------------------------------
+
+    def run(self) -> None:
+        """Turn until the process stops, backing off on Redis errors; then let the
+        running batches finish, ack them and give every lease up."""
+        self.executor.start()
+        failures = 0
+        try:
+            while not self.stop.is_set():
+                self.heartbeat.stamp()
+                try:
+                    self.turn()
+                except redis.RedisError as exc:
+                    failures += 1
+                    if failures == 1:
+                        log.warning(
+                            "Redis error, retrying with backoff: %s: %s", type(exc).__name__, exc
+                        )
+                    self._kick.wait(backoff(failures, self.poll_interval))
+                    continue
+                if failures:
+                    log.info("Redis answers again after %d failed attempt(s)", failures)
+                    failures = 0
+        finally:
+            self.shutdown()
+
+    def turn(self) -> None:
+        """One turn: changes, finished works, a round of pops, and the idle wait when the
+        round popped nothing."""
+        self._kick.clear()
+        self.apply()
+        self.collect()
+        if self.round() == 0 and not self._kick.is_set():
+            self.wait()
+
+    def apply(self) -> bool:
+        """Take in the coordinator's changes, in the order they were made (a shard whose
+        lease was lost and acquired again is removed, then added); ``True`` when the
+        shards changed.  A shard given up with no batch in flight has its finished batch
+        acked and its lease released now, even when Redis fails meanwhile (its next
+        owner then restores the batch)."""
+        with self._lock:
+            changes, self._changes = self._changes, []
+            pausing, self._pausing = self._pausing, None
+        if not changes and pausing is None:
+            return False
+        if pausing is not None:
+            self.paused = pausing
+        every = self.handlers + self.parked
+        released: list[ShardHandler] = []
+        for change in changes:
+            if isinstance(change, Added):
+                every.append(change.handler)
+                continue
+            if change.release:
+                released += [h for h in every if h.key == change.key]
+            every = [h for h in every if h.key != change.key]
+        self.handlers = [h for h in every if h.queue.name not in self.paused]
+        self.parked = [h for h in every if h.queue.name in self.paused]
+        self._reading = None
+        now_free = []
+        for handler in released:
+            work = self.in_flight.get(handler.key)
+            if work is not None and work.handler is handler:
+                work.cancelled = True  # not started yet: put back unperformed
+                self.leaving[handler.key] = handler
+            else:
+                now_free.append(handler)
+        if now_free:
+            self._give_up(now_free)
+        return True
+
+    def collect(self) -> int:
+        """Settle the works the executor finished; returns how many."""
+        count = 0
+        while True:
+            try:
+                work = self._done.get_nowait()
+            except queue.Empty:
+                return count
+            count += 1
+            self._settle(work)
+
+    def _settle(self, work: Work) -> None:
+        handler = work.handler
+        if self.in_flight.get(handler.key) is work:
+            del self.in_flight[handler.key]
+        if work is self._suspect:
+            self._suspect, self._alone = None, False
+        leaving = self.leaving.get(handler.key) is handler
+        if work.fatal is not None:
+            self._broken.add(handler.key)
+        try:
+            if work.fatal is None:
+                handler.settle(work.outcomes, work.unrun)
+                if work.suspect and handler.unacked:
+                    handler.ack_now()  # it ran alone: acked at once
+        finally:
+            if leaving:
+                del self.leaving[handler.key]
+                self._give_up([handler])
+
+    def _give_up(self, handlers: list[ShardHandler]) -> None:
+        """Ack the finished batches of ``handlers`` and release their leases; a Redis error
+        leaves an unacked batch for the next owner to restore, and a lease not released
+        to lapse."""
+        try:
+            self._send([], [h for h in handlers if h.unacked and not h.lost])
+        except redis.RedisError as exc:
+            log.warning("could not ack the last batch of a shard given up (%s)", exc)
+        finally:
+            self._release(handlers)
+
+    def _release(self, handlers: list[ShardHandler]) -> None:
+        held = [h for h in handlers if not h.lost]
+        with contextlib.suppress(redis.RedisError):
+            leases.release_many(Lease(h.queue, h.shard, h.token) for h in held)
+        if held:
+            log.info("released %s", " ".join(h.name for h in held))
+        self.on_released(handlers)
+
+    def round(self) -> int:
+        """Pop the idle shards the scheduler puts first, as many as there is room for, with
+        the acks of the others, in one write; hand the batches to the executor; returns
+        how many shards gave a batch."""
+        if self.stop.is_set():
+            return 0
+        if self._suspect is not None:
+            self._run_suspect_alone()
+            return 0
+        room = self.capacity - len(self.in_flight)
+        idle = self._idle()
+        ready = [h for h in idle if h.ready()] if room > 0 else []
+        chosen: list[ShardHandler] = []
+        if ready:
+            ready.sort(key=lambda h: self._popped_at.get(h.key, 0.0))
+            if self.scheduler.reads_due and not all(self._backlog.get(h.key) for h in ready):
+                due = self.due_in(ready)
+            else:
+                due = [0.0] * len(ready)
+            chosen = [ready[index] for index in self.scheduler.order(due)][:room]
+        acks = [h for h in idle + self.parked if h.unacked and h not in chosen]
+        if not chosen and not acks:
+            return 0
+        self._reading = None  # a pop changes what is due
+        return self._send(chosen, acks)
+
+    def _idle(self) -> list[ShardHandler]:
+        """The served shards with no batch in flight (and no old one of theirs)."""
+        return [
+            h
+            for h in self.handlers
+            if h.key not in self.in_flight and h.key not in self._broken and not h.lost
+        ]
+
+    def _send(self, chosen: Sequence[ShardHandler], acks: Sequence[ShardHandler]) -> int:
+        """Pop ``chosen`` (each acking its own finished batch) and ack ``acks``, in one
+        write when the client can; returns how many shards gave a batch.  Every reply is
+        read before the first Redis error is raised (its shard is then unsure: restored
+        before its next pop)."""
+        if not self._pipelines:
+            return self._send_apart(chosen, acks)
+        pops: list[_Pop] = []
+        commands: list[KeyedCommand] = []
+        for handler in chosen:
+            command, acking, throttle = handler.pop_command()
+            pops.append(_Pop(handler, acking, throttle))
+            commands.append(command)
+        commands += [handler.ack_command() for handler in acks]
+        client: Any = self.client
+        try:
+            replies = client.run_keyed(commands)
+        except redis.RedisError:
+            for handler in [*chosen, *acks]:
+                handler.interrupted()
+            raise
+        failure: redis.RedisError | None = None
+        for handler, reply in zip(acks, replies[len(pops) :], strict=True):
+            try:
+                handler.acked(reply)
+            except redis.RedisError as exc:
+                failure = failure or exc
+        worked = 0
+        for pop, reply in zip(pops, replies[: len(pops)], strict=True):
+            if isinstance(reply, Exception):
+                pop.handler.interrupted()
+                failure = failure or (reply if isinstance(reply, redis.RedisError) else None)
+                continue
+            taken = pop.handler.take(pop.handler.queue.read_popped(reply), pop.acking, pop.throttle)
+            worked += self._dispatch(pop.handler, taken)
+        if failure is not None:
+            raise failure
+        return worked
+
+    def _send_apart(self, chosen: Sequence[ShardHandler], acks: Sequence[ShardHandler]) -> int:
+        """:meth:`_send` a round trip per call (a client that cannot pipeline them, e.g.
+        one that waits for replicas after each write)."""
+        for handler in acks:
+            handler.ack_now()
+        worked = 0
+        for handler in chosen:
+            worked += self._dispatch(handler, handler.take(*handler.pop()))
+        return worked
+
+    def _dispatch(self, handler: ShardHandler, taken: Taken) -> int:
+        """Hand a pop's batches to the executor (a suspect waits to run alone)."""
+        key = handler.key
+        self._popped_at[key] = self.clock()
+        self._backlog[key] = bool(taken.batches) or taken.again
+        if not taken.batches:
+            return 1 if taken.again else 0
+        if taken.suspect and self._suspect is not None:
+            # Another suspect goes first: this one waits in its queue, not in processing.
+            handler.restore()
+            handler.held_until = time.monotonic() + suspects.RETRY
+            return 0
+        work = Work(handler, taken.batches, suspect=taken.suspect)
+        self.in_flight[key] = work
+        if taken.suspect:
+            self._suspect = work
+        else:
+            self.executor.submit(work)
+        return 1
+
+    def _run_suspect_alone(self) -> None:
+        """Run the waiting suspect once it is the only batch of the process in flight and
+        every finished batch is acked (:mod:`lowkiq.suspects`)."""
+        suspect = self._suspect
+        if suspect is None or self._alone or len(self.in_flight) > 1:
+            return
+        unacked = [h for h in self.handlers + self.parked if h.unacked]
+        if unacked:
+            self._send([], unacked)
+        self._alone = True
+        self.executor.submit(suspect)
+
+    # -- waiting ----------------------------------------------------------------------
+
+    def due_in(self, handlers: Sequence[ShardHandler]) -> list[float | None]:
+        """Seconds until the earliest job of each shard is due, on Redis's clock (negative:
+        due already; ``None``: empty, or held by a reshard for now, or waiting for
+        rate-limit tokens beyond it): one write (per master)."""
+        heads: list[float | None]
+        if self._pipelines:
+            client: Any = self.client
+            commands = [h.queue.due_in_command(h.shard) for h in handlers]
+            heads = [_seconds(reply) for reply in client.run_keyed(commands)]
+        else:
+            heads = [h.queue.due_in([h.shard])[0] for h in handlers]
+        now = time.monotonic()
+        for index, handler in enumerate(handlers):
+            if handler.held_until > now:
+                heads[index] = None
+            throttle, head = handler.throttle, heads[index]
+            if throttle is not None and throttle.until > now and head is not None:
+                # Due no sooner than the rate limit lets the shard be popped.
+                heads[index] = max(head, throttle.until - now)
+        self._reading = (self.clock(), tuple(h.key for h in handlers), list(heads))
+        return heads
+
+    def _due_in_for_wait(self, handlers: Sequence[ShardHandler]) -> list[float | None]:
+        """:meth:`due_in` for the idle wait: the round's reading when it is of the same
+        shards and at most TIMER_SLACK old (aged by the time since), else a new one."""
+        reading, self._reading = self._reading, None
+        if reading is not None and reading[1] == tuple(h.key for h in handlers):
+            age = self.clock() - reading[0]
+            if 0 <= age <= TIMER_SLACK:
+                return [None if head is None else head - age for head in reading[2]]
+        heads = self.due_in(handlers)
+        self._reading = None
+        return heads
+
+    def wait(self) -> None:
+        """Block until a change, a finished work, a stop, a wake-up of an idle shard, its
+        next due job, or poll_interval."""
+        idle = self._idle()
+        if not idle or len(self.in_flight) >= self.capacity or self._suspect is not None:
+            self._kick.wait(self.poll_interval)
+            return
+        if self._nap(idle):
+            return
+        scheduled = [d for d in self._due_in_for_wait(idle) if d is not None]
+        now = self.clock()
+        due = now + min(scheduled) if scheduled else None
+        end = now + self.max_block
+        if due is not None and due > end:
+            due = None  # beyond this wait
+        if self.polls:
+            self._poll_until(idle, end if due is None else due)
+            return
+        if due is not None:
+            # Redis ends a blocked command's wait on its next timer tick, so it may
+            # end TIMER_SLACK late: the last stretch before a due job is waited here.
+            end = due - TIMER_SLACK
+        keys = [h.queue.keys.wake_list(h.shard) for h in idle]
+        if end - now >= MIN_BLOCK:
+            self._blocking_key = keys[0]
+            try:
+                # A kick between the turn's start and here is not missed: it is seen now,
+                # and one after this pushes the wake list.
+                woken = not self._kick.is_set() and self.client.blpop(keys, timeout=end - now)
+            finally:
+                self._blocking_key = None
+            if woken:
+                self._woken(idle, keys, woken[0])
+                return
+        if due is not None:
+            self._wait_until(keys, due)
+
+    def _nap(self, idle: Sequence[ShardHandler]) -> bool:
+        """When every idle shard waits for rate-limit tokens, sleep until the first may be
+        popped (and the others within THROTTLE_GATHER after it, so that their pops go out
+        together), without a Redis call, at most THROTTLE_NAP at a time; ``False``
+        otherwise."""
+        untils = []
+        for handler in idle:
+            throttle = handler.throttle
+            if throttle is None or not throttle.waiting():
+                return False
+            untils.append(throttle.until)
+        first = min(untils)
+        pause = max(u for u in untils if u <= first + THROTTLE_GATHER) - time.monotonic()
+        self._kick.wait(min(max(pause, 0.0), THROTTLE_NAP))
+        return True
+
+    def _woken(self, idle: Sequence[ShardHandler], keys: Sequence[str], key: bytes | str) -> None:
+        """The wake list ``key`` fired: its shard may have been opened by a reshard."""
+        name = key.decode() if isinstance(key, bytes) else key
+        for handler, wake_key in zip(idle, keys, strict=True):
+            if wake_key == name:
+                handler.held_until = 0.0
+
+    def _wait_until(self, keys: Sequence[str], due: float) -> None:
+        """Wait until ``due`` in short steps; end early on a wake-up (its element is taken,
+        as BLPOP would) or a kick."""
+        while not self._kick.is_set():
+            left = due - self.clock()
+            if left <= 0 or self.client.delete(*keys):
+                return
+            self._kick.wait(min(left, LOCAL_STEP))
+
+    def _poll_until(self, idle: Sequence[ShardHandler], end: float) -> None:
+        """Wait until ``end`` in steps of CLUSTER_POLL; end early when a job of an idle
+        shard is due, or on a kick."""
+        while not self._kick.is_set():
+            now = self.clock()
+            if now >= end:
+                return
+            self._kick.wait(min(CLUSTER_POLL, end - now))
+            if any(d is not None and d <= 0 for d in self._due_in_for_wait(idle)):
+                return
+
+    # -- stopping ---------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """The process stops: batches not started go back unperformed, running ones
+        finish and are settled, every finished batch is acked and every lease given up.
+        Redis errors are logged: what is left in processing, its shard's next owner
+        restores."""
+        for work in self.in_flight.values():
+            work.cancelled = True
+        suspect = self._suspect
+        if suspect is not None and not self._alone:
+            # Never submitted: nothing ran, it goes back with its shard's restore.
+            self.in_flight.pop(suspect.handler.key, None)
+            with contextlib.suppress(redis.RedisError):
+                suspect.handler.restore()
+            self._suspect = None
+        self.executor.stop()
+        while self.in_flight:
+            self.heartbeat.stamp()
+            try:
+                self._settle(self._done.get(timeout=1.0))
+            except queue.Empty:
+                continue
+            except redis.RedisError as exc:
+                log.warning(
+                    "could not settle a batch (%s); its shard's next owner restores it", exc
+                )
+        self.executor.join()
+        held = [h for h in self.handlers + self.parked + list(self.leaving.values())]
+        self.handlers, self.parked = [], []
+        self.leaving.clear()
+        if held:
+            self._give_up(held)

@@ -1,0 +1,149 @@
+"""The executor: a pool of threads that perform batches and make no Redis call.
+
+The dispatcher (:mod:`lowkiq.runtime.dispatcher`) hands the pool the batches of one
+pop of one shard as a :class:`Work`; any free thread takes the next one, performs its
+batches one after the other (:meth:`lowkiq.shard_handler.ShardHandler.perform`), and
+hands it back with what each did.  A thread that finds the shard given up, its lease
+lost or lapsed, or the process stopping before a batch leaves that batch and the rest
+unperformed (:attr:`Work.unrun`): the dispatcher puts them back into the queue.  So a
+long ``perform`` holds one thread and its own shard, never the other shards.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lowkiq.coroutines import close_thread_loop
+from lowkiq.health.heartbeats import Heartbeat, Heartbeats
+from lowkiq.shard_handler import Outcome, ShardHandler
+from lowkiq.storage.processing import PoppedJob
+from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder, Recorder
+
+log = logging.getLogger("lowkiq.executor")
+
+
+@dataclass(eq=False)
+class Work:
+    """The batches of one pop of one shard, on their way through the executor."""
+
+    handler: ShardHandler
+    batches: list[list[PoppedJob]]
+    #: Whether the batch is a suspect (:mod:`lowkiq.suspects`): it runs alone.
+    suspect: bool = False
+    #: Set by the dispatcher when the shard is being given up or the process stops: the
+    #: batches not started yet are left unperformed.
+    cancelled: bool = False
+    #: What each performed batch did, in order.
+    outcomes: list[Outcome] = field(default_factory=list)
+    #: Whether some batches were left unperformed.
+    unrun: bool = False
+    #: A ``BaseException`` that is not an ``Exception`` escaped from ``perform``: the
+    #: batch stays in processing and the process stops.
+    fatal: BaseException | None = None
+
+    def run(self, recorder: BatchRecorder) -> None:
+        """Perform the batches in order, until one may not be performed."""
+        handler = self.handler
+        for batch in self.batches:
+            if self.cancelled or handler.lost or handler.lapsed():
+                self.unrun = True
+                return
+            self.outcomes.append(Outcome(batch, handler.perform(batch, recorder)))
+
+
+class Executor:
+    """``threads`` threads performing :class:`Work`; ``done(work)`` is called on the
+    performing thread when a work ends (the dispatcher takes it from there)."""
+
+    def __init__(
+        self,
+        threads: int,
+        done: Callable[[Work], None],
+        heartbeats: Heartbeats | None = None,
+        recorder: Recorder | None = None,
+        fatal: Callable[[BaseException], None] = lambda exc: None,
+        idle_stamp: float = 1.0,
+    ) -> None:
+        self.size = threads
+        self.done = done
+        self.heartbeats = heartbeats or Heartbeats()
+        self.recorder = recorder
+        self.fatal = fatal
+        # An idle thread stamps its heartbeat this often (seconds).
+        self.idle_stamp = idle_stamp
+        self._work: queue.SimpleQueue[Work | None] = queue.SimpleQueue()
+        self.threads: list[threading.Thread] = []
+        #: Works in a thread's hands now.
+        self.performing = 0
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Start the threads."""
+        for number in range(self.size):
+            thread = threading.Thread(
+                target=self._run, args=(number,), name=f"lowkiq-{number}", daemon=True
+            )
+            self.threads.append(thread)
+            thread.start()
+
+    def submit(self, work: Work) -> None:
+        """Queue ``work`` for the next free thread."""
+        self._work.put(work)
+
+    def stop(self) -> None:
+        """Let every thread end once the works queued before have run."""
+        for _ in self.threads:
+            self._work.put(None)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the threads to end (at most ``timeout`` seconds in all); ``True`` when
+        they did."""
+        for thread in self.threads:
+            thread.join(timeout)
+        return not any(thread.is_alive() for thread in self.threads)
+
+    def _run(self, number: int) -> None:
+        beat = self.heartbeats.thread(number)
+        tallies: dict[str, BatchRecorder] = {}
+        try:
+            while True:
+                beat.stamp()
+                try:
+                    work = self._work.get(timeout=self.idle_stamp)
+                except queue.Empty:
+                    continue
+                if work is None:
+                    return
+                name = work.handler.queue.name
+                tally = tallies.get(name)
+                if tally is None:
+                    tally = tallies[name] = self._tally(name, number)
+                with self._lock:
+                    self.performing += 1
+                try:
+                    self._perform(work, beat, tally)
+                finally:
+                    with self._lock:
+                        self.performing -= 1
+                    self.done(work)
+                if work.fatal is not None:
+                    return
+        finally:
+            close_thread_loop()
+
+    def _tally(self, queue_name: str, number: int) -> BatchRecorder:
+        if self.recorder is None or queue_name not in self.recorder.queue_names:
+            return NO_RECORDER
+        return self.recorder.for_queue(queue_name, number)
+
+    def _perform(self, work: Work, beat: Heartbeat, tally: BatchRecorder) -> None:
+        try:
+            with beat.performing_batch(work.handler.name):
+                work.run(tally)
+        except BaseException as exc:  # noqa: BLE001 - not an Exception: the process stops
+            work.fatal = exc
+            self.fatal(exc)

@@ -1,0 +1,276 @@
+"""The dispatcher: the pops of a round go out in one write, any thread performs any
+shard's batch, a shard never has two batches in flight, and every hand-over, lease loss
+and Redis error leaves each shard served or given up; on one server and on a cluster."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+import lowkiq
+from lowkiq.connection import Client
+from lowkiq.ownership import leases
+from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client)
+from tests.runtime.serving import (
+    collect_until,
+    dispatcher_of,
+    handler_of,
+    ids_by_shard,
+    turn_for,
+    turn_until,
+)
+
+NOW = 1_000_000.0
+
+
+class Rounds(lowkiq.Worker):
+    shards_count = 4
+    #: (shard, job id, thread name, start, end) of every performed job, in order of end.
+    performed: list[tuple[int, str, str, float, float]] = []
+    #: Job ids whose perform waits for their event.
+    gates: dict[str, threading.Event] = {}
+    #: Job ids now in perform.
+    running: set[str] = set()
+    overlaps: list[str] = []
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        for job_id in payloads_by_id:
+            if job_id in cls.running:
+                cls.overlaps.append(job_id)
+            cls.running.add(job_id)
+            start = time.monotonic()
+            gate = cls.gates.get(job_id)
+            if gate is not None:
+                assert gate.wait(20)
+            cls.running.discard(job_id)
+            shard = cls.queue().shard_of(job_id)
+            name = threading.current_thread().name
+            cls.performed.append((shard, job_id, name, start, time.monotonic()))
+
+
+@pytest.fixture(autouse=True)
+def rounds_worker(redis_client: Client) -> Iterator[None]:
+    lowkiq.settings.workers = [Rounds]
+    Rounds.performed, Rounds.gates, Rounds.running, Rounds.overlaps = [], {}, set(), []
+    yield
+    for gate in Rounds.gates.values():
+        gate.set()
+
+
+def enqueue(queue: Any, per_shard: int) -> dict[int, list[str]]:
+    ids = ids_by_shard(queue, per_shard)
+    Rounds.perform_async(
+        [
+            {"id": job_id, "perform_in": NOW + rank}
+            for shard_ids in ids.values()
+            for rank, job_id in enumerate(shard_ids)
+        ]
+    )
+    return ids
+
+
+def in_processing(client: Client, queue: Any) -> int:
+    return sum(client.hlen(queue.keys.processing_hash(s)) for s in queue.shards)
+
+
+def performed_ids() -> list[str]:
+    return [job_id for _, job_id, *_ in Rounds.performed]
+
+
+def test_a_round_pops_every_due_shard_in_one_write_and_acks_ride_on_the_next(
+    redis_client: Client,
+) -> None:
+    with dispatcher_of(redis_client, Rounds, threads=2) as (dispatcher, queue):
+        ids = enqueue(queue, 3)
+        writes: list[int] = []
+        run_keyed = dispatcher.client.run_keyed  # type: ignore[attr-defined]
+
+        def counted(commands: Any) -> Any:
+            writes.append(len(commands))
+            return run_keyed(commands)
+
+        dispatcher.client.run_keyed = counted  # type: ignore[attr-defined]
+        dispatcher.turn()
+        # Four due shards, room for four batches (two threads): one write reads their
+        # heads, one pops them all.
+        assert writes == [4, 4]
+        turn_until(dispatcher, lambda: len(Rounds.performed) == 12)
+        turn_until(dispatcher, lambda: in_processing(redis_client, queue) == 0)
+        assert Rounds.metrics()["processed"] == 12
+        for shard, shard_ids in ids.items():
+            assert [i for s, i, *_ in Rounds.performed if s == shard] == shard_ids
+
+
+def test_a_long_perform_holds_only_its_own_shard(redis_client: Client) -> None:
+    with dispatcher_of(redis_client, Rounds, threads=2) as (dispatcher, queue):
+        ids = enqueue(queue, 5)
+        Rounds.gates[ids[0][0]] = long = threading.Event()
+        others = [job_id for shard in (1, 2, 3) for job_id in ids[shard]]
+        started = time.monotonic()
+        turn_until(dispatcher, lambda: set(others) <= set(performed_ids()))
+        assert time.monotonic() - started < 5  # not behind the long perform
+        assert ids[0][0] in Rounds.running  # still in perform
+        assert not any(i in performed_ids() for i in ids[0])
+        long.set()
+        turn_until(dispatcher, lambda: set(ids[0]) <= set(performed_ids()))
+        assert [i for s, i, *_ in Rounds.performed if s == 0] == ids[0]
+
+
+def test_a_shard_taken_over_drops_out_and_the_others_run(redis_client: Client) -> None:
+    with dispatcher_of(redis_client, Rounds) as (dispatcher, queue):
+        ids = enqueue(queue, 1)
+        redis_client.delete(queue.keys.lease(2))  # its lease lapsed; another process took it
+        other, _, _ = leases.acquire(Rounds.queue(redis_client), 2, "another process", 60.0)
+        assert other is not None
+        lost: list[Any] = []
+        handler_of(dispatcher, 2).on_lost = lost.append
+        turn_until(dispatcher, lambda: len(Rounds.performed) == 3)
+        assert sorted(performed_ids()) == sorted(ids[s][0] for s in (0, 1, 3))
+        assert [h.shard for h in lost] == [2]
+        assert redis_client.zcard(queue.keys.perform_in_zset(2)) == 1  # left to its new owner
+
+
+def test_an_ack_refused_for_one_shard_does_not_cost_the_others_theirs(
+    redis_client: Client,
+) -> None:
+    with dispatcher_of(redis_client, Rounds) as (dispatcher, queue):
+        ids = enqueue(queue, 1)
+        dispatcher.turn()  # pops the four shards
+        collect_until(dispatcher, lambda: all(h.unacked for h in dispatcher.handlers))
+        # Shard 1's lease lapses and another process takes it (restoring its batch, for
+        # it to run again) before the acks go out.
+        redis_client.delete(queue.keys.lease(1))
+        lease, restored, _ = leases.acquire(Rounds.queue(redis_client), 1, "another", 60.0)
+        assert lease is not None and restored == 1
+        dispatcher.turn()
+        assert handler_of(dispatcher, 1).lost
+        assert Rounds.metrics()["processed"] == 3  # every other shard's batch acked
+        turn_for(dispatcher, 0.5)
+        assert in_processing(redis_client, queue) == 0
+        assert redis_client.zcard(queue.keys.perform_in_zset(1)) == 1  # for its new owner
+        # Nothing performed twice: the acks of the others were not dropped.
+        assert sorted(performed_ids()) == sorted(i[0] for i in ids.values())
+
+
+def test_a_hand_over_waits_for_the_running_batch_then_acks_and_releases(
+    redis_client: Client,
+) -> None:
+    with dispatcher_of(redis_client, Rounds) as (dispatcher, queue):
+        ids = enqueue(queue, 2)
+        Rounds.gates[ids[0][0]] = gate = threading.Event()
+        released: list[Any] = []
+        dispatcher.on_released = released.extend
+        turn_until(dispatcher, lambda: ids[0][0] in Rounds.running)
+        dispatcher.remove(("Rounds", 0), release=True)
+        dispatcher.turn()
+        # Asked back mid-batch: the lease is kept until the batch ends.
+        assert released == [] and redis_client.exists(queue.keys.lease(0))
+        assert [h.shard for h in dispatcher.handlers] == [1, 2, 3]
+        gate.set()
+        turn_until(dispatcher, lambda: bool(released))
+        assert [h.shard for h in released] == [0]
+        assert not redis_client.exists(queue.keys.lease(0))
+        assert redis_client.hlen(queue.keys.processing_hash(0)) == 0  # acked before release
+        assert performed_ids().count(ids[0][0]) == 1 and ids[0][1] not in performed_ids()
+        assert redis_client.zcard(queue.keys.perform_in_zset(0)) == 1  # left to the next owner
+
+
+def test_a_hand_over_completes_when_redis_drops_the_connection_while_acking(
+    redis_client: Client,
+) -> None:
+    with dispatcher_of(redis_client, Rounds) as (dispatcher, queue):
+        enqueue(queue, 1)
+        dispatcher.turn()  # pops the four shards
+        collect_until(dispatcher, lambda: handler_of(dispatcher, 0).unacked)
+        released: list[Any] = []
+        dispatcher.on_released = released.extend
+        # The coordinator moves shard 0 away, and Redis drops the dispatcher's
+        # connection just before it acks the shard's last batch.
+        dispatcher.remove(("Rounds", 0), release=True)
+        kill_connection(redis_client, dispatcher.client)
+        dispatcher.apply()
+        # The hand-over happened all the same: the shard is given up and the coordinator
+        # told (its lease released, or left to lapse).
+        assert [h.shard for h in released] == [0]
+        assert [h.shard for h in dispatcher.handlers] == [1, 2, 3]
+        # The dispatcher goes on with the shards it kept.
+        shard1 = ids_by_shard(queue, 2)[1][1]
+        Rounds.perform_async([{"id": shard1}])
+        turn_until(dispatcher, lambda: shard1 in performed_ids())
+        # The next owner restores the unacked batch: nothing is lost.
+        redis_client.delete(queue.keys.lease(0))
+        lease, restored, _ = leases.acquire(Rounds.queue(redis_client), 0, "next", 5)
+        assert lease is not None and restored == 1
+
+
+def test_a_shard_lost_and_taken_again_mid_batch_never_runs_two_batches_at_once(
+    redis_client: Client,
+) -> None:
+    with dispatcher_of(redis_client, Rounds) as (dispatcher, queue):
+        ids = enqueue(queue, 1)
+        Rounds.gates[ids[0][0]] = gate = threading.Event()
+        turn_until(dispatcher, lambda: ids[0][0] in Rounds.running)
+        old = handler_of(dispatcher, 0)
+        # The lease lapses mid-perform; the coordinator takes it again, which restores
+        # the running job into the queue under the new epoch.
+        redis_client.delete(queue.keys.lease(0))
+        lease, restored, _ = leases.acquire(old.queue, 0, "tests", 60.0)
+        assert lease is not None and restored == 1
+        dispatcher.remove(old.key, release=False)
+        new = type(old)(Rounds, 0, old.queue, lease.token)
+        dispatcher.add(new)
+        turn_for(dispatcher, 1.0)
+        assert Rounds.overlaps == [] and Rounds.running == {ids[0][0]}
+        gate.set()
+        turn_until(dispatcher, lambda: performed_ids().count(ids[0][0]) == 2)
+        assert Rounds.overlaps == []
+
+
+def test_stopping_puts_batches_not_started_back_and_lets_the_running_one_finish(
+    redis_client: Client,
+) -> None:
+    with dispatcher_of(redis_client, Rounds, threads=1) as (dispatcher, queue):
+        ids = ids_by_shard(queue, 1)
+        first, second = ids[0][0], ids[1][0]
+        Rounds.gates[first] = gate = threading.Event()
+        Rounds.perform_async([{"id": first}])
+        released: list[Any] = []
+        dispatcher.on_released = released.extend
+        turn_until(dispatcher, lambda: first in Rounds.running)
+        # One thread, busy: shard 1's batch is popped and waits for it.
+        Rounds.perform_async([{"id": second}])
+        turn_until(dispatcher, lambda: ("Rounds", 1) in dispatcher.in_flight)
+        waiting = dispatcher.in_flight[("Rounds", 1)]
+        runner = threading.Thread(target=dispatcher.shutdown)
+        runner.start()
+        time.sleep(0.2)
+        assert runner.is_alive()  # waits for the running batch
+        gate.set()
+        runner.join(10)
+        assert not runner.is_alive()
+        assert performed_ids() == [first]
+        shard = waiting.handler.shard
+        assert redis_client.zcard(queue.keys.perform_in_zset(shard)) == 1  # back, unperformed
+        assert in_processing(redis_client, queue) == 0
+        assert Rounds.metrics()["processed"] == 1
+        assert sorted(h.shard for h in released) == [0, 1, 2, 3]
+        assert not any(redis_client.exists(queue.keys.lease(s)) for s in queue.shards)
+
+
+def kill_connection(admin: Client, client: Any) -> None:
+    """Close ``client``'s connections from the server's side (on a cluster, every normal
+    connection of every master but the admin's)."""
+    if isinstance(admin, redis.RedisCluster):
+        for node in admin.get_primaries():
+            node.redis_connection.execute_command(
+                "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"
+            )
+        return
+    own_id = client.execute_command("CLIENT", "ID")
+    admin.execute_command("CLIENT", "KILL", "ID", own_id)

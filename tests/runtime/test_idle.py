@@ -1,0 +1,100 @@
+"""An idle dispatcher: it reads its shards' due times once a round, sleeps until the
+earliest job is due, and wakes at once for a change of shards or a finished batch."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+import lowkiq
+from tests.runtime.serving import dispatcher_of, ids_by_shard, turn_until
+
+
+class Idle(lowkiq.Worker):
+    shards_count = 4
+    performed: list[tuple[str, float]] = []
+    gates: dict[str, threading.Event] = {}
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        for job_id in payloads_by_id:
+            gate = cls.gates.get(job_id)
+            if gate is not None:
+                assert gate.wait(20)
+            cls.performed.append((job_id, time.monotonic()))
+
+
+@pytest.fixture(autouse=True)
+def idle_worker(redis_client: redis.Redis) -> Iterator[None]:
+    lowkiq.settings.workers = [Idle]
+    Idle.performed, Idle.gates = [], {}
+    yield
+    for gate in Idle.gates.values():
+        gate.set()
+
+
+def script_calls(client: redis.Redis) -> int:
+    """Scripts Redis has run so far."""
+    return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def test_an_idle_round_reads_the_due_times_once_and_wakes_when_a_job_is_due(
+    redis_client: redis.Redis,
+) -> None:
+    with dispatcher_of(redis_client, Idle, poll_interval=30.0) as (dispatcher, queue):
+        dispatcher.due_in(dispatcher.handlers)  # Redis has the script now
+        due = time.time() + 0.4
+        Idle.perform_async([{"id": "soon", "perform_in": due}])
+        redis_client.delete(*[queue.keys.wake_list(s) for s in queue.shards])
+        before = script_calls(redis_client)
+        dispatcher.turn()  # nothing due: waits until "soon" is
+        assert script_calls(redis_client) - before == Idle.shards_count
+        assert time.time() >= due - 0.01
+        turn_until(dispatcher, lambda: bool(Idle.performed))
+        assert [job_id for job_id, _ in Idle.performed] == ["soon"]
+
+
+def test_an_idle_dispatcher_asked_to_give_a_shard_up_stops_waiting_at_once(
+    redis_client: redis.Redis,
+) -> None:
+    with dispatcher_of(redis_client, Idle, poll_interval=30.0) as (dispatcher, _):
+        waiting = threading.Thread(target=dispatcher.turn)
+        waiting.start()
+        time.sleep(0.2)  # blocked on its shards' wake lists, for up to 30 s
+        assert waiting.is_alive()
+        dispatcher.remove(("Idle", 2), release=True)
+        waiting.join(3)
+        assert not waiting.is_alive()  # woken, not left waiting for poll_interval
+        dispatcher.apply()
+        assert [h.shard for h in dispatcher.handlers] == [0, 1, 3]
+
+
+def test_a_batch_ending_wakes_a_dispatcher_blocked_on_the_idle_shards(
+    redis_client: redis.Redis,
+) -> None:
+    with dispatcher_of(redis_client, Idle, poll_interval=30.0) as (dispatcher, queue):
+        first, second = ids_by_shard(queue, 2)[0]
+        Idle.gates[first] = gate = threading.Event()
+        Idle.perform_async([{"id": first}, {"id": second}])
+        dispatcher.stop.clear()
+        runner = threading.Thread(target=dispatcher.run)
+        runner.start()
+        try:
+            time.sleep(0.3)  # shard 0 performs; the others are idle: the dispatcher blocks
+            released = time.monotonic()
+            gate.set()
+            deadline = time.monotonic() + 5
+            while len(Idle.performed) < 2 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            # The second job of shard 0 ran at once, not after poll_interval.
+            assert [job_id for job_id, _ in Idle.performed] == [first, second]
+            assert Idle.performed[1][1] - released < 1.0
+        finally:
+            dispatcher.stop.set()
+            dispatcher.wake()
+            runner.join(10)
