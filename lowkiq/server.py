@@ -184,6 +184,7 @@ class Server:
             heartbeats=self.health,
             recorder=recorder,
             fatal=self._fatal,
+            thread_scope=config.own_connection,
         )
 
         def make_handler(lane: int, queue_name: str, shard: int, token: str) -> ShardHandler:

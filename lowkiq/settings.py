@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, cast
 
@@ -118,12 +119,38 @@ def setting(
 
 
 class SharedClient:
-    """One process's lazily made client; a forked child makes its own."""
+    """One process's lazily made client; a forked child makes its own.  A thread inside
+    :meth:`own_connection` gets a client of its own instead (see :meth:`Settings.client`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._client: Client | None = None
         self._pid: int | None = None
+        # The client of the thread inside own_connection(), when made.
+        self._thread = threading.local()
+
+    def owned(self, make: Callable[[], Client]) -> Client | None:
+        """This thread's own client (made with ``make`` on first use) when the thread is
+        inside :meth:`own_connection`, else ``None``."""
+        local = self._thread
+        if not getattr(local, "inside", False):
+            return None
+        client: Client | None = getattr(local, "client", None)
+        if client is None:
+            client = local.client = make()
+        return client
+
+    @contextmanager
+    def own_connection(self) -> Iterator[None]:
+        """Inside, :meth:`owned` gives this thread a client of its own, closed at the end."""
+        local = self._thread
+        local.inside, local.client = True, None
+        try:
+            yield
+        finally:
+            client, local.inside, local.client = getattr(local, "client", None), False, None
+            if client is not None:
+                client.close()
 
     def get(self, make: Callable[[], Client]) -> Client:
         """The client, made with ``make`` on first use in this process."""
@@ -252,15 +279,27 @@ class Settings:
         return Codec(self.dump_payload, self.load_payload, self.dump_error, self.load_error)
 
     def client(self) -> Client:
-        """The process's shared client for perform_async and the dashboard.
+        """The process's shared client for perform_async, the dashboard and ``perform``.
 
         Made lazily, once per process (a forked child makes its own), with a
         blocking pool of ``client_pool_size`` connections that waits up to
-        ``pool_timeout`` seconds for a free one.
+        ``pool_timeout`` seconds for a free one.  On an executor thread of a
+        ``lowkiq worker`` process it is that thread's own client instead: one
+        connection, made on the thread's first call, that no other thread waits for
+        (a plain ``redis.Redis``, safe to share all the same; on a Redis Cluster the
+        shared client).
         """
+        own = self._shared.owned(lambda: single_connection_client(self.redis()))
+        if own is not None:
+            return own
         return self._shared.get(
             lambda: pooled_client(self.redis(), self.client_pool_size, self.pool_timeout)
         )
+
+    def own_connection(self) -> AbstractContextManager[None]:
+        """Inside, on this thread, :meth:`client` is a client of the thread's own (the
+        worker process's executor threads run inside)."""
+        return self._shared.own_connection()
 
 
 def _default(declared: Field[Any]) -> Any:
@@ -284,6 +323,18 @@ def pooled_client(template: Client, size: int, timeout: float) -> Client:
         connection_class=pool.connection_class, max_connections=size, timeout=timeout, **kwargs
     )
     return Redis(connection_pool=blocking)
+
+
+def single_connection_client(template: Client) -> Client:
+    """A client with the connection settings of ``template`` that keeps one connection
+    for itself (redis-py serializes its users with a lock); ``template`` itself on a
+    Redis Cluster."""
+    pool = getattr(template, "connection_pool", None)
+    if pool is None or not hasattr(pool, "connection_kwargs"):
+        return template
+    kwargs = {**pool.connection_kwargs, "decode_responses": False}
+    own = redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+    return Redis(connection_pool=own, single_connection_client=True)
 
 
 settings = Settings()

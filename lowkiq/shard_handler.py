@@ -17,8 +17,8 @@ cycle on the calling thread (for tests and tools).
 The ack of a successful batch waits (:attr:`ShardHandler.unacked`): it rides on the
 shard's next pop, or goes out with the dispatcher's next write.  One pop may take
 several batches (as many as the shard performs in about :data:`GROUP_SECONDS`,
-judging by its last batches): they run one after the other, each its own success or
-failure, and are acked together.
+judging by its last batches, at most :data:`MAX_BATCHES`): they run one after the
+other, each its own success or failure, and are acked together.
 
 After a Redis error the handler does not know what the interrupted script
 did, so it restores the shard's processing area before popping again: a
@@ -51,15 +51,13 @@ log = logging.getLogger("lowkiq.shard_handler")
 
 #: Seconds between two pops of a shard a reshard holds (unless its wake list fires).
 HELD_RETRY = 0.5
-#: Under a rate limit one pop takes several batches (at most what the shard's reserved
-#: tokens pay for), as many as the shard performs in this many seconds judging by its
-#: last batches: a round trip, and a wake-up of Redis, serves them all.
+#: One pop takes as many batches as the shard performs in this many seconds, judging by
+#: its last batches (at most :data:`MAX_BATCHES`, and under a rate limit at most what
+#: the shard's reserved tokens pay for): a round trip, and a wake-up of Redis, serve
+#: them all, and a crash performs that much of the shard's work again.
 GROUP_SECONDS = 0.05
-#: Without a rate limit one pop takes as many batches as the shard performs in this many
-#: seconds (at most :data:`MAX_BATCHES`): a crash performs that much of it again.
-QUICK_GROUP_SECONDS = 0.005
-#: Most batches one pop of a shard without a rate limit takes.
-MAX_BATCHES = 16
+#: Most batches one pop takes.
+MAX_BATCHES = 64
 #: How fast the time a shard's batches take is forgotten (per batch): one slow batch
 #: shrinks the next pops at once, and they grow back over a few dozen batches.
 BATCH_TIME_DECAY = 0.8
@@ -205,7 +203,7 @@ class ShardHandler:
         same script; returns the reply, whether it carried the ack, and the rate-limit
         arguments (for :meth:`take`)."""
         acking = self.unacked
-        throttle = self.throttle.args(self.batches()) if self.throttle is not None else None
+        throttle = self._throttle_args()
         try:
             popped = self.queue.pop(
                 self.shard,
@@ -226,7 +224,7 @@ class ShardHandler:
         """:meth:`pop`'s command, packed to go out with other shards' pops in one write,
         whether it carries the ack, and its rate-limit arguments (for :meth:`take`)."""
         acking = self.unacked
-        throttle = self.throttle.args(self.batches()) if self.throttle is not None else None
+        throttle = self._throttle_args()
         command = self.queue.pop_command(
             self.shard,
             self.token,
@@ -238,21 +236,26 @@ class ShardHandler:
         )
         return command, acking, throttle
 
+    def _throttle_args(self) -> Throttle | None:
+        """The next pop's rate-limit arguments (``None``: no limit in force now)."""
+        if self.throttle is None:
+            return None
+        return self.throttle.args(self.batches())
+
     def _quick_batches(self, throttle: Throttle | None) -> int:
-        """Batches a pop without rate-limit arguments takes (see :meth:`batches`)."""
+        """Batches a pop without rate-limit arguments takes (with them, the arguments
+        say: see :meth:`batches`)."""
         return 1 if throttle is not None else self.batches()
 
     def batches(self) -> int:
         """How many batches a pop of the shard may take: as many as it performs in
-        :data:`GROUP_SECONDS` under a rate limit (its reserved tokens bound them further,
-        :meth:`ShardThrottle.args`), else in :data:`QUICK_GROUP_SECONDS`, at most
-        :data:`MAX_BATCHES`; one until a batch ran."""
+        :data:`GROUP_SECONDS`, at most :data:`MAX_BATCHES` (under a rate limit its
+        reserved tokens bound them further, :meth:`ShardThrottle.args`); one until a
+        batch ran."""
         seconds = self._batch_seconds
         if seconds is None:
             return 1
-        if self.throttle is not None:
-            return max(1, int(GROUP_SECONDS / max(seconds, 1e-6)))
-        return max(1, min(MAX_BATCHES, int(QUICK_GROUP_SECONDS / max(seconds, 1e-6))))
+        return max(1, min(MAX_BATCHES, int(GROUP_SECONDS / max(seconds, 1e-6))))
 
     def interrupted(self) -> None:
         """A call for this shard failed: what it did is unknown (restored before the next

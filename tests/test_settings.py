@@ -245,3 +245,24 @@ def test_a_server_runs_with_the_settings_it_was_given(redis_client, redis_url):
     finally:
         coordinator.leave()
         dispatcher.client.close()
+
+
+def test_inside_own_connection_a_thread_gets_a_client_of_its_own(redis_url, redis_client):
+    shared = lowkiq.settings.client()
+    seen: dict[str, object] = {}
+
+    def executor_thread(name: str) -> None:
+        with lowkiq.settings.own_connection():
+            client = lowkiq.settings.client()
+            assert client is lowkiq.settings.client()  # made once for the thread
+            assert client.incr("counter")  # a working client of the same Redis
+            seen[name] = client
+
+    threads = [threading.Thread(target=executor_thread, args=(n,)) for n in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen["a"] is not seen["b"] and shared not in seen.values()
+    assert lowkiq.settings.client() is shared  # outside, the shared client
+    assert redis_client.get("counter") == b"2"

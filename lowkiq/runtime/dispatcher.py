@@ -32,6 +32,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +71,9 @@ THROTTLE_NAP = 0.25
 #: Seconds a shard whose rate-limit wait is over may wait more for the other shards,
 #: so that their pops go out in one write.
 THROTTLE_GATHER = 0.01
+#: What the dispatcher's own wake-ups push to the wake list it blocks on (Redis's
+#: scripts push other values): it says nothing of the shard.
+KICK = b"kick"
 #: Works in flight per executor thread: one performing, one waiting, so a thread that
 #: frees takes the next batch without waiting for a round trip.
 IN_FLIGHT_PER_THREAD = 2
@@ -123,6 +127,7 @@ class Dispatcher:
         recorder: Recorder | None = None,
         fatal: Callable[[BaseException], None] = lambda exc: None,
         clock: Callable[[], float] = time.monotonic,
+        thread_scope: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> None:
         self.client = client
         self.scheduler = scheduler
@@ -134,7 +139,10 @@ class Dispatcher:
         self.heartbeats = heartbeats or Heartbeats()
         #: The dispatcher's own heartbeat (the executor's threads have theirs).
         self.heartbeat: Heartbeat = self.heartbeats.thread(-1, "dispatcher")
-        self.executor = Executor(threads, self._finished, self.heartbeats, recorder, fatal)
+        # thread_scope: what each executor thread runs inside (settings.own_connection).
+        self.executor = Executor(
+            threads, self._finished, self.heartbeats, recorder, fatal, thread_scope=thread_scope
+        )
         self.capacity = threads * IN_FLIGHT_PER_THREAD
         #: Called on the dispatcher's thread with the handlers whose leases it released.
         self.on_released: Callable[[list[ShardHandler]], None] = lambda handlers: None
@@ -168,6 +176,8 @@ class Dispatcher:
         # When each shard was last popped (clock), and whether that pop took jobs.
         self._popped_at: dict[ShardKey, float] = {}
         self._backlog: dict[ShardKey, bool] = {}
+        # Shards whose wake list ended the last wait: likely due, the others not.
+        self._woken_keys: set[ShardKey] = set()
         socket_timeout = getattr(client, "socket_timeout", None)
         # A blocking read must end before the socket times out.
         self.max_block = (
@@ -204,7 +214,7 @@ class Dispatcher:
         sender = client or self.waker
         if key is not None and sender is not None:
             with contextlib.suppress(redis.RedisError):
-                sender.rpush(key, "1")
+                sender.rpush(key, KICK)
 
     def _finished(self, work: Work) -> None:
         """On an executor thread: ``work`` ended."""
@@ -366,10 +376,15 @@ class Dispatcher:
         idle = self._idle()
         ready = [h for h in idle if h.ready()] if room > 0 else []
         chosen: list[ShardHandler] = []
+        woken, self._woken_keys = self._woken_keys, set()
         if ready:
             ready.sort(key=lambda h: self._popped_at.get(h.key, 0.0))
             if self.scheduler.reads_due and not all(self._backlog.get(h.key) for h in ready):
-                due = self.due_in(ready)
+                # After a wake-up only the shards woken are newly due (every script that
+                # makes a job due pushes its shard's wake list): no need to ask.
+                known = [h for h in ready if h.key in woken or self._backlog.get(h.key)]
+                due = [0.0] * len(known) if known else self.due_in(ready)
+                ready = known or ready
             else:
                 due = [0.0] * len(ready)
             chosen = [ready[index] for index in self.scheduler.order(due)][:room]
@@ -536,7 +551,8 @@ class Dispatcher:
             finally:
                 self._blocking_key = None
             if woken:
-                self._woken(idle, keys, woken[0])
+                if woken[1] != KICK:
+                    self._woken(idle, keys, woken[0])
                 return
         if due is not None:
             self._wait_until(keys, due)
@@ -563,6 +579,7 @@ class Dispatcher:
         for handler, wake_key in zip(idle, keys, strict=True):
             if wake_key == name:
                 handler.held_until = 0.0
+                self._woken_keys.add(handler.key)
 
     def _wait_until(self, keys: Sequence[str], due: float) -> None:
         """Wait until ``due`` in short steps; end early on a wake-up (its element is taken,

@@ -14,7 +14,9 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 from lowkiq.coroutines import close_thread_loop
@@ -67,6 +69,7 @@ class Executor:
         recorder: Recorder | None = None,
         fatal: Callable[[BaseException], None] = lambda exc: None,
         idle_stamp: float = 1.0,
+        thread_scope: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> None:
         self.size = threads
         self.done = done
@@ -75,6 +78,8 @@ class Executor:
         self.fatal = fatal
         # An idle thread stamps its heartbeat this often (seconds).
         self.idle_stamp = idle_stamp
+        # What each thread runs inside (settings.own_connection: perform's client).
+        self.thread_scope = thread_scope
         self._work: queue.SimpleQueue[Work | None] = queue.SimpleQueue()
         self.threads: list[threading.Thread] = []
         #: Works in a thread's hands now.
@@ -102,38 +107,43 @@ class Executor:
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the threads to end (at most ``timeout`` seconds in all); ``True`` when
         they did."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         for thread in self.threads:
-            thread.join(timeout)
+            thread.join(None if deadline is None else max(deadline - time.monotonic(), 0.0))
         return not any(thread.is_alive() for thread in self.threads)
 
     def _run(self, number: int) -> None:
-        beat = self.heartbeats.thread(number)
-        tallies: dict[str, BatchRecorder] = {}
         try:
-            while True:
-                beat.stamp()
-                try:
-                    work = self._work.get(timeout=self.idle_stamp)
-                except queue.Empty:
-                    continue
-                if work is None:
-                    return
-                name = work.handler.queue.name
-                tally = tallies.get(name)
-                if tally is None:
-                    tally = tallies[name] = self._tally(name, number)
-                with self._lock:
-                    self.performing += 1
-                try:
-                    self._perform(work, beat, tally)
-                finally:
-                    with self._lock:
-                        self.performing -= 1
-                    self.done(work)
-                if work.fatal is not None:
-                    return
+            with self.thread_scope():
+                self._serve(number)
         finally:
             close_thread_loop()
+
+    def _serve(self, number: int) -> None:
+        beat = self.heartbeats.thread(number)
+        tallies: dict[str, BatchRecorder] = {}
+        while True:
+            beat.stamp()
+            try:
+                work = self._work.get(timeout=self.idle_stamp)
+            except queue.Empty:
+                continue
+            if work is None:
+                return
+            name = work.handler.queue.name
+            tally = tallies.get(name)
+            if tally is None:
+                tally = tallies[name] = self._tally(name, number)
+            with self._lock:
+                self.performing += 1
+            try:
+                self._perform(work, beat, tally)
+            finally:
+                with self._lock:
+                    self.performing -= 1
+                self.done(work)
+            if work.fatal is not None:
+                return
 
     def _tally(self, queue_name: str, number: int) -> BatchRecorder:
         if self.recorder is None or queue_name not in self.recorder.queue_names:
