@@ -302,17 +302,30 @@ class Dispatcher:
         self.handlers = [h for h in every if h.queue.name not in self.paused]
         self.parked = [h for h in every if h.queue.name in self.paused]
         self._reading = None
-        now_free = []
-        for handler in released:
-            work = self.in_flight.get(handler.key)
-            if work is not None and work.handler is handler:
-                work.cancelled = True  # not started yet: put back unperformed
-                self.leaving[handler.key] = handler
-            else:
-                now_free.append(handler)
-        if now_free:
-            self._give_up(now_free)
+        self._give_up(self._leave(released))
         return True
+
+    def _leave(self, handlers: Sequence[ShardHandler]) -> list[ShardHandler]:
+        """Of ``handlers``, asked back, those that may be given up now: those with no
+        batch in flight, and those whose batch no thread has taken yet (taken back and
+        put back into the queue unperformed); the others are given up once settled."""
+        free = []
+        for handler in handlers:
+            work = self.in_flight.get(handler.key)
+            if work is None or work.handler is not handler:
+                free.append(handler)
+            elif work.claim():
+                del self.in_flight[handler.key]
+                if work is self._suspect:
+                    self._suspect, self._alone = None, False
+                try:
+                    handler.restore()
+                except redis.RedisError as exc:
+                    log.warning("%s: could not put its batch back (%s)", handler.name, exc)
+                free.append(handler)
+            else:
+                self.leaving[handler.key] = handler
+        return free
 
     def collect(self) -> int:
         """Settle the works the executor finished; returns how many."""
@@ -348,6 +361,8 @@ class Dispatcher:
         """Ack the finished batches of ``handlers`` and release their leases; a Redis error
         leaves an unacked batch for the next owner to restore, and a lease not released
         to lapse."""
+        if not handlers:
+            return
         try:
             self._send([], [h for h in handlers if h.unacked and not h.lost])
         except redis.RedisError as exc:
@@ -604,19 +619,14 @@ class Dispatcher:
     # -- stopping ---------------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """The process stops: batches not started go back unperformed, running ones
-        finish and are settled, every finished batch is acked and every lease given up.
+        """The process stops: the shards with no batch running are given up at once
+        (their finished batches acked, batches not started put back unperformed, their
+        leases released), and the others as soon as their running batch is settled.
         Redis errors are logged: what is left in processing, its shard's next owner
         restores."""
-        for work in self.in_flight.values():
-            work.cancelled = True
-        suspect = self._suspect
-        if suspect is not None and not self._alone:
-            # Never submitted: nothing ran, it goes back with its shard's restore.
-            self.in_flight.pop(suspect.handler.key, None)
-            with contextlib.suppress(redis.RedisError):
-                suspect.handler.restore()
-            self._suspect = None
+        every = self.handlers + self.parked
+        self.handlers, self.parked = [], []
+        self._give_up(self._leave(every))
         self.executor.stop()
         while self.in_flight:
             self.heartbeat.stamp()
@@ -629,8 +639,7 @@ class Dispatcher:
                     "could not settle a batch (%s); its shard's next owner restores it", exc
                 )
         self.executor.join()
-        held = [h for h in self.handlers + self.parked + list(self.leaving.values())]
-        self.handlers, self.parked = [], []
+        # Shards asked back whose batch the executor never gave back (a fatal error).
+        left = list(self.leaving.values())
         self.leaving.clear()
-        if held:
-            self._give_up(held)
+        self._give_up(left)

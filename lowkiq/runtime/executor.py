@@ -3,10 +3,11 @@
 The dispatcher (:mod:`lowkiq.runtime.dispatcher`) hands the pool the batches of one
 pop of one shard as a :class:`Work`; any free thread takes the next one, performs its
 batches one after the other (:meth:`lowkiq.shard_handler.ShardHandler.perform`), and
-hands it back with what each did.  A thread that finds the shard given up, its lease
-lost or lapsed, or the process stopping before a batch leaves that batch and the rest
-unperformed (:attr:`Work.unrun`): the dispatcher puts them back into the queue.  So a
-long ``perform`` holds one thread and its own shard, never the other shards.
+hands it back with what each did.  A thread that finds the shard's lease lost or
+lapsed before a batch leaves that batch and the rest unperformed (:attr:`Work.unrun`):
+the dispatcher puts them back into the queue.  A work no thread has taken yet the
+dispatcher may take back (:meth:`Work.claim`) when its shard is given up or the process
+stops.  So a long ``perform`` holds one thread and its own shard, never the others.
 """
 
 from __future__ import annotations
@@ -36,9 +37,6 @@ class Work:
     batches: list[list[PoppedJob]]
     #: Whether the batch is a suspect (:mod:`lowkiq.suspects`): it runs alone.
     suspect: bool = False
-    #: Set by the dispatcher when the shard is being given up or the process stops: the
-    #: batches not started yet are left unperformed.
-    cancelled: bool = False
     #: What each performed batch did, in order.
     outcomes: list[Outcome] = field(default_factory=list)
     #: Whether some batches were left unperformed.
@@ -46,12 +44,19 @@ class Work:
     #: A ``BaseException`` that is not an ``Exception`` escaped from ``perform``: the
     #: batch stays in processing and the process stops.
     fatal: BaseException | None = None
+    # Taken by whoever acts on the work first: a thread that performs it, or the
+    # dispatcher taking it back before it started (a hand-over, a stop).
+    _claim: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def claim(self) -> bool:
+        """Take the work: ``True`` for the first caller only."""
+        return self._claim.acquire(blocking=False)
 
     def run(self, recorder: BatchRecorder) -> None:
         """Perform the batches in order, until one may not be performed."""
         handler = self.handler
         for batch in self.batches:
-            if self.cancelled or handler.lost or handler.lapsed():
+            if handler.lost or handler.lapsed():
                 self.unrun = True
                 return
             self.outcomes.append(Outcome(batch, handler.perform(batch, recorder)))
@@ -130,6 +135,8 @@ class Executor:
                 continue
             if work is None:
                 return
+            if not work.claim():
+                continue  # the dispatcher took it back
             name = work.handler.queue.name
             tally = tallies.get(name)
             if tally is None:

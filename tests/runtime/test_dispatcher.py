@@ -251,6 +251,10 @@ def test_stopping_puts_batches_not_started_back_and_lets_the_running_one_finish(
         runner.start()
         time.sleep(0.2)
         assert runner.is_alive()  # waits for the running batch
+        # The shards with no batch in flight are given up at once, for their next owners.
+        assert sorted(h.shard for h in released) == [1, 2, 3]
+        assert redis_client.exists(queue.keys.lease(0))
+        assert not any(redis_client.exists(queue.keys.lease(s)) for s in (1, 2, 3))
         gate.set()
         runner.join(10)
         assert not runner.is_alive()
