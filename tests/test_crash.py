@@ -7,6 +7,7 @@ import signal
 import time
 from collections.abc import Callable
 
+import pytest
 import redis
 
 from tests.apps.runner import WorkerProcess, eventually
@@ -30,16 +31,20 @@ def test_sigterm_during_a_batch_finishes_it_and_exits_0(
     assert "TERM: stopping after the running batches" in worker.output()
 
 
-def test_a_second_int_exits_at_once_and_the_batch_is_restored_later(
-    workers: Callable[..., WorkerProcess], recorder: type, redis_client: redis.Redis
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_a_second_int_or_term_exits_at_once_and_the_batch_is_restored_later(
+    workers: Callable[..., WorkerProcess],
+    recorder: type,
+    redis_client: redis.Redis,
+    stop: signal.Signals,
 ) -> None:
     worker = workers()
     recorder.perform_async([{"id": "long", "payload": {"sleep": 30}}])
     eventually(lambda: redis_client.lrange("test:started", 0, -1) == [b"long"])
-    worker.signal(signal.SIGINT)
+    worker.signal(stop)
     time.sleep(0.2)
-    worker.signal(signal.SIGINT)
-    assert worker.wait(10) != 0
+    worker.signal(stop)
+    assert worker.wait(10) == 128 + stop
     assert recorder.metrics()["busy"] == 1
     redis_client.delete("test:running:long")
     workers()  # restores the batch; it starts again
