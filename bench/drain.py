@@ -19,7 +19,7 @@ from _machine import flush, machine, processed, redis_cpu
 import lowkiq
 from lowkiq.connection import Client
 from lowkiq.embedded import start_server
-from lowkiq.server import Server
+from lowkiq.runtime.server import Server
 
 
 def make_worker(shards: int, batch: int) -> type[lowkiq.Worker]:

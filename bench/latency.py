@@ -23,7 +23,7 @@ from _machine import machine
 
 import lowkiq
 from lowkiq.embedded import start_server
-from lowkiq.server import Server
+from lowkiq.runtime.server import Server
 
 #: How far ahead scheduled jobs are due, seconds.
 AHEAD = (0.1, 2.0)
@@ -59,11 +59,11 @@ def serve(url: str, threads: int, shards: int, stop: multiprocessing.synchronize
     server.stop()
 
 
-def next_start(client: redis.Redis) -> tuple[str, float, float]:
+def next_start(client: redis.Redis, timeout: float = 5.0) -> tuple[str, float, float]:
     """The next note of a started perform: id, monotonic and wall-clock time."""
-    reply = client.blpop([STARTS], timeout=5)
+    reply = client.blpop([STARTS], timeout=timeout)
     if reply is None:
-        raise RuntimeError("a job was not performed within 5 s")
+        raise RuntimeError(f"a job was not performed within {timeout:g} s")
     job_id, monotonic, now = reply[1].decode().split()
     return job_id, float(monotonic), float(now)
 

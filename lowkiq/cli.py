@@ -1,7 +1,7 @@
 """The ``lowkiq`` command line: ``lowkiq worker``, ``pause``/``resume`` and ``lowkiq redis
 stop`` (SPEC §8); ``status`` and ``quiet`` live in :mod:`lowkiq.health.commands`.
 
-Thin glue: the logic lives in :mod:`lowkiq.server`, :mod:`lowkiq.app_loader`
+Thin glue: the logic lives in :mod:`lowkiq.runtime.server`, :mod:`lowkiq.app_loader`
 and :mod:`lowkiq.embedded`; ``lowkiq web`` lives in :mod:`lowkiq_web.cli`.
 """
 
@@ -146,7 +146,7 @@ def worker(
 
     import lowkiq
     from lowkiq.default_redis import check_local_redis
-    from lowkiq.server import Server
+    from lowkiq.runtime.server import Server
 
     settings = lowkiq.settings
     try:
@@ -172,7 +172,7 @@ def worker(
         if processes == 1:
             sys.exit(run_child(0))
         from lowkiq.ownership.eviction import evict_on_death
-        from lowkiq.supervisor import Supervisor
+        from lowkiq.runtime.supervisor import Supervisor
 
         sys.exit(Supervisor(processes, run_child, on_death=evict_on_death(settings)).run())
     except LowkiqError as exc:

@@ -175,7 +175,7 @@ class Settings:
     """lowkiq's settings.  Times are in seconds.
 
     ``Settings(threads_per_node=2, ...)`` makes an independent settings object
-    (``lowkiq.server.Server(config)`` runs with it); ``lowkiq.settings`` is the
+    (``lowkiq.runtime.server.Server(config)`` runs with it); ``lowkiq.settings`` is the
     one ``perform_async``, the dashboard and ``lowkiq worker`` use.
     """
 

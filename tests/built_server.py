@@ -13,7 +13,7 @@ import redis
 import lowkiq
 from lowkiq.ownership.coordinator import Coordinator
 from lowkiq.runtime.dispatcher import Dispatcher
-from lowkiq.server import Server
+from lowkiq.runtime.server import Server
 from lowkiq.settings import Settings
 
 

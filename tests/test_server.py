@@ -11,7 +11,7 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.server import Server
+from lowkiq.runtime.server import Server
 from tests.apps.runner import eventually
 from tests.leasing import pop
 

@@ -11,8 +11,8 @@ import redis
 
 import lowkiq
 from lowkiq.errors import ConfigurationError, LowkiqError
+from lowkiq.runtime.server import Server
 from lowkiq.serializers import dump_json, load_json
-from lowkiq.server import Server
 from lowkiq.settings import Settings
 
 settings = lowkiq.settings

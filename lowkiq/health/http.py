@@ -25,7 +25,7 @@ from lowkiq.health.verdicts import Limits, ProcessState, Verdict, live, ready
 from lowkiq.telemetry import prometheus
 
 if TYPE_CHECKING:
-    from lowkiq.server import Server
+    from lowkiq.runtime.server import Server
 
 log = logging.getLogger("lowkiq.health")
 

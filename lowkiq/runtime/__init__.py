@@ -1,2 +1,3 @@
-"""The worker process's runtime: the dispatcher that owns every batch's lifecycle, the
-executor threads that perform, and the states a shard goes through."""
+"""The worker process's runtime: the server (threads, lifecycle, signals), the
+supervisor of ``--processes N``, the dispatcher that owns every batch's lifecycle,
+the executor threads that perform, and the states a shard goes through."""

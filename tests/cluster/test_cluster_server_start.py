@@ -7,7 +7,7 @@ import redis
 
 import lowkiq
 from lowkiq.embedded_cluster import EmbeddedCluster
-from lowkiq.server import Server
+from lowkiq.runtime.server import Server
 from tests.runtime.serving import turn_until
 
 

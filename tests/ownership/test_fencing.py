@@ -13,7 +13,7 @@ import redis
 import lowkiq
 from lowkiq.ownership import leases
 from lowkiq.ownership.coordinator import Coordinator
-from lowkiq.server import Server
+from lowkiq.runtime.server import Server
 from tests.built_server import built_server
 
 seen: list[Any] = []

@@ -9,7 +9,7 @@ import redis
 
 import lowkiq
 from lowkiq.ownership.membership import Membership
-from lowkiq.server import Server
+from lowkiq.runtime.server import Server
 from lowkiq.settings import Settings
 from tests.apps.runner import eventually
 

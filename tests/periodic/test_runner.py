@@ -12,7 +12,7 @@ import pytest
 import lowkiq
 from lowkiq.errors import ConfigurationError
 from lowkiq.periodic import runner as runner_module
-from lowkiq.server import Server
+from lowkiq.runtime.server import Server
 from lowkiq.storage import schedules as store
 from tests.apps.runner import eventually
 

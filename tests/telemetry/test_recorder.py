@@ -10,7 +10,7 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.server import Server
+from lowkiq.runtime.server import Server
 from lowkiq.storage.keys import QueueKeys
 from lowkiq.storage.queue import PoppedJob
 from lowkiq.telemetry import store
