@@ -8,7 +8,7 @@ from typing import Any
 
 import redis
 
-from lowkiq.connection import Client, pipelined, pipelined_apart
+from lowkiq.clients.connection import Client, pipelined, pipelined_apart
 from lowkiq.storage.keys import QueueKeys
 
 

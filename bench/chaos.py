@@ -63,7 +63,7 @@ from typing import Any
 import redis
 from _machine import machine
 
-from lowkiq.connection import pipelined
+from lowkiq.clients.connection import pipelined
 from lowkiq.embedded import EmbeddedServer, start_server
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -26,7 +26,7 @@ from _machine import flush, machine
 from drain import drain, make_worker
 
 import lowkiq
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.embedded import EmbeddedServer, socket_path, start_server
 from lowkiq.embedded_cluster import free_port, start_cluster
 

@@ -17,7 +17,7 @@ import redis
 from _machine import flush, machine, processed, redis_cpu
 
 import lowkiq
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.embedded import start_server
 from lowkiq.runtime.server import Server
 

@@ -20,11 +20,11 @@ from typing import Any
 import redis
 from _machine import machine, redis_cpu
 
+from lowkiq.clients.thread import ThreadClient
 from lowkiq.embedded import start_server
 from lowkiq.ownership import leases
 from lowkiq.storage.queue import Queue
 from lowkiq.storage.scripts import source
-from lowkiq.thread_client import ThreadClient
 
 #: Commands of the benchmark itself, not of the drain.
 OWN_COMMANDS = {"info", "config", "client", "hello", "ping", "script"}

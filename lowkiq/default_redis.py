@@ -1,7 +1,7 @@
 """Which Redis lowkiq talks to when the app leaves ``settings.redis`` at its default.
 
 1. ``REDIS_URL``, when set (``redis+cluster://host:port``: a node of a Redis
-   Cluster, see :func:`lowkiq.connection.client_from_url`);
+   Cluster, see :func:`lowkiq.clients.connection.client_from_url`);
 2. else, when asked for with ``LOWKIQ_EMBEDDED_REDIS=1`` (or the commands'
    ``--embedded-redis``), the project's embedded development server in
    ``./.lowkiq/`` (:mod:`lowkiq.embedded`, from the ``lowkiq[embedded]`` extra);
@@ -17,7 +17,7 @@ import os
 import redis
 from redis import Redis
 
-from lowkiq.connection import Client, client_from_url
+from lowkiq.clients.connection import Client, client_from_url
 from lowkiq.embedded import project_server_url
 from lowkiq.errors import ConfigurationError, RedisUnavailable
 

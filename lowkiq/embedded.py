@@ -29,7 +29,7 @@ from pathlib import Path
 
 import redis
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.errors import ConfigurationError
 
 log = logging.getLogger("lowkiq.embedded")

@@ -9,7 +9,7 @@ idle paused queue costs no CPU.  Enqueueing goes on; the jobs wait.
 
 from __future__ import annotations
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.storage.keys import OwnershipKeys
 from lowkiq.storage.scripts import Scripts
 

@@ -17,7 +17,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.errors import ConfigurationError
 from lowkiq.storage.keys import OwnershipKeys
 from lowkiq.storage.rate_bucket import bucket_state

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 import redis
 from redis import Redis
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.default_redis import default_redis
 from lowkiq.environment import env_float, env_int
 from lowkiq.errors import ConfigurationError

@@ -35,7 +35,7 @@ from typing import Any
 
 import redis
 
-from lowkiq.connection import KeyedCommand
+from lowkiq.clients.connection import KeyedCommand
 from lowkiq.coroutines import settle
 from lowkiq.errors import LeaseLost
 from lowkiq.middleware import Batch, Next, ServerMiddleware, chain

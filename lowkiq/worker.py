@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import redis
 
 from lowkiq import pausing
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.default_redis import unreachable_hint
 from lowkiq.errors import ConfigurationError, InvalidJob, RedisUnavailable
 from lowkiq.middleware import chain

@@ -8,7 +8,7 @@ import redis
 from werkzeug.exceptions import NotFound
 
 import lowkiq
-from lowkiq.connection import describe_redis
+from lowkiq.clients.connection import describe_redis
 from lowkiq.embedded import is_embedded
 from lowkiq.errors import LowkiqError
 

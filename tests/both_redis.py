@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from tests.conftest import lowkiq_on
 
 

@@ -21,7 +21,7 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.embedded import EmbeddedServer, redis_server_binary, start_server
 from lowkiq.embedded_cluster import EmbeddedCluster, start_cluster
 from tests.apps.runner import WorkerProcess

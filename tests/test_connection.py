@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from lowkiq.connection import describe_redis, pipelined
+from lowkiq.clients.connection import describe_redis, pipelined
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import redis
 
-from lowkiq.thread_client import ThreadClient
+from lowkiq.clients.thread import ThreadClient
 
 ECHO = "return {KEYS[1], ARGV[1], ARGV[2], ARGV[3]}"
 

@@ -27,7 +27,7 @@ from typing import Any
 import redis
 from redis.exceptions import RedisClusterException
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.ownership import leases
 from lowkiq.ownership.assigner import Assigner, Published
 from lowkiq.ownership.assignment import ShardKey

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.ownership import leases
 from lowkiq.ownership.assignment import ShardKey
 from lowkiq.ownership.membership import Membership

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.ownership.assignment import ShardKey, deal_to_threads
 from lowkiq.ownership.leases import HeldLease, Lease
 from lowkiq.shard_handler import ShardHandler

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.ownership.assignment import Member, ShardKey
 from lowkiq.storage.keys import OwnershipKeys
 from lowkiq.storage.scripts import ScriptCall, Scripts, run_pipelined

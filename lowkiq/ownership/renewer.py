@@ -31,7 +31,7 @@ from typing import Any
 import redis
 from redis.exceptions import RedisClusterException
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.ownership.leases import HeldLease, lease_ms
 from lowkiq.storage.scripts import ScriptCall, run_pipelined
 

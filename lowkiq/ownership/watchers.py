@@ -17,7 +17,7 @@ from typing import Protocol
 import redis
 from redis.exceptions import RedisClusterException
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.pausing import paused_queues
 from lowkiq.storage import layout as layouts
 from lowkiq.storage.layout import Layout

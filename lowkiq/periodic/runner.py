@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import redis
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.errors import LowkiqError
 from lowkiq.periodic import ticks
 from lowkiq.periodic.schedule import Schedule, check_schedules

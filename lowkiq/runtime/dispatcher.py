@@ -39,7 +39,7 @@ from typing import Any
 import redis
 
 from lowkiq import suspects
-from lowkiq.connection import Client, KeyedCommand, is_cluster
+from lowkiq.clients.connection import Client, KeyedCommand, is_cluster
 from lowkiq.health.heartbeats import Heartbeat, Heartbeats
 from lowkiq.ownership import leases
 from lowkiq.ownership.assignment import ShardKey

@@ -34,8 +34,8 @@ from wsgiref.simple_server import WSGIServer
 import redis
 from redis.exceptions import RedisClusterException
 
-from lowkiq.cluster_connection import thread_client
-from lowkiq.connection import Client, describe_redis
+from lowkiq.clients.cluster import thread_client
+from lowkiq.clients.connection import Client, describe_redis
 from lowkiq.errors import ConfigurationError
 from lowkiq.health import Heartbeats
 from lowkiq.ownership.coordinator import Coordinator, Plan

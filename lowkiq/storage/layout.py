@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import redis
 from redis.exceptions import RedisClusterException
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.storage.keys import QueueKeys
 
 #: Seconds a reader keeps a queue's layout before reading it again.

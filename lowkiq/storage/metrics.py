@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.storage import layout as layouts
 from lowkiq.storage.queue import Queue
 from lowkiq.storage.scripts import run_pipelined

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lowkiq.connection import KeyedCommand
+from lowkiq.clients.connection import KeyedCommand
 from lowkiq.errors import LeaseLost
 from lowkiq.serializers import decode_failure
 from lowkiq.storage import blob

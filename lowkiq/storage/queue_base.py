@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from lowkiq.connection import Client, is_cluster
+from lowkiq.clients.connection import Client, is_cluster
 from lowkiq.errors import LeaseLost
 from lowkiq.serializers import Codec
 from lowkiq.storage import layout as layouts

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.storage.keys import QueueKeys
 from lowkiq.storage.queue_base import QueueBase
 

@@ -22,7 +22,7 @@ import redis
 from redis.commands.core import Script
 from redis.exceptions import AskError, NoScriptError, RedisClusterException, TryAgainError
 
-from lowkiq.connection import Client, is_cluster, pipelined, pipelined_apart
+from lowkiq.clients.connection import Client, is_cluster, pipelined, pipelined_apart
 from lowkiq.storage import blob
 from lowkiq.storage.keys import lua_prelude
 

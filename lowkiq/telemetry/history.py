@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.telemetry import store
 from lowkiq.telemetry.counts import Counts
 

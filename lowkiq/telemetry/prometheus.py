@@ -44,7 +44,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.ownership.membership import ProcessInfo, live_processes
 from lowkiq.rate_limit import rate_limit_overrides, rate_limit_status
 from lowkiq.settings import Settings, settings

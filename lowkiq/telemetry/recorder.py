@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import redis
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.storage.processing import PoppedJob
 from lowkiq.telemetry import store
 from lowkiq.telemetry.counts import (

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.storage.keys import QueueKeys
 from lowkiq.storage.scripts import ScriptCall, Scripts, run_pipelined
 from lowkiq.telemetry.counts import FIELDS, Counts

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.connection import describe_redis
+from lowkiq.clients.connection import describe_redis
 from lowkiq.default_redis import default_redis
 from lowkiq.embedded import EmbeddedServer
 from lowkiq.embedded_cluster import EmbeddedCluster

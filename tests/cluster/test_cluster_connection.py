@@ -8,7 +8,7 @@ from pathlib import Path
 
 import redis
 
-from lowkiq.cluster_connection import ClusterThreadClient
+from lowkiq.clients.cluster import ClusterThreadClient
 from lowkiq.embedded_cluster import start_cluster
 from tests.cluster.cluster_support import node_ids
 

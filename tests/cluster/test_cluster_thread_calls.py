@@ -6,7 +6,7 @@ from __future__ import annotations
 import redis
 
 import lowkiq
-from lowkiq.cluster_connection import ClusterThreadClient
+from lowkiq.clients.cluster import ClusterThreadClient
 from lowkiq.storage.queue import ACK_FENCED, Queue
 from tests.leasing import token
 

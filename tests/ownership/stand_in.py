@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import lowkiq
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.ownership.assignment import ShardKey
 from lowkiq.ownership.coordinator import Coordinator, Plan
 from lowkiq.ownership.membership import Membership, membership_ttl

@@ -12,8 +12,8 @@ from typing import Any
 import redis
 
 import lowkiq
-from lowkiq.cluster_connection import thread_client
-from lowkiq.connection import Client
+from lowkiq.clients.cluster import thread_client
+from lowkiq.clients.connection import Client
 from lowkiq.runtime.dispatcher import Dispatcher
 from lowkiq.schedulers import LagScheduler
 from lowkiq.shard_handler import ShardHandler

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.connection import Client
+from lowkiq.clients.connection import Client
 from lowkiq.ownership import leases
 from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client)
 from tests.runtime.serving import (

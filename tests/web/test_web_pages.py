@@ -41,7 +41,7 @@ def test_redis_url_never_shows_the_password(client):
     lowkiq.settings.redis = lambda: __import__("redis").Redis(
         host="127.0.0.1", port=1, password="s3cret", username="me"
     )
-    from lowkiq.connection import describe_redis
+    from lowkiq.clients.connection import describe_redis
 
     url = describe_redis(lowkiq.settings.client())
     assert url == "redis://127.0.0.1:1/0" and "s3cret" not in url

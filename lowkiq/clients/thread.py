@@ -23,7 +23,7 @@ from redis.commands.core import Script
 from redis.exceptions import InvalidResponse, NoScriptError, ResponseError
 from redis.retry import Retry
 
-from lowkiq.connection import KeyedCommand, pack_chunks, read_reply
+from lowkiq.clients.connection import KeyedCommand, pack_chunks, read_reply
 
 _hiredis_reader: Any
 try:

@@ -1,7 +1,7 @@
 """Connections to Redis shared by every part of lowkiq: the client type, a client from
 a URL, pipelined commands on a pooled connection, and how a server is named in logs.
 
-The processing threads' own client is :mod:`lowkiq.thread_client`; storage, ownership
+The processing threads' own client is :mod:`lowkiq.clients.thread`; storage, ownership
 and the dashboard use only this module.
 
 Besides the client API this relies on a connection pool's ``get_connection()`` and
@@ -35,7 +35,7 @@ def pack_chunks(connection: Any, command: tuple[Any, ...]) -> list[bytes]:
 
 
 #: A packed command a processing thread's client sends alone or with others in one
-#: write (:meth:`lowkiq.thread_client.ThreadClient.run_keyed`): its first key (a
+#: write (:meth:`lowkiq.clients.thread.ThreadClient.run_keyed`): its first key (a
 #: cluster routes it by that), its bytes, and its script when it is an ``EVALSHA``.
 KeyedCommand = tuple[Any, bytes, Script | None]
 

@@ -4,7 +4,7 @@ redis-py's ``RedisCluster`` resolves a command's policy, node and retries on eve
 call, which costs about five times the client CPU of a plain connection.  A
 processing thread sends few kinds of commands, each naming its shard's key
 first, so :class:`ClusterThreadClient` routes each to the master of that key's
-slot (redis-py's slot map) over a :class:`~lowkiq.thread_client.ThreadClient`
+slot (redis-py's slot map) over a :class:`~lowkiq.clients.thread.ThreadClient`
 of that master: no retries (a retried pop could take two batches), and a
 ``MOVED`` or ``ASK`` redirection, which means the command did not run, is
 followed.  A connection error (a master died) is raised, as on one server, and
@@ -26,8 +26,8 @@ from redis.exceptions import (
     RedisClusterException,
 )
 
-from lowkiq.connection import Client, KeyedCommand
-from lowkiq.thread_client import ThreadClient
+from lowkiq.clients.connection import Client, KeyedCommand
+from lowkiq.clients.thread import ThreadClient
 
 #: Redirections followed for one command before giving up (the slot map keeps moving).
 MAX_REDIRECTS = 5
@@ -46,7 +46,7 @@ def _first_key(args: tuple[Any, ...]) -> Any:
 class ClusterThreadClient(ThreadClient):
     """The client of one processing thread on a Redis Cluster (see the module)."""
 
-    #: What :func:`lowkiq.connection.is_cluster` looks for.
+    #: What :func:`lowkiq.clients.connection.is_cluster` looks for.
     routes_by_slot = True
 
     def __init__(self, cluster: redis.RedisCluster) -> None:
@@ -261,7 +261,7 @@ class RoutedPipeline:
 
 def thread_client(template: Client) -> Client:
     """The client of one processing thread, made from a new client of the settings: a
-    :class:`~lowkiq.thread_client.ThreadClient` (one private connection, no retries), or
+    :class:`~lowkiq.clients.thread.ThreadClient` (one private connection, no retries), or
     on a Redis Cluster a :class:`ClusterThreadClient` (one such connection per master)."""
     if isinstance(template, redis.RedisCluster):
         return ClusterThreadClient(template)
