@@ -15,6 +15,7 @@ from lowkiq.clients.connection import Client
 from lowkiq.default_redis import unreachable_hint
 from lowkiq.errors import ConfigurationError, InvalidJob, RedisUnavailable
 from lowkiq.middleware import chain
+from lowkiq.ownership import leases
 from lowkiq.rate_limit import (
     RateLimit,
     RateLimitStatus,
@@ -214,13 +215,19 @@ class Worker:
     @classmethod
     def actions(cls) -> Actions:
         """Bulk operations on the queue and its morgue."""
-        return Actions(cls._current_queue())
+        return Actions(cls._current_queue(), restore_orphaned=_restore_orphaned)
 
     @classmethod
     def metrics(cls) -> QueueMetrics:
         """``length``, ``fresh``, ``retries``, ``morgue_length``, ``lag``, ``processed``,
         ``failed``, ``busy``."""
         return queue_metrics(cls.queue())
+
+
+def _restore_orphaned(queue: Queue) -> int:
+    """Put back the batches left in processing in shards no process holds (see
+    :func:`lowkiq.ownership.leases.restore_orphaned`); returns how many jobs went back."""
+    return leases.restore_orphaned(queue)[0]
 
 
 def _number(index: int, field: str, value: Any) -> float:

@@ -27,15 +27,22 @@ def is_type_checking_block(node: ast.AST) -> bool:
     return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
 
 
-def imported_modules(name: str) -> set[str]:
-    """The project modules ``name`` imports at run time (anywhere but ``if TYPE_CHECKING:``)."""
+def imported_modules(name: str, *, for_typing: bool = False) -> set[str]:
+    """The project modules ``name`` imports at run time (anywhere but ``if TYPE_CHECKING:``),
+    or with ``for_typing`` also those it imports for type checking only."""
     path = ROOT.joinpath(*name.split("."))
     path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    return imports_in(path.read_text(), name, package, for_typing=for_typing)
+
+
+def imports_in(source: str, name: str, package: str, *, for_typing: bool) -> set[str]:
+    """The project modules the module ``name`` (of ``package``), whose text is ``source``,
+    imports."""
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
-        if is_type_checking_block(node):
+        if is_type_checking_block(node) and not for_typing:
             return
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
@@ -52,7 +59,7 @@ def imported_modules(name: str) -> set[str]:
         for child in ast.iter_child_nodes(node):
             visit(child)
 
-    visit(ast.parse(path.read_text()))
+    visit(ast.parse(source))
     return {module for module in found if module in MODULES and module != name}
 
 
@@ -88,6 +95,66 @@ def test_no_module_imports_in_a_cycle() -> None:
     """A package is a stack of layers; no two modules need each other, even lazily."""
     graph = {name: imported_modules(name) for name in MODULES}
     assert find_cycle(graph) is None
+
+
+#: (layer, what it must not import, even for typing or through another module): the
+#: runtime talks to ownership and health through their interfaces, and ownership to
+#: storage, never the other way round.
+FORBIDDEN = (("lowkiq.storage", "lowkiq.ownership"),)
+
+
+def within(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
+
+
+def reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    return seen
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of ``graph`` that breaks a rule of :data:`FORBIDDEN`."""
+    return [
+        f"{name} imports {target} (no {forbidden} in {layer})"
+        for layer, forbidden in FORBIDDEN
+        for name in sorted(graph)
+        if within(name, layer)
+        for target in sorted(reached(graph, name))
+        if within(target, forbidden)
+    ]
+
+
+def test_the_layer_checker_finds_a_forbidden_import() -> None:
+    imports = imports_in(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..ownership import leases\n",
+        "lowkiq.storage.example",
+        "lowkiq.storage",
+        for_typing=True,
+    )
+    assert imports == {"lowkiq.ownership.leases"}
+    graph = {
+        "lowkiq.storage.example": {"lowkiq.storage.keys"},
+        "lowkiq.storage.keys": imports,
+        "lowkiq.ownership.leases": set(),
+    }
+    assert layer_violations(graph) == [
+        "lowkiq.storage.example imports lowkiq.ownership.leases"
+        " (no lowkiq.ownership in lowkiq.storage)",
+        "lowkiq.storage.keys imports lowkiq.ownership.leases"
+        " (no lowkiq.ownership in lowkiq.storage)",
+    ]
+
+
+def test_layers_import_only_downwards() -> None:
+    """Storage knows nothing of ownership; ownership and health nothing of the runtime."""
+    graph = {name: imported_modules(name, for_typing=True) for name in MODULES}
+    assert layer_violations(graph) == []
 
 
 def test_the_dashboard_uses_the_engine_s_public_objects_not_its_storage() -> None:

@@ -10,20 +10,26 @@ import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from lowkiq.ownership import leases
+from lowkiq.errors import ConfigurationError
 from lowkiq.storage.queue import Queue
 
 #: Jobs handled by one script call of a bulk operation.
 CHUNK = 1000
 
+#: Puts back into a queue the batches left in processing in shards no process holds,
+#: taking and releasing their leases; returns how many jobs went back.  Ownership
+#: provides it (:meth:`lowkiq.Worker.actions` passes it in), storage only calls it.
+RestoreOrphaned = Callable[[Queue], int]
+
 
 class Actions:
     """Operator actions of one queue (used by the dashboard); each returns a count."""
 
-    def __init__(self, queue: Queue) -> None:
+    def __init__(self, queue: Queue, restore_orphaned: RestoreOrphaned | None = None) -> None:
         self.queue = queue
         self.keys = queue.keys
         self.client = queue.client
+        self._restore_orphaned = restore_orphaned
 
     @functools.cached_property
     def shard_of(self) -> Callable[[str], int]:
@@ -71,9 +77,15 @@ class Actions:
     def restore_orphaned_batches(self) -> int:
         """Put back into the queue the batches left in processing in shards no process
         holds (a process died, and no live process serves the queue: shown as busy
-        forever otherwise); returns how many jobs went back.  See
-        :func:`lowkiq.ownership.leases.restore_orphaned`."""
-        return leases.restore_orphaned(self.queue)[0]
+        forever otherwise); returns how many jobs went back.  Needs the
+        ``restore_orphaned`` these actions were made with (:meth:`lowkiq.Worker.actions`
+        gives it)."""
+        if self._restore_orphaned is None:
+            raise ConfigurationError(
+                "restore_orphaned_batches needs actions made with restore_orphaned "
+                "(use Worker.actions())"
+            )
+        return self._restore_orphaned(self.queue)
 
     def _morgue_queue_up(self, shard: int, ids: list[str]) -> int:
         return int(self.queue.run("morgue_queue_up", shard, "", *ids))
