@@ -15,17 +15,16 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import redis
 
 from lowkiq.errors import ConfigurationError
+from lowkiq.health.heartbeats import Heartbeats
 from lowkiq.health.verdicts import Limits, ProcessState, Verdict, live, ready
+from lowkiq.settings import Settings
 from lowkiq.telemetry import prometheus
-
-if TYPE_CHECKING:
-    from lowkiq.runtime.server import Server
 
 log = logging.getLogger("lowkiq.health")
 
@@ -36,33 +35,32 @@ StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 TEXT = "text/plain; charset=utf-8"
 
 
-def state_of(server: Server) -> ProcessState:
-    """What ``server`` knows of itself now (its coordinator, threads and stop)."""
-    coordinator = server.coordinator
-    if coordinator is None:
-        return ProcessState(stopping=server.stop_event.is_set())
-    return ProcessState(
-        process_id=server.process_id,
-        shards=[f"{queue}:{shard}" for queue, shard in coordinator.holdings.owned()],
-        busy=server.dispatcher.busy if server.dispatcher is not None else 0,
-        quiet=coordinator.quiet,
-        stopping=server.stop_event.is_set()
-        or coordinator.closing
-        or coordinator.stop_requested.is_set(),
-    )
+class Probed(Protocol):
+    """What the health endpoints read of a worker process (its server is one)."""
+
+    @property
+    def health(self) -> Heartbeats:
+        """The heartbeats its loops stamp."""
+
+    @property
+    def settings(self) -> Settings:
+        """The settings it runs with (limits, and the Redis ``/metrics`` reads)."""
+
+    def process_state(self) -> ProcessState:
+        """What it knows of itself now: shards held, busy batches, quiet, stopping."""
 
 
 class HealthApp:
     """The WSGI application of one worker process's health port."""
 
-    def __init__(self, server: Server) -> None:
-        self.server = server
+    def __init__(self, process: Probed) -> None:
+        self.process = process
 
     def verdict(self, path: str) -> Verdict:
         """The verdict of ``/live`` or ``/ready`` now."""
-        server = self.server
+        process = self.process
         check = live if path == "/live" else ready
-        return check(server.health, state_of(server), Limits.of(server.settings))
+        return check(process.health, process.process_state(), Limits.of(process.settings))
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         method = environ.get("REQUEST_METHOD", "GET")
@@ -84,7 +82,7 @@ class HealthApp:
             return status, body, "application/json"
         if path == "/metrics":
             try:
-                body, content_type = prometheus.render(accept, self.server.settings)
+                body, content_type = prometheus.render(accept, self.process.settings)
             except redis.RedisError as exc:
                 message = f"Redis did not answer: {type(exc).__name__}: {exc}\n"
                 return "503 Service Unavailable", message.encode(), TEXT
@@ -101,11 +99,11 @@ class _QuietHandler(WSGIRequestHandler):
         """Probes come every few seconds: no access log."""
 
 
-def serve_health(server: Server, host: str, port: int) -> WSGIServer:
-    """Serve ``server``'s health endpoints on ``host:port`` from a daemon thread, from now
+def serve_health(process: Probed, host: str, port: int) -> WSGIServer:
+    """Serve ``process``'s health endpoints on ``host:port`` from a daemon thread, from now
     until the process exits (they answer while it waits for Redis, too)."""
     try:
-        httpd = make_server(host, port, HealthApp(server), _ThreadingServer, _QuietHandler)
+        httpd = make_server(host, port, HealthApp(process), _ThreadingServer, _QuietHandler)
     except OSError as exc:
         raise ConfigurationError(f"cannot serve health on {host}:{port}: {exc}") from exc
     thread = threading.Thread(target=httpd.serve_forever, name="lowkiq-health", daemon=True)

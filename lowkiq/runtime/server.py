@@ -38,6 +38,7 @@ from lowkiq.clients.cluster import thread_client
 from lowkiq.clients.connection import Client, describe_redis
 from lowkiq.errors import ConfigurationError
 from lowkiq.health import Heartbeats
+from lowkiq.health.verdicts import ProcessState
 from lowkiq.ownership.coordinator import Coordinator, Plan
 from lowkiq.ownership.membership import (
     Membership,
@@ -441,6 +442,22 @@ class Server:
     def _on_ttin(self, signum: int, frame: Any) -> None:
         self._dump_stacks = True
         self._wakeup.set()
+
+    def process_state(self) -> ProcessState:
+        """What this process knows of itself now (its coordinator, threads and stop), for
+        the health endpoints (:mod:`lowkiq.health.http`)."""
+        coordinator = self.coordinator
+        if coordinator is None:
+            return ProcessState(stopping=self.stop_event.is_set())
+        return ProcessState(
+            process_id=self.process_id,
+            shards=[f"{queue}:{shard}" for queue, shard in coordinator.holdings.owned()],
+            busy=self.dispatcher.busy if self.dispatcher is not None else 0,
+            quiet=coordinator.quiet,
+            stopping=self.stop_event.is_set()
+            or coordinator.closing
+            or coordinator.stop_requested.is_set(),
+        )
 
     def request_stop(self) -> None:
         """Stop taking batches; running ones finish.  Not for signal handlers."""
