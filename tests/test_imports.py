@@ -100,7 +100,12 @@ def test_no_module_imports_in_a_cycle() -> None:
 #: (layer, what it must not import, even for typing or through another module): the
 #: runtime talks to ownership and health through their interfaces, and ownership to
 #: storage, never the other way round.
-FORBIDDEN = (("lowkiq.storage", "lowkiq.ownership"), ("lowkiq.health", "lowkiq.runtime"))
+FORBIDDEN = (
+    ("lowkiq.storage", "lowkiq.ownership"),
+    ("lowkiq.ownership", "lowkiq.runtime"),
+    ("lowkiq.ownership", "lowkiq.shard_handler"),
+    ("lowkiq.health", "lowkiq.runtime"),
+)
 
 
 def within(module: str, package: str) -> bool:

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -31,13 +31,12 @@ from lowkiq.clients.connection import Client
 from lowkiq.ownership import leases
 from lowkiq.ownership.assigner import Assigner, Published
 from lowkiq.ownership.assignment import ShardKey
-from lowkiq.ownership.holdings import Holdings, ThreadLike
+from lowkiq.ownership.holdings import Holdings, ServedShard, Shard, ThreadLike
 from lowkiq.ownership.leases import HeldLease, Term
 from lowkiq.ownership.membership import Beat, Membership
 from lowkiq.ownership.renewer import Renewer
 from lowkiq.ownership.report import InfoReport, rss_bytes
 from lowkiq.ownership.watchers import ConfigWatcher
-from lowkiq.shard_handler import ShardHandler
 from lowkiq.storage.queue import Queue
 
 log = logging.getLogger("lowkiq.ownership")
@@ -58,7 +57,7 @@ class Plan:
     static: dict[ShardKey, int] | None = None
 
 
-class Coordinator:
+class Coordinator(Generic[Shard]):
     """Keeps this process's leases in step with the membership and assignment."""
 
     def __init__(
@@ -67,8 +66,8 @@ class Coordinator:
         membership: Membership,
         queues: Sequence[Queue],
         plan: Plan,
-        lanes: Sequence[ThreadLike],
-        make_handler: Callable[[int, str, int, str], ShardHandler],
+        lanes: Sequence[ThreadLike[Shard]],
+        make_handler: Callable[[int, str, int, str], Shard],
         lease_ttl: float,
         heartbeat_interval: float,
         threads: int,
@@ -117,7 +116,7 @@ class Coordinator:
 
     # -- what the processing threads and the renewer report --------------------
 
-    def released(self, handlers: list[ShardHandler]) -> None:
+    def released(self, handlers: Sequence[ServedShard]) -> None:
         """A processing thread gave these leases up: wake their new owners."""
         self.holdings.released(handlers)
         try:

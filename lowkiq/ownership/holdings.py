@@ -13,21 +13,43 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from lowkiq.clients.connection import Client
 from lowkiq.ownership.assignment import ShardKey, deal_to_threads
-from lowkiq.ownership.leases import HeldLease, Lease
-from lowkiq.shard_handler import ShardHandler
+from lowkiq.ownership.leases import HeldLease, Lease, Term
 
 log = logging.getLogger("lowkiq.ownership")
 
 
-class ThreadLike(Protocol):
+class ServedShard(Protocol):
+    """What ownership asks of a shard the runtime serves under a lease (the runtime's
+    shard handler is one): which shard, under which token, and until when."""
+
+    @property
+    def key(self) -> ShardKey:
+        """The shard: its queue's name and number."""
+
+    @property
+    def token(self) -> str:
+        """The token of the lease it is served under."""
+
+    #: When the lease runs out by this process's clock (given when the lease is granted).
+    term: Term | None
+    #: Jobs the acquisition moved to the morgue, reported on the thread that serves it.
+    exhausted: list[dict[str, Any]]
+
+
+#: The runtime's kind of served shard, which ownership makes and hands back unchanged.
+Shard = TypeVar("Shard", bound=ServedShard)
+Shard_contra = TypeVar("Shard_contra", bound=ServedShard, contravariant=True)
+
+
+class ThreadLike(Protocol[Shard_contra]):
     """What ownership asks of the process's dispatcher
     (:class:`~lowkiq.runtime.dispatcher.Dispatcher`)."""
 
-    def add(self, handler: ShardHandler) -> None:
+    def add(self, handler: Shard_contra) -> None:
         """Serve ``handler``'s shard from the next step on."""
 
     def remove(self, key: ShardKey, release: bool) -> None:
@@ -44,10 +66,10 @@ class ThreadLike(Protocol):
         """How many of the thread's shards are in ``perform`` now."""
 
 
-class Holdings:
+class Holdings(Generic[Shard]):
     """One process's leases and the threads serving their shards."""
 
-    def __init__(self, threads: Sequence[ThreadLike], lease_ttl: float) -> None:
+    def __init__(self, threads: Sequence[ThreadLike[Shard]], lease_ttl: float) -> None:
         self.threads = threads
         self.lease_ttl = lease_ttl
         #: Set when the process is stopping: its threads give every lease up, so a lease
@@ -69,13 +91,13 @@ class Holdings:
         with self._lock:
             return sorted(self._held)
 
-    def add(self, key: ShardKey, held: HeldLease, handler: ShardHandler) -> None:
+    def add(self, key: ShardKey, held: HeldLease, handler: Shard) -> None:
         """A lease was acquired: its thread serves ``handler`` from its next step on."""
         with self._lock:
             self._held[key] = held
         self.threads[held.thread].add(handler)
 
-    def lost(self, handler: ShardHandler) -> None:
+    def lost(self, handler: ServedShard) -> None:
         """A processing thread found ``handler``'s lease gone: forget it (maybe reacquire)."""
         with self._lock:
             held = self._held.get(handler.key)
@@ -83,7 +105,7 @@ class Holdings:
                 del self._held[handler.key]
                 self.threads[held.thread].remove(handler.key, release=False)
 
-    def released(self, handlers: Iterable[ShardHandler]) -> None:
+    def released(self, handlers: Iterable[ServedShard]) -> None:
         """A processing thread gave these leases up."""
         with self._lock:
             for handler in handlers:

@@ -115,7 +115,7 @@ class Server:
         self._wakeup = Wakeup()
         # Made by build(): this process's membership id and ownership loop.
         self.process_id = ""
-        self.coordinator: Coordinator | None = None
+        self.coordinator: Coordinator[ShardHandler] | None = None
         # Made by build(): the client of the settings the others are made from.
         self.template: Client | None = None
         self.coordinator_thread: threading.Thread | None = None
@@ -158,7 +158,7 @@ class Server:
                 static[(shard.worker.queue_name, shard.index)] = 0
         return Plan(lanes=1, static=static)
 
-    def build(self) -> Coordinator:
+    def build(self) -> Coordinator[ShardHandler]:
         """Make the dispatcher, on its own connection, and the coordinator."""
         config = self.settings
         if config.heartbeat_interval * 2 > config.lease_ttl:
@@ -359,7 +359,7 @@ class Server:
             raise ConfigurationError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
         log.info("Prometheus metrics on http://%s:%d/metrics", host, port)
 
-    def _run_coordinator(self, coordinator: Coordinator) -> None:
+    def _run_coordinator(self, coordinator: Coordinator[ShardHandler]) -> None:
         failures = 0
         heartbeat = self.health.coordinator
         while not self.stop_event.is_set():
