@@ -39,8 +39,8 @@ import lowkiq
 from lowkiq.ownership.coordinator import Coordinator, Plan
 from lowkiq.ownership.leases import parse_owner
 from lowkiq.ownership.membership import Membership, new_process_id
+from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.settings import Settings
-from lowkiq.shard_handler import ShardHandler
 from lowkiq.storage.keys import OwnershipKeys
 
 KEYS = OwnershipKeys()

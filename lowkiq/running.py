@@ -19,7 +19,7 @@ from lowkiq.errors import LeaseLost
 from lowkiq.ownership.leases import Term, fence_of
 
 if TYPE_CHECKING:
-    from lowkiq.shard_handler import ShardHandler
+    from lowkiq.runtime.shard_handler import ShardHandler
     from lowkiq.storage.processing import PoppedJob
     from lowkiq.storage.queue import Queue
     from lowkiq.worker import Worker

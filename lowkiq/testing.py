@@ -19,8 +19,8 @@ from typing import Any
 from lowkiq.errors import LowkiqError
 from lowkiq.middleware import Batch, Next
 from lowkiq.ownership import leases
+from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.settings import Settings, settings
-from lowkiq.shard_handler import ShardHandler
 from lowkiq.storage.actions import Actions
 from lowkiq.worker import Worker
 

@@ -10,8 +10,8 @@ import pytest
 
 import lowkiq
 from lowkiq.errors import InvalidJob
+from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.serializers import dump_json, load_json
-from lowkiq.shard_handler import ShardHandler
 from tests.leasing import fail, pop, token
 
 NOW = 1_700_000_000.0

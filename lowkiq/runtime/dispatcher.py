@@ -47,8 +47,8 @@ from lowkiq.ownership.leases import Lease
 from lowkiq.runtime.backoff import backoff
 from lowkiq.runtime.executor import Executor, Work
 from lowkiq.runtime.lifecycle import State, state_of
+from lowkiq.runtime.shard_handler import ShardHandler, Taken
 from lowkiq.schedulers import Scheduler
-from lowkiq.shard_handler import ShardHandler, Taken
 from lowkiq.storage.rate_bucket import Throttle
 from lowkiq.telemetry.recorder import Recorder
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from lowkiq.coroutines import close_thread_loop
 from lowkiq.health.heartbeats import Heartbeat, Heartbeats
-from lowkiq.shard_handler import Outcome, ShardHandler
+from lowkiq.runtime.shard_handler import Outcome, ShardHandler
 from lowkiq.storage.processing import PoppedJob
 from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder, Recorder
 

@@ -14,7 +14,7 @@ A given-up or lost shard leaves the dispatcher; a RUNNING or LEAVING shard's bat
 always ends in the executor before anything else happens to the shard, so the
 same shard (even under a new lease) never has two batches in flight.  The
 dispatcher (:mod:`lowkiq.runtime.dispatcher`) makes these transitions; the
-shard's handler (:mod:`lowkiq.shard_handler`) keeps the flags they are read from.
+shard's handler (:mod:`lowkiq.runtime.shard_handler`) keeps the flags they are read from.
 """
 
 from __future__ import annotations

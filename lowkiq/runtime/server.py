@@ -49,8 +49,8 @@ from lowkiq.ownership.membership import (
 from lowkiq.periodic.runner import ScheduleRunner
 from lowkiq.runtime.backoff import backoff
 from lowkiq.runtime.dispatcher import Dispatcher
+from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.settings import Settings, pooled_client, settings
-from lowkiq.shard_handler import ShardHandler
 from lowkiq.splitters import build_default_splitter, with_threads
 from lowkiq.telemetry import prometheus
 from lowkiq.telemetry.recorder import Recorder

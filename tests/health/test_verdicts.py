@@ -9,8 +9,8 @@ import lowkiq
 from lowkiq.health.heartbeats import Heartbeats
 from lowkiq.health.verdicts import Limits, ProcessState, live, ready, silent_after
 from lowkiq.running import Running, running
+from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.settings import Settings
-from lowkiq.shard_handler import ShardHandler
 
 LIMITS = Limits(stuck_after=30.0, silent_after=60.0, connected_within=10.0)
 SERVING = ProcessState(process_id="h:1:x", shards=["q:0"], busy=0)

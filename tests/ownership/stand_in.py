@@ -10,7 +10,7 @@ from lowkiq.clients.connection import Client
 from lowkiq.ownership.assignment import ShardKey
 from lowkiq.ownership.coordinator import Coordinator, Plan
 from lowkiq.ownership.membership import Membership, membership_ttl
-from lowkiq.shard_handler import ShardHandler
+from lowkiq.runtime.shard_handler import ShardHandler
 
 
 class StandInThread:

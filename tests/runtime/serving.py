@@ -15,8 +15,8 @@ import lowkiq
 from lowkiq.clients.cluster import thread_client
 from lowkiq.clients.connection import Client
 from lowkiq.runtime.dispatcher import Dispatcher
+from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.schedulers import LagScheduler
-from lowkiq.shard_handler import ShardHandler
 from lowkiq.storage.queue import Queue
 from tests.leasing import token
 
