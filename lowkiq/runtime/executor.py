@@ -2,7 +2,7 @@
 
 The dispatcher (:mod:`lowkiq.runtime.dispatcher`) hands the pool the batches of one
 pop of one shard as a :class:`Work`; any free thread takes the next one, performs its
-batches one after the other (:meth:`lowkiq.shard_handler.ShardHandler.perform`), and
+batches one after the other (:meth:`lowkiq.runtime.shard_handler.ShardHandler.perform`), and
 hands it back with what each did.  A thread that finds the shard's lease lost or
 lapsed before a batch leaves that batch and the rest unperformed (:attr:`Work.unrun`):
 the dispatcher puts them back into the queue.  A work no thread has taken yet the

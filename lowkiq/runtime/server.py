@@ -403,18 +403,19 @@ class Server:
             exc,
             exc_info=exc,
         )
-        if self.fatal is None:
-            self.fatal = exc
-        self._wakeup.set()
         try:
             self.settings.last_words(exc)
         except Exception:
             log.exception("last_words raised")
+        # Only then is the main thread told: last_words runs before the process stops.
+        if self.fatal is None:
+            self.fatal = exc
+        self._wakeup.set()
 
     # -- lifecycle ---------------------------------------------------------
 
     def install_signal_handlers(self) -> None:
-        """TERM/INT: graceful stop (a second INT exits at once); TTIN: dump stacks."""
+        """TERM/INT: graceful stop (a second TERM or INT exits at once); TTIN: dump stacks."""
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_int)
         if hasattr(signal, "SIGTTIN"):
