@@ -9,7 +9,10 @@ per heartbeat; the renewer's own timer runs a round only when no heartbeat
 did (:data:`OWN_ROUND_LATE`: a slow or failing beat never lets leases lapse).
 On a cluster the renewer runs every round itself, the masters side by side,
 and a master still answering the last round is skipped, so an unreachable
-master delays and fails only its own leases.  A renewal that Redis confirms
+master delays and fails only its own leases.  After a round that could not renew
+some leases (a master down, a cluster failing over and answering CLUSTERDOWN) the next
+comes after a twelfth of the TTL, not a third, so an outage shorter than the TTL
+costs no lease.  A renewal that Redis confirms
 moves the lease's local deadline (:class:`~lowkiq.ownership.leases.Term`) to
 when it was *sent* plus the TTL; a processing thread checks that deadline
 before it performs a batch.  The timer's rounds run on a thread of their own, so a
@@ -45,6 +48,10 @@ CARRY_AFTER = 0.5
 #: the interval after the last: when the heartbeat is late (it is on time every interval
 #: at the defaults, ``heartbeat_interval = lease_ttl / 3``).
 OWN_ROUND_LATE = 1.25
+#: After a round that could not renew some leases (a master down, a cluster failing
+#: over), the next comes this share of the TTL after it, not a whole interval: a short
+#: outage then costs no lease.
+RETRY_PER_TTL = 12
 #: Seconds between looks at a round of the renewer's own that Redis has not answered yet,
 #: once the next is due (no round starts before the last one ended).
 ROUND_POLL = 0.05
@@ -106,10 +113,14 @@ class Renewer:
         self.last_round = time.monotonic()
         # Per master (on a Redis Cluster), its renewal still under way, if any.
         self._running: dict[str, Future[int]] = {}
+        # Whether the last round of the timer failed to renew some leases.
+        self._failed = False
 
     def own_round_at(self) -> float:
         """When the renewer's timer runs a round unless a heartbeat carries one before."""
         late = OWN_ROUND_LATE if self.beats_carry else 1.0
+        if self._failed:
+            return self.last_round + min(self.interval * late, self.ttl / RETRY_PER_TTL)
         return self.last_round + self.interval * late
 
     def rider(self) -> Rider | None:
@@ -149,12 +160,11 @@ class Renewer:
             running.start()
 
     def _until_next(self, running: threading.Thread | None) -> float:
-        """Seconds until the loop looks again: when the next round is due, or soon after
-        when the last one is still unanswered then."""
-        wait = max(self.own_round_at() - time.monotonic(), 0.0)
+        """Seconds until the loop looks again: when the next round is due, or soon while
+        the last one is still under way."""
         if running is not None and running.is_alive():
-            wait = max(wait, ROUND_POLL)
-        return wait
+            return ROUND_POLL  # when it ends, its failures may bring the next one forward
+        return max(self.own_round_at() - time.monotonic(), 0.0)
 
     def _own_round(self) -> None:
         try:
@@ -164,8 +174,10 @@ class Renewer:
 
     def renew(self) -> int:
         """Renew every held lease once, a pipeline per master; returns how many were
-        renewed (leases of a master that failed are neither renewed nor lost)."""
+        renewed (leases of a master that failed are neither renewed nor lost, and the
+        next round comes sooner: :data:`RETRY_PER_TTL`)."""
         self.last_round = time.monotonic()
+        self._failed = False
         groups: dict[str, tuple[Client, list[HeldLease]]] = {}
         for held in self.held():
             try:
@@ -184,8 +196,9 @@ class Renewer:
                 continue  # that master is still slow to answer the last round: skip it
             future = self._running[name] = _in_background(self._renew_group, node, leases)
             submitted.append(future)
-        # A master that does not answer within a round does not hold up the others' next.
-        done, _ = wait(submitted, timeout=self.interval)
+        # A master that does not answer soon does not hold up the others' next round: it
+        # goes on in the background, and is skipped until it has answered.
+        done, _ = wait(submitted, timeout=self.ttl / RETRY_PER_TTL)
         return sum(future.result() for future in done)
 
     def _renew_group(self, node: Client, group: Sequence[HeldLease]) -> int:
@@ -194,6 +207,7 @@ class Renewer:
         try:
             replies = self._send(node, group, ttl_ms)
         except (redis.RedisError, RedisClusterException) as exc:
+            self._failed = True
             log.warning("could not renew %d lease(s): %s: %s", len(group), type(exc).__name__, exc)
             return 0
         return self._confirm(group, replies, sent)
