@@ -286,8 +286,9 @@ class Settings:
         ``pool_timeout`` seconds for a free one.  On an executor thread of a
         ``lowkiq worker`` process it is that thread's own client instead: one
         connection, made on the thread's first call, that no other thread waits for
-        (a plain ``redis.Redis``, safe to share all the same; on a Redis Cluster the
-        shared client).
+        (a plain ``redis.Redis``; a thread ``perform`` starts calls this itself rather
+        than borrow it: older redis-py releases do not lock a single connection; on a
+        Redis Cluster, the shared client).
         """
         own = self._shared.owned(lambda: single_connection_client(self.redis()))
         if own is not None:
@@ -327,8 +328,7 @@ def pooled_client(template: Client, size: int, timeout: float) -> Client:
 
 def single_connection_client(template: Client) -> Client:
     """A client with the connection settings of ``template`` that keeps one connection
-    for itself (redis-py serializes its users with a lock); ``template`` itself on a
-    Redis Cluster."""
+    for itself, for one thread; ``template`` itself on a Redis Cluster."""
     pool = getattr(template, "connection_pool", None)
     if pool is None or not hasattr(pool, "connection_kwargs"):
         return template
