@@ -41,22 +41,48 @@ class Timed(lowkiq.Worker):
         lowkiq.settings.client().rpush(STARTS, *notes)
 
 
-def configure(url: str, threads: int, shards: int) -> None:
-    """Point lowkiq at the private Redis, with the worker's shape."""
+def configure(url: str, threads: int, worker: type[lowkiq.Worker], shards: int) -> None:
+    """Point lowkiq at the private Redis, with the worker and its shape."""
     lowkiq.settings.redis = lambda: redis.Redis.from_url(url)
     lowkiq.settings.threads_per_node = threads
-    Timed.shards_count = shards
-    lowkiq.settings.workers = [Timed]
+    worker.shards_count = shards
+    lowkiq.settings.workers = [worker]
 
 
-def serve(url: str, threads: int, shards: int, stop: multiprocessing.synchronize.Event) -> None:
+def serve(
+    url: str,
+    threads: int,
+    worker: type[lowkiq.Worker],
+    shards: int,
+    stop: multiprocessing.synchronize.Event,
+) -> None:
     """The worker process: a server until ``stop`` is set."""
-    configure(url, threads, shards)
+    configure(url, threads, worker, shards)
     server = Server(lowkiq.settings)
     server.start()
     stop.wait(600)
     server.request_stop()
     server.stop()
+
+
+class WorkerProcess:
+    """A worker process of its own (spawned), serving ``worker`` until :meth:`stop`."""
+
+    def __init__(self, url: str, threads: int, worker: type[lowkiq.Worker], shards: int) -> None:
+        configure(url, threads, worker, shards)
+        context = multiprocessing.get_context("spawn")
+        self.stopping = context.Event()
+        self.process = context.Process(
+            target=serve, args=(url, threads, worker, shards, self.stopping)
+        )
+        self.process.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop it (killed if it is not gone within ``timeout`` seconds)."""
+        self.stopping.set()
+        self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.kill()
 
 
 def next_start(client: redis.Redis, timeout: float = 5.0) -> tuple[str, float, float]:
@@ -71,12 +97,8 @@ def next_start(client: redis.Redis, timeout: float = 5.0) -> tuple[str, float, f
 def measure(url: str, jobs: int, scheduled: int, threads: int, shards: int) -> tuple[list, list]:
     """Milliseconds from ``perform_async`` to ``perform`` starting, one job at a time;
     and from ``perform_in`` to ``perform`` starting, for jobs scheduled ahead."""
-    configure(url, threads, shards)
     client = redis.Redis.from_url(url)
-    context = multiprocessing.get_context("spawn")
-    stop = context.Event()
-    worker = context.Process(target=serve, args=(url, threads, shards, stop))
-    worker.start()
+    worker = WorkerProcess(url, threads, Timed, shards)
     samples = []
     try:
         Timed.perform_async([{"id": "warm-up"}])
@@ -88,10 +110,7 @@ def measure(url: str, jobs: int, scheduled: int, threads: int, shards: int) -> t
             samples.append((next_start(client)[1] - sent) * 1000)
         late = measure_scheduled(client, scheduled)
     finally:
-        stop.set()
-        worker.join(30)
-        if worker.is_alive():
-            worker.kill()
+        worker.stop()
     return samples, late
 
 

@@ -13,18 +13,16 @@ Usage: python bench/long_perform.py [--seconds 10] [--threads 2] [--shards 4]
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import random
 import tempfile
 import time
 
 import redis
 from _machine import machine
-from latency import next_start, percentiles
+from latency import WorkerProcess, configure, next_start, percentiles
 
 import lowkiq
 from lowkiq.embedded import start_server
-from lowkiq.runtime.server import Server
 
 #: Where ``perform`` notes ``"<id> <monotonic> <wall clock>"`` when it starts.
 STARTS = "bench:starts"
@@ -44,28 +42,10 @@ class Sleepy(lowkiq.Worker):
                     time.sleep(payload["sleep"])
 
 
-def configure(url: str, threads: int, shards: int) -> None:
-    """Point lowkiq at the private Redis, with the worker's shape."""
-    lowkiq.settings.redis = lambda: redis.Redis.from_url(url)
-    lowkiq.settings.threads_per_node = threads
-    Sleepy.shards_count = shards
-    lowkiq.settings.workers = [Sleepy]
-
-
-def serve(url: str, threads: int, shards: int, stop: multiprocessing.synchronize.Event) -> None:
-    """The worker process: a server until ``stop`` is set."""
-    configure(url, threads, shards)
-    server = Server(lowkiq.settings)
-    server.start()
-    stop.wait(600)
-    server.request_stop()
-    server.stop()
-
-
 def measure(url: str, seconds: float, threads: int, shards: int) -> list[float]:
     """Milliseconds from ``perform_async`` to ``perform`` of the other shards' jobs while
     the long perform runs."""
-    configure(url, threads, shards)
+    configure(url, threads, Sleepy, shards)
     client = redis.Redis.from_url(url)
     queue = Sleepy.queue()
     ids = {shard: [] for shard in range(shards)}
@@ -74,10 +54,7 @@ def measure(url: str, seconds: float, threads: int, shards: int) -> list[float]:
         shard = queue.shard_of(str(number))
         ids[shard].append(str(number))
         number += 1
-    context = multiprocessing.get_context("spawn")
-    stop = context.Event()
-    worker = context.Process(target=serve, args=(url, threads, shards, stop))
-    worker.start()
+    worker = WorkerProcess(url, threads, Sleepy, shards)
     samples: list[float] = []
     try:
         Sleepy.perform_async([{"id": ids[1][-1]}])
@@ -97,10 +74,7 @@ def measure(url: str, seconds: float, threads: int, shards: int) -> list[float]:
             assert started_id == job_id, (started_id, job_id)
             samples.append((started - sent) * 1000)
     finally:
-        stop.set()
-        worker.join(seconds + 30)
-        if worker.is_alive():
-            worker.kill()
+        worker.stop(seconds + 30)
     return samples
 
 
