@@ -36,6 +36,7 @@ from redis.exceptions import RedisClusterException
 
 from lowkiq.clients.cluster import thread_client
 from lowkiq.clients.connection import Client, describe_redis
+from lowkiq.coroutines import close_thread_loop
 from lowkiq.errors import ConfigurationError
 from lowkiq.health import Heartbeats
 from lowkiq.health.verdicts import ProcessState
@@ -393,6 +394,8 @@ class Server:
         except BaseException as exc:  # noqa: BLE001 - a fatal error stops the whole process
             self._fatal(exc)
         finally:
+            # The event loop of an async retries_exhausted, if one ran on this thread.
+            close_thread_loop()
             self._wakeup.set()  # the main thread looks whether the dispatcher is left
 
     def _fatal(self, exc: BaseException) -> None:
