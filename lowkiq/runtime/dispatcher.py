@@ -187,7 +187,9 @@ class Dispatcher:
     # -- from other threads -----------------------------------------------------------
 
     def add(self, handler: ShardHandler) -> None:
-        """Serve ``handler``'s shard (its lease is held) from the next turn on."""
+        """Serve ``handler``'s shard (its lease is held) from the next turn on; its
+        ``retries_exhausted`` calls go to the executor."""
+        handler.call_user = self.executor.call
         with self._lock:
             self._changes.append(Added(handler))
         self.wake()

@@ -85,7 +85,7 @@ class Executor:
         self.idle_stamp = idle_stamp
         # What each thread runs inside (settings.own_connection: perform's client).
         self.thread_scope = thread_scope
-        self._work: queue.SimpleQueue[Work | None] = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[Work | Callable[[], None] | None] = queue.SimpleQueue()
         self.threads: list[threading.Thread] = []
         #: Works in a thread's hands now.
         self.performing = 0
@@ -103,6 +103,12 @@ class Executor:
     def submit(self, work: Work) -> None:
         """Queue ``work`` for the next free thread."""
         self._work.put(work)
+
+    def call(self, call: Callable[[], None]) -> None:
+        """Queue a call of the user's code other than ``perform`` (``retries_exhausted``)
+        for the next free thread, so that it never holds up the dispatcher; what it
+        raises is logged."""
+        self._work.put(call)
 
     def stop(self) -> None:
         """Let every thread end once the works queued before have run."""
@@ -135,6 +141,12 @@ class Executor:
                 continue
             if work is None:
                 return
+            if not isinstance(work, Work):
+                try:
+                    work()
+                except Exception:
+                    log.exception("a call on an executor thread raised")
+                continue
             if not work.claim():
                 continue  # the dispatcher took it back
             name = work.handler.queue.name

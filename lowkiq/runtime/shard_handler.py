@@ -122,6 +122,9 @@ class ShardHandler:
         self.on_lost = on_lost
         #: Where :meth:`process` counts its batches (an executor passes its own).
         self.recorder = recorder
+        #: Runs the user's code the handler calls besides ``perform`` (``retries_exhausted``):
+        #: at once, or on an executor thread (the dispatcher's handlers).
+        self.call_user: Callable[[Callable[[], None]], None] = lambda call: call()
         #: A Redis call was interrupted: the processing area's state is unknown.
         self.unsure = False
         #: Redis refused the lease token: this handler must not be used again.
@@ -403,16 +406,16 @@ class ShardHandler:
             self.lease_lost("the failure of its batch was not recorded")
             return
         if morgue:
-            try:
-                settle(self.worker.retries_exhausted(morgue))
-            except Exception:
-                log.exception("%s: retries_exhausted raised", self.name)
+            self.call_user(lambda: self._retries_exhausted(morgue))
 
     def _report_exhausted(self) -> None:
         """Tell the worker about the jobs the shard's acquisition moved to the morgue."""
         jobs, self.exhausted = self.exhausted, []
         for job in jobs:
             log.error("%s: job %r: %s", self.name, job["id"], job["error"])
+        self.call_user(lambda: self._retries_exhausted(jobs))
+
+    def _retries_exhausted(self, jobs: list[dict[str, Any]]) -> None:
         try:
             settle(self.worker.retries_exhausted(jobs))
         except Exception:

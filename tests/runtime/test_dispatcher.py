@@ -278,3 +278,40 @@ def kill_connection(admin: Client, client: Any) -> None:
         return
     own_id = client.execute_command("CLIENT", "ID")
     admin.execute_command("CLIENT", "KILL", "ID", own_id)
+
+
+class Doomed(lowkiq.Worker):
+    shards_count = 2
+    max_retry_count = 0  # the first failure sends the job to the morgue
+    done: list[str] = []
+    exhausted_on: list[str] = []
+    gate = threading.Event()
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        if "bad" in payloads_by_id:
+            raise RuntimeError("bad job")
+        cls.done.extend(payloads_by_id)
+
+    @classmethod
+    def retries_exhausted(cls, jobs: list[dict[str, Any]]) -> None:
+        cls.exhausted_on.append(threading.current_thread().name)
+        assert cls.gate.wait(10)
+
+
+def test_a_slow_retries_exhausted_runs_on_an_executor_thread_not_the_dispatchers(
+    redis_client: Client,
+) -> None:
+    Doomed.done, Doomed.exhausted_on, Doomed.gate = [], [], threading.Event()
+    with dispatcher_of(redis_client, Doomed, threads=2) as (dispatcher, queue):
+        good = next(
+            f"good{n}" for n in range(100) if queue.shard_of(f"good{n}") != queue.shard_of("bad")
+        )
+        Doomed.perform_async([{"id": "bad"}])
+        turn_until(dispatcher, lambda: bool(Doomed.exhausted_on))
+        assert Doomed.exhausted_on[0].startswith("lowkiq-")  # an executor thread
+        # While it is still in retries_exhausted, the dispatcher goes on.
+        Doomed.perform_async([{"id": good}])
+        turn_until(dispatcher, lambda: Doomed.done == [good])
+        Doomed.gate.set()
+        assert [job["id"] for job in Doomed.queries().morgue_range_by_id("-", "+")] == ["bad"]
