@@ -394,14 +394,18 @@ class Dispatcher:
         ready = [h for h in idle if h.ready()] if room > 0 else []
         chosen: list[ShardHandler] = []
         woken, self._woken_keys = self._woken_keys, set()
+        due: list[float | None]
         if ready:
             ready.sort(key=lambda h: self._popped_at.get(h.key, 0.0))
             if self.scheduler.reads_due and not all(self._backlog.get(h.key) for h in ready):
-                # After a wake-up only the shards woken are newly due (every script that
-                # makes a job due pushes its shard's wake list): no need to ask.
+                # Right after a wake-up only the shards woken (and those with a backlog)
+                # are due: every script that makes a job due pushes its shard's wake list,
+                # and a job that comes due on its own ends the wait by its timeout.
                 known = [h for h in ready if h.key in woken or self._backlog.get(h.key)]
-                due = [0.0] * len(known) if known else self.due_in(ready)
-                ready = known or ready
+                if woken and known:
+                    ready, due = known, [0.0] * len(known)
+                else:
+                    due = self.due_in(ready)
             else:
                 due = [0.0] * len(ready)
             chosen = [ready[index] for index in self.scheduler.order(due)][:room]
