@@ -349,11 +349,14 @@ class Dispatcher:
         leaving = self.leaving.get(handler.key) is handler
         if work.fatal is not None:
             self._broken.add(handler.key)
+        served = handler in self.handlers or handler in self.parked
         try:
             if work.fatal is None:
                 handler.settle(work.outcomes, work.unrun)
-                if work.suspect and handler.unacked:
-                    handler.ack_now()  # it ran alone: acked at once
+                if handler.unacked and (work.suspect or not (served or leaving)):
+                    # It ran alone, or the shard was taken from this process meanwhile
+                    # (its lease lapsed): acked at once; Redis refuses a lapsed lease's.
+                    handler.ack_now()
         finally:
             if leaving:
                 del self.leaving[handler.key]
