@@ -170,7 +170,9 @@ class Dispatcher:
         # The wake list the dispatcher blocks on now (None: not blocking).
         self._blocking_key: str | None = None
         self.polls = is_cluster(client)
-        self._pipelines = getattr(client, "pack", None) is not None
+        # Whether the client packs commands to send several in one write (reads; a write
+        # is sent so only when its queue's writes need no replica to confirm them).
+        self._packs = getattr(client, "pack", None) is not None
         # The last due_in() reading: (clock, shards, heads), for the idle wait.
         self._reading: tuple[float, tuple[ShardKey, ...], list[float | None]] | None = None
         # When each shard was last popped (clock), and whether that pop took jobs.
@@ -428,10 +430,11 @@ class Dispatcher:
 
     def _send(self, chosen: Sequence[ShardHandler], acks: Sequence[ShardHandler]) -> int:
         """Pop ``chosen`` (each acking its own finished batch) and ack ``acks``, in one
-        write when the client can; returns how many shards gave a batch.  Every reply is
+        write when their queues can (not when a write waits for replicas:
+        ``settings.wait_replicas``); returns how many shards gave a batch.  Every reply is
         read before the first Redis error is raised (its shard is then unsure: restored
         before its next pop)."""
-        if not self._pipelines:
+        if not all(h.queue.pipelines_pops for h in (*chosen, *acks)):
             return self._send_apart(chosen, acks)
         pops: list[_Pop] = []
         commands: list[KeyedCommand] = []
@@ -514,7 +517,7 @@ class Dispatcher:
         due already; ``None``: empty, or held by a reshard for now, or waiting for
         rate-limit tokens beyond it): one write (per master)."""
         heads: list[float | None]
-        if self._pipelines:
+        if self._packs:
             client: Any = self.client
             commands = [h.queue.due_in_command(h.shard) for h in handlers]
             heads = [_seconds(reply) for reply in client.run_keyed(commands)]

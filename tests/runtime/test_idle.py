@@ -98,3 +98,16 @@ def test_a_batch_ending_wakes_a_dispatcher_blocked_on_the_idle_shards(
             dispatcher.stop.set()
             dispatcher.wake()
             runner.join(10)
+
+
+def test_with_wait_replicas_every_pop_and_ack_waits_for_the_replicas(
+    redis_client: redis.Redis,
+) -> None:
+    lowkiq.settings.wait_replicas = 1  # the test server has none: each WAIT times out
+    lowkiq.settings.wait_timeout = 0.01
+    with dispatcher_of(redis_client, Idle) as (dispatcher, _):
+        Idle.perform_async([{"id": "replicated"}])
+        redis_client.config_resetstat()
+        turn_until(dispatcher, lambda: Idle.metrics()["processed"] == 1)
+        waits = redis_client.info("commandstats")["cmdstat_wait"]["calls"]
+        assert waits >= 2  # the pop's and the ack's, each in its own round trip
