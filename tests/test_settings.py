@@ -11,9 +11,9 @@ import redis
 
 import lowkiq
 from lowkiq.errors import ConfigurationError, LowkiqError
-from lowkiq.runtime.server import Server
 from lowkiq.serializers import dump_json, load_json
 from lowkiq.settings import Settings
+from tests.built_server import built_server
 
 settings = lowkiq.settings
 
@@ -226,25 +226,10 @@ def test_a_server_runs_with_the_settings_it_was_given(redis_client, redis_url):
         return str(payload).upper()
 
     settings.threads_per_node = 3
-    config = Settings(
-        workers=[OrderWorker],
-        threads_per_node=1,
-        redis=lambda: redis.Redis.from_url(redis_url),
-        dump_payload=dump_upper,
-    )
-    server = Server(config)
-    coordinator = server.build()
-    dispatcher = server.dispatcher
-    assert dispatcher is not None
-    try:
-        coordinator.beat()
+    with built_server(redis_url, OrderWorker, dump_payload=dump_upper) as (_, _, dispatcher):
         assert dispatcher.executor.size == 1
-        dispatcher.apply()
         assert len(dispatcher.handlers) == 6
         assert {h.queue.codec.dump_payload for h in dispatcher.handlers} == {dump_upper}
-    finally:
-        coordinator.leave()
-        dispatcher.client.close()
 
 
 def test_inside_own_connection_a_thread_gets_a_client_of_its_own(redis_url, redis_client):
