@@ -48,6 +48,30 @@ class EnqueueIncomplete(RedisUnavailable):
         self.not_confirmed = not_confirmed
 
 
+class RedisFull(RedisUnavailable):
+    """Redis refused a write because it reached maxmemory (OOM).
+
+    Raised by ``perform_async`` (and by any other write lowkiq makes) when Redis
+    answers ``OOM command not allowed``.  A call that fits in one script call
+    enqueues nothing; a call split into several script calls may stop part-way:
+    ``enqueued`` names the ids that are enqueued and ``not_confirmed`` the ids
+    that are not (Redis refuses a script whole, so they were not written).
+    Free memory (or raise ``maxmemory``) and enqueue ``not_confirmed`` again.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        enqueued: list[str] | None = None,
+        not_confirmed: list[str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        #: Ids of the jobs that are enqueued (empty when the call wrote nothing).
+        self.enqueued = enqueued if enqueued is not None else []
+        #: Ids of the jobs that are not enqueued.
+        self.not_confirmed = not_confirmed if not_confirmed is not None else []
+
+
 class LeaseLost(LowkiqError):
     """The shard's lease is no longer held by this process: the call changed nothing.
 
