@@ -396,7 +396,9 @@ class Dispatcher:
             return 0
         room = self.capacity - len(self.in_flight)
         idle = self._idle()
-        ready = [h for h in idle if h.ready()] if room > 0 else []
+        # A shard whose lease may have lapsed waits for its renewal: a pop's batch would
+        # only go back to the queue.
+        ready = [h for h in idle if not h.waits_for_renewal() and h.ready()] if room > 0 else []
         chosen: list[ShardHandler] = []
         woken, self._woken_keys = self._woken_keys, set()
         due: list[float | None]
@@ -549,7 +551,7 @@ class Dispatcher:
     def wait(self) -> None:
         """Block until a change, a finished work, a stop, a wake-up of an idle shard, its
         next due job, or poll_interval."""
-        idle = self._idle()
+        idle = [h for h in self._idle() if not h.lapsed()]
         if not idle or len(self.in_flight) >= self.capacity or self._suspect is not None:
             self._kick.wait(self.poll_interval)
             return

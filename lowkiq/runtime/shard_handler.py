@@ -149,6 +149,8 @@ class ShardHandler:
         # Seconds the shard's recent batches took (the longest, as it decays), for the
         # number of batches a pop takes; None before the first.
         self._batch_seconds: float | None = None
+        # The term's last confirmation when its lapse was logged: one warning per lapse.
+        self._lapse_logged: float | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -312,12 +314,7 @@ class ShardHandler:
         performed (the lease may have lapsed, or the shard is given up), so the whole
         processing area goes back to the queue instead (performed ones run again)."""
         if unrun and not self.lost:
-            log.warning(
-                "%s: lease epoch %s may have lapsed or the shard is given up; batches put back "
-                "unperformed",
-                self.name,
-                self.token.split(" ", 1)[0],
-            )
+            self._log_lapse()
         for outcome in outcomes:
             if outcome.error is None:
                 self.unacked = True
@@ -445,6 +442,28 @@ class ShardHandler:
         """Whether the lease may have lapsed (by this process's clock): a batch not yet
         performed is then put back instead, for the shard's owner to run."""
         return self.term is not None and self.term.remaining() <= 0
+
+    def waits_for_renewal(self) -> bool:
+        """Whether the lease may have lapsed by this process's clock: the shard is not
+        popped until a renewal is confirmed (its batch could not be performed), and this
+        is logged once per lapse."""
+        if not self.lapsed():
+            return False
+        self._log_lapse()
+        return True
+
+    def _log_lapse(self) -> None:
+        """Warn that the lease may have lapsed, once until a renewal is confirmed."""
+        confirmed = None if self.term is None else self.term.confirmed_at
+        if confirmed is not None and confirmed == self._lapse_logged:
+            return
+        self._lapse_logged = confirmed
+        log.warning(
+            "%s: lease epoch %s may have lapsed (no renewal confirmed in time); no batch "
+            "is performed until one is, and those taken go back to the queue unperformed",
+            self.name,
+            self.token.split(" ", 1)[0],
+        )
 
     def perform(self, jobs: Sequence[PoppedJob], recorder: BatchRecorder) -> Exception | None:
         """Perform ``jobs`` inside the middlewares, counted by ``recorder``; returns what
