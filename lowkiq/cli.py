@@ -171,6 +171,9 @@ def worker(
 
         if processes == 1:
             sys.exit(run_child(0))
+        from lowkiq.clients.memory_policy import check_before_fork
+
+        check_before_fork(settings.redis, settings.allow_eviction)
         from lowkiq.ownership.eviction import evict_on_death
         from lowkiq.runtime.supervisor import Supervisor
 

@@ -19,7 +19,8 @@ from redis import Redis
 
 from lowkiq.clients.connection import Client, client_from_url
 from lowkiq.embedded import project_server_url
-from lowkiq.errors import ConfigurationError, RedisUnavailable
+from lowkiq.environment import env_bool
+from lowkiq.errors import RedisUnavailable
 
 #: The environment switch that opts into the embedded development server.
 EMBEDDED_ENV = "LOWKIQ_EMBEDDED_REDIS"
@@ -35,12 +36,7 @@ HOW_TO_START = (
 
 def embedded_requested() -> bool:
     """Whether ``LOWKIQ_EMBEDDED_REDIS`` asks for the embedded development server."""
-    value = os.environ.get(EMBEDDED_ENV, "").strip().lower()
-    if value in ("", "0", "false", "no"):
-        return False
-    if value in ("1", "true", "yes"):
-        return True
-    raise ConfigurationError(f"{EMBEDDED_ENV} must be 1 or 0, got {value!r}")
+    return env_bool(EMBEDDED_ENV)
 
 
 def default_url() -> str:

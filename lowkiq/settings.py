@@ -21,7 +21,7 @@ from redis import Redis
 
 from lowkiq.clients.connection import Client
 from lowkiq.default_redis import default_redis
-from lowkiq.environment import env_float, env_int
+from lowkiq.environment import env_bool, env_float, env_int
 from lowkiq.errors import ConfigurationError
 from lowkiq.middleware import ClientMiddleware, ServerMiddleware
 from lowkiq.periodic.schedule import Schedule, schedule_list
@@ -70,6 +70,13 @@ def optional_port(name: str, value: Any) -> int | None:
         raise ConfigurationError(
             f"setting {name} must be a port (1 to 65535) or None, got {value!r}"
         )
+    return value
+
+
+def a_bool(name: str, value: Any) -> bool:
+    """``True`` or ``False``."""
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"setting {name} must be True or False, got {value!r}")
     return value
 
 
@@ -206,6 +213,10 @@ class Settings:
     wait_replicas: int = setting(0, check=non_negative_int)
     #: Seconds such a WAIT may take; a write that reached fewer replicas is logged.
     wait_timeout: float = setting(1.0, check=positive_number)
+    #: Run on a Redis whose maxmemory-policy is not noeviction (a full Redis then deletes
+    #: keys: queued jobs vanish, leases lapse early): a warning at start and a red banner
+    #: on the dashboard instead of refusing to start (env LOWKIQ_ALLOW_EVICTION=1).
+    allow_eviction: bool = setting(factory=lambda: env_bool("LOWKIQ_ALLOW_EVICTION"), check=a_bool)
     #: Processing threads of one ``lowkiq worker`` process (env LOWKIQ_THREADS_PER_NODE).
     threads_per_node: int = setting(
         factory=lambda: env_int("LOWKIQ_THREADS_PER_NODE", 5), check=positive_int

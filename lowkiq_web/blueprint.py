@@ -9,7 +9,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app
 
 from lowkiq_web import formatting, security
-from lowkiq_web.overview import on_embedded_redis
+from lowkiq_web.overview import eviction_warning, on_embedded_redis
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -53,6 +53,7 @@ def template_helpers() -> dict[str, Any]:
         "fmt": formatting,
         "read_only": read_only(),
         "embedded_redis": on_embedded_redis(),
+        "eviction_warning": eviction_warning(),
         "csrf_token": security.csrf_token(),
         "htmx_file": f"htmx-{HTMX_VERSION}.min.js",
         "uplot_file": f"uPlot-{UPLOT_VERSION}.min",

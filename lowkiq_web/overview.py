@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import redis
+from redis.exceptions import RedisClusterException
 from werkzeug.exceptions import NotFound
 
 import lowkiq
 from lowkiq.clients.connection import describe_redis
+from lowkiq.clients.memory_policy import eviction_problem, policies
 from lowkiq.embedded import is_embedded
 from lowkiq.errors import LowkiqError
 
@@ -55,3 +58,27 @@ def on_embedded_redis() -> bool:
         return is_embedded(lowkiq.settings.client())
     except (LowkiqError, redis.RedisError, OSError):
         return False
+
+
+#: Seconds the dashboard keeps what it read of Redis's maxmemory-policy.
+POLICY_TTL = 60.0
+_policy_read: dict[str, Any] = {"at": -POLICY_TTL, "problem": None}
+
+
+def eviction_warning() -> str | None:
+    """What the red banner says when Redis may evict lowkiq's keys (its
+    ``maxmemory-policy`` is not ``noeviction``), or ``None``; read at most once a
+    minute per process."""
+    now = time.monotonic()
+    if now - _policy_read["at"] >= POLICY_TTL:
+        try:
+            problem = eviction_problem(policies(lowkiq.settings.client()))
+        except (LowkiqError, redis.RedisError, RedisClusterException, OSError):
+            problem = None
+        _policy_read.update(at=now, problem=problem)
+    problem = _policy_read["problem"]
+    if problem is None:
+        return None
+    if lowkiq.settings.allow_eviction:
+        return f"{problem}. settings.allow_eviction is true: workers run anyway."
+    return f"{problem}. Workers refuse to start until then."

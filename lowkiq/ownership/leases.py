@@ -31,7 +31,9 @@ class Lease:
 
     @property
     def epoch(self) -> int:
-        """How many times the shard had been acquired when this lease was taken."""
+        """The number of this acquisition of the shard: more than every earlier one's, and
+        at least Redis's time in milliseconds when it was taken (so it never goes back,
+        also after Redis lost its data)."""
         return int(self.token.split(" ", 1)[0])
 
     def __repr__(self) -> str:
@@ -43,8 +45,10 @@ class Lease:
 DEADLINE_MARGIN = 0.1
 
 #: Shard numbers weigh this much in a fence: a reshard's new shards have higher
-#: numbers than every old one, so a fence grows across reshards too.
-FENCE_SHARD = 2**32
+#: numbers than every old one, so a fence grows across reshards too.  Epochs are
+#: milliseconds of Redis's time (``lua/lease_acquire.lua``), below 2**43 until the
+#: year 2248; a fence fits a signed 64-bit column while shard numbers are below 2**20.
+FENCE_SHARD = 2**43
 
 
 @dataclass

@@ -36,6 +36,7 @@ from redis.exceptions import RedisClusterException
 
 from lowkiq.clients.cluster import thread_client
 from lowkiq.clients.connection import Client, describe_redis
+from lowkiq.clients.memory_policy import check_eviction, is_redis_full
 from lowkiq.coroutines import close_thread_loop
 from lowkiq.errors import ConfigurationError
 from lowkiq.health import Heartbeats
@@ -275,13 +276,23 @@ class Server:
                 return
 
     def _until_redis_answers(self, action: Callable[[], Any]) -> Any:
+        """``action()``, again and again while Redis is unreachable or full (out of
+        memory under ``noeviction``); ``None`` when the process is told to stop first."""
         failures = 0
         while True:
             try:
                 return action()
-            except redis.ConnectionError as exc:
+            except (redis.ConnectionError, redis.ResponseError) as exc:
+                if not isinstance(exc, redis.ConnectionError) and not is_redis_full(exc):
+                    raise
                 failures += 1
-                if failures == 1:
+                if failures == 1 and is_redis_full(exc):
+                    log.warning(
+                        "Redis is full (%s): it refuses writes until memory is freed or "
+                        "maxmemory raised; retrying",
+                        exc,
+                    )
+                elif failures == 1:
                     log.warning("Redis is unreachable (%s); retrying", exc)
                 if self._stop_signal is not None:
                     return None
@@ -312,6 +323,9 @@ class Server:
             config.lease_ttl,
             config.heartbeat_interval,
         )
+        self._until_redis_answers(lambda: check_eviction(coordinator.client, config.allow_eviction))
+        if self._stop_signal is not None:
+            return
         if self.metrics_address is not None:
             self.serve_metrics(*self.metrics_address)
         # Renewals start first: the first round may acquire many leases, one by one.
@@ -372,7 +386,9 @@ class Server:
             except (redis.RedisError, RedisClusterException) as exc:
                 heartbeat.failed(exc)
                 failures += 1
-                if failures == 1:
+                if failures == 1 and is_redis_full(exc):
+                    log.warning("heartbeat failed, retrying: Redis is full: %s", exc)
+                elif failures == 1:
                     log.warning("heartbeat failed, retrying: %s: %s", type(exc).__name__, exc)
                 self.stop_event.wait(backoff(failures, self.settings.poll_interval))
                 continue

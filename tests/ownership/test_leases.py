@@ -28,12 +28,14 @@ def queue(redis_client: redis.Redis) -> Queue:
 
 def test_only_one_process_holds_a_shard_and_epochs_grow(queue: Queue) -> None:
     first, restored, _ = leases.acquire(queue, 0, "a", 10)
-    assert first is not None and first.epoch == 1 and restored == 0
+    assert first is not None and first.epoch > 0 and restored == 0
     second, _, left_ms = leases.acquire(queue, 0, "b", 10)
     assert second is None and 9000 < left_ms <= 10000
     assert leases.release(queue, [first]) == 1
     third, _, _ = leases.acquire(queue, 0, "b", 10)
-    assert third is not None and third.epoch == 2 and leases.parse_owner(third.token) == "b"
+    assert (
+        third is not None and third.epoch > first.epoch and leases.parse_owner(third.token) == "b"
+    )
     assert leases.tokens(queue) == [third.token, None]
 
 
@@ -56,7 +58,7 @@ def test_a_stale_token_can_neither_pop_ack_fail_restore_nor_bury(queue: Queue) -
     assert len(popped.jobs) == 3
     queue.client.delete(queue.keys.lease(0))  # a pause past the lease: it expired
     new, restored, _ = leases.acquire(queue, 0, "b", 10)
-    assert new is not None and new.epoch == old.epoch + 1
+    assert new is not None and new.epoch > old.epoch
     assert restored == 3  # the new owner put the stale owner's batch back, once
     before = queue.client.dump(queue.keys.fresh_lex_zset(0))
 

@@ -13,7 +13,7 @@
 -- ARGV[3]  now: '' for Redis's clock (a test may fix it)
 -- ARGV[4]  max_restores (the worker's), or '' not to count restores
 -- ARGV[5]  the error of a job moved to the morgue for it (already serialized)
--- Writes: epoch_counter (+1), lease, processing_hash, queue keys, restores_hash,
+-- Writes: epoch_counter (the new epoch), lease, processing_hash, queue keys, restores_hash,
 --   morgue keys, failed_counter
 -- Returns: {token, jobs restored, {id, blob of each job moved to the morgue}},
 --   token being `epoch owner`; or, when another owner's lease is current,
@@ -27,7 +27,16 @@ if current then
     return {false, redis.call('pttl', lease)}
   end
 end
-local epoch = redis.call('incr', K.epoch_counter)
+-- The epoch never goes backwards, also when Redis lost the counter (a restart
+-- without persistence, a failover to a replica that lagged): it is more than the
+-- last one and at least Redis's time in milliseconds; with the counter gone, the
+-- lease TTL more, so that a clock set back by less than the TTL is still safe.
+local last = tonumber(redis.call('get', K.epoch_counter))
+local time = redis.call('time')
+local floor = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+if not last then floor = floor + tonumber(ttl) end
+local epoch = string.format('%d', math.max((last or 0) + 1, floor))
+redis.call('set', K.epoch_counter, epoch)
 local token = epoch .. ' ' .. owner
 redis.call('set', lease, token, 'px', ttl)
 local restored, dead = restore_processing(now, tonumber(ARGV[4]), ARGV[5])
