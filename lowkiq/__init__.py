@@ -17,6 +17,7 @@ from lowkiq.errors import (
     InvalidQuery,
     LeaseLost,
     LowkiqError,
+    RedisFull,
     RedisUnavailable,
 )
 from lowkiq.ownership.status import Process, Processes, QueueOwners, command_process, processes
@@ -88,6 +89,7 @@ __all__ = [
     "QueueMetrics",
     "QueueOwners",
     "RateLimit",
+    "RedisFull",
     "RedisUnavailable",
     "RunningBatch",
     "Schedule",
