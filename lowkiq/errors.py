@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from redis.exceptions import OutOfMemoryError
+
 
 class LowkiqError(Exception):
     """Base class of every error lowkiq raises on purpose."""
@@ -70,6 +72,12 @@ class RedisFull(RedisUnavailable):
         self.enqueued = enqueued if enqueued is not None else []
         #: Ids of the jobs that are not enqueued.
         self.not_confirmed = not_confirmed if not_confirmed is not None else []
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether a Redis error is its refusal of a write at maxmemory: ``OOM command not
+    allowed``, as a command's reply or (Redis before 7) inside a script's error."""
+    return isinstance(error, OutOfMemoryError) or "OOM command not allowed" in str(error)
 
 
 class LeaseLost(LowkiqError):
