@@ -20,6 +20,7 @@ from lowkiq.errors import (
     RedisFull,
     RedisUnavailable,
 )
+from lowkiq.iterable import IterableWorker
 from lowkiq.ownership.status import Process, Processes, QueueOwners, command_process, processes
 from lowkiq.pausing import paused_queues
 from lowkiq.periodic import Schedule
@@ -78,6 +79,7 @@ __all__ = [
     "History",
     "InvalidJob",
     "InvalidQuery",
+    "IterableWorker",
     "BatchLease",
     "Job",
     "LeaseLost",

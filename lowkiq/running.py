@@ -11,6 +11,7 @@ outside a batch it is ``None``.
 from __future__ import annotations
 
 import contextvars
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -72,12 +73,51 @@ class Running:
 
     handler: ShardHandler
     jobs: Sequence[PoppedJob]
+    #: When ``perform`` started (``time.monotonic``).
+    started: float = 0.0
+    #: What ``yield_rest`` gave back: id -> positions of its payloads.
+    yields: dict[str, list[int]] | None = None
 
     def batch(self) -> RunningBatch:
         """The batch, as :func:`current_batch` tells it."""
         handler = self.handler
         lease = BatchLease(handler.queue, handler.shard, handler.token, handler.term)
-        return RunningBatch.popped(handler.worker, handler.shard, self.jobs, lease)
+        batch = RunningBatch.popped(handler.worker, handler.shard, self.jobs, lease)
+        object.__setattr__(batch, "_running", self)
+        return batch
+
+    def should_stop(self) -> bool:
+        """See :meth:`RunningBatch.should_stop`."""
+        limit = self.handler.worker.max_perform_seconds
+        if limit is not None and time.monotonic() - self.started >= limit:
+            return True
+        return self.handler.should_stop()
+
+    def yield_rest(self, job_id: str, payloads: Sequence[Any]) -> None:
+        """See :meth:`RunningBatch.yield_rest`."""
+        job = next((job for job in self.jobs if job.id == job_id), None)
+        if job is None:
+            raise ValueError(f"yield_rest: {job_id!r} is not an id of this batch")
+        positions = _positions(job.payloads, payloads)
+        if self.yields is None:
+            self.yields = {}
+        self.yields[job_id] = positions
+
+
+def _positions(popped: Sequence[Any], given: Sequence[Any]) -> list[int]:
+    """Where each of ``given`` is in ``popped``, in order (the same object, else an equal
+    payload): :class:`ValueError` when one is not there."""
+    positions: list[int] = []
+    start = 0
+    for payload in given:
+        found = next((i for i in range(start, len(popped)) if popped[i] is payload), None)
+        if found is None:
+            found = next((i for i in range(start, len(popped)) if popped[i] == payload), None)
+        if found is None:
+            raise ValueError(f"yield_rest: {payload!r} is not a payload of this id left to run")
+        positions.append(found)
+        start = found + 1
+    return positions
 
 
 #: The batch being performed in this context, or None.
@@ -97,6 +137,26 @@ class RunningBatch:
     retry_counts: Mapping[str, int] = field(default_factory=dict)
     #: The lease the batch runs under (``None`` outside a worker process's thread).
     lease: BatchLease | None = None
+    # What the shard handler records of the batch (None: not run by a handler).
+    _running: Running | None = field(default=None, compare=False, repr=False)
+
+    def should_stop(self) -> bool:
+        """Whether ``perform`` should end soon and give back what it did not get to
+        (:meth:`yield_rest`): the process is stopping or quiet, the shard is being handed
+        over, its lease is lost or may lapse within a quarter of its TTL, or the batch
+        has run ``Worker.max_perform_seconds``.  ``False`` outside a worker process."""
+        return self._running is not None and self._running.should_stop()
+
+    def yield_rest(self, job_id: str, payloads: Sequence[Any]) -> None:
+        """End the perform for ``job_id``: ``payloads`` (those of its payloads not done,
+        as ``perform`` got them) go back to the queue once ``perform`` returns, with their
+        scores, due now, behind the ids already due; what else the batch did is acked.
+        A yield is neither a failure nor a death (no retry, no restore counted); when
+        ``perform`` raises, the whole batch fails as usual.  Calling it again for the
+        same id replaces what it gives back.  Raises ``ValueError`` for an id not in the
+        batch, or a payload it did not get; outside a worker process it does nothing."""
+        if self._running is not None:
+            self._running.yield_rest(job_id, payloads)
 
     @classmethod
     def popped(

@@ -231,6 +231,11 @@ class Settings:
     stuck_after: float = setting(
         factory=lambda: env_float("LOWKIQ_STUCK_AFTER", 300.0), check=positive_number
     )
+    #: Seconds the running performs get to end when a worker process stops (TERM): they
+    #: see ``current_batch().should_stop()`` at once; batches still running after it are
+    #: left for their shards' next owners (a restore that counts toward no max_restores).
+    #: Under Kubernetes' default 30 s grace period.
+    shutdown_timeout: float = setting(25.0, check=positive_number)
     #: Connections shared by perform_async and the dashboard in one process.
     client_pool_size: int = setting(5, check=positive_int)
     #: Seconds to wait for a pooled connection before giving up.

@@ -52,6 +52,10 @@ class Worker:
     #: instead, with ``retries_exhausted`` called: a job that kills its process is not
     #: run forever, and runs alone once its process died (no other job dies with it).
     max_restores: ClassVar[int] = 3
+    #: Seconds a batch's ``perform`` may run before ``current_batch().should_stop()``
+    #: turns true (``None``: no limit); an :class:`~lowkiq.IterableWorker` then gives the
+    #: rest of its payloads back to the queue.
+    max_perform_seconds: ClassVar[float | None] = None
     queue_name: ClassVar[str] = "Worker"
     #: At most so many jobs started per period across every process (``None``: no
     #: limit); see :mod:`lowkiq.rate_limit`.
@@ -83,6 +87,13 @@ class Worker:
                 f"{cls.__name__}.queue_name must be a non-empty string without braces, got {name!r}"
             )
         check_rate_limit(cls.__name__, cls.rate_limit)
+        seconds = cls.max_perform_seconds
+        if seconds is not None and (
+            isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0
+        ):
+            raise ConfigurationError(
+                f"{cls.__name__}.max_perform_seconds must be a number > 0 or None, got {seconds!r}"
+            )
 
     # -- processing hooks ------------------------------------------------
 

@@ -128,8 +128,14 @@ class Dispatcher:
         fatal: Callable[[BaseException], None] = lambda exc: None,
         clock: Callable[[], float] = time.monotonic,
         thread_scope: Callable[[], AbstractContextManager[None]] = nullcontext,
+        shutdown_timeout: float = 25.0,
     ) -> None:
         self.client = client
+        #: Seconds the running batches get to end when the process stops.
+        self.shutdown_timeout = shutdown_timeout
+        #: Shards whose batch still ran when ``shutdown_timeout`` passed (their leases
+        #: are not released: they lapse).
+        self.abandoned: list[ShardHandler] = []
         self.scheduler = scheduler
         self.poll_interval = poll_interval
         self.stop = stop
@@ -328,6 +334,7 @@ class Dispatcher:
                     log.warning("%s: could not put its batch back (%s)", handler.name, exc)
                 free.append(handler)
             else:
+                handler.stopping = True  # its perform sees should_stop()
                 self.leaving[handler.key] = handler
         return free
 
@@ -642,10 +649,17 @@ class Dispatcher:
         self.handlers, self.parked = [], []
         self._give_up(self._leave(every))
         self.executor.stop()
+        for handler in list(self.leaving.values()):
+            handler.announce_stop()
+        deadline = self.clock() + self.shutdown_timeout
         while self.in_flight:
             self.heartbeat.stamp()
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                self._abandon()
+                return
             try:
-                self._settle(self._done.get(timeout=1.0))
+                self._settle(self._done.get(timeout=min(1.0, remaining)))
             except queue.Empty:
                 continue
             except redis.RedisError as exc:
@@ -657,3 +671,18 @@ class Dispatcher:
         left = list(self.leaving.values())
         self.leaving.clear()
         self._give_up(left)
+
+    def _abandon(self) -> None:
+        """``shutdown_timeout`` passed with batches still running: they are left in
+        processing, their leases held until the process exits (then they lapse, and each
+        shard's next owner restores its batch, counting no restore: the stop was
+        announced)."""
+        names = " ".join(work.handler.name for work in self.in_flight.values())
+        log.warning(
+            "shutdown_timeout (%ss) passed with batches still running on %s: left for "
+            "their shards' next owners",
+            self.shutdown_timeout,
+            names,
+        )
+        self.abandoned = [work.handler for work in self.in_flight.values()]
+        self.leaving.clear()

@@ -56,10 +56,10 @@ class Work:
         """Perform the batches in order, until one may not be performed."""
         handler = self.handler
         for batch in self.batches:
-            if handler.lost or handler.lapsed():
+            if handler.lost or handler.stopping or handler.lapsed():
                 self.unrun = True
                 return
-            self.outcomes.append(Outcome(batch, handler.perform(batch, recorder)))
+            self.outcomes.append(handler.perform(batch, recorder))
 
 
 class Executor:

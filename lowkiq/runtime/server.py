@@ -188,6 +188,7 @@ class Server:
             recorder=recorder,
             fatal=self._fatal,
             thread_scope=config.own_connection,
+            shutdown_timeout=config.shutdown_timeout,
         )
 
         def make_handler(lane: int, queue_name: str, shard: int, token: str) -> ShardHandler:
@@ -537,6 +538,9 @@ class Server:
                 log.warning("the renewer did not end within %ss; its leases lapse", RENEWER_JOIN)
         if coordinator is not None:
             try:
+                if self.dispatcher is not None and self.dispatcher.abandoned:
+                    # Their batches still run: the leases lapse once the process is gone.
+                    coordinator.holdings.released(self.dispatcher.abandoned)
                 coordinator.release_remaining()
                 coordinator.leave()
             except redis.RedisError as exc:

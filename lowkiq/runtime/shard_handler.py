@@ -80,6 +80,9 @@ class Outcome:
 
     jobs: Sequence[PoppedJob]
     error: Exception | None = None
+    #: Ids that yielded (``current_batch().yield_rest``): positions of the payloads each
+    #: gives back.  Only a batch that succeeded yields.
+    yields: dict[str, list[int]] | None = None
 
 
 @dataclass(slots=True)
@@ -133,6 +136,9 @@ class ShardHandler:
         self.unacked = False
         #: Whether perform is running now (shown on the dashboard's processes page).
         self.busy = False
+        #: The process stops, or the shard is handed over: a running perform is asked to
+        #: end (``current_batch().should_stop()``).
+        self.stopping = False
         #: Until when (time.monotonic) a reshard holds the shard: no pop is tried.
         self.held_until = 0.0
         #: The worker's rate limit, as this shard applies it (``None``: never limited).
@@ -180,7 +186,7 @@ class ShardHandler:
             if self.lost or self.lapsed():
                 unrun = taken.batches[index:]
                 break
-            outcomes.append(Outcome(batch, self.perform(batch, self.recorder)))
+            outcomes.append(self.perform(batch, self.recorder))
         self.settle(outcomes, bool(unrun))
         if taken.suspect and self.unacked:
             self.ack_now()
@@ -315,13 +321,18 @@ class ShardHandler:
         processing area goes back to the queue instead (performed ones run again)."""
         if unrun and not self.lost:
             self._log_lapse()
+        yields: dict[str, list[int]] = {}
         for outcome in outcomes:
             if outcome.error is None:
                 self.unacked = True
+                if outcome.yields:
+                    yields.update(outcome.yields)
             elif not self.lost:
                 self._fail(outcome.jobs, outcome.error)
         if unrun and not self.lost:
             self.restore()
+        elif yields and self.unacked and not self.lost:
+            self._ack_yield(yields)
 
     def ack_command(self) -> KeyedCommand:
         """The shard's ack, packed to go out with other commands in one write (its reply
@@ -345,6 +356,36 @@ class ShardHandler:
             self._guarded(lambda: self.queue.ack(self.shard, self.token))
         except LeaseLost:
             self.lease_lost("its finished batch was not acked")
+
+    def _ack_yield(self, yields: dict[str, list[int]]) -> None:
+        """Ack the shard's finished batches, the payloads ``yields`` gives back going back
+        to the queue (one script)."""
+        self.unacked = False
+        try:
+            self._guarded(lambda: self.queue.ack_yield(self.shard, self.token, yields))
+        except LeaseLost:
+            self.lease_lost("its finished batch was not acked")
+
+    def announce_stop(self) -> None:
+        """The process stops while this shard's batch runs: say so in Redis, so that the
+        batch, should the process be killed, is restored without counting a restore."""
+        self.stopping = True
+        if self.lost:
+            return
+        try:
+            self.queue.announce_stop(self.shard, self.token)
+        except LeaseLost:
+            self.lease_lost("its stop was not announced")
+        except redis.RedisError as exc:
+            log.warning("%s: could not announce the stop (%s)", self.name, exc)
+
+    def should_stop(self) -> bool:
+        """Whether a running perform should end soon: the process stops, the shard is
+        handed over, or its lease is lost or may lapse within a quarter of its TTL."""
+        if self.stopping or self.lost:
+            return True
+        term = self.term
+        return term is not None and term.remaining() < term.ttl / 4
 
     def restore(self) -> bool:
         """Put the shard's processing area back into the queue; ``False`` when the lease is lost."""
@@ -465,12 +506,14 @@ class ShardHandler:
             self.token.split(" ", 1)[0],
         )
 
-    def perform(self, jobs: Sequence[PoppedJob], recorder: BatchRecorder) -> Exception | None:
+    def perform(self, jobs: Sequence[PoppedJob], recorder: BatchRecorder) -> Outcome:
         """Perform ``jobs`` inside the middlewares, counted by ``recorder``; returns what
-        ``perform`` raised (``None``: it succeeded).  A ``BaseException`` that is not an
-        ``Exception`` escapes: the batch stays in processing and the process ends."""
+        ``perform`` raised (``None``: it succeeded) and what it yielded.  A
+        ``BaseException`` that is not an ``Exception`` escapes: the batch stays in
+        processing and the process ends."""
         self.busy = True
-        context = running.set(Running(self, jobs))
+        record = Running(self, jobs, time.monotonic())
+        context = running.set(record)
         started = time.time()
         failure: Exception | None = None
         try:
@@ -494,4 +537,5 @@ class ShardHandler:
                 exc_info=failure,
                 extra=RunningBatch.popped(self.worker, self.shard, jobs).log_fields(),
             )
-        return failure
+            return Outcome(jobs, failure)
+        return Outcome(jobs, None, record.yields)

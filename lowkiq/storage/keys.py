@@ -136,6 +136,7 @@ SUFFIXES = {
     "failed_counter": "failed",
     "lease": "lease",
     "epoch_counter": "epoch",
+    "stopping_flag": "stopping",
     "hold": "hold",
     "rate_budget_hash": "rate_budget",
     "schedule_hash": "schedule:",
@@ -226,6 +227,11 @@ class QueueKeys:
     def epoch_counter(self, shard: int) -> str:
         """How many times the shard's lease was acquired; never expires."""
         return self._key("epoch_counter", shard)
+
+    def stopping_flag(self, shard: int) -> str:
+        """The lease token of an owner that announced it is stopping with a batch
+        running; its next owner restores that batch without counting a restore."""
+        return self._key("stopping_flag", shard)
 
     def hold(self, shard: int) -> str:
         """``closed`` or ``retired`` while the queue is resharded: no batch is popped."""

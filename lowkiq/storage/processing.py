@@ -9,7 +9,7 @@ between two calls leaves the queue consistent (see SPEC §4).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -228,6 +228,29 @@ class Processing(QueueBase):
         Raises :class:`LeaseLost` (and changes nothing) when ``token`` is stale.
         """
         return int(self.run_fenced("ack", shard, token))
+
+    def ack_yield(
+        self, shard: int, token: str, yields: Mapping[str, Sequence[int]], now: float | None = None
+    ) -> int:
+        """The batch of ``shard`` succeeded, but the ids of ``yields`` gave payloads back:
+        those at the given positions (0-based, in the order of the id's popped payloads)
+        go back to the queue, due now, with their scores; the rest of the processing
+        area is acked.  Returns how many ids gave payloads back.
+
+        Raises :class:`LeaseLost` (and changes nothing) when ``token`` is stale.
+        """
+        args: list[Any] = [_now(now)]
+        for job_id, positions in yields.items():
+            args += (job_id, len(positions), *(position + 1 for position in positions))
+        return int(self.run_fenced("ack_yield", shard, token, *args)[1])
+
+    def announce_stop(self, shard: int, token: str) -> None:
+        """This process stops with a batch of ``shard`` running: should it be killed before
+        the batch is settled, the next owner restores it without counting a restore.
+
+        Raises :class:`LeaseLost` (and changes nothing) when ``token`` is stale.
+        """
+        self.run_fenced("announce_stop", shard, token)
 
     def fail(
         self,

@@ -327,10 +327,19 @@ end
 -- Jobs `ids` of the shard whose keys are `keys` ran to an end (acked, failed or
 -- buried): forget how many times they were restored.  Only a shard with
 -- restored jobs pays more than one EXISTS.
-local function forget_restores(keys, ids)
-  if #ids > 0 and redis.call('exists', keys.restores_hash) == 1 then
-    redis.call('hdel', keys.restores_hash, unpack(ids))
+-- The restores hash also counts each id's yields (its field `\0` .. id: an id
+-- holds no NUL), forgotten with its restores.
+local function forget_counts(keys, ids)
+  local fields = {}
+  for _, id in ipairs(ids) do
+    fields[#fields + 1] = id
+    fields[#fields + 1] = '\0' .. id
   end
+  call_many('hdel', keys.restores_hash, fields)
+end
+
+local function forget_restores(keys, ids)
+  if #ids > 0 and redis.call('exists', keys.restores_hash) == 1 then forget_counts(keys, ids) end
 end
 
 -- Clear the processing area of the shard whose keys are `keys` (K, or
@@ -341,7 +350,7 @@ local function ack_processing(keys, restores)
   local count = redis.call('hlen', processing)
   if count > 0 then
     if restores ~= false and redis.call('exists', keys.restores_hash) == 1 then
-      call_many('hdel', keys.restores_hash, redis.call('hkeys', processing))
+      forget_counts(keys, redis.call('hkeys', processing))
     end
     redis.call('del', processing)
     redis.call('incrby', keys.processed_counter, count)

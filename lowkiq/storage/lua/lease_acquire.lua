@@ -13,8 +13,8 @@
 -- ARGV[3]  now: '' for Redis's clock (a test may fix it)
 -- ARGV[4]  max_restores (the worker's), or '' not to count restores
 -- ARGV[5]  the error of a job moved to the morgue for it (already serialized)
--- Writes: epoch_counter (the new epoch), lease, processing_hash, queue keys, restores_hash,
---   morgue keys, failed_counter
+-- Writes: epoch_counter (the new epoch), lease, stopping_flag, processing_hash, queue keys,
+--   restores_hash, morgue keys, failed_counter
 -- Returns: {token, jobs restored, {id, blob of each job moved to the morgue}},
 --   token being `epoch owner`; or, when another owner's lease is current,
 --   {false, milliseconds it has left}
@@ -39,5 +39,12 @@ local epoch = string.format('%d', math.max((last or 0) + 1, floor))
 redis.call('set', K.epoch_counter, epoch)
 local token = epoch .. ' ' .. owner
 redis.call('set', lease, token, 'px', ttl)
-local restored, dead = restore_processing(now, tonumber(ARGV[4]), ARGV[5])
+-- A batch its owner left while stopping on purpose (announce_stop) is not a
+-- death: its restore is not counted.
+local max_restores = tonumber(ARGV[4])
+if redis.call('get', K.stopping_flag) then
+  redis.call('del', K.stopping_flag)
+  max_restores = nil
+end
+local restored, dead = restore_processing(now, max_restores, ARGV[5])
 return {token, restored, dead}

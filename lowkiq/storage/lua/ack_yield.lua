@@ -1,0 +1,39 @@
+-- ack_yield: the shard's batch succeeded, but some of its ids yielded: the
+-- payloads they did not get to go back to the queue, due now, behind the ids
+-- already due, with their scores (merged with anything queued for them since,
+-- SPEC §3); then the rest of the processing area is acked.  A yield is neither
+-- a failure nor a death: the retry count and error stay as they were, no
+-- restore is counted; each yield of an id is counted (`\0` .. id in
+-- restores_hash, forgotten when the id ends).
+-- KEYS[1]  the shard's prefix
+-- ARGV[1]  lease token of the shard
+-- ARGV[2]  now: '' for Redis's clock (a test may fix it)
+-- ARGV[3..]  per yielded id: id, count, then `count` positions (1-based) of the
+--            payloads it gives back, in the order of its popped payloads
+-- Writes: processing_hash, queue keys, restores_hash, processed_counter
+-- Returns: {jobs acked, jobs yielded}; error FENCED when the lease is not held
+if not lease_held(K, ARGV[1]) then return fenced() end
+local now = clock(ARGV[2])
+local processing = K.processing_hash
+local yielded = 0
+local i = 3
+while i <= #ARGV do
+  local id, count = ARGV[i], tonumber(ARGV[i + 1])
+  local value = redis.call('hget', processing, id)
+  if value then
+    local _, retry_count, error, blob = processing_unpack(value)
+    local popped = blob_pairs(blob)
+    local rest = {}
+    for j = i + 2, i + 1 + count do
+      rest[#rest + 1] = popped[tonumber(ARGV[j])]
+    end
+    redis.call('hdel', processing, id)
+    if #rest > 0 then
+      queue_merge(id, blob_pack(rest), now, retry_count, error, false, now)
+      redis.call('hincrby', K.restores_hash, '\0' .. id, 1)
+      yielded = yielded + 1
+    end
+  end
+  i = i + 2 + count
+end
+return {ack_processing(K), yielded}
