@@ -58,7 +58,7 @@ def fill(workers: list[type[lowkiq.Worker]], jobs: int, dead: int) -> float:
             worker.perform_async(batch)
     first = workers[0]
     first.perform_async(
-        [{"id": f"dead-{n}", "payload": {"n": n}, "perform_in": 0} for n in range(dead)]
+        [{"id": f"dead-{n}", "payload": {"n": n}, "perform_in": 1e9} for n in range(dead)]
     )
     queue = first.queue()
     for shard in queue.shards:

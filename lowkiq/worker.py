@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import math
 import random
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, ClassVar
 
 import redis
@@ -13,7 +11,8 @@ import redis
 from lowkiq import pausing
 from lowkiq.clients.connection import Client
 from lowkiq.default_redis import unreachable_hint
-from lowkiq.errors import ConfigurationError, InvalidJob, RedisUnavailable
+from lowkiq.errors import ConfigurationError, RedisFull, RedisUnavailable, is_out_of_memory
+from lowkiq.jobs import validate_jobs
 from lowkiq.middleware import chain
 from lowkiq.ownership import leases
 from lowkiq.rate_limit import (
@@ -27,13 +26,11 @@ from lowkiq.rate_limit import (
 )
 from lowkiq.settings import Settings, settings
 from lowkiq.storage.actions import Actions
-from lowkiq.storage.enqueueing import NewJob
+from lowkiq.storage.enqueueing import NewJob, max_bulk_len
 from lowkiq.storage.metrics import QueueMetrics, queue_metrics
 from lowkiq.storage.queries import Queries
 from lowkiq.storage.queue import Queue
-
-JOB_FIELDS = ("id", "payload", "score", "perform_in")
-_JOB_FIELDS = frozenset(JOB_FIELDS)
+from lowkiq.timeouts import check_perform_timeout
 
 
 class Worker:
@@ -60,6 +57,10 @@ class Worker:
     #: At most so many jobs started per period across every process (``None``: no
     #: limit); see :mod:`lowkiq.rate_limit`.
     rate_limit: ClassVar[RateLimit | None] = None
+    #: Seconds one ``perform`` may run (``None``: no limit): past it a sync perform gets
+    #: ``lowkiq.PerformTimeout`` raised in its thread and an ``async def`` one is
+    #: cancelled; the batch fails as on any exception (see :mod:`lowkiq.timeouts`).
+    perform_timeout: ClassVar[float | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -87,6 +88,7 @@ class Worker:
                 f"{cls.__name__}.queue_name must be a non-empty string without braces, got {name!r}"
             )
         check_rate_limit(cls.__name__, cls.rate_limit)
+        check_perform_timeout(cls.__name__, cls.perform_timeout)
         seconds = cls.max_perform_seconds
         if seconds is not None and (
             isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0
@@ -118,11 +120,15 @@ class Worker:
 
     @classmethod
     def perform_async(cls, jobs: Sequence[dict[str, Any]]) -> None:
-        """Enqueue jobs ``{"id", "payload"?, "score"?, "perform_in"?}`` in one round trip.
+        """Enqueue jobs ``{"id", "payload"?, "score"?, "perform_in"?}`` in one round trip
+        (a huge call in several, see :mod:`lowkiq.storage.enqueueing`).
 
-        The whole list is validated first: one bad job raises
-        :class:`~lowkiq.errors.InvalidJob` and nothing is enqueued.  Client
-        middlewares ``mw(worker, jobs, call_next)`` wrap the enqueue.
+        The whole list is validated first (:mod:`lowkiq.jobs`): one bad job raises
+        :class:`~lowkiq.errors.InvalidJob` and nothing is enqueued.  A job without
+        ``score`` or ``perform_in`` gets Redis's time, not this host's.  Redis out of
+        memory raises :class:`~lowkiq.errors.RedisFull`; a split call failing part-way
+        says which ids are enqueued.  Client middlewares ``mw(worker, jobs,
+        call_next)`` wrap the enqueue.
         """
 
         def enqueue(worker: type[Worker], final_jobs: Sequence[dict[str, Any]]) -> None:
@@ -133,16 +139,29 @@ class Worker:
     @classmethod
     def _push(cls, jobs: Sequence[dict[str, Any]]) -> None:
         queue = cls.queue()
-        new_jobs = validate_jobs(jobs, queue.codec.dump_payload, time.time())
-        if not new_jobs:
-            return
+        new_jobs: list[NewJob] = []
         try:
-            queue.push(new_jobs)
+            new_jobs = validate_jobs(
+                jobs, queue.codec.dump_payload, lambda: max_bulk_len(queue.client)
+            )
+            if new_jobs:
+                queue.push(new_jobs)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             hint = unreachable_hint(settings.redis)
             raise RedisUnavailable(
                 f"{cls.__name__}.perform_async: Redis is unreachable, "
-                f"{len(new_jobs)} job(s) were not enqueued: {exc}" + (f" ({hint})" if hint else "")
+                f"{len(jobs)} job(s) were not enqueued: {exc}" + (f" ({hint})" if hint else "")
+            ) from exc
+        except redis.ResponseError as exc:  # e.g. writing the queue's layout at its first use
+            if not is_out_of_memory(exc):
+                raise
+            ids = list(dict.fromkeys(job[0] for job in new_jobs))
+            raise RedisFull(
+                f"{cls.__name__}.perform_async: Redis is full: it reached maxmemory and "
+                f"refused the write ({exc}): {len(ids)} job id(s) not enqueued; free memory "
+                f"or raise maxmemory, then enqueue them again",
+                [],
+                ids,
             ) from exc
 
     # -- pausing -----------------------------------------------------------
@@ -239,62 +258,3 @@ def _restore_orphaned(queue: Queue) -> int:
     """Put back the batches left in processing in shards no process holds (see
     :func:`lowkiq.ownership.leases.restore_orphaned`); returns how many jobs went back."""
     return leases.restore_orphaned(queue)[0]
-
-
-def _number(index: int, field: str, value: Any) -> float:
-    if value.__class__ is not float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InvalidJob(index, field, f"must be a number, got {value!r}")
-        try:
-            value = float(value)
-        except OverflowError:
-            raise InvalidJob(index, field, f"must be finite, got {value!r}") from None
-    number: float = value
-    if not math.isfinite(number):
-        raise InvalidJob(index, field, f"must be finite, got {value!r}")
-    return number
-
-
-def validate_jobs(
-    jobs: Sequence[dict[str, Any]], dump: Callable[[Any], bytes | str], now: float
-) -> list[NewJob]:
-    """Check and normalize every job before anything is written (SPEC §2 defaults).
-
-    ``dump`` is the payload serializer; a ``str`` result is stored UTF-8 encoded.
-    """
-    if isinstance(jobs, (dict, str, bytes)) or not isinstance(jobs, Sequence):
-        raise InvalidJob(0, "jobs", f"must be a list of job dicts, got {type(jobs).__name__}")
-    result = []
-    for index, job in enumerate(jobs):
-        if job.__class__ is not dict and not isinstance(job, dict):
-            raise InvalidJob(index, "job", f"must be a dict, got {job!r}")
-        if not _JOB_FIELDS.issuperset(job):
-            key = next(key for key in job if key not in _JOB_FIELDS)
-            raise InvalidJob(index, key, f"is not a job field (fields: {', '.join(JOB_FIELDS)})")
-        job_id = job.get("id")
-        if job_id.__class__ is not str:
-            if job_id is None:
-                raise InvalidJob(index, "id", "is required")
-            try:
-                job_id = str(job_id)
-            except Exception as exc:  # e.g. an int past Python's digit limit
-                raise InvalidJob(index, "id", f"cannot be made a string: {exc}") from None
-        if "\0" in job_id:
-            raise InvalidJob(index, "id", "must not contain NUL characters")
-        if not job_id.isascii():
-            try:
-                job_id.encode()
-            except UnicodeEncodeError:
-                raise InvalidJob(
-                    index, "id", "must be valid Unicode (no lone surrogates)"
-                ) from None
-        try:
-            payload = dump(job.get("payload", ""))
-            if payload.__class__ is not bytes:
-                payload = payload.encode() if isinstance(payload, str) else bytes(payload)
-        except Exception as exc:
-            raise InvalidJob(index, "payload", f"cannot be serialized: {exc}") from exc
-        score = _number(index, "score", job["score"]) if "score" in job else now
-        perform_in = _number(index, "perform_in", job["perform_in"]) if "perform_in" in job else now
-        result.append((job_id, payload, score, perform_in))
-    return result

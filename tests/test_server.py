@@ -247,9 +247,9 @@ def test_an_undecodable_payload_buries_its_own_job_and_the_batch_goes_on(
 ) -> None:
     OneShard.seen, OneShard.exhausted = [], []
     lowkiq.settings.workers = [OneShard]
-    OneShard.perform_async([{"id": "good", "payload": 1, "score": 1, "perform_in": 0}])
-    OneShard.queue().push([("bad", b"\xff{not json", 2.0, 0.0)])
-    OneShard.perform_async([{"id": "also-good", "payload": 3, "score": 3, "perform_in": 0}])
+    OneShard.perform_async([{"id": "good", "payload": 1, "score": 1, "perform_in": 1e9}])
+    OneShard.queue().push([("bad", b"\xff{not json", 2.0, 1e9)])
+    OneShard.perform_async([{"id": "also-good", "payload": 3, "score": 3, "perform_in": 1e9}])
     srv = server(workers=[OneShard])
     eventually(lambda: OneShard.queries().morgue_fetch(["bad"]))
     eventually(lambda: OneShard.metrics()["length"] == 0 and OneShard.seen)

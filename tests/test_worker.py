@@ -102,7 +102,7 @@ def test_a_job_lands_in_shard_crc32_of_its_id_modulo_shards_count(
     ShardWorker.shards_count = shards_count
     lowkiq.settings.workers = [ShardWorker]
     expected = crc32(str(job_id).encode()) % shards_count
-    ShardWorker.perform_async([{"id": job_id, "perform_in": 0}])
+    ShardWorker.perform_async([{"id": job_id}])
 
     queue = ShardWorker.queue()
     assert queue.shard_of(str(job_id)) == expected
@@ -202,10 +202,10 @@ def test_a_job_that_is_not_a_dict_raises_invalid_job(worker, redis_client, job):
 def test_a_valid_list_is_enqueued_and_an_empty_one_is_a_no_op(worker, redis_client):
     worker.perform_async([])
     assert redis_client.dbsize() == 0
-    worker.perform_async([GOOD, {"id": 2, "payload": None, "score": 1, "perform_in": 2.5}])
+    worker.perform_async([GOOD, {"id": 2, "payload": None, "score": 1, "perform_in": 1e9 + 2.5}])
     assert queued_ids(worker) == ["2", "good"]
     [job] = worker.queries().fetch([2])
-    assert job == {"id": "2", "payloads": [[None, 1.0]], "perform_in": 2.5, "retry_count": -1}
+    assert job == {"id": "2", "payloads": [[None, 1.0]], "perform_in": 1e9 + 2.5, "retry_count": -1}
 
 
 def test_ids_of_any_type_are_stored_as_str(worker):

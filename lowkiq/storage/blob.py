@@ -11,6 +11,12 @@ import struct
 from collections.abc import Iterable
 
 _HEADER = struct.Struct(">dI")
+_LENGTH = struct.Struct(">I")
+
+#: The score bytes of a payload enqueued without a score: a NaN (never a valid
+#: score), which the push script (``lua/push.lua``) replaces with Redis's time, so
+#: a producer's clock never orders payloads.  A stored blob never holds it.
+SCORE_NOW = b"\x7f\xf8\x00\x00\x00\x00\x00\x00"
 
 #: A job whose merged payloads number more than this, or whose blob passes
 #: :data:`SPILL_BYTES`, moves them to a sorted set of its own (see
@@ -27,19 +33,32 @@ BATCH_PAYLOADS = 250
 LUA_CONSTANTS = ("SPILL_PAYLOADS", "SPILL_BYTES", "BATCH_PAYLOADS")
 
 
-def pack(payloads: Iterable[tuple[bytes, float]]) -> bytes:
-    """Pack ``(payload, score)`` pairs; equal payloads keep the smallest score."""
+def pack(payloads: Iterable[tuple[bytes, float | None]]) -> bytes:
+    """Pack ``(payload, score)`` pairs; equal payloads keep the smallest score.
+
+    A score of ``None`` is "now on Redis's clock": packed as :data:`SCORE_NOW`, first
+    in the blob, for the push script to fill in (and merge with an equal payload's
+    explicit score, which it may be smaller or larger than)."""
     best: dict[bytes, float] = {}
+    now: dict[bytes, None] = {}  # payloads given without a score, in order
     for payload, score in payloads:
+        if score is None:
+            now[payload] = None
+            continue
         known = best.get(payload)
         if known is None or score < known:
             best[payload] = score
     ordered = sorted(best.items(), key=lambda item: (item[1], item[0]))
-    return b"".join(_HEADER.pack(score, len(payload)) + payload for payload, score in ordered)
+    return b"".join(
+        [SCORE_NOW + _LENGTH.pack(len(payload)) + payload for payload in now]
+        + [_HEADER.pack(score, len(payload)) + payload for payload, score in ordered]
+    )
 
 
-def pack_one(payload: bytes, score: float) -> bytes:
-    """Pack a single payload (the common case of ``perform_async``)."""
+def pack_one(payload: bytes, score: float | None) -> bytes:
+    """Pack a single payload (the common case of ``perform_async``); ``None``: now."""
+    if score is None:
+        return SCORE_NOW + _LENGTH.pack(len(payload)) + payload
     return _HEADER.pack(score, len(payload)) + payload
 
 

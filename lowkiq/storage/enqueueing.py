@@ -3,21 +3,27 @@ shard in one round trip (per master on a Redis Cluster), sent again under the ne
 layout when a reshard retired their shard.
 
 Each push is one Lua script call, so a crash between two calls leaves the queue
-consistent (see SPEC §4).
+consistent (see SPEC §4).  A call of more than :data:`ROUND_JOBS` jobs or
+:data:`ROUND_BYTES` bytes is sent in *rounds* of at most that much, one round trip
+each, so that no round keeps Redis busy for long (other clients are served between
+two rounds); a failure part-way says which job ids are enqueued.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
+import weakref
 import zlib
 from collections.abc import Iterable
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 import redis
-from redis.exceptions import RedisClusterException
+from redis.exceptions import NoScriptError, RedisClusterException
 
-from lowkiq.errors import EnqueueIncomplete
+from lowkiq.clients.connection import Client, pipelined
+from lowkiq.errors import EnqueueIncomplete, RedisFull, is_out_of_memory
 from lowkiq.storage import blob
 from lowkiq.storage.layout import Layout
 from lowkiq.storage.queue_base import QueueBase
@@ -29,9 +35,63 @@ def shard_of(job_id: str, shards_count: int, base: int = 0) -> int:
     return base + zlib.crc32(job_id.encode()) % shards_count
 
 
-#: A validated job ready to push: id, serialized payload, score, perform_in.
+#: A validated job ready to push: id, serialized payload, score, perform_in; a score
+#: or perform_in of ``None`` is "now" on Redis's clock, filled in by the push script.
 #: A plain tuple: enqueueing builds one per job, and a tuple is the cheapest.
-NewJob = tuple[str, bytes, float, float]
+NewJob = tuple[str, bytes, float | None, float | None]
+
+#: Push members ``id\0blob`` by (shard, perform_in); perform_in ``None`` (or ``''``,
+#: as the push script's arguments say it) is "now".
+Groups = dict[tuple[int, float | str | None], list[bytes]]
+
+#: At most so many jobs in one round (one round trip, a MULTI of push calls): the
+#: push script costs about 5 µs a new job and 15-20 µs a job merged onto a queued
+#: one, so a round keeps Redis busy some 5-20 ms.  (It also bounds the ARGV strings
+#: of one script call, which Lua interns: many long payloads alike in the bytes its
+#: string hash samples cost it time quadratic in their number.)
+ROUND_JOBS = 1000
+#: At most so many bytes of members (``id``, 13 bytes, payload) in one round, at
+#: 2-4 ns a byte in the push script.  A single larger job goes in a round of its own.
+ROUND_BYTES = 4 * 1024 * 1024
+
+#: Redis's default ``proto-max-bulk-len``: the largest argument it accepts (bytes).
+DEFAULT_BULK_LEN = 512 * 1024 * 1024
+#: The smallest ``proto-max-bulk-len`` Redis allows: a member this long always fits.
+MIN_BULK_LEN = 1024 * 1024
+_BULK_LENS: weakref.WeakKeyDictionary[Client, int] = weakref.WeakKeyDictionary()
+_BULK_LOCK = threading.Lock()
+
+
+def max_bulk_len(client: Client) -> int:
+    """Redis's ``proto-max-bulk-len``, read once per client with ``CONFIG GET`` (the
+    smallest of a cluster's answers); :data:`DEFAULT_BULK_LEN` when ``CONFIG`` is
+    forbidden or renamed, as on managed Redis."""
+    with _BULK_LOCK:
+        known = _BULK_LENS.get(client)
+    if known is not None:
+        return known
+    try:
+        reply: Any = client.config_get("proto-max-bulk-len")
+    except redis.ResponseError:  # NOPERM, or an unknown (renamed) command
+        reply = {}
+    limit = min(_bulk_lens(reply), default=DEFAULT_BULK_LEN)
+    with _BULK_LOCK:
+        _BULK_LENS[client] = limit
+    return limit
+
+
+def _bulk_lens(reply: Any) -> list[int]:
+    """The ``proto-max-bulk-len`` values in a ``CONFIG GET`` reply (a dict, or on a
+    cluster a dict per node)."""
+    if not isinstance(reply, dict):
+        return []
+    found: list[int] = []
+    for key, value in reply.items():
+        if isinstance(value, dict):
+            found += _bulk_lens(value)
+        elif (key.decode() if isinstance(key, bytes) else key) == "proto-max-bulk-len":
+            found.append(int(value))
+    return found
 
 
 #: What the push script replies when its shard was retired by a reshard.
@@ -54,15 +114,14 @@ def _pushed_ids(by_shard: dict[int, list[Any]], shards: Iterable[int]) -> list[s
     return ids
 
 
-def _grouped_unique(
-    jobs: list[NewJob], shards_count: int
-) -> dict[tuple[int, float], list[bytes]] | None:
+def _grouped_unique(jobs: list[NewJob], shards_count: int) -> Groups | None:
     """Members ``id\\0blob`` by (shard, perform_in), or ``None`` when an id repeats.
     The common case of a call with distinct ids."""
     if len(set(map(itemgetter(0), jobs))) != len(jobs):
         return None
-    by_shard: list[dict[float, list[bytes]] | None] = [None] * shards_count
-    used: list[tuple[int, dict[float, list[bytes]]]] = []  # by_shard's in use, first come first
+    by_shard: list[dict[float | str | None, list[bytes]] | None] = [None] * shards_count
+    # by_shard's in use, first come first
+    used: list[tuple[int, dict[float | str | None, list[bytes]]]] = []
     crc32, pack_one = zlib.crc32, blob.pack_one
     for job_id, payload, score, perform_in in jobs:
         id_bytes = job_id.encode()
@@ -82,17 +141,17 @@ def _grouped_unique(
     }
 
 
-def _grouped(jobs: list[NewJob], shards_count: int) -> dict[tuple[int, float], list[bytes]]:
+def _grouped(jobs: list[NewJob], shards_count: int) -> Groups:
     """Members by (shard, perform_in), the payloads of one id packed into one member
     (the id's first perform_in)."""
-    by_id: dict[str, tuple[float, list[tuple[bytes, float]]]] = {}
+    by_id: dict[str, tuple[float | None, list[tuple[bytes, float | None]]]] = {}
     for job_id, payload, score, perform_in in jobs:
         entry = by_id.get(job_id)
         if entry is None:
             by_id[job_id] = (perform_in, [(payload, score)])
         else:
             entry[1].append((payload, score))
-    groups: dict[tuple[int, float], list[bytes]] = {}
+    groups: Groups = {}
     for job_id, (perform_in, payloads) in by_id.items():
         id_bytes = job_id.encode()
         key = (zlib.crc32(id_bytes) % shards_count, perform_in)
@@ -100,24 +159,69 @@ def _grouped(jobs: list[NewJob], shards_count: int) -> dict[tuple[int, float], l
     return groups
 
 
-def _push_args(
-    groups: dict[tuple[int, float], list[bytes]], base: int, now: float | str
-) -> dict[int, list[Any]]:
+def _rounds(groups: Groups, max_jobs: int, max_bytes: int) -> list[Groups]:
+    """``groups`` cut into rounds of at most ``max_jobs`` members and ``max_bytes``
+    bytes of members (a member larger than that alone), in order."""
+    rounds: list[Groups] = []
+    current: Groups = {}
+    jobs = size = 0
+    for key, members in groups.items():
+        start = 0
+        while start < len(members):
+            piece = members[start : start + max_jobs - jobs]
+            take, taken_size = _fitting(piece, max_bytes - size)
+            if take == 0 and not current:  # one member larger than a round
+                take, taken_size = 1, len(piece[0])
+            if take:
+                current.setdefault(key, []).extend(piece[:take])
+                jobs, size, start = jobs + take, size + taken_size, start + take
+            if take < len(piece) or jobs >= max_jobs:
+                rounds.append(current)
+                current, jobs, size = {}, 0, 0
+    if current:
+        rounds.append(current)
+    return rounds
+
+
+def _fitting(members: list[bytes], room: int) -> tuple[int, int]:
+    """How many of ``members``, from the first, fit in ``room`` bytes, and their size."""
+    total = sum(map(len, members))
+    if total <= room:
+        return len(members), total
+    size = 0
+    for count, member in enumerate(members):
+        if size + len(member) > room:
+            return count, size
+        size += len(member)
+    return len(members), size  # not reached: the members did not fit
+
+
+def _round_ids(rounds: Iterable[Groups]) -> list[str]:
+    """The job ids of ``rounds``' members, in order."""
+    return [
+        member.split(b"\0", 1)[0].decode()
+        for groups in rounds
+        for members in groups.values()
+        for member in members
+    ]
+
+
+def _push_args(groups: Groups, base: int, now: float | str) -> dict[int, list[Any]]:
     """The push script's arguments per shard (``base`` + the group's shard): ``now``,
-    then per perform_in: perform_in, count, members."""
+    then per perform_in: perform_in (``''``: now), count, members."""
     by_shard: dict[int, list[Any]] = {}
     for (shard, perform_in), members in groups.items():
         args = by_shard.get(base + shard)
         if args is None:
             args = by_shard[base + shard] = [now]
-        args += (perform_in, len(members))
+        args += ("" if perform_in is None else perform_in, len(members))
         args += members
     return by_shard
 
 
 def _rerouted(refused: list[list[Any]], layout: Layout) -> dict[int, list[Any]]:
     """The push arguments of shards that refused them, regrouped by ``layout``'s shards."""
-    groups: dict[tuple[int, float], list[bytes]] = {}
+    groups: Groups = {}
     for args in refused:
         i = 1
         while i < len(args):
@@ -136,18 +240,64 @@ def _incomplete(
     return EnqueueIncomplete(
         f"{queue}: {failure}: {len(enqueued)} job id(s) enqueued, {len(missing)} not "
         f"confirmed (enqueueing them again is safe: jobs of one id merge): not "
-        f"confirmed: {missing[:20]}" + (" ..." if len(missing) > 20 else ""),
+        f"confirmed: {_sample(missing)}",
         enqueued,
         missing,
     )
 
 
-def _incomplete_shards(
-    queue: str, failure: str, by_shard: dict[int, list[Any]], done: list[int]
-) -> EnqueueIncomplete:
-    """The error of a push whose shards ``done`` wrote their jobs, the others maybe not."""
-    pending = [shard for shard in by_shard if shard not in done]
-    return _incomplete(queue, failure, _pushed_ids(by_shard, done), _pushed_ids(by_shard, pending))
+def _full(queue: str, enqueued: list[str], missing: list[str]) -> RedisFull:
+    """The error of a push Redis refused for want of memory after ``enqueued`` ran."""
+    return RedisFull(
+        f"{queue}: Redis is full: it reached maxmemory and refused the write (OOM "
+        f"command not allowed): {len(enqueued)} job id(s) enqueued, {len(missing)} not "
+        f"enqueued; free memory or raise maxmemory, then enqueue those again: "
+        f"{_sample(missing)}",
+        enqueued,
+        missing,
+    )
+
+
+def _sample(ids: list[str]) -> str:
+    """The first ids of a list, for a message."""
+    return f"{ids[:20]}" + (" ..." if len(ids) > 20 else "")
+
+
+class _PushFailed(Exception):
+    """Push calls failed: the job ids ``enqueued`` ran, ``missing`` did not or are not
+    confirmed.  ``plain``: the error of a single server's call, raised as it is when
+    it concerns a whole call of one round (as ``perform_async`` always did)."""
+
+    def __init__(
+        self,
+        failure: str,
+        cause: Exception | None,
+        enqueued: list[str],
+        missing: list[str],
+        plain: bool = False,
+    ) -> None:
+        super().__init__(failure)
+        self.failure = failure
+        self.cause = cause
+        self.enqueued = enqueued
+        self.missing = missing
+        self.plain = plain
+
+
+def _oom_first(errors: list[Exception]) -> Exception:
+    """The error to report of several: a refusal for want of memory, else the first."""
+    return next((error for error in errors if is_out_of_memory(error)), errors[0])
+
+
+def _failure(queue: str, failed: _PushFailed, before: list[str], after: list[str]) -> Exception:
+    """The error ``perform_async`` raises when a round failed after the ids ``before``
+    were enqueued, ``after`` being the ids of the rounds not sent."""
+    enqueued, missing = before + failed.enqueued, failed.missing + after
+    if failed.cause is not None and is_out_of_memory(failed.cause):
+        return _full(queue, enqueued, missing)
+    if failed.plain and failed.cause is not None and not before and not after:
+        return failed.cause
+    return _incomplete(queue, failed.failure, enqueued, missing)
 
 
 class Enqueueing(QueueBase):
@@ -155,9 +305,13 @@ class Enqueueing(QueueBase):
 
     def push(self, jobs: Iterable[NewJob], now: float | None = None) -> None:
         """Enqueue jobs in one round trip (a script call per shard, in one transaction);
-        same-id jobs merge (SPEC §3 rule 2).
+        same-id jobs merge (SPEC §3 rule 2).  A call of more than :data:`ROUND_JOBS`
+        jobs or :data:`ROUND_BYTES` bytes takes a round trip per round.
 
-        On a Redis Cluster, a round trip per master; when one fails,
+        Redis refusing a write for want of memory raises
+        :class:`~lowkiq.errors.RedisFull`, which says which job ids are enqueued
+        (none, when the call fit in one round).  On a Redis Cluster, a round trip per
+        master; when one fails, or a later round of a split call fails,
         :class:`~lowkiq.errors.EnqueueIncomplete` says which jobs are enqueued.
         The jobs of a shard a reshard retired (the push script refuses them and
         writes nothing) are sent again under the queue's new layout; refused
@@ -165,46 +319,94 @@ class Enqueueing(QueueBase):
         enqueued.
         """
         jobs = jobs if isinstance(jobs, list) else list(jobs)
-        current = self.layout
-        groups = _grouped_unique(jobs, current.count)
+        layout = self.layout
+        groups = _grouped_unique(jobs, layout.count)
         if groups is None:  # an id more than once: its payloads merge into one member
-            groups = _grouped(jobs, current.count)
-        by_shard = _push_args(groups, current.base, "" if now is None else now)
+            groups = _grouped(jobs, layout.count)
+        rounds = _rounds(groups, ROUND_JOBS, ROUND_BYTES)
+        for number, part in enumerate(rounds):
+            by_shard = _push_args(part, layout.base, "" if now is None else now)
+            if number and self.layout != layout:  # an earlier round met a reshard
+                by_shard = _rerouted(list(by_shard.values()), self.layout)
+            try:
+                self._push_round(by_shard)
+            except _PushFailed as failed:
+                before, after = _round_ids(rounds[:number]), _round_ids(rounds[number + 1 :])
+                error = _failure(self.name, failed, before, after)
+                raise error from (None if error is failed.cause else failed.cause)
+
+    def _push_round(self, by_shard: dict[int, list[Any]]) -> None:
+        """Push one round, following a reshard up to REROUTES times."""
         done: list[str] = []  # ids whose push ran
         for _ in range(REROUTES):
-            refused = self._send_pushes(by_shard)
+            try:
+                refused = self._send_pushes(by_shard)
+            except _PushFailed as failed:
+                failed.enqueued[:0] = done
+                raise
             if not refused:
                 return
             done += _pushed_ids(by_shard, [shard for shard in by_shard if shard not in refused])
-            current = self.refresh_layout()
-            by_shard = _rerouted([by_shard[shard] for shard in refused], current)
-        raise _incomplete(
-            self.name,
-            f"the queue was resharded {REROUTES} times during one enqueue",
-            done,
-            _pushed_ids(by_shard, by_shard),
-        )
+            by_shard = _rerouted([by_shard[shard] for shard in refused], self.refresh_layout())
+        failure = f"the queue was resharded {REROUTES} times during one enqueue"
+        raise _PushFailed(failure, None, done, _pushed_ids(by_shard, by_shard))
 
     def _send_pushes(self, by_shard: dict[int, list[Any]]) -> list[int]:
-        """Run the push script of each shard; returns the shards that refused (retired)."""
-        if len(by_shard) == 1:
-            ((shard, args),) = by_shard.items()
-            replies = [self.write("push", [self._prefixes[shard]], *args)]
-        elif self.replication is not None:
+        """Run the push script of each shard; returns the shards that refused (retired).
+        A failure raises :class:`_PushFailed`."""
+        if self.replication is not None and len(by_shard) > 1:
             replies = self._push_one_by_one(by_shard)
-        elif self.cluster:
+        elif self.cluster and len(by_shard) > 1:
             replies = self._push_per_master(by_shard)
         else:
-            calls = [("push", shard, args) for shard, args in by_shard.items()]
-            replies = self.run_pipelined(calls, True)
+            replies = self._push_in_one_write(by_shard)
         return [shard for shard, reply in zip(by_shard, replies, strict=True) if reply == REFUSED]
+
+    def _push_in_one_write(self, by_shard: dict[int, list[Any]]) -> list[Any]:
+        """The push calls on one server: a single call, or several in one MULTI; returns
+        their replies, or raises :class:`_PushFailed` naming the shards that ran."""
+        try:
+            if len(by_shard) == 1:
+                ((shard, args),) = by_shard.items()
+                replies = [self.write("push", [self._prefixes[shard]], *args)]
+            else:
+                replies = self._push_in_transaction(by_shard)
+        except (redis.RedisError, RedisClusterException) as exc:
+            raise _PushFailed(str(exc), exc, [], _pushed_ids(by_shard, by_shard), True) from exc
+        errors = [reply for reply in replies if isinstance(reply, Exception)]
+        if errors:
+            done = [s for s, r in zip(by_shard, replies, strict=True) if not _failed(r)]
+            pending = [shard for shard in by_shard if shard not in done]
+            error = _oom_first(errors)
+            raise _PushFailed(
+                str(error), error, _pushed_ids(by_shard, done), _pushed_ids(by_shard, pending), True
+            )
+        return replies
+
+    def _push_in_transaction(self, by_shard: dict[int, list[Any]]) -> list[Any]:
+        """The push calls in one MULTI; their replies, an error reply in its place (a call
+        Redis refused for want of memory wrote nothing, the others ran)."""
+        client = cast(redis.Redis, self.client)
+        push = self.scripts.push
+        commands = [
+            ("EVALSHA", push.sha, 1, self._prefixes[shard], *args)
+            for shard, args in by_shard.items()
+        ]
+        replies = pipelined(client, commands, True)
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if missing:  # a restarted or flushed server
+            client.script_load(push.script)
+            again = pipelined(client, [commands[i] for i in missing], True)
+            for i, reply in zip(missing, again, strict=True):
+                replies[i] = reply
+        return replies
 
     def _push_per_master(self, by_shard: dict[int, list[Any]]) -> list[Any]:
         """The push calls of a cluster, one write per master, all sent before any reply
         is read; returns their replies in the order of ``by_shard``.  The shards whose
         master failed, or whose call had an error reply, are tried once more after
         reloading the slot map (a replica may have taken over); then
-        :class:`EnqueueIncomplete` names what is enqueued."""
+        :class:`_PushFailed` names what is enqueued."""
         cluster: Any = self.client
         push = self.scripts.push
         pending: list[int] = list(by_shard)
@@ -222,14 +424,17 @@ class Enqueueing(QueueBase):
                 ],
             )
             failed: list[int] = []
+            errors: list[Exception] = []
             for (master, (_, shards)), outcome in zip(by_master.items(), outcomes, strict=True):
                 if isinstance(outcome, redis.RedisError):
                     failed += shards
+                    errors.append(outcome)
                     failure = f"Redis master {master} failed ({outcome})"
                     continue
                 for shard, reply in zip(shards, outcome, strict=True):
                     if isinstance(reply, Exception):
                         failed.append(shard)
+                        errors.append(reply)
                         failure = f"a push on Redis master {master} failed ({reply})"
                     else:
                         replies[shard] = reply
@@ -240,16 +445,25 @@ class Enqueueing(QueueBase):
                 with contextlib.suppress(redis.RedisError, RedisClusterException):
                     cluster.nodes_manager.initialize()
         done = [shard for shard, reply in replies.items() if reply != REFUSED]
-        raise _incomplete_shards(self.name, failure, by_shard, done)
+        missing = [shard for shard in by_shard if shard not in done]
+        ids = _pushed_ids(by_shard, done), _pushed_ids(by_shard, missing)
+        raise _PushFailed(failure, _oom_first(errors), *ids)
 
     def _push_one_by_one(self, by_shard: dict[int, list[Any]]) -> list[Any]:
         """The push calls, a round trip per shard (each waits for the replicas); returns
-        their replies."""
+        their replies, or raises :class:`_PushFailed` naming the shards that ran."""
         replies: list[Any] = []
         for shard, args in by_shard.items():
             try:
                 replies.append(self.write("push", [self._prefixes[shard]], *args))
             except (redis.RedisError, RedisClusterException) as exc:
                 done = [s for s, reply in zip(by_shard, replies, strict=False) if reply != REFUSED]
-                raise _incomplete_shards(self.name, str(exc), by_shard, done) from exc
+                missing = [s for s in by_shard if s not in done]
+                ids = _pushed_ids(by_shard, done), _pushed_ids(by_shard, missing)
+                raise _PushFailed(str(exc), exc, *ids) from exc
         return replies
+
+
+def _failed(reply: Any) -> bool:
+    """Whether a push reply says its jobs were not written (an error, or refused)."""
+    return isinstance(reply, Exception) or reply == REFUSED

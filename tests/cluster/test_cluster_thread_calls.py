@@ -10,7 +10,7 @@ from lowkiq.clients.cluster import ClusterThreadClient
 from lowkiq.storage.queue import ACK_FENCED, Queue
 from tests.leasing import token
 
-NOW = 1_000_000.0
+NOW = 1_000_000_000.0
 
 
 class Spread(lowkiq.Worker):

@@ -26,7 +26,7 @@ from tests.runtime.serving import (
     turn_until,
 )
 
-NOW = 1_000_000.0
+NOW = 1_000_000_000.0
 
 
 class Rounds(lowkiq.Worker):

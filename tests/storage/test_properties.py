@@ -75,6 +75,8 @@ fuzzed_jobs = st.fixed_dictionaries(
     {"id": ids},
     optional={"payload": payloads, "score": numbers, "perform_in": numbers, "extra": st.just(1)},
 )
+#: A unix time (2023-11-14) the jobs' explicit perform_in values are near.
+BASE = 1_700_000_000
 #: Valid jobs over a few ids and payloads, so that calls merge onto each other.
 merging_jobs = st.fixed_dictionaries(
     {"id": st.sampled_from(["a", "ü", 7, 7.5])},
@@ -83,7 +85,7 @@ merging_jobs = st.fixed_dictionaries(
             [{"b": 1, "a": [2, None]}, "x", 3, [], {"a": [2, None], "b": 1}]
         ),
         "score": st.integers(0, 4),
-        "perform_in": st.integers(0, 4),
+        "perform_in": st.integers(0, 4).map(lambda n: BASE + n),
     },
 )
 jobs = st.one_of(merging_jobs, merging_jobs, merging_jobs, fuzzed_jobs)
@@ -106,21 +108,42 @@ def reference_number(value: Any) -> float:
     return number
 
 
-def reference_job(job: dict[str, Any], now: float) -> tuple[str, bytes, float, float]:
-    """A job as SPEC §2 defines it, or ``ValueError`` when it is not one."""
+def reference_time(value: Any) -> float:
+    """A perform_in: a unix time from 2001-01-01 to 2200-01-01."""
+    number = reference_number(value)
+    if not 978_307_200 <= number < 7_258_118_400:
+        raise ValueError(value)
+    return number
+
+
+#: A time known to lie between two readings of Redis's clock (one reading for a
+#: value given by the caller).
+Span = tuple[float, float]
+
+
+def reference_job(job: dict[str, Any], now: Span) -> tuple[str, bytes, Span, Span]:
+    """A job as SPEC §2 defines it, or ``ValueError`` when it is not one; a missing
+    score or perform_in is Redis's time during the call, ``now``."""
     if set(job) - {"id", "payload", "score", "perform_in"} or job.get("id") is None:
+        raise ValueError(job)
+    if isinstance(job["id"], (bytes, bool)):
         raise ValueError(job)
     try:
         job_id = str(job["id"])
         job_id.encode()
         payload = reference_payload(job.get("payload", ""))
-        score = reference_number(job["score"]) if "score" in job else now
-        perform_in = reference_number(job["perform_in"]) if "perform_in" in job else now
+        score = (reference_number(job["score"]),) * 2 if "score" in job else now
+        perform_in = (reference_time(job["perform_in"]),) * 2 if "perform_in" in job else now
     except (ValueError, TypeError, OverflowError, UnicodeEncodeError) as exc:
         raise ValueError(job) from exc
     if "\0" in job_id:
         raise ValueError(job)
     return job_id, payload, score, perform_in
+
+
+def redis_time(client: redis.Redis) -> float:
+    seconds, micros = client.time()
+    return seconds + micros / 1e6
 
 
 def snapshot(client: redis.Redis) -> dict[bytes, bytes | None]:
@@ -130,39 +153,49 @@ def snapshot(client: redis.Redis) -> dict[bytes, bytes | None]:
 @given(calls=st.lists(st.lists(jobs, min_size=1, max_size=4), min_size=1, max_size=4))
 @PROPERTY_SETTINGS
 def test_perform_async_enqueues_what_the_merge_rules_predict_or_changes_nothing(
-    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch, calls: list[list[dict[str, Any]]]
+    redis_client: redis.Redis, calls: list[list[dict[str, Any]]]
 ) -> None:
     redis_client.flushall()
     lowkiq.settings.workers = [FuzzWorker]
     model: dict[str, dict[str, Any]] = {}
-    clock = [1_700_000_000.0]
-    monkeypatch.setattr("lowkiq.worker.time.time", lambda: clock[0])
     for call in calls:
-        clock[0] += 1.0
+        start = redis_time(redis_client)
         try:
-            expected = [reference_job(job, clock[0]) for job in call]
+            checked = [reference_job(job, (start, start)) for job in call]
         except ValueError:
-            expected = None
+            checked = None
         before = snapshot(redis_client)
-        if expected is None:
+        if checked is None:
             with pytest.raises(InvalidJob):
                 FuzzWorker.perform_async(call)
             assert snapshot(redis_client) == before
             continue
         FuzzWorker.perform_async(call)
+        now = (start, redis_time(redis_client))
+        expected = [reference_job(job, now) for job in call]
         for job_id, payload, score, perform_in in expected:
             queued = model.setdefault(job_id, {"payloads": {}, "perform_in": perform_in})
             known = queued["payloads"].get(payload)
-            queued["payloads"][payload] = score if known is None else min(known, score)
+            queued["payloads"][payload] = score if known is None else _earlier(known, score)
 
     found = FuzzWorker.queries().range_by_id("-", "+", limit=1000)
     assert sorted(job["id"] for job in found) == sorted(model)
     for job in found:
         queued = model[job["id"]]
         stored = [[reference_payload(payload), score] for payload, score in job["payloads"]]
-        assert stored == sorted(([p, s] for p, s in queued["payloads"].items()), key=_by_score)
-        assert (job["perform_in"], job["retry_count"]) == (queued["perform_in"], -1)
+        assert stored == sorted(stored, key=_by_score)
+        assert {payload for payload, _ in stored} == set(queued["payloads"])
+        for payload, score in stored:
+            low, high = queued["payloads"][payload]
+            assert low <= score <= high
+        low, high = queued["perform_in"]
+        assert low <= job["perform_in"] <= high and job["retry_count"] == -1
         assert "error" not in job
+
+
+def _earlier(a: Span, b: Span) -> Span:
+    """The smaller of two times known within spans lies within this span."""
+    return min(a[0], b[0]), min(a[1], b[1])
 
 
 def _by_score(pair: list[Any]) -> tuple[float, bytes]:

@@ -171,8 +171,9 @@ def test_morgue_range_by_id_limit(morgue):
 
 @pytest.fixture
 def scheduled(sharded_worker):
-    """Ids "0".."9" spread over five shards, perform_in 100.5 + n."""
-    sharded_worker.perform_async([{"id": n, "perform_in": 100.5 + n} for n in range(10)])
+    """Ids "0".."9" spread over five shards, perform_in 100.5 + n (pushed below
+    perform_async, which takes only timestamps from 2001 on: the bounds read plainly)."""
+    sharded_worker.queue().push([(str(n), b'""', None, 100.5 + n) for n in range(10)])
     return sharded_worker
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from web_support import MailWorker, OrderWorker, bury, enqueue, fail_all, post
+from web_support import LONG_AGO, MailWorker, OrderWorker, bury, enqueue, fail_all, post
 
 from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client)
 
@@ -96,7 +96,7 @@ def test_read_only_refuses_every_action(workers):
 def test_orphaned_batches_are_put_back_from_the_busy_page(client):
     from lowkiq.ownership import leases
 
-    enqueue(OrderWorker, 3, perform_in=0)
+    enqueue(OrderWorker, 3, perform_in=LONG_AGO)
     queue = OrderWorker.queue()
     busy = 0
     for shard in queue.shards:  # a process took a batch of each shard, then died

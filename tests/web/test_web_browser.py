@@ -15,6 +15,7 @@ import urllib.parse
 import pytest
 from web_support import (
     ARTIFACTS,
+    LONG_AGO,
     REPO,
     MailWorker,
     OrderWorker,
@@ -47,7 +48,7 @@ def test_dashboard_counts_change_without_reload(page, live_server):
     page.select_option("select[name=interval]", "2")
     expect(page.locator("#live")).to_have_attribute("hx-trigger", "every 2s")
     marker = page.evaluate("() => (window.lowkiqMarker = 42)")
-    enqueue(MailWorker, 7, perform_in=0)
+    enqueue(MailWorker, 7, perform_in=LONG_AGO)
     bury(ReportWorker, 3)
     expect(page.locator("#total-dead")).to_have_text("3", timeout=10_000)
     assert page.locator("#total-enqueued").inner_text() == "1.2K"
@@ -255,7 +256,7 @@ def hover(page, chart_id, at):
 def test_live_chart_draws_stored_history_reads_out_on_hover_and_updates(page, live_server):
     now = time.time()
     minute = int(now // 60)
-    enqueue(OrderWorker, 120, perform_in=0)
+    enqueue(OrderWorker, 120, perform_in=LONG_AGO)
     process(OrderWorker, 120)
     record_history(OrderWorker, (minute - 3) * 60 + 10, batches=120)  # 2 jobs/s then
     page.goto(live_server + "/")
@@ -286,7 +287,7 @@ def test_live_chart_draws_stored_history_reads_out_on_hover_and_updates(page, li
         }"""
     )
     page.select_option("select[name=interval]", "2")
-    enqueue(MailWorker, 40, perform_in=0)
+    enqueue(MailWorker, 40, perform_in=LONG_AGO)
     process(MailWorker, 40)
     # New counts come in with the next refreshes; the chart keeps its canvas and redraws.
     page.wait_for_function(

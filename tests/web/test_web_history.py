@@ -8,7 +8,15 @@ import re
 import time
 
 import pytest
-from web_support import MailWorker, OrderWorker, enqueue, fail_all, process, record_history
+from web_support import (
+    LONG_AGO,
+    MailWorker,
+    OrderWorker,
+    enqueue,
+    fail_all,
+    process,
+    record_history,
+)
 
 import lowkiq
 from lowkiq_web import chart, history_charts
@@ -103,10 +111,10 @@ def test_a_fresh_dashboard_chart_starts_from_the_stored_history(client):
     now = time.time()
     minute = int(now // 60)
     # 120 jobs processed three minutes ago, 60 failed two minutes ago.
-    enqueue(OrderWorker, 120, perform_in=0)
+    enqueue(OrderWorker, 120, perform_in=LONG_AGO)
     process(OrderWorker, 120)
     record_history(OrderWorker, (minute - 3) * 60 + 10, batches=120)
-    enqueue(MailWorker, 60, perform_in=0)
+    enqueue(MailWorker, 60, perform_in=LONG_AGO)
     fail_all(MailWorker)
     record_history(MailWorker, (minute - 2) * 60 + 10, batches=60, failed=True)
     html = client.get("/live").get_data(as_text=True)

@@ -8,7 +8,7 @@ import re
 import time
 
 import redis
-from web_support import MailWorker, OrderWorker, bury, enqueue, fail_all, hold
+from web_support import LONG_AGO, MailWorker, OrderWorker, bury, enqueue, fail_all, hold
 
 import lowkiq
 from lowkiq.embedded import EmbeddedServer, project_server_url
@@ -53,7 +53,7 @@ def test_live_fragment_keeps_history_and_honours_pause(client):
     assert 'hx-trigger="every 2s"' in first
     history = re.search(r'name="history" value="([^"]*)"', first).group(1)
     assert len(history.split(",")) == 1
-    enqueue(OrderWorker, 3, perform_in=0)
+    enqueue(OrderWorker, 3, perform_in=LONG_AGO)
     fail_all(OrderWorker)
     second = client.get("/live", query_string={"history": history, "paused": "1"})
     html = second.get_data(as_text=True)
@@ -87,8 +87,12 @@ def test_enqueued_by_id_paginates_with_a_cursor(client):
 
 def test_enqueued_by_perform_in_pages_through_ties(client):
     # 60 jobs with two perform_in values: page boundaries fall inside tie groups.
-    OrderWorker.perform_async([{"id": f"a{i:02d}", "perform_in": 100.0} for i in range(37)])
-    OrderWorker.perform_async([{"id": f"b{i:02d}", "perform_in": 200.0} for i in range(23)])
+    OrderWorker.perform_async(
+        [{"id": f"a{i:02d}", "perform_in": LONG_AGO + 100} for i in range(37)]
+    )
+    OrderWorker.perform_async(
+        [{"id": f"b{i:02d}", "perform_in": LONG_AGO + 200} for i in range(23)]
+    )
     for direction, expected in (
         ("asc", [f"a{i:02d}" for i in range(37)] + [f"b{i:02d}" for i in range(23)]),
         (
@@ -120,7 +124,7 @@ def test_enqueued_filters_from_a_value(client):
 
 
 def test_fresh_and_retries_links_filter_by_retry_count(client):
-    enqueue(OrderWorker, 4, perform_in=0)
+    enqueue(OrderWorker, 4, perform_in=LONG_AGO)
     fail_all(OrderWorker)  # the 4 jobs now have retry_count 0
     OrderWorker.perform_async([{"id": "new"}])
     fresh = client.get("/OrderWorker/enqueued?by=retry_count&dir=desc&from=-1")
@@ -150,7 +154,7 @@ def test_dead_list_by_updated_at_and_id(client):
 
 
 def test_busy_lists_the_processing_area(client):
-    enqueue(MailWorker, 3, perform_in=0)
+    enqueue(MailWorker, 3, perform_in=LONG_AGO)
     held = hold(MailWorker)
     html = client.get("/MailWorker/busy").get_data(as_text=True)
     assert ids_on(html) == sorted(held) == ["j0000", "j0001", "j0002"]
@@ -170,7 +174,7 @@ def test_job_view_finds_a_job_wherever_it_is(client):
 
 def test_user_data_is_escaped(client):
     evil = '<script>alert("x")</script>'
-    OrderWorker.perform_async([{"id": evil, "payload": {"html": evil}, "perform_in": 0}])
+    OrderWorker.perform_async([{"id": evil, "payload": {"html": evil}, "perform_in": LONG_AGO}])
     fail_all(OrderWorker, error=evil, max_retry_count=0)
     for url in ("/OrderWorker/dead", "/OrderWorker/job?id=" + evil):
         html = client.get(url, query_string=None).get_data(as_text=True)
@@ -208,7 +212,7 @@ def walk(client, url: str) -> list[str]:
 
 
 def test_retry_count_order_pages_from_fresh_into_retries(client):
-    enqueue(OrderWorker, 30, prefix="r", perform_in=0)
+    enqueue(OrderWorker, 30, prefix="r", perform_in=LONG_AGO)
     fail_all(OrderWorker)  # 30 jobs with retry_count 0
     fresh = enqueue(OrderWorker, 30, prefix="f")
     asc = walk(client, "/OrderWorker/enqueued?by=retry_count&dir=asc")

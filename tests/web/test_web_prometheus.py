@@ -13,6 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from test_web_mounting import REPO, _free_port, _wait_for
 from web_support import (
+    LONG_AGO,
     MailWorker,
     OrderWorker,
     bury,
@@ -40,7 +41,7 @@ def value(samples: dict, name: str, **labels: str) -> float:
 
 
 def test_metrics_are_the_prometheus_text_format_of_every_worker(client):
-    enqueue(OrderWorker, 30, perform_in=0)
+    enqueue(OrderWorker, 30, perform_in=LONG_AGO)
     process(OrderWorker, 20)
     fail_all(OrderWorker)  # the 10 left fail once
     bury(MailWorker, 4)
@@ -133,7 +134,7 @@ def test_every_gunicorn_process_answers_the_same_figures(workers, redis_url, tmp
         "lowkiq.settings.workers = [OrderWorker]\n"
     )
     lowkiq.settings.workers = [OrderWorker]
-    enqueue(OrderWorker, 12, perform_in=0)
+    enqueue(OrderWorker, 12, perform_in=LONG_AGO)
     process(OrderWorker, 7)
     port = _free_port()
     url = f"http://127.0.0.1:{port}/metrics"

@@ -60,6 +60,10 @@ def post(
     return client.post(prefix + url, data=form, headers=headers)
 
 
+#: A ``perform_in`` long past (2001-09-09): due at once, the earliest of any job.
+LONG_AGO = 1_000_000_000.0
+
+
 def enqueue(worker: type[lowkiq.Worker], count: int, prefix: str = "j", **fields: Any) -> list[str]:
     """Enqueue ``count`` jobs ``j0000``… (payload ``{"n": i}``); returns their ids.
 
@@ -85,7 +89,7 @@ def fail_all(worker: type[lowkiq.Worker], error: str = "boom", max_retry_count: 
 
 def bury(worker: type[lowkiq.Worker], count: int, error: str = "boom") -> list[str]:
     """Put ``count`` jobs straight into the morgue; returns their ids."""
-    ids = enqueue(worker, count, prefix="d", perform_in=0)
+    ids = enqueue(worker, count, prefix="d", perform_in=LONG_AGO)
     fail_all(worker, error, max_retry_count=0)
     return ids
 

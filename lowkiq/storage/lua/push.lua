@@ -1,21 +1,44 @@
 -- push: enqueue jobs of one shard, merging onto queued jobs of the same id
 -- (SPEC §3 rule 2).
 -- KEYS[1]  the shard's prefix `lowkiq:{name:shard}:` (every key is derived from it)
--- ARGV[1]  now (unix seconds): '' for Redis's clock (a test may fix it); only
---          whether a job is due, to wake the shard's thread (perform_in is the caller's)
--- ARGV[2..]  groups of jobs sharing a perform_in: perform_in, count, then
---            `count` members `id \0 blob` (ids are unique within one call)
+-- ARGV[1]  now (unix seconds): '' for Redis's clock (a test may fix it); the
+--          perform_in and score of jobs given none, and whether a job is due (to
+--          wake the shard's thread)
+-- ARGV[2..]  groups of jobs sharing a perform_in: perform_in ('' for now), count,
+--            then `count` members `id \0 blob` (ids are unique within one call); a
+--            payload given no score carries SCORE_NOW, first in its blob
 -- Writes: fresh_lex_zset, retry_lex_zset, payloads_zset(id) of hot ids,
 --   perform_in_zset, wake_list
 -- Returns: the number of jobs given, or -1 (and nothing written) when a
 --   reshard retired the shard: the caller pushes them again under the new layout
 if retired() then return -1 end
 local now = clock(ARGV[1])
+local now_score = tonumber(now)
+
+-- A member with every SCORE_NOW of its blob (lowkiq.storage.blob: a NaN, never a
+-- score of its own, first in the blob) replaced by now; equal payloads then keep
+-- the smaller score.  Members without one come back as they are.
+local function stamped(member, id)
+  local first_score = struct.unpack('>d', member, #id + 2)
+  if first_score == first_score then return member end
+  local blob = string.sub(member, #id + 2)
+  local first_len = struct.unpack('>I4', blob, 9)
+  if HEADER_SIZE + first_len == #blob then
+    return id .. '\0' .. struct.pack(HEADER, now_score, first_len) .. string.sub(blob, HEADER_SIZE + 1)
+  end
+  local pairs_ = blob_pairs(blob)
+  for _, pair in ipairs(pairs_) do
+    if pair[1] ~= pair[1] then pair[1] = now_score end
+  end
+  return id .. '\0' .. blob_merge(blob_pack(pairs_), '')
+end
+
 local CHUNK = 1000
 local total = 0
 local i = 2
 while i <= #ARGV do
   local perform_in, count = ARGV[i], tonumber(ARGV[i + 1])
+  if perform_in == '' then perform_in = now end
   local first = i + 2
   for chunk_start = first, first + count - 1, CHUNK do
     local chunk_end = math.min(chunk_start + CHUNK - 1, first + count - 1)
@@ -27,7 +50,7 @@ while i <= #ARGV do
     local known = redis.call('zmscore', K.perform_in_zset, unpack(ids))
     local lex_args, schedule_args = {}, {}
     for n, id in ipairs(ids) do
-      local member = ARGV[chunk_start + n - 1]
+      local member = stamped(ARGV[chunk_start + n - 1], id)
       if known[n] then
         queue_merge(id, blob_of(member, id), perform_in, -1, nil, true, now)
       else

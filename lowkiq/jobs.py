@@ -1,0 +1,179 @@
+"""The job dicts ``perform_async`` takes, checked and normalized in this one place
+before anything is written (SPEC §2): a bad job raises
+:class:`~lowkiq.errors.InvalidJob` naming its index, field and value, and nothing of
+the call is enqueued."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from lowkiq.errors import InvalidJob
+from lowkiq.storage.enqueueing import MIN_BULK_LEN, NewJob
+
+#: The fields of a job dict.
+JOB_FIELDS = ("id", "payload", "score", "perform_in")
+_JOB_FIELDS = frozenset(JOB_FIELDS)
+
+#: 2001-01-01 00:00 UTC: the earliest ``perform_in`` taken (unix seconds).  Anything
+#: earlier is a delay or a zero given for a timestamp.
+EARLIEST_PERFORM_IN = 978_307_200.0
+#: 2200-01-01 00:00 UTC: the latest ``perform_in`` taken (unix seconds).
+LATEST_PERFORM_IN = 7_258_118_400.0
+#: Bytes a push adds to a payload in Redis's argument besides the id: ``\0``, the
+#: score and the length (see :mod:`lowkiq.storage.blob`).
+MEMBER_OVERHEAD = 13
+
+#: What ``object.__repr__`` (and so a default ``str``) ends with: an address, which
+#: differs between processes and runs, so jobs of the "same" object never merge.
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")
+_ID_KINDS = "a str, an int or a value with a value-based str (UUID, Decimal, ...)"
+
+
+def validate_jobs(
+    jobs: Sequence[dict[str, Any]],
+    dump: Callable[[Any], bytes | str],
+    bulk_limit: Callable[[], int],
+) -> list[NewJob]:
+    """Check and normalize every job before anything is written.
+
+    ``dump`` is the payload serializer (a ``str`` result is stored UTF-8 encoded);
+    ``bulk_limit`` gives Redis's ``proto-max-bulk-len``, asked only for a payload
+    too large to fit under any Redis's.  A missing ``score`` or ``perform_in`` comes
+    back ``None``: now on Redis's clock, set by the push script.
+    """
+    if isinstance(jobs, (dict, str, bytes)) or not isinstance(jobs, Sequence):
+        raise InvalidJob(0, "jobs", f"must be a list of job dicts, got {type(jobs).__name__}")
+    result: list[NewJob] = []
+    for index, job in enumerate(jobs):
+        if job.__class__ is not dict and not isinstance(job, dict):
+            raise InvalidJob(index, "job", f"must be a dict, got {job!r}")
+        if not _JOB_FIELDS.issuperset(job):
+            key = next(key for key in job if key not in _JOB_FIELDS)
+            raise InvalidJob(index, key, f"is not a job field (fields: {', '.join(JOB_FIELDS)})")
+        job_id = job_id_of(index, job.get("id"))
+        payload = _payload(index, job.get("payload", ""), dump)
+        if len(payload) + 4 * len(job_id) + MEMBER_OVERHEAD > MIN_BULK_LEN:
+            _check_size(index, job_id, payload, bulk_limit())
+        score = _score(index, job["score"]) if "score" in job else None
+        perform_in = _perform_in(index, job["perform_in"]) if "perform_in" in job else None
+        result.append((job_id, payload, score, perform_in))
+    return result
+
+
+def job_id_of(index: int, value: Any) -> str:
+    """A job's id as stored: ``str(value)`` of a str, an int (not a bool) or a value
+    whose ``str`` is its value; raises :class:`InvalidJob` for anything else (bytes,
+    an object whose ``str`` names its address), which would never merge."""
+    if value.__class__ is str:
+        job_id: str = value
+    elif value.__class__ is int:
+        job_id = _str(index, value)
+    else:
+        job_id = _other_id(index, value)
+    if "\0" in job_id:
+        raise InvalidJob(index, "id", "must not contain NUL characters")
+    if not job_id.isascii():
+        try:
+            job_id.encode()
+        except UnicodeEncodeError:
+            raise InvalidJob(index, "id", "must be valid Unicode (no lone surrogates)") from None
+    return job_id
+
+
+def _other_id(index: int, value: Any) -> str:
+    """The id of a value other than a plain str or int."""
+    if value is None:
+        raise InvalidJob(index, "id", "is required")
+    if isinstance(value, bool):
+        raise InvalidJob(index, "id", f"must be {_ID_KINDS}, got the bool {value!r}")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raise InvalidJob(
+            index,
+            "id",
+            f"must be {_ID_KINDS}, got {type(value).__name__} {bytes(value)[:40]!r}: "
+            f"decode it first (e.g. value.decode())",
+        )
+    text = _str(index, value)
+    if _ADDRESS.search(text):
+        raise InvalidJob(
+            index,
+            "id",
+            f"must be {_ID_KINDS}; the str of this {type(value).__name__} is {text[:80]!r}, "
+            f"which holds an address, not its value (give e.g. str(obj.pk), or define "
+            f"__str__)",
+        )
+    return text
+
+
+def _str(index: int, value: Any) -> str:
+    try:
+        return str(value)
+    except Exception as exc:  # e.g. an int past Python's digit limit
+        raise InvalidJob(index, "id", f"cannot be made a string: {exc}") from None
+
+
+def _payload(index: int, value: Any, dump: Callable[[Any], bytes | str]) -> bytes:
+    """The serialized payload, as bytes."""
+    try:
+        payload = dump(value)
+        if payload.__class__ is not bytes:
+            payload = payload.encode() if isinstance(payload, str) else bytes(payload)
+    except Exception as exc:
+        raise InvalidJob(index, "payload", f"cannot be serialized: {exc}") from exc
+    return payload
+
+
+def _check_size(index: int, job_id: str, payload: bytes, limit: int) -> None:
+    """Raise when the push argument of this job would pass Redis's ``limit``
+    (``proto-max-bulk-len``): Redis would drop the connection on it."""
+    size = len(payload) + len(job_id.encode()) + MEMBER_OVERHEAD
+    if size > limit:
+        raise InvalidJob(
+            index,
+            "payload",
+            f"is {len(payload):,} bytes serialized: more than Redis accepts in one argument "
+            f"(its proto-max-bulk-len is {limit:,} bytes, and the id and "
+            f"{MEMBER_OVERHEAD} bytes go with the payload); store it elsewhere and "
+            f"enqueue a reference, or raise proto-max-bulk-len",
+        )
+
+
+def _number(index: int, field: str, value: Any) -> float:
+    """``value`` as a finite float."""
+    if value.__class__ is not float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidJob(index, field, f"must be a number, got {value!r}")
+        try:
+            value = float(value)
+        except OverflowError:
+            raise InvalidJob(index, field, f"must be finite, got {value!r}") from None
+    number: float = value
+    if not math.isfinite(number):
+        raise InvalidJob(index, field, f"must be finite, got {value!r}")
+    return number
+
+
+def _score(index: int, value: Any) -> float:
+    """A given score: any finite number (a time, or a version number)."""
+    return _number(index, "score", value)
+
+
+def _perform_in(index: int, value: Any) -> float:
+    """A given perform_in: a unix timestamp from 2001 to 2200 (a delay, a zero or a
+    huge number would make the job's lag absurd)."""
+    number = _number(index, "perform_in", value)
+    if EARLIEST_PERFORM_IN <= number < LATEST_PERFORM_IN:
+        return number
+    hint = (
+        f"for {value!r} seconds from now, give time.time() + {value!r}"
+        if 0 <= number < EARLIEST_PERFORM_IN
+        else "e.g. time.time() + 60 for a minute from now"
+    )
+    raise InvalidJob(
+        index,
+        "perform_in",
+        f"must be a unix timestamp between 2001-01-01 and 2200-01-01, got {value!r}: {hint}",
+    )
