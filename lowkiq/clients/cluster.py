@@ -10,6 +10,10 @@ of that master: no retries (a retried pop could take two batches), and a
 followed.  A connection error (a master died) is raised, as on one server, and
 the next command first reloads the slot map, so once a replica has taken
 over, the thread talks to it.
+
+:func:`bounded_client` makes another client of a cluster whose every call gives up
+after a bound (the lease renewer's: a master that hangs costs it a timeout, never a
+lease).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
+from redis.cluster import ClusterNode
 from redis.exceptions import (
     AskError,
     ClusterError,
@@ -266,6 +271,34 @@ def thread_client(template: Client) -> Client:
     if isinstance(template, redis.RedisCluster):
         return ClusterThreadClient(template)
     return ThreadClient(template)
+
+
+def bounded_client(cluster: redis.RedisCluster, timeout: float) -> redis.RedisCluster:
+    """A new client of ``cluster``'s Redis Cluster, with its settings, but whose every
+    connect and read gives up after ``timeout`` seconds (or ``cluster``'s own timeout,
+    when shorter), and which takes a slot map that leaves slots uncovered (a master
+    failing over): a master that hangs costs its caller a timeout, not a call stuck
+    until the master wakes, and a reload of the slot map
+    (``nodes_manager.initialize()``) skips such a node after the timeout too."""
+    topology: Any = cluster  # parts of redis-py's cluster client are untyped
+    kwargs = dict(topology.get_connection_kwargs())
+    # The cluster's own on_connect (it calls the user's, which the new client calls too).
+    kwargs.pop("redis_connect_func", None)
+    user_on_connect = getattr(topology, "user_on_connect_func", None)
+    if user_on_connect is not None:
+        kwargs["redis_connect_func"] = user_on_connect
+    for name in ("socket_timeout", "socket_connect_timeout"):
+        own = kwargs.get(name)
+        kwargs[name] = timeout if own is None else min(own, timeout)
+    remap = getattr(topology.nodes_manager, "address_remap", None)
+    if remap is not None:
+        kwargs["address_remap"] = remap
+    nodes = [ClusterNode(node.host, node.port) for node in topology.get_nodes()]  # type: ignore[no-untyped-call]
+    if topology.nodes_manager.from_url:
+        # Its nodes' pools take the URL's options (e.g. rediss's connection class).
+        first = nodes.pop(0)
+        kwargs["url"] = f"redis://{first.host}:{first.port}"
+    return redis.RedisCluster(startup_nodes=nodes, require_full_coverage=False, **kwargs)
 
 
 def _again(client: ClusterThreadClient, args: tuple[Any, ...], options: dict[str, Any]) -> Any:

@@ -7,17 +7,24 @@ the round in its own round trip (:meth:`Renewer.rider`) when half an interval
 or more has passed since the last one, so a process costs Redis one request
 per heartbeat; the renewer's own timer runs a round only when no heartbeat
 did (:data:`OWN_ROUND_LATE`: a slow or failing beat never lets leases lapse).
-On a cluster the renewer runs every round itself, the masters side by side,
-and a master still answering the last round is skipped, so an unreachable
-master delays and fails only its own leases.  After a round that could not renew
-some leases (a master down, a cluster failing over and answering CLUSTERDOWN) the next
-comes after a twelfth of the TTL, not a third, so an outage shorter than the TTL
-costs no lease.  A renewal that Redis confirms
-moves the lease's local deadline (:class:`~lowkiq.ownership.leases.Term`) to
-when it was *sent* plus the TTL; a processing thread checks that deadline
-before it performs a batch.  The timer's rounds run on a thread of their own, so a
-Redis that hangs never keeps the renewer from stopping; give the renewer a client of
-its own (:class:`~lowkiq.ownership.coordinator.Coordinator`'s ``renewal_client``) so no
+
+On a cluster the renewer runs every round itself, the masters' writes sent side by
+side, on a cluster client of its own whose every call gives up after a twelfth of
+the TTL (:func:`~lowkiq.clients.cluster.bounded_client`): a master that died or
+hangs costs a round that much, never the lease.  When a master fails, redirects
+(``MOVED``, ``ASK``) or answers ``CLUSTERDOWN`` (a failover under way), the round
+reloads the slot map at once and renews again, in the same round, the leases whose
+slot has a new master (its replica took over).  After a round that could not renew
+some leases the next comes after a twelfth of the TTL, not a third, so the leases
+of a master that fails over reach its replica within a sixth of the TTL of its
+promotion, and an outage shorter than the TTL costs no lease.
+
+A renewal that Redis confirms moves the lease's local deadline
+(:class:`~lowkiq.ownership.leases.Term`) to when it was *sent* plus the TTL; a
+processing thread checks that deadline before it performs a batch.  The timer's
+rounds run on a thread of their own, so a Redis that hangs never keeps the renewer
+from stopping; give the renewer a client of its own
+(:class:`~lowkiq.ownership.coordinator.Coordinator`'s ``renewal_client``) so no
 other caller's blocking wait or busy pool holds a round up.
 """
 
@@ -27,16 +34,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 from redis.exceptions import RedisClusterException
 
+from lowkiq.clients.cluster import bounded_client
 from lowkiq.clients.connection import Client
 from lowkiq.ownership.leases import HeldLease, lease_ms
-from lowkiq.storage.scripts import ScriptCall, run_pipelined
+from lowkiq.storage.scripts import ScriptCall, run_on_masters, run_pipelined
 
 log = logging.getLogger("lowkiq.ownership")
 
@@ -52,6 +59,13 @@ OWN_ROUND_LATE = 1.25
 #: over), the next comes this share of the TTL after it, not a whole interval: a short
 #: outage then costs no lease.
 RETRY_PER_TTL = 12
+#: On a Redis Cluster, a renewal's connect and read give up after this share of the TTL
+#: (or the client's own socket timeout, when shorter).
+TIMEOUT_PER_TTL = 12
+#: Errors that say a round could not ask Redis about some leases (neither renewed nor
+#: lost): a connection lost or timed out, a slot without a master, a redirection not
+#: followed, ``CLUSTERDOWN``.
+UNSURE = (redis.RedisError, RedisClusterException)
 #: Seconds between looks at a round of the renewer's own that Redis has not answered yet,
 #: once the next is due (no round starts before the last one ended).
 ROUND_POLL = 0.05
@@ -66,29 +80,30 @@ class Rider:
     sent: float
 
 
-def master_client(client: Client, key: str) -> tuple[str, Client]:
-    """The name and client of the master that serves ``key`` (``client`` itself on a
-    single server)."""
-    if isinstance(client, redis.RedisCluster):
-        node: Any = client.get_node_from_key(key)  # type: ignore[no-untyped-call]
-        return node.name, node.redis_connection
-    return "", client
+@dataclass
+class Round:
+    """What a round did: how many leases it renewed, those Redis could not be asked about
+    (neither renewed nor lost), and the first error that kept it from asking."""
+
+    renewed: int = 0
+    unsure: list[HeldLease] = field(default_factory=list)
+    error: BaseException | None = None
+
+    def add(self, other: Round) -> None:
+        """Count ``other``'s renewals and unsure leases in this round too."""
+        self.renewed += other.renewed
+        self.unsure += other.unsure
+        self.error = self.error or other.error
 
 
-def _in_background(renew: Callable[..., int], *args: Any) -> Future[int]:
-    """Run ``renew(*args)`` on a daemon thread of its own: a master that never answers
-    holds up that thread alone, not a stopping process (a pool's threads are joined at
-    exit)."""
-    future: Future[int] = Future()
-
-    def work() -> None:
-        try:
-            future.set_result(renew(*args))
-        except BaseException as exc:  # noqa: BLE001 - handed to whoever reads the future
-            future.set_exception(exc)
-
-    threading.Thread(target=work, name="lowkiq-renew-master", daemon=True).start()
-    return future
+def _master_name(cluster: Any, held: HeldLease) -> str | None:
+    """The name of the master serving ``held``'s slot in ``cluster``'s slot map (``None``:
+    none for now)."""
+    try:
+        name: str = cluster.get_node_from_key(held.lease.queue.keys.prefix(held.lease.shard)).name
+    except RedisClusterException:
+        return None
+    return name
 
 
 class Renewer:
@@ -111,10 +126,12 @@ class Renewer:
         self.beats_carry = not isinstance(client, redis.RedisCluster)
         #: When the last round was sent (``time.monotonic``), by the timer or a heartbeat.
         self.last_round = time.monotonic()
-        # Per master (on a Redis Cluster), its renewal still under way, if any.
-        self._running: dict[str, Future[int]] = {}
-        # Whether the last round of the timer failed to renew some leases.
+        # Whether the last round of the timer failed to renew some leases, and how many
+        # rounds in a row did (the first is logged, and when renewals go through again).
         self._failed = False
+        self._failures = 0
+        # On a Redis Cluster, the renewer's own client (made by the first round).
+        self._cluster: redis.RedisCluster | None = None
 
     def own_round_at(self) -> float:
         """When the renewer's timer runs a round unless a heartbeat carries one before."""
@@ -173,44 +190,124 @@ class Renewer:
             log.exception("lease renewal failed")
 
     def renew(self) -> int:
-        """Renew every held lease once, a pipeline per master; returns how many were
-        renewed (leases of a master that failed are neither renewed nor lost, and the
-        next round comes sooner: :data:`RETRY_PER_TTL`)."""
+        """Renew every held lease once; returns how many were renewed (leases Redis could
+        not be asked about are neither renewed nor lost, and the next round comes sooner:
+        :data:`RETRY_PER_TTL`)."""
         self.last_round = time.monotonic()
-        self._failed = False
-        groups: dict[str, tuple[Client, list[HeldLease]]] = {}
-        for held in self.held():
-            try:
-                name, node = master_client(
-                    self.client, held.lease.queue.keys.prefix(held.lease.shard)
-                )
-            except RedisClusterException as exc:  # the slot has no master now
-                log.debug("cannot renew %r: %s", held.lease, exc)
-                continue
-            groups.setdefault(name, (node, []))[1].append(held)
-        if len(groups) <= 1 and not self._running:
-            return sum(self._renew_group(node, leases) for node, leases in groups.values())
-        submitted = []
-        for name, (node, leases) in groups.items():
-            if name in self._running and not self._running[name].done():
-                continue  # that master is still slow to answer the last round: skip it
-            future = self._running[name] = _in_background(self._renew_group, node, leases)
-            submitted.append(future)
-        # A master that does not answer soon does not hold up the others' next round: it
-        # goes on in the background, and is skipped until it has answered.
-        done, _ = wait(submitted, timeout=self.ttl / RETRY_PER_TTL)
-        return sum(future.result() for future in done)
+        leases = list(self.held())
+        if not leases:
+            result = Round()
+        elif self.beats_carry:
+            result = self._renew_on_server(leases)
+        else:
+            result = self._renew_on_cluster(leases)
+        self._ended(result)
+        return result.renewed
 
-    def _renew_group(self, node: Client, group: Sequence[HeldLease]) -> int:
-        ttl_ms = lease_ms(self.ttl)
+    def _ended(self, result: Round) -> None:
+        """Bring the next round forward when some leases could not be renewed; log the
+        first such round of a run, and the round that renews them again."""
+        self._failed = bool(result.unsure)
+        if not self._failed:
+            if self._failures:
+                log.info("leases renewed again after %d failed round(s)", self._failures)
+            self._failures = 0
+            return
+        self._failures += 1
+        level = logging.WARNING if self._failures == 1 else logging.DEBUG
+        error = result.error
+        log.log(
+            level,
+            "could not renew %d lease(s), trying again in %.1fs: %s: %s",
+            len(result.unsure),
+            self.ttl / RETRY_PER_TTL,
+            type(error).__name__,
+            error,
+        )
+
+    def _renew_on_server(self, leases: list[HeldLease]) -> Round:
+        """One script call renewing every lease on a single server."""
         sent = time.monotonic()
         try:
-            replies = self._send(node, group, ttl_ms)
-        except (redis.RedisError, RedisClusterException) as exc:
-            self._failed = True
-            log.warning("could not renew %d lease(s): %s: %s", len(group), type(exc).__name__, exc)
-            return 0
-        return self._confirm(group, replies, sent)
+            replies: list[Any] = run_pipelined(self.client, [self._renew_many(leases)])[0]
+        except redis.RedisError as exc:
+            return Round(unsure=leases, error=exc)
+        return Round(self._confirm(leases, replies, sent))
+
+    def _renew_on_cluster(self, leases: list[HeldLease]) -> Round:
+        """A write per master; when some masters failed, moved the slots or answered
+        ``CLUSTERDOWN``, reload the slot map at once and renew again the leases whose slot
+        has a new master."""
+        try:
+            cluster = self._own_cluster()
+        except UNSURE as exc:
+            return Round(unsure=leases, error=exc)
+        was = {id(held): _master_name(cluster, held) for held in leases}
+        result = self._renew_on_masters(cluster, leases)
+        if not result.unsure:
+            return result
+        try:
+            cluster.nodes_manager.initialize()
+        except UNSURE as exc:
+            log.debug("could not reload the cluster's slot map: %s", exc)
+            return result
+        moved: list[HeldLease] = []
+        stayed: list[HeldLease] = []
+        for held in result.unsure:
+            now = _master_name(cluster, held)
+            (stayed if now is None or now == was[id(held)] else moved).append(held)
+        if not moved:
+            return result
+        again = Round(result.renewed, stayed, result.error)
+        again.add(self._renew_on_masters(cluster, moved))
+        return again
+
+    def _own_cluster(self) -> Any:
+        """The renewer's own client of the cluster, whose calls end within a twelfth of the
+        TTL (made at the first round)."""
+        if self._cluster is None:
+            assert isinstance(self.client, redis.RedisCluster)
+            self._cluster = bounded_client(self.client, self.ttl / TIMEOUT_PER_TTL)
+        return self._cluster
+
+    def _renew_on_masters(self, cluster: Any, leases: Sequence[HeldLease]) -> Round:
+        """A pipelined write to each master of ``leases``' slots, all sent before any reply
+        is read (a redirected call follows the redirection)."""
+        result = Round()
+        by_master: dict[str, tuple[Any, list[HeldLease]]] = {}
+        for held in leases:
+            try:
+                node = cluster.get_node_from_key(held.lease.queue.keys.prefix(held.lease.shard))
+            except RedisClusterException as exc:  # the slot has no master now
+                result.unsure.append(held)
+                result.error = result.error or exc
+                continue
+            by_master.setdefault(node.name, (node, []))[1].append(held)
+        groups = list(by_master.values())
+        ttl_ms = lease_ms(self.ttl)
+        sent = time.monotonic()
+        calls = [(node, [_renew_one(held, ttl_ms) for held in group]) for node, group in groups]
+        for (_, group), outcome in zip(groups, run_on_masters(cluster, calls), strict=True):
+            if isinstance(outcome, Exception):  # the master's connection failed
+                result.add(Round(unsure=group, error=outcome))
+                continue
+            result.add(self._read(group, outcome, sent))
+        return result
+
+    def _read(self, group: Sequence[HeldLease], replies: Sequence[Any], sent: float) -> Round:
+        """Renewed, lost, or unsure (an error reply) from each lease's reply."""
+        result = Round()
+        for held, reply in zip(group, replies, strict=True):
+            if isinstance(reply, Exception):
+                result.add(Round(unsure=[held], error=reply))
+            else:
+                result.renewed += self._confirm([held], [reply], sent)
+        return result
+
+    def close(self) -> None:
+        """Close the renewer's own cluster client, if it made one."""
+        if self._cluster is not None:
+            self._cluster.close()
 
     def _confirm(self, group: Sequence[HeldLease], replies: Sequence[Any], sent: float) -> int:
         """Move the deadlines of the leases Redis renewed; report the ones it said are gone."""
@@ -223,20 +320,6 @@ class Renewer:
                 self.on_lost(held)
         return renewed
 
-    def _send(self, node: Client, group: Sequence[HeldLease], ttl_ms: int) -> list[Any]:
-        """Renew ``group`` on ``node``: one script call on a single server, a pipeline of
-        one call per lease on a Redis Cluster (a script touches one slot there)."""
-        if not isinstance(self.client, redis.RedisCluster):
-            reply: list[Any] = run_pipelined(node, [self._renew_many(group)])[0]
-            return reply
-        prefixes = [held.lease.queue.keys.prefix(held.lease.shard) for held in group]
-        scripts = group[0].lease.queue.scripts
-        calls = [
-            (scripts.lease_renew, [prefix], (ttl_ms, held.lease.token))
-            for prefix, held in zip(prefixes, group, strict=True)
-        ]
-        return run_pipelined(node, calls)
-
     def _renew_many(self, group: Sequence[HeldLease]) -> ScriptCall:
         """One script call renewing all of ``group`` (a single server only)."""
         prefixes = [held.lease.queue.keys.prefix(held.lease.shard) for held in group]
@@ -244,3 +327,13 @@ class Renewer:
         for prefix, held in zip(prefixes, group, strict=True):
             args += [prefix, held.lease.token]
         return (group[0].lease.queue.scripts.lease_renew_many, prefixes[:1], args)
+
+
+def _renew_one(held: HeldLease, ttl_ms: int) -> ScriptCall:
+    """The script call renewing one lease (a script touches one slot on a cluster)."""
+    lease = held.lease
+    return (
+        lease.queue.scripts.lease_renew,
+        [lease.queue.keys.prefix(lease.shard)],
+        (ttl_ms, lease.token),
+    )
