@@ -37,6 +37,7 @@ from lowkiq.storage.queries import Job, Queries
 from lowkiq.telemetry import history as _history
 from lowkiq.telemetry.counts import Counts
 from lowkiq.telemetry.history import History, Span
+from lowkiq.timeouts import PerformTimeout
 from lowkiq.version import __version__
 from lowkiq.worker import Worker
 
@@ -85,6 +86,7 @@ __all__ = [
     "LeaseLost",
     "LowkiqError",
     "Overview",
+    "PerformTimeout",
     "Process",
     "Processes",
     "Queries",

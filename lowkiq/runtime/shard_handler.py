@@ -45,6 +45,7 @@ from lowkiq.storage.queue import ACK_FENCED, Popped, PoppedJob, Queue
 from lowkiq.storage.rate_bucket import Throttle
 from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder
 from lowkiq.throttling import RateLimits, ShardThrottle
+from lowkiq.timeouts import perform_within_limit
 from lowkiq.worker import Worker
 
 log = logging.getLogger("lowkiq.shard_handler")
@@ -64,6 +65,9 @@ BATCH_TIME_DECAY = 0.8
 
 
 def _perform(worker: type[Worker], batch: Batch) -> None:
+    if worker.perform_timeout is not None:
+        perform_within_limit(worker, batch)  # raises PerformTimeout past the limit
+        return
     settle(worker.perform(batch))
 
 

@@ -1,0 +1,338 @@
+"""``Worker.perform_timeout``: a hard limit on the time one ``perform`` runs.
+
+A sync ``perform`` that runs past it gets :class:`PerformTimeout` raised in its
+thread (``PyThreadState_SetAsyncExc``, as Dramatiq's ``TimeLimit`` does); an
+``async def perform`` is cancelled on its thread's event loop.  Either way the batch
+fails with :class:`PerformTimeout` under the retry rules (SPEC §4).
+
+One :class:`Watchdog` per process, a thread with a heap of deadlines, fires them; it
+starts with the first perform of a worker that sets ``perform_timeout`` (a process
+whose workers set none pays nothing).  It raises only in a perform still running:
+the performing thread takes its deadline back under the same lock, and clears a
+raise that had not landed yet.  Code that cannot be interrupted (a C call) runs on;
+the process's ``/live`` reports it :data:`STUCK_GRACE` seconds past its limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import heapq
+import inspect
+import itertools
+import logging
+import os
+import platform
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lowkiq.coroutines import thread_loop
+from lowkiq.errors import ConfigurationError, LowkiqError
+from lowkiq.running import running
+
+if TYPE_CHECKING:
+    from lowkiq.middleware import Batch
+    from lowkiq.worker import Worker
+
+log = logging.getLogger("lowkiq.timeouts")
+
+#: Seconds past ``perform_timeout`` after which a perform still running (it could not be
+#: interrupted: a C call) makes the process's ``/live`` answer 503.
+STUCK_GRACE = 5.0
+#: Ids a message names before it says how many more there are.
+SHOWN_IDS = 5
+
+
+class PerformTimeout(LowkiqError):
+    """A ``perform`` ran past its worker's ``perform_timeout``: raised in a sync perform's
+    thread, and in place of an ``async def perform``'s cancellation.  The batch fails
+    like on any exception (retried, then the morgue)."""
+
+    def __init__(self, message: str = "the perform ran past its worker's perform_timeout") -> None:
+        super().__init__(message)
+
+
+def check_perform_timeout(owner: str, value: object) -> None:
+    """Raise :class:`ConfigurationError` naming ``owner.perform_timeout`` unless ``value``
+    is ``None`` or a number of seconds > 0."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigurationError(
+            f"{owner}.perform_timeout must be None or a number of seconds > 0, got {value!r}"
+        )
+
+
+def stuck_threshold(worker: type[Worker]) -> float | None:
+    """Seconds a batch of ``worker`` may run before ``/live`` calls it stuck:
+    ``perform_timeout`` + :data:`STUCK_GRACE`, or ``None`` (``settings.stuck_after``)."""
+    timeout = worker.perform_timeout
+    return None if timeout is None else timeout + STUCK_GRACE
+
+
+def _shown(ids: list[str]) -> str:
+    shown = ", ".join(repr(job_id) for job_id in ids[:SHOWN_IDS])
+    more = len(ids) - SHOWN_IDS
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+@dataclass(eq=False, slots=True)
+class Watched:
+    """One perform under a limit: where it runs, what it performs, and its deadline."""
+
+    worker: type[Worker]
+    #: ``Worker:shard`` (the worker alone outside a shard handler).
+    shard: str
+    batch: Batch
+    #: The performing thread: its id and name.
+    thread: int
+    thread_name: str
+    started: float
+    deadline: float
+    #: The deadline passed while it ran: it was interrupted (or could not be).
+    fired: bool = False
+    #: The perform ended: nothing is raised in its thread any more.
+    done: bool = False
+    #: The task of an ``async def perform`` and its loop, while the loop runs it.
+    task: asyncio.Future[Any] | None = field(default=None, repr=False)
+    loop: asyncio.AbstractEventLoop | None = field(default=None, repr=False)
+
+    @property
+    def ids(self) -> list[str]:
+        """The batch's ids, in pop order."""
+        return list(self.batch)
+
+    def describe(self) -> str:
+        """``Worker:shard`` and the ids, for messages."""
+        return f"{self.shard} perform of {_shown(self.ids)}"
+
+    def error(self) -> PerformTimeout:
+        """The exception the batch fails with."""
+        timeout = self.deadline - self.started
+        return PerformTimeout(
+            f"{self.describe()} ran past {self.worker.__name__}.perform_timeout ({timeout:g}s)"
+        )
+
+    def overdue(self, now: float) -> float | None:
+        """Seconds it has run (by ``time.monotonic`` ``now``) when that is past its limit +
+        :data:`STUCK_GRACE`, else ``None``."""
+        took = now - self.started
+        return took if now > self.deadline + STUCK_GRACE else None
+
+
+def interrupt_thread(ident: int, exception: type[BaseException] | None) -> bool:
+    """Raise ``exception`` in thread ``ident`` at its next bytecode (``None``: clear one
+    that has not landed yet); ``False`` when that cannot be done (no such thread, or not
+    CPython)."""
+    if platform.python_implementation() != "CPython":
+        return False
+    target = ctypes.c_ulong(ident)
+    count = ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        target, None if exception is None else ctypes.py_object(exception)
+    )
+    if count > 1:  # never expected: undo, as the C API asks
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(target, None)
+        return False
+    return bool(count == 1)
+
+
+class Watchdog:
+    """One thread that fires the deadlines of the performs in progress (a heap and a
+    condition: it sleeps until the earliest)."""
+
+    def __init__(
+        self,
+        interrupt: Callable[[int, type[BaseException] | None], bool] = interrupt_thread,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.interrupt = interrupt
+        self.clock = clock
+        self._changed = threading.Condition(threading.Lock())
+        self._heap: list[tuple[float, int, Watched]] = []
+        self._running: set[Watched] = set()
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, worker: type[Worker], batch: Batch, timeout: float) -> Watched:
+        """Start the limit of a perform of ``batch`` on the calling thread."""
+        now = running.get()
+        shard = now.handler.name if now is not None else worker.__name__
+        thread = threading.current_thread()
+        started = self.clock()
+        assert thread.ident is not None
+        entry = Watched(worker, shard, batch, thread.ident, thread.name, started, started + timeout)
+        with self._changed:
+            self._start()
+            self._running.add(entry)
+            heapq.heappush(self._heap, (entry.deadline, next(self._order), entry))
+            if self._heap[0][2] is entry:
+                self._changed.notify()
+            if len(self._heap) > 64 + 2 * len(self._running):
+                self._compact()
+        return entry
+
+    def unwatch(self, entry: Watched) -> bool:
+        """End the limit of ``entry`` (on its thread; idempotent): nothing is raised in the
+        thread after this, and a raise that did not land yet is cleared.  ``True`` when
+        the deadline passed while it ran."""
+        with self._changed:
+            if entry.fired and not entry.done:
+                self.interrupt(entry.thread, None)
+            entry.done = True
+            self._running.discard(entry)
+            return entry.fired
+
+    def attach(self, entry: Watched, loop: asyncio.AbstractEventLoop, task: Any) -> bool:
+        """``entry``'s perform runs ``task`` on ``loop``: its deadline cancels the task
+        instead.  ``False`` when the deadline already passed (the task must not run)."""
+        with self._changed:
+            if entry.fired:
+                self.interrupt(entry.thread, None)
+                return False
+            entry.loop, entry.task = loop, task
+            return True
+
+    def detach(self, entry: Watched) -> None:
+        """The loop no longer runs ``entry``'s task."""
+        with self._changed:
+            entry.loop = entry.task = None
+
+    def performs(self) -> list[Watched]:
+        """The performs under a limit now."""
+        with self._changed:
+            return list(self._running)
+
+    def _start(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="lowkiq-watchdog", daemon=True)
+            self._thread.start()
+
+    def _compact(self) -> None:
+        """Drop the deadlines of performs that ended (they are left in the heap)."""
+        self._heap = [item for item in self._heap if not item[2].done]
+        heapq.heapify(self._heap)
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self._turn()
+            except Exception:  # a bug here must not end the watchdog
+                log.exception("the perform_timeout watchdog failed; going on")
+                time.sleep(0.1)
+
+    def _turn(self) -> None:
+        """Fire the deadlines due, or sleep until the next one (or a new earlier one)."""
+        with self._changed:
+            fired = self._fire_due()
+            if not fired:
+                self._changed.wait(self._wait())
+        for entry, how in fired:
+            log.warning(
+                "%s ran past %s.perform_timeout (%gs): %s",
+                entry.describe(),
+                entry.worker.__name__,
+                entry.deadline - entry.started,
+                how,
+            )
+
+    def _wait(self) -> float | None:
+        return None if not self._heap else max(self._heap[0][0] - self.clock(), 0.0)
+
+    def _fire_due(self) -> list[tuple[Watched, str]]:
+        """Interrupt the performs past their deadline (the lock is held)."""
+        now = self.clock()
+        fired = []
+        while self._heap and (self._heap[0][2].done or self._heap[0][0] <= now):
+            entry = heapq.heappop(self._heap)[2]
+            if not entry.done and not entry.fired:
+                entry.fired = True
+                fired.append((entry, self._fire(entry)))
+        return fired
+
+    def _fire(self, entry: Watched) -> str:
+        """Cancel the perform's task, or raise :class:`PerformTimeout` in its thread; says
+        which."""
+        if entry.task is not None and entry.loop is not None:
+            try:
+                entry.loop.call_soon_threadsafe(entry.task.cancel)
+            except RuntimeError:  # its loop is closed: the perform ended
+                return "its loop is closed"
+            return f"cancelled on thread {entry.thread_name}"
+        if self.interrupt(entry.thread, PerformTimeout):
+            return f"PerformTimeout raised in thread {entry.thread_name}"
+        return f"PerformTimeout could not be raised in thread {entry.thread_name}"
+
+
+_watchdog: Watchdog | None = None
+_made = threading.Lock()
+
+
+def watchdog() -> Watchdog:
+    """The process's watchdog (made on first use)."""
+    global _watchdog
+    if _watchdog is None:
+        with _made:
+            if _watchdog is None:
+                _watchdog = Watchdog()
+    return _watchdog
+
+
+def performs() -> list[Watched]:
+    """The performs under a limit in this process now (none before any started)."""
+    return [] if _watchdog is None else _watchdog.performs()
+
+
+def _forget_in_child() -> None:
+    """A forked child has none of its parent's threads: it makes its own watchdog."""
+    global _watchdog, _made
+    _watchdog, _made = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def perform_within_limit(worker: type[Worker], batch: Batch) -> None:
+    """``worker.perform(batch)`` (run on the thread's loop when it is a coroutine) under
+    ``worker.perform_timeout``; raises :class:`PerformTimeout` when it ran past it."""
+    dog = watchdog()
+    entry = dog.watch(worker, batch, float(worker.perform_timeout or 0))
+    caught: BaseException | None = None
+    try:
+        _run(dog, entry, worker, batch)
+    except BaseException as exc:  # noqa: BLE001 - judged below, once the limit is off
+        caught = exc
+    finally:
+        while True:  # a raise fired as the perform ended may land here, once
+            try:
+                fired = dog.unwatch(entry)
+                break
+            except PerformTimeout:
+                continue
+    if fired and (caught is None or isinstance(caught, (Exception, asyncio.CancelledError))):
+        error = entry.error()
+        if caught is not None:
+            error = error.with_traceback(caught.__traceback__)
+        ours = caught is None or isinstance(caught, (PerformTimeout, asyncio.CancelledError))
+        raise error from (None if ours else caught)
+    if caught is not None:
+        raise caught
+
+
+def _run(dog: Watchdog, entry: Watched, worker: type[Worker], batch: Batch) -> None:
+    """Call ``perform``; a coroutine runs as a task that the deadline cancels."""
+    result = worker.perform(batch)
+    if result is None or not inspect.isawaitable(result):
+        return
+    loop = thread_loop()
+    task = asyncio.ensure_future(result, loop=loop)
+    try:
+        if dog.attach(entry, loop, task):
+            loop.run_until_complete(task)
+    finally:
+        dog.detach(entry)
+        if not task.done():
+            task.cancel()  # it never ran, or the loop was interrupted: it ends next time
