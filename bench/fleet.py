@@ -69,6 +69,9 @@ class StandInThread:
     def wake(self, client: Any) -> None:
         pass
 
+    def running_batches(self) -> list[dict[str, object]]:
+        return []
+
 
 class SimProcess:
     """One simulated ``lowkiq worker`` process: the real coordinator, stand-in threads."""

@@ -11,6 +11,7 @@ from lowkiq.telemetry import prometheus
 from lowkiq_web import chart, listing, rate_limits
 from lowkiq_web.blueprint import lowkiq_web
 from lowkiq_web.bulk import bulk_actions
+from lowkiq_web.busy import busy_details
 from lowkiq_web.overview import find_worker, redis_info
 
 #: Refresh intervals offered by the dashboard, seconds; the first is the default.
@@ -104,6 +105,9 @@ def list_context(worker_name: str, kind: str, args: Any) -> dict[str, Any]:
         "worker_paused": worker.paused(),
         "rate": worker.rate_limit_status(),
         "bulk_actions": bulk_actions(kind),
+        "busy_details": (
+            busy_details(worker, [job["id"] for job in page.jobs]) if kind == "busy" else {}
+        ),
     }
 
 

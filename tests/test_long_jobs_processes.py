@@ -131,3 +131,27 @@ def test_an_unannounced_death_still_counts_toward_max_restores(
     start()
     eventually(lambda: stuck_worker.metrics()["morgue_length"] == 1, timeout=30)
     assert redis_client.llen("test:stuck_done") == 0
+
+
+def test_the_busy_page_names_the_process_thread_and_time_and_says_asked_to_stop(
+    app: tuple[type, type, Callable[..., WorkerProcess]], redis_client: redis.Redis
+) -> None:
+    from lowkiq_web import create_app
+
+    _, stuck_worker, start = app
+    worker = start(TEST_SHUTDOWN_TIMEOUT="60")
+    stuck_worker.perform_async([{"id": "long-one", "payload": {"once": "test:once", "sleep": 60}}])
+    eventually(lambda: redis_client.llen("test:stuck_started") == 1)
+    pid = int(redis_client.lindex("test:stuck_started", 0) or 0)
+    web = create_app().test_client()
+
+    def row() -> str:
+        page = web.get("/Stuck/busy").get_data(as_text=True)
+        start_at = page.find('data-id="long-one"')
+        return page[start_at : page.find("</tr>", start_at)] if start_at >= 0 else ""
+
+    eventually(lambda: "lowkiq-" in row(), timeout=10)
+    shown = row()
+    assert f":{pid}" in shown and "asked to stop" not in shown
+    worker.signal(signal.SIGTERM)
+    eventually(lambda: "asked to stop" in row(), timeout=10)

@@ -142,6 +142,7 @@ class Coordinator(Generic[Shard]):
             **self.report.static,
             "rss": rss_bytes(),
             "busy": sum(lane.busy for lane in self.lanes),
+            "running": [batch for lane in self.lanes for batch in lane.running_batches()],
             "shards": [f"{queue}:{shard}" for queue, shard in self.holdings.owned()],
             "quiet": self.quiet,
         }

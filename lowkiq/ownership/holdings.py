@@ -65,6 +65,10 @@ class ThreadLike(Protocol[Shard_contra]):
     def busy(self) -> int:
         """How many of the thread's shards are in ``perform`` now."""
 
+    def running_batches(self) -> list[dict[str, object]]:
+        """The batches in ``perform`` now: ``shard``, ``thread``, ``started_at``,
+        ``stopping``."""
+
 
 class Holdings(Generic[Shard]):
     """One process's leases and the threads serving their shards."""

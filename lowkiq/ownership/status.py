@@ -18,6 +18,20 @@ from lowkiq.settings import Settings, settings
 
 
 @dataclass(frozen=True)
+class RunningBatchInfo:
+    """A batch a process performs, as of its last report."""
+
+    #: ``Queue:shard``.
+    shard: str
+    #: The executor thread performing it.
+    thread: str
+    #: Unix time its perform started.
+    started_at: float
+    #: Whether it was asked to stop (the process stops, or the shard is handed over).
+    stopping: bool
+
+
+@dataclass(frozen=True)
 class Process:
     """A live ``lowkiq worker`` process as of its last heartbeat."""
 
@@ -43,6 +57,8 @@ class Process:
     mode: str
     #: Takes no new batches and hands its shards over (quiet from the dashboard).
     quiet: bool
+    #: The batches it performs (as of its last report, sent when they change).
+    running: tuple[RunningBatchInfo, ...] = ()
 
     @property
     def shards_by_queue(self) -> dict[str, list[int]]:
@@ -105,6 +121,15 @@ def _process(info: ProcessInfo, now_ms: int) -> Process:
         shards=[str(s) for s in told.get("shards", [])],
         mode=str(told.get("mode", "automatic")),
         quiet=bool(told.get("quiet", False)) or info.quiet,
+        running=tuple(
+            RunningBatchInfo(
+                str(batch.get("shard", "?")),
+                str(batch.get("thread", "?")),
+                float(batch.get("started_at") or 0.0),
+                bool(batch.get("stopping", False)),
+            )
+            for batch in told.get("running", [])
+        ),
     )
 
 

@@ -236,6 +236,21 @@ class Dispatcher:
         """How many batches are in ``perform`` now."""
         return self.executor.performing
 
+    def running_batches(self) -> list[dict[str, object]]:
+        """The batches a thread performs now: ``shard`` (``Queue:shard``), ``thread``,
+        ``started_at`` (Unix time) and ``stopping`` (asked to stop: the process stops or
+        the shard is handed over)."""
+        return [
+            {
+                "shard": f"{work.handler.queue.name}:{work.handler.shard}",
+                "thread": f"lowkiq-{work.thread}",
+                "started_at": work.started_at,
+                "stopping": work.handler.stopping,
+            }
+            for work in list(self.in_flight.values())
+            if work.started_at is not None
+        ]
+
     def state(self, handler: ShardHandler) -> State:
         """Where ``handler``'s shard is in its lifecycle (:mod:`lowkiq.runtime.lifecycle`)."""
         work = self.in_flight.get(handler.key)

@@ -44,6 +44,9 @@ class Work:
     #: A ``BaseException`` that is not an ``Exception`` escaped from ``perform``: the
     #: batch stays in processing and the process stops.
     fatal: BaseException | None = None
+    #: The executor thread performing it (its number), and since when (``time.time``).
+    thread: int | None = None
+    started_at: float | None = None
     # Taken by whoever acts on the work first: a thread that performs it, or the
     # dispatcher taking it back before it started (a hand-over, a stop).
     _claim: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -149,6 +152,7 @@ class Executor:
                 continue
             if not work.claim():
                 continue  # the dispatcher took it back
+            work.thread, work.started_at = number, time.time()
             name = work.handler.queue.name
             tally = tallies.get(name)
             if tally is None:

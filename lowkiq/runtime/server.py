@@ -525,12 +525,21 @@ class Server:
         if coordinator is not None:
             with contextlib.suppress(redis.RedisError):
                 coordinator.membership.wake()
+        beaten = time.monotonic()
         for thread in [*self.threads, self.coordinator_thread]:
             while thread is not None and thread.is_alive():
                 thread.join(MAIN_TICK)
                 if self._dump_stacks:
                     self._dump_stacks = False
                     self.write_stacks()
+                if (
+                    coordinator is not None
+                    and time.monotonic() - beaten >= self.settings.heartbeat_interval
+                ):
+                    # Running batches may take up to shutdown_timeout: the process stays a
+                    # live member meanwhile, and tells which batches were asked to stop.
+                    beaten = time.monotonic()
+                    coordinator.close()
         self.renewals_stop.set()
         if self.renewer_thread is not None:
             self.renewer_thread.join(RENEWER_JOIN)

@@ -33,6 +33,9 @@ class StandInThread:
     def wake(self, client: Any) -> None:
         pass
 
+    def running_batches(self) -> list[dict[str, object]]:
+        return []
+
 
 def coordinator_of(
     client: Client,

@@ -25,15 +25,22 @@ class Orders(lowkiq.Worker):
     shards_count = 2
 
 
+#: The name of the coordinator pool's connections (other tests' may block too).
+POOL_NAME = "renewal-apart-pool"
+
+
 def blocked_in_blpop(client: redis.Redis) -> int:
-    """How many connections to Redis wait in a ``BLPOP`` now."""
-    return sum(entry.get("cmd") == "blpop" for entry in client.client_list())
+    """How many connections of the coordinator's pool wait in a ``BLPOP`` now."""
+    return sum(
+        entry.get("cmd") == "blpop" and entry.get("name") == POOL_NAME
+        for entry in client.client_list()
+    )
 
 
 def test_renewals_go_on_while_the_coordinators_pool_is_blocked(
     redis_url: str, redis_client: redis.Redis
 ) -> None:
-    client = pooled_client(redis.Redis.from_url(redis_url), 2, 10.0)
+    client = pooled_client(redis.Redis.from_url(redis_url, client_name=POOL_NAME), 2, 10.0)
     renewal_client = redis.Redis.from_url(redis_url)
     coordinator = coordinator_of(
         client, "host:1:renewing", Orders, 1.5, 0.5, renewal_client=renewal_client
