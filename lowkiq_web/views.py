@@ -156,6 +156,7 @@ def job(worker: str) -> tuple[str, int]:
         "payloads_from": start,
         "payloads_per_page": JOB_PAYLOADS,
         "worker_paused": found.paused(),
+        "yields": queries.yields(job_id),
     }
     return render_template("lowkiq/job.html", metrics=found.metrics(), **context), status
 

@@ -228,6 +228,11 @@ class QueueKeys:
         """How many times the shard's lease was acquired; never expires."""
         return self._key("epoch_counter", shard)
 
+    def restores_hash(self, shard: int) -> str:
+        """id -> how many times its batch was restored by a new owner (its process died
+        running it); ``\0`` + id -> how many times it yielded (``yield_rest``)."""
+        return self._key("restores_hash", shard)
+
     def stopping_flag(self, shard: int) -> str:
         """The lease token of an owner that announced it is stopping with a batch
         running; its next owner restores that batch without counting a restore."""

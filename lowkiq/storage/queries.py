@@ -62,6 +62,13 @@ class Queries:
 
     # -- queued jobs -----------------------------------------------------
 
+    def yields(self, job_id: str) -> int:
+        """How many times the perform of ``job_id`` gave payloads back (``yield_rest``)
+        since the id last ended (acked, failed or buried)."""
+        shard = self.shard_of(str(job_id))
+        count = self.client.hget(self.keys.restores_hash(shard), "\0" + str(job_id))
+        return int(count or 0)
+
     def fetch(self, ids: Iterable[Any]) -> list[Job]:
         """The queued jobs with these ids, in the given order; missing ids are skipped."""
         ids = [str(job_id) for job_id in ids]

@@ -15,6 +15,7 @@ import redis
 
 import lowkiq
 from lowkiq.runtime.dispatcher import Dispatcher
+from lowkiq_web import create_app
 from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client)
 from tests.runtime.serving import dispatcher_of
 
@@ -108,6 +109,7 @@ def test_a_hot_id_yields_and_another_id_of_its_shard_starts_soon(
     assert other_at - started < 0.2 + 0.5  # the target is 0.2 s; the rest is CI slack
     hot_done = [payload for job_id, payload, _ in worker.performed if job_id == "hot"]
     assert hot_done == list(range(count))  # each once, in score order
+    assert worker.queries().yields("hot") == 0  # forgotten once the id ended
     assert worker.metrics()["length"] == 0
 
 
@@ -131,6 +133,11 @@ def test_should_stop_is_true_when_the_shard_is_handed_over_and_the_rest_goes_bac
         assert job["payloads"] == [[1, 1_800_000_001.0], [2, 1_800_000_002.0]]
         assert job["retry_count"] == -1
         assert Stoppable.metrics()["length"] == 1
+        # The yield is counted, and the job page says so.
+        assert Stoppable.queries().yields("a") == 1
+        lowkiq.settings.workers = [Stoppable]
+        page = create_app().test_client().get("/Stoppable/job?id=a").get_data(as_text=True)
+        assert "Yielded</dt>" in page and ">1 time<" in page
 
 
 def test_yield_rest_refuses_an_id_or_payload_not_in_the_batch(
