@@ -3,8 +3,10 @@ function, client middlewares, overriding ``perform_async``, and Redis being down
 
 from __future__ import annotations
 
+import decimal
 import math
 import socket
+import uuid
 
 import pytest
 import redis
@@ -211,6 +213,73 @@ def test_a_valid_list_is_enqueued_and_an_empty_one_is_a_no_op(worker, redis_clie
 def test_ids_of_any_type_are_stored_as_str(worker):
     worker.perform_async([{"id": 5}, {"id": 2.5}, {"id": ("a", 1)}, {"id": "x y"}])
     assert sorted(queued_ids(worker)) == sorted(["5", "2.5", "('a', 1)", "x y"])
+
+
+class Opaque:
+    """An object whose str is the default repr: its address."""
+
+
+class WithRepr:
+    def __repr__(self) -> str:
+        return f"<WithRepr at {id(self):#x}>"
+
+
+@pytest.mark.parametrize(
+    "job_id",
+    [b"x", bytearray(b"x"), True, False, Opaque(), WithRepr(), lambda: 1, object()],
+    ids=["bytes", "bytearray", "True", "False", "object", "repr-address", "function", "bare"],
+)
+def test_an_id_without_a_value_based_str_raises_invalid_job(worker, redis_client, job_id):
+    with pytest.raises(InvalidJob) as caught:
+        worker.perform_async([GOOD, {"id": job_id}])
+    assert (caught.value.index, caught.value.field) == (1, "id")
+    assert "str, an int or a value with a value-based str" in str(caught.value)
+    assert redis_client.dbsize() == 0
+
+
+def test_a_bytes_id_is_refused_with_a_hint_to_decode_it(worker):
+    with pytest.raises(InvalidJob, match=r"got bytes b'order-1': decode it first"):
+        worker.perform_async([{"id": b"order-1"}])
+
+
+def test_ids_with_a_value_based_str_are_stored_as_that_str(worker):
+    values = [uuid.UUID(int=7), decimal.Decimal("1.50"), 2.5, ("a", 1), 10**20, -3]
+    worker.perform_async([{"id": value} for value in values])
+    assert sorted(queued_ids(worker)) == sorted(str(value) for value in values)
+
+
+@pytest.mark.parametrize(
+    ("perform_in", "says"),
+    [
+        (60, "for 60 seconds from now, give time.time() + 60"),
+        (0, "got 0"),
+        (0.5, "got 0.5"),
+        (-1e300, "got -1e+300"),
+        (978_307_199.0, "got 978307199.0"),
+        (7_258_118_400.0, "got 7258118400.0"),
+        (1e300, "got 1e+300"),
+        (math.nan, "must be finite, got nan"),
+        (math.inf, "must be finite, got inf"),
+    ],
+)
+def test_a_perform_in_that_is_no_timestamp_from_2001_to_2200_raises_invalid_job(
+    worker, redis_client, perform_in, says
+):
+    with pytest.raises(InvalidJob) as caught:
+        worker.perform_async([GOOD, {"id": 1, "perform_in": perform_in}])
+    assert (caught.value.index, caught.value.field) == (1, "perform_in")
+    assert says in str(caught.value)
+    assert redis_client.dbsize() == 0
+
+
+def test_perform_in_bounds_and_any_finite_score_are_taken(worker):
+    jobs = [
+        {"id": "earliest", "perform_in": 978_307_200.0},
+        {"id": "latest", "perform_in": 7_258_118_399.0},
+        {"id": "version", "score": -1e300},
+    ]
+    worker.perform_async(jobs)
+    assert sorted(queued_ids(worker)) == ["earliest", "latest", "version"]
 
 
 def test_perform_async_uses_one_round_trip_per_call(worker, redis_url):

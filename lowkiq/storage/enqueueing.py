@@ -15,7 +15,7 @@ import contextlib
 import threading
 import weakref
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from operator import itemgetter
 from typing import Any, cast
 
@@ -161,11 +161,12 @@ def _grouped(jobs: list[NewJob], shards_count: int) -> Groups:
 
 def _rounds(groups: Groups, max_jobs: int, max_bytes: int) -> list[Groups]:
     """``groups`` cut into rounds of at most ``max_jobs`` members and ``max_bytes``
-    bytes of members (a member larger than that alone), in order."""
+    bytes of members (a member larger than that alone).  Each round takes its share
+    of every group, so that on a Redis Cluster every master works in every round."""
     rounds: list[Groups] = []
     current: Groups = {}
     jobs = size = 0
-    for key, members in groups.items():
+    for key, members in _interleaved(groups, max(1, max_jobs // max(1, len(groups)))):
         start = 0
         while start < len(members):
             piece = members[start : start + max_jobs - jobs]
@@ -181,6 +182,17 @@ def _rounds(groups: Groups, max_jobs: int, max_bytes: int) -> list[Groups]:
     if current:
         rounds.append(current)
     return rounds
+
+
+def _interleaved(groups: Groups, step: int) -> Iterator[tuple[tuple[int, Any], list[bytes]]]:
+    """Slices of ``step`` members of each group in turn, each group's in order."""
+    pending = list(groups.items())
+    offset = 0
+    while pending:
+        for key, members in pending:
+            yield key, members[offset : offset + step]
+        offset += step
+        pending = [(key, members) for key, members in pending if len(members) > offset]
 
 
 def _fitting(members: list[bytes], room: int) -> tuple[int, int]:
