@@ -38,13 +38,48 @@ child's leases at once.
 With ``--rate R`` the worker has a rate limit of R jobs per second: its pops take
 several batches at once (as many as the reserved tokens pay for), so a crash finds
 several batches of a shard in processing.
+
+With ``--iterating`` the worker is a ``lowkiq.IterableWorker`` (``ChaosSteps`` in
+bench/chaos_app.py): ``perform_one`` takes 5-20 ms per payload and writes that version to
+the fenced store, ``max_perform_seconds`` is 0.2 s, and the feeder sends each round a
+burst of 1 to ``--burst`` versions of one id (besides one version of 5 others), so an
+id's merged burst is a long perform, done over several performs, the rest given back
+each time (``current_batch().yield_rest``).  The disruptions also include deploys: a
+replacement starts, the old process gets TERM, and KILL if it is still alive after a
+2 s grace.  Every payload performed is recorded (a step, pushed by the script that
+writes the store, so the record's order is the order of the writes), and a perform of
+an id is the steps of one ``perform`` call for that id.  The checks are then:
+
+* lost: a version fed that no step performed and that is not in the morgue;
+* out of order in a perform: a step whose version is not above the previous step's
+  of the same perform and id;
+* out of order across performs: a version performed for the first time below a
+  version of that id performed before (new work never goes back);
+* going back: a perform whose first version was performed before is allowed only as
+  a re-run of an unacked batch, starting at the first version of the id's previous
+  perform (its process died or froze before the ack, or an ack's outcome was unknown
+  and the batch was restored under the same lease: at least once), or as the rest
+  given back, above the previous perform's last version; any other is counted;
+* late steps: a step under a lower fence than one that already performed the id (a
+  process that ran on past its lease) is left out of the order checks and counted,
+  apart for a process frozen by SIGSTOP;
+* overlapping performs of one id: from a perform's first step to its last;
+* stale writes accepted by the fenced store (replayed in the record's order): a
+  version below the stored one accepted outside a re-run (a re-run rewrites the
+  versions of its batch under a newer fence, or under the same lease after an
+  unknown ack: those are counted apart);
+* crashed processes, the poison job and the morgue as above; plus the performs that
+  gave payloads back (after ``max_perform_seconds`` or earlier, when asked to stop),
+  the deploys and how long their processes took to exit after TERM.
+
 Usage: python bench/chaos.py [--seconds 180] [--processes 3] [--ids 200] [--threads 2]
-       [--children N] [--rate R]
+       [--children N] [--rate R] [--iterating [--burst 40]]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -56,6 +91,8 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -70,6 +107,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LEASE_TTL = 2.0
 #: Seconds the final drain may take before the run reports what is left.
 DRAIN_LIMIT = 300.0
+#: Seconds a deploy waits after TERM before it sends KILL.
+DEPLOY_GRACE = 2.0
 
 
 class Worker:
@@ -94,16 +133,32 @@ class Worker:
         """The process id."""
         return self.process.pid
 
+    def children(self) -> list[int]:
+        """The supervisor's children (none while it restarts them, nor without one)."""
+        if not self.supervised:
+            return []
+        try:
+            return [
+                int(pid)
+                for pid in Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text().split()
+            ]
+        except OSError:
+            return []
+
     def child(self) -> int | None:
         """A process that runs the jobs: one of the supervisor's children (``None`` while
         it restarts them), else the process itself."""
         if not self.supervised:
             return self.pid
-        try:
-            children = Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text().split()
-        except OSError:
-            return None
-        return int(random.choice(children)) if children else None
+        children = self.children()
+        return random.choice(children) if children else None
+
+    def kill(self) -> None:
+        """SIGKILL the process, and first its children under a supervisor."""
+        for pid in self.children():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.process.kill()
 
 
 class Run:
@@ -121,15 +176,20 @@ class Run:
             "RECORD_URL": self.records.url,
             "CHAOS_LEASE_TTL": str(LEASE_TTL),
             "CHAOS_RATE": str(args.rate or 0),
+            "CHAOS_ITERATING": "1" if args.iterating else "0",
             "LOWKIQ_THREADS_PER_NODE": str(args.threads),
             "PYTHONPATH": str(ROOT),
         }
-        os.environ.update(REDIS_URL=self.queue.url, RECORD_URL=self.records.url)
+        os.environ.update(
+            REDIS_URL=self.queue.url,
+            RECORD_URL=self.records.url,
+            CHAOS_ITERATING=self.env["CHAOS_ITERATING"],
+        )
         sys.path.insert(0, str(ROOT / "bench"))
         import chaos_app
 
         self.app = chaos_app
-        self.worker_class = chaos_app.Chaos
+        self.worker_class = chaos_app.WORKER
         self.started = 0
         self.lock = threading.Lock()
         self.workers: list[Worker] = []
@@ -146,6 +206,8 @@ class Run:
         self.killed_children: set[int] = set()
         #: When a disruption hit a hand-over (connections dropped, Redis killed).
         self.hand_over_hits: list[float] = []
+        #: Seconds each deployed process took to exit after TERM (not those killed).
+        self.term_exits: list[float] = []
         self.feeding = True
         self.watching = True
 
@@ -161,7 +223,11 @@ class Run:
         """Enqueue versioned updates of random ids until told to stop."""
         ids = [f"id{n}" for n in range(self.args.ids)]
         while self.feeding:
-            chosen = random.sample(ids, 10)
+            if self.args.iterating:
+                chosen = [random.choice(ids)] * random.randint(1, self.args.burst)
+                chosen += random.sample(ids, 5)
+            else:
+                chosen = random.sample(ids, 10)
             jobs = []
             for job_id in chosen:
                 self.versions[job_id] += 1
@@ -176,7 +242,7 @@ class Run:
                 continue
             for job in jobs:
                 self.fed[job["id"]].add(job["payload"]["v"])
-            time.sleep(0.01)
+            time.sleep(0.15 if self.args.iterating else 0.01)
 
     def feed_poison(self) -> None:
         """Enqueue the job whose perform ends its process (retried while Redis is down)."""
@@ -228,9 +294,13 @@ class Run:
             code = worker.process.wait(30)
         except subprocess.TimeoutExpired:
             self.events["worker ignoring TERM for 30 s (killed)"] += 1
-            worker.process.kill()
+            worker.kill()
             worker.process.wait()
             return
+        self.exited(worker, code)
+
+    def exited(self, worker: Worker, code: int) -> None:
+        """Note how a worker sent TERM ended: a non-zero exit is a crash on stopping."""
         if code == -signal.SIGTERM:
             # TERM came while it was starting, before it installed its handlers.
             self.events["worker ended by TERM while starting"] += 1
@@ -274,13 +344,34 @@ class Run:
         self.start_worker()
         return "join", None
 
+    def deploy(self) -> None:
+        """A deploy: a replacement starts, the old worker gets TERM, and KILL when it is
+        still alive after :data:`DEPLOY_GRACE` seconds."""
+        old = self.victim()
+        self.start_worker()
+        self.end(old, signal.SIGTERM)
+        asked = time.monotonic()
+        try:
+            code = old.process.wait(DEPLOY_GRACE)
+        except subprocess.TimeoutExpired:
+            old.kill()
+            old.process.wait()
+            self.events[f"deploy: KILL after {DEPLOY_GRACE:g} s of grace"] += 1
+            return
+        self.term_exits.append(time.monotonic() - asked)
+        self.exited(old, code)
+
     def chaos(self) -> None:
         """One random disruption."""
-        action = random.choices(
-            ["sigkill", "sigterm", "sigstop", "redis", "handover-drops", "handover-restart"],
-            weights=[3, 2, 2, 1, 3, 2],
-        )[0]
-        if action == "redis":
+        actions = ["sigkill", "sigterm", "sigstop", "redis", "handover-drops", "handover-restart"]
+        weights = [3, 2, 2, 1, 3, 2]
+        if self.args.iterating:
+            actions, weights = [*actions, "deploy"], [3, 1, 2, 1, 3, 2, 3]
+        action = random.choices(actions, weights=weights)[0]
+        if action == "deploy":
+            self.deploy()
+            self.events["deploy (replacement started, TERM, KILL after the grace)"] += 1
+        elif action == "redis":
             self.kill_redis(random.uniform(0.4, 1.0))
             self.events["redis kill -9"] += 1
         elif action == "handover-drops":
@@ -359,7 +450,8 @@ class Run:
         return any(p == pid and a < end and start < b for p, a, b in self.pauses)
 
     def overlaps(self, rows: list[dict[str, Any]]) -> tuple[int, int]:
-        """Overlapping performs of one id: (neither paused, one of them paused)."""
+        """Overlapping performs of one id (``rows``: id, start, end, pid of each): (neither
+        paused, one of them paused)."""
         by_id: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for row in rows:
             by_id[row["id"]].append(row)
@@ -398,9 +490,10 @@ class Run:
     def shard_moves(self) -> list[float]:
         """When a worker logged releasing or acquiring a shard."""
         moments = []
+        released = f" released {self.worker_class.queue_name}:"
         for path in self.directory.glob("worker-*.log"):
             for line in path.read_text(errors="replace").splitlines():
-                if " released Chaos:" in line or "acquired (epoch" in line:
+                if released in line or "acquired (epoch" in line:
                     stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
                     moments.append(stamp.timestamp())
         return moments
@@ -429,17 +522,31 @@ class Run:
             f"retries_exhausted {called}"
         )
 
+    def findings(self, records: redis.Redis) -> Findings:
+        """Read the records of the run (saved to performs.jsonl or steps.jsonl) and check
+        them."""
+        if self.args.iterating:
+            steps = [json.loads(row) for row in records.lrange("chaos:steps", 0, -1)]
+            self.save("steps.jsonl", steps)
+            return step_findings(steps, self.paused)
+        rows = [json.loads(row) for row in records.lrange("chaos:records", 0, -1)]
+        self.save("performs.jsonl", rows)
+        found = Findings(spans=rows)
+        for row in rows:
+            found.performed[row["id"]].update(row["vs"])
+            found.out_of_order += row["vs"] != sorted(row["vs"])
+        found.stale = [json.loads(row) for row in records.lrange("chaos:stale", 0, -1)]
+        return found
+
+    def save(self, name: str, rows: list[dict[str, Any]]) -> None:
+        with (self.directory / name).open("w") as out:
+            out.writelines(json.dumps(row) + "\n" for row in rows)
+
     def report(self, drain_seconds: float | None) -> None:
         records = redis.Redis.from_url(self.records.url)
-        rows = [json.loads(row) for row in records.lrange("chaos:records", 0, -1)]
+        found = self.findings(records)
+        rows, seen = found.spans, found.performed
         waits = sorted(row["wait"] for row in rows)
-        with (self.directory / "performs.jsonl").open("w") as out:
-            out.writelines(json.dumps(row) + "\n" for row in rows)
-        seen: dict[str, set[int]] = defaultdict(set)
-        out_of_order = 0
-        for row in rows:
-            seen[row["id"]].update(row["vs"])
-            out_of_order += row["vs"] != sorted(row["vs"])
         morgue = self.worker_class.queries().morgue_range_by_id("-", "+", limit=1000)
         others_dead = [job for job in morgue if job["id"] != self.app.POISON]
         buried: dict[str, set[int]] = defaultdict(set)
@@ -447,7 +554,7 @@ class Run:
             buried[job["id"]].update(payload["v"] for payload, _ in job["payloads"])
         lost = sum(len(self.fed[i] - seen[i] - buried[i]) for i in self.fed)
         overlaps, paused_overlaps = self.overlaps(rows)
-        stale = [json.loads(row) for row in records.lrange("chaos:stale", 0, -1)]
+        stale = found.stale
         refused = int(records.get("chaos:refused") or 0)
         behind = sum(
             int(records.hget(f"chaos:store:{i}", "version") or -1) < max(seen[i] or {-1})
@@ -464,12 +571,19 @@ class Run:
             "without --nodes, "
             f"{self.args.threads} threads each, {self.args.ids} ids, lease TTL {LEASE_TTL:.0f} s"
             + (f", rate limit {self.args.rate:g}/s" if self.args.rate else "")
+            + (
+                f", iterating (max_perform_seconds {self.worker_class.max_perform_seconds:g} s, "
+                f"bursts of up to {self.args.burst})"
+                if self.args.iterating
+                else ""
+            )
         )
         for event, count in sorted(self.events.items()):
             print(f"  {event}: {count}")
         print(f"  payload versions fed: {sum(len(v) for v in self.fed.values())}")
         drained = "did not drain" if drain_seconds is None else f"took {drain_seconds:.1f} s"
-        print(f"  performs recorded: {len(rows)}; final drain {drained}")
+        print(f"  performs{' of an id' if self.args.iterating else ''} recorded: {len(rows)}; "
+              f"final drain {drained}")  # fmt: skip
         if drain_seconds is None:
             metrics = self.worker_class.metrics()
             print(f"  left after {DRAIN_LIMIT:.0f} s: {metrics['length']} queued, "
@@ -482,16 +596,25 @@ class Run:
             print(f"  queue wait (oldest payload of a perform): p50 {quantile(waits, 0.5):.2f} s, "
                   f"p99 {quantile(waits, 0.99):.2f} s, max {waits[-1]:.2f} s")  # fmt: skip
             longest = max(rows, key=lambda row: row["wait"])
-            print(f"    longest: {longest['id']} (shard {longest['fence'] >> 32}), started "
+            shard = self.worker_class.queue().shard_of(longest["id"])
+            print(f"    longest: {longest['id']} (shard {shard}), started "
                   f"{datetime.fromtimestamp(longest['start']):%H:%M:%S.%f} in pid "
                   f"{longest['pid']}")  # fmt: skip
+        if self.args.iterating:
+            self.report_iterating(records, found)
         print(f"lost payload versions:                 {lost}")
-        print(f"versions out of score order in a call: {out_of_order}")
+        print(f"versions out of score order in a call: {found.out_of_order}")
+        if self.args.iterating:
+            print(f"  across performs: performed first below a newer version "
+                  f"{found.first_after_newer}; going back other than a re-run "
+                  f"{found.gone_back}")  # fmt: skip
         print(f"overlapping performs of one id:        {overlaps}")
         print(f"  (more with a perform paused past its lease: {paused_overlaps})")
         print(f"stale writes accepted by the fenced store: {len(stale)}")
         for write in stale[:5]:
             print(f"  {write}")
+        if self.args.iterating:
+            print(f"  (versions rewritten lower by re-runs: {found.rewound})")
         print(f"fenced writes refused:                 {refused}")
         print(f"ids whose stored version is not their newest performed: {behind}")
         print(f"crashed processes:                     {len(self.crashed)} exited by themselves"
@@ -505,11 +628,117 @@ class Run:
         )
         for job in others_dead[:3]:
             print(f"  {job['id']}: {job['error']}")
-        print(f"logs and every perform (performs.jsonl): {self.directory}")
+        saved = "step (steps.jsonl)" if self.args.iterating else "perform (performs.jsonl)"
+        print(f"logs and every {saved}: {self.directory}")
+
+    def report_iterating(self, records: redis.Redis, found: Findings) -> None:
+        """The figures of an ``--iterating`` run besides the checks: yields, re-runs, late
+        steps, deploys."""
+        yields = [json.loads(row) for row in records.lrange("chaos:yields", 0, -1)]
+        limit = self.worker_class.max_perform_seconds or 0.0
+        timed = sum(entry["after"] >= limit for entry in yields)
+        print(f"  steps (payloads performed): {found.steps}; performed again: {found.repeated}")
+        print(f"  performs that gave the rest back: {len(yields)} "
+              f"({sum(entry['payloads'] for entry in yields)} payloads), {timed} after "
+              f"max_perform_seconds, {len(yields) - timed} earlier (asked to stop)")  # fmt: skip
+        print(f"  re-runs of a batch not acked: {found.reruns['newer']} under a newer lease, "
+              f"{found.reruns['same']} under the same lease")  # fmt: skip
+        print(f"  late steps of a process past its lease: {found.late} "
+              f"({found.late_paused} by a process frozen by SIGSTOP)")  # fmt: skip
+        exits = sorted(self.term_exits)
+        if exits:
+            print(f"  deployed processes' exit after TERM: p50 {quantile(exits, 0.5):.2f} s, "
+                  f"max {exits[-1]:.2f} s ({len(exits)} exited within the grace)")  # fmt: skip
 
     def close(self) -> None:
         self.queue.stop()
         self.records.stop()
+
+
+@dataclass
+class Findings:
+    """What the records of a run show (see the module's docstring for each check)."""
+
+    #: Each id's versions performed.
+    performed: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
+    #: Each perform of an id: id, start, end, pid, fence, wait (of its oldest payload).
+    spans: list[dict[str, Any]] = field(default_factory=list)
+    #: Versions out of order within one perform (a plain run: performs out of order).
+    out_of_order: int = 0
+    #: Versions performed for the first time below a version of the id performed before.
+    first_after_newer: int = 0
+    #: Performs starting at a version performed before, other than a re-run.
+    gone_back: int = 0
+    #: Re-runs of an unacked batch, under a ``newer`` or the ``same`` lease.
+    reruns: dict[str, int] = field(default_factory=lambda: {"newer": 0, "same": 0})
+    #: Steps performed: all, repeats of a version performed before.
+    steps: int = 0
+    repeated: int = 0
+    #: Steps under a lower fence than one that performed the id before; of those, by a
+    #: process frozen while it ran them.
+    late: int = 0
+    late_paused: int = 0
+    #: Writes the fenced store accepted although a newer version was stored (not by a
+    #: re-run), and lower versions a re-run wrote.
+    stale: list[dict[str, Any]] = field(default_factory=list)
+    rewound: int = 0
+
+
+def step_findings(
+    steps: list[dict[str, Any]], paused: Callable[[int, float, float], bool]
+) -> Findings:
+    """Check the steps of an ``--iterating`` run, in the order they were written
+    (``paused(pid, start, end)``: whether the bench froze ``pid`` meanwhile)."""
+    found = Findings(steps=len(steps))
+    spans: dict[tuple[str, str], dict[str, Any]] = {}
+    #: Per id: the highest version and fence performed, the previous perform that was
+    #: not late, and the fenced store's (fence, version).
+    high: dict[str, int] = {}
+    top_fence: dict[str, int] = {}
+    previous: dict[str, dict[str, Any]] = {}
+    store: dict[str, tuple[int, int]] = {}
+    for step in steps:
+        job_id, version, fence = step["id"], step["v"], step["fence"]
+        late = fence < top_fence.get(job_id, -1)
+        top_fence[job_id] = max(fence, top_fence.get(job_id, -1))
+        again = version in found.performed[job_id]
+        found.repeated += again
+        span = spans.get((step["perform"], job_id))
+        if late:
+            found.late += 1
+            found.late_paused += paused(step["pid"], step["start"], step["end"])
+        if span is None:
+            span = {key: step[key] for key in ("id", "start", "end", "pid", "fence", "wait")}
+            span.update(first=version, last=version, rerun=False)
+            spans[(step["perform"], job_id)] = span
+            found.spans.append(span)
+            if not late:
+                before = previous.get(job_id)
+                if again and before is not None and version == before["first"]:
+                    span["rerun"] = True
+                    found.reruns["newer" if fence > before["fence"] else "same"] += 1
+                elif again and (before is None or version <= before["last"]):
+                    found.gone_back += 1
+                elif not again and version < high.get(job_id, -1):
+                    found.first_after_newer += 1
+                previous[job_id] = span
+        else:
+            if version <= span["last"]:
+                found.out_of_order += 1
+            elif not late and not again and version < high.get(job_id, -1):
+                found.first_after_newer += 1
+            span["end"], span["last"] = step["end"], version
+        found.performed[job_id].add(version)
+        if not late:
+            high[job_id] = max(version, high.get(job_id, -1))
+        stored_fence, stored_version = store.get(job_id, (-1, -1))
+        if fence >= stored_fence:
+            if version < stored_version and span["rerun"]:
+                found.rewound += 1
+            elif version < stored_version:
+                found.stale.append(step)
+            store[job_id] = (fence, version)
+    return found
 
 
 def quantile(ordered: list[float], q: float) -> float:
@@ -536,6 +765,15 @@ def main() -> None:
     )
     parser.add_argument(
         "--rate", type=float, default=None, help="the worker's rate limit, jobs per second"
+    )
+    parser.add_argument(
+        "--iterating",
+        action="store_true",
+        help="an IterableWorker of 5-20 ms per payload and max_perform_seconds 0.2, fed in "
+        "bursts; deploys among the disruptions",
+    )
+    parser.add_argument(
+        "--burst", type=int, default=40, help="with --iterating: the most versions of one burst"
     )
     args = parser.parse_args()
     run = Run(args, Path(tempfile.mkdtemp(prefix="lowkiq-chaos-")))
