@@ -14,19 +14,20 @@
 if retired() then return -1 end
 local now = clock(ARGV[1])
 local now_score = tonumber(now)
+local now_bytes = struct.pack('>d', now_score)
 
--- A member with every SCORE_NOW of its blob (lowkiq.storage.blob: a NaN, never a
--- score of its own, first in the blob) replaced by now; equal payloads then keep
--- the smaller score.  Members without one come back as they are.
+-- A member with every SCORE_NOW of its blob (lowkiq.storage.blob: the NaN whose
+-- bytes begin 0x7f 0xf8, never a score of its own, first in the blob) replaced by
+-- now; equal payloads then keep the smaller score.  Members without one come back
+-- as they are.
 local function stamped(member, id)
-  local first_score = struct.unpack('>d', member, #id + 2)
-  if first_score == first_score then return member end
-  local blob = string.sub(member, #id + 2)
-  local first_len = struct.unpack('>I4', blob, 9)
-  if HEADER_SIZE + first_len == #blob then
-    return id .. '\0' .. struct.pack(HEADER, now_score, first_len) .. string.sub(blob, HEADER_SIZE + 1)
+  local at = #id + 2
+  local b1, b2 = string.byte(member, at, at + 1)
+  if b1 ~= 127 or b2 ~= 248 then return member end
+  if at + HEADER_SIZE - 1 + struct.unpack('>I4', member, at + 8) == #member then
+    return id .. '\0' .. now_bytes .. string.sub(member, at + 8)  -- one payload
   end
-  local pairs_ = blob_pairs(blob)
+  local pairs_ = blob_pairs(string.sub(member, at))
   for _, pair in ipairs(pairs_) do
     if pair[1] ~= pair[1] then pair[1] = now_score end
   end
