@@ -9,15 +9,16 @@ per heartbeat; the renewer's own timer runs a round only when no heartbeat
 did (:data:`OWN_ROUND_LATE`: a slow or failing beat never lets leases lapse).
 
 On a cluster the renewer runs every round itself, the masters' writes sent side by
-side, on a cluster client of its own whose every call gives up after a twelfth of
-the TTL (:func:`~lowkiq.clients.cluster.bounded_client`): a master that died or
-hangs costs a round that much, never the lease.  When a master fails, redirects
-(``MOVED``, ``ASK``) or answers ``CLUSTERDOWN`` (a failover under way), the round
-reloads the slot map at once and renews again, in the same round, the leases whose
-slot has a new master (its replica took over).  After a round that could not renew
-some leases the next comes after a twelfth of the TTL, not a third, so the leases
-of a master that fails over reach its replica within a sixth of the TTL of its
-promotion, and an outage shorter than the TTL costs no lease.
+side, on a cluster client of its own whose every call gives up after 1/24 of the
+TTL (:func:`~lowkiq.clients.cluster.bounded_client`): a master that died or hangs
+costs a round that much, never the lease.  A redirection (``MOVED``, ``ASK``) is
+followed at once.  When a master fails or answers ``CLUSTERDOWN`` (a failover under
+way), the round reloads the slot map at once and renews again, in the same round, the
+leases whose slot has a new master (its replica took over).  After a round that could
+not renew some leases the next comes after a twelfth of the TTL, not a third, and
+reloads the slot map first: the leases of a master that fails over reach its replica
+within an eighth of the TTL of its promotion, and an outage shorter than the TTL
+costs no lease.
 
 A renewal that Redis confirms moves the lease's local deadline
 (:class:`~lowkiq.ownership.leases.Term`) to when it was *sent* plus the TTL; a
@@ -59,9 +60,10 @@ OWN_ROUND_LATE = 1.25
 #: over), the next comes this share of the TTL after it, not a whole interval: a short
 #: outage then costs no lease.
 RETRY_PER_TTL = 12
-#: On a Redis Cluster, a renewal's connect and read give up after this share of the TTL
-#: (or the client's own socket timeout, when shorter).
-TIMEOUT_PER_TTL = 12
+#: On a Redis Cluster, a renewal's connect and read (and a reload of the slot map's, on
+#: each node it asks) give up after this share of the TTL, or the client's own socket
+#: timeout when shorter: a round after a failed one ends within a twelfth of the TTL.
+TIMEOUT_PER_TTL = 24
 #: Errors that say a round could not ask Redis about some leases (neither renewed nor
 #: lost): a connection lost or timed out, a slot without a master, a redirection not
 #: followed, ``CLUSTERDOWN``.
@@ -104,6 +106,17 @@ def _master_name(cluster: Any, held: HeldLease) -> str | None:
     except RedisClusterException:
         return None
     return name
+
+
+def _reload(cluster: Any) -> bool:
+    """Reload ``cluster``'s slot map (redis-py's ``NodesManager.initialize``: it asks the
+    nodes it knows for ``CLUSTER SLOTS``); ``False`` when no node answered."""
+    try:
+        cluster.nodes_manager.initialize()
+    except UNSURE as exc:
+        log.debug("could not reload the cluster's slot map: %s", exc)
+        return False
+    return True
 
 
 class Renewer:
@@ -242,14 +255,11 @@ class Renewer:
             cluster = self._own_cluster()
         except UNSURE as exc:
             return Round(unsure=leases, error=exc)
+        if self._failed:  # their slots may have moved since the last round
+            _reload(cluster)
         was = {id(held): _master_name(cluster, held) for held in leases}
         result = self._renew_on_masters(cluster, leases)
-        if not result.unsure:
-            return result
-        try:
-            cluster.nodes_manager.initialize()
-        except UNSURE as exc:
-            log.debug("could not reload the cluster's slot map: %s", exc)
+        if not result.unsure or not _reload(cluster):
             return result
         moved: list[HeldLease] = []
         stayed: list[HeldLease] = []
@@ -263,8 +273,8 @@ class Renewer:
         return again
 
     def _own_cluster(self) -> Any:
-        """The renewer's own client of the cluster, whose calls end within a twelfth of the
-        TTL (made at the first round)."""
+        """The renewer's own client of the cluster, whose calls end within
+        :data:`TIMEOUT_PER_TTL` of the TTL (made at the first round)."""
         if self._cluster is None:
             assert isinstance(self.client, redis.RedisCluster)
             self._cluster = bounded_client(self.client, self.ttl / TIMEOUT_PER_TTL)
