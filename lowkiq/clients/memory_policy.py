@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-from redis.exceptions import OutOfMemoryError, RedisClusterException
+from redis.exceptions import RedisClusterException
 
 from lowkiq.clients.connection import Client
 from lowkiq.errors import ConfigurationError
@@ -131,10 +131,3 @@ def check_before_fork(make_client: Callable[[], Client], allow_eviction: bool) -
     finally:
         client.close()
 
-
-def is_redis_full(exc: BaseException) -> bool:
-    """Whether ``exc`` is Redis refusing a write because it reached ``maxmemory`` (under
-    ``noeviction``): a command's ``OOM`` error, or the same error inside a script."""
-    if isinstance(exc, OutOfMemoryError):
-        return True
-    return isinstance(exc, redis.ResponseError) and "OOM command not allowed" in str(exc)

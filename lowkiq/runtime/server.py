@@ -36,9 +36,9 @@ from redis.exceptions import RedisClusterException
 
 from lowkiq.clients.cluster import thread_client
 from lowkiq.clients.connection import Client, describe_redis
-from lowkiq.clients.memory_policy import check_eviction, is_redis_full
+from lowkiq.clients.memory_policy import check_eviction
 from lowkiq.coroutines import close_thread_loop
-from lowkiq.errors import ConfigurationError
+from lowkiq.errors import ConfigurationError, is_out_of_memory
 from lowkiq.health import Heartbeats
 from lowkiq.health.verdicts import ProcessState
 from lowkiq.ownership.coordinator import Coordinator, Plan
@@ -284,10 +284,10 @@ class Server:
             try:
                 return action()
             except (redis.ConnectionError, redis.ResponseError) as exc:
-                if not isinstance(exc, redis.ConnectionError) and not is_redis_full(exc):
+                if not isinstance(exc, redis.ConnectionError) and not is_out_of_memory(exc):
                     raise
                 failures += 1
-                if failures == 1 and is_redis_full(exc):
+                if failures == 1 and is_out_of_memory(exc):
                     log.warning(
                         "Redis is full (%s): it refuses writes until memory is freed or "
                         "maxmemory raised; retrying",
@@ -387,7 +387,7 @@ class Server:
             except (redis.RedisError, RedisClusterException) as exc:
                 heartbeat.failed(exc)
                 failures += 1
-                if failures == 1 and is_redis_full(exc):
+                if failures == 1 and is_out_of_memory(exc):
                     log.warning("heartbeat failed, retrying: Redis is full: %s", exc)
                 elif failures == 1:
                     log.warning("heartbeat failed, retrying: %s: %s", type(exc).__name__, exc)
