@@ -2,8 +2,9 @@
 10 s: every lease on that master is renewed on its replica once promoted, none is lost,
 and a lease that may have lapsed by the worker's clock is reported once, not in a loop.
 
-The master is killed just before the worker renews its leases, so its replica holds
-them for the shortest time the renewals allow (two thirds of the TTL)."""
+The master is killed (SIGKILL), or hung (SIGSTOP, resumed once its replica took over),
+just before the worker renews its leases, so its replica holds them for the shortest
+time the renewals allow (two thirds of the TTL)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import lowkiq
 from lowkiq.embedded import EmbeddedServer
 from lowkiq.embedded_cluster import EmbeddedCluster, start_cluster
 from lowkiq.ownership import leases
+from lowkiq.storage.queue import Queue
 from tests.apps.runner import WorkerProcess, eventually
 from tests.conftest import lowkiq_on
 
@@ -43,7 +45,7 @@ def master_of(cluster: EmbeddedCluster, client: redis.RedisCluster, key: str) ->
 
 
 def victim_of(
-    cluster: EmbeddedCluster, client: redis.RedisCluster, queue: lowkiq.Worker
+    cluster: EmbeddedCluster, client: redis.RedisCluster, queue: Queue
 ) -> tuple[int, list[int]]:
     """The master serving the most shards (not the membership's master: its failover is
     tested elsewhere), and its shards."""
