@@ -23,7 +23,7 @@ from _machine import machine
 
 import lowkiq
 from lowkiq.embedded import start_server
-from lowkiq.storage.enqueueing import ROUND_BYTES, ROUND_JOBS
+from lowkiq.storage.push_plan import ROUND_BYTES, ROUND_JOBS
 
 
 class GiantWorker(lowkiq.Worker):

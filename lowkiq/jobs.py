@@ -11,7 +11,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lowkiq.errors import InvalidJob
-from lowkiq.storage.enqueueing import MIN_BULK_LEN, NewJob
+from lowkiq.storage.enqueueing import MIN_BULK_LEN
+from lowkiq.storage.push_plan import NewJob
 
 #: The fields of a job dict.
 JOB_FIELDS = ("id", "payload", "score", "perform_in")

@@ -26,8 +26,9 @@ from lowkiq.rate_limit import (
 )
 from lowkiq.settings import Settings, settings
 from lowkiq.storage.actions import Actions
-from lowkiq.storage.enqueueing import NewJob, max_bulk_len
+from lowkiq.storage.enqueueing import max_bulk_len
 from lowkiq.storage.metrics import QueueMetrics, queue_metrics
+from lowkiq.storage.push_plan import NewJob
 from lowkiq.storage.queries import Queries
 from lowkiq.storage.queue import Queue
 from lowkiq.timeouts import check_perform_timeout

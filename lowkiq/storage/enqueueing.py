@@ -15,8 +15,7 @@ import contextlib
 import threading
 import weakref
 import zlib
-from collections.abc import Iterable, Iterator
-from operator import itemgetter
+from collections.abc import Iterable
 from typing import Any, cast
 
 import redis
@@ -24,35 +23,37 @@ from redis.exceptions import NoScriptError, RedisClusterException
 
 from lowkiq.clients.connection import Client, pipelined
 from lowkiq.errors import EnqueueIncomplete, RedisFull, is_out_of_memory
-from lowkiq.storage import blob
-from lowkiq.storage.layout import Layout
+from lowkiq.storage.push_plan import (
+    ROUND_BYTES,
+    ROUND_JOBS,
+    NewJob,
+    cut_rounds,
+    grouped,
+    grouped_unique,
+    push_args,
+    pushed_ids,
+    rerouted,
+    round_ids,
+)
 from lowkiq.storage.queue_base import QueueBase
 from lowkiq.storage.scripts import run_on_masters
+
+__all__ = [
+    "DEFAULT_BULK_LEN",
+    "MIN_BULK_LEN",
+    "REFUSED",
+    "REROUTES",
+    "Enqueueing",
+    "NewJob",
+    "max_bulk_len",
+    "shard_of",
+]
 
 
 def shard_of(job_id: str, shards_count: int, base: int = 0) -> int:
     """The shard of a job id: ``base + crc32(id) % shards_count``."""
     return base + zlib.crc32(job_id.encode()) % shards_count
 
-
-#: A validated job ready to push: id, serialized payload, score, perform_in; a score
-#: or perform_in of ``None`` is "now" on Redis's clock, filled in by the push script.
-#: A plain tuple: enqueueing builds one per job, and a tuple is the cheapest.
-NewJob = tuple[str, bytes, float | None, float | None]
-
-#: Push members ``id\0blob`` by (shard, perform_in); perform_in ``None`` (or ``''``,
-#: as the push script's arguments say it) is "now".
-Groups = dict[tuple[int, float | str | None], list[bytes]]
-
-#: At most so many jobs in one round (one round trip, a MULTI of push calls): the
-#: push script costs about 5 µs a new job and 15-20 µs a job merged onto a queued
-#: one, so a round keeps Redis busy some 5-20 ms.  (It also bounds the ARGV strings
-#: of one script call, which Lua interns: many long payloads alike in the bytes its
-#: string hash samples cost it time quadratic in their number.)
-ROUND_JOBS = 1000
-#: At most so many bytes of members (``id``, 13 bytes, payload) in one round, at
-#: 2-4 ns a byte in the push script.  A single larger job goes in a round of its own.
-ROUND_BYTES = 4 * 1024 * 1024
 
 #: Redis's default ``proto-max-bulk-len``: the largest argument it accepts (bytes).
 DEFAULT_BULK_LEN = 512 * 1024 * 1024
@@ -98,151 +99,6 @@ def _bulk_lens(reply: Any) -> list[int]:
 REFUSED = -1
 #: How many times one enqueue follows a reshard before it gives up.
 REROUTES = 3
-
-
-def _pushed_ids(by_shard: dict[int, list[Any]], shards: Iterable[int]) -> list[str]:
-    """The job ids in the push arguments of ``shards`` (``now``, then groups of
-    ``perform_in``, count, members ``id\\0blob``)."""
-    ids: list[str] = []
-    for shard in shards:
-        args = by_shard[shard]
-        i = 1
-        while i < len(args):
-            count = args[i + 1]
-            ids += [member.split(b"\0", 1)[0].decode() for member in args[i + 2 : i + 2 + count]]
-            i += 2 + count
-    return ids
-
-
-def _grouped_unique(jobs: list[NewJob], shards_count: int) -> Groups | None:
-    """Members ``id\\0blob`` by (shard, perform_in), or ``None`` when an id repeats.
-    The common case of a call with distinct ids."""
-    if len(set(map(itemgetter(0), jobs))) != len(jobs):
-        return None
-    by_shard: list[dict[float | str | None, list[bytes]] | None] = [None] * shards_count
-    # by_shard's in use, first come first
-    used: list[tuple[int, dict[float | str | None, list[bytes]]]] = []
-    crc32, pack_one = zlib.crc32, blob.pack_one
-    for job_id, payload, score, perform_in in jobs:
-        id_bytes = job_id.encode()
-        shard = crc32(id_bytes) % shards_count
-        by_time = by_shard[shard]
-        if by_time is None:
-            by_time = by_shard[shard] = {}
-            used.append((shard, by_time))
-        members = by_time.get(perform_in)
-        if members is None:
-            members = by_time[perform_in] = []
-        members.append(id_bytes + b"\0" + pack_one(payload, score))
-    return {
-        (shard, perform_in): members
-        for shard, by_time in used
-        for perform_in, members in by_time.items()
-    }
-
-
-def _grouped(jobs: list[NewJob], shards_count: int) -> Groups:
-    """Members by (shard, perform_in), the payloads of one id packed into one member
-    (the id's first perform_in)."""
-    by_id: dict[str, tuple[float | None, list[tuple[bytes, float | None]]]] = {}
-    for job_id, payload, score, perform_in in jobs:
-        entry = by_id.get(job_id)
-        if entry is None:
-            by_id[job_id] = (perform_in, [(payload, score)])
-        else:
-            entry[1].append((payload, score))
-    groups: Groups = {}
-    for job_id, (perform_in, payloads) in by_id.items():
-        id_bytes = job_id.encode()
-        key = (zlib.crc32(id_bytes) % shards_count, perform_in)
-        groups.setdefault(key, []).append(id_bytes + b"\0" + blob.pack(payloads))
-    return groups
-
-
-def _rounds(groups: Groups, max_jobs: int, max_bytes: int) -> list[Groups]:
-    """``groups`` cut into rounds of at most ``max_jobs`` members and ``max_bytes``
-    bytes of members (a member larger than that alone).  Each round takes its share
-    of every group, so that on a Redis Cluster every master works in every round."""
-    rounds: list[Groups] = []
-    current: Groups = {}
-    jobs = size = 0
-    for key, members in _interleaved(groups, max(1, max_jobs // max(1, len(groups)))):
-        start = 0
-        while start < len(members):
-            piece = members[start : start + max_jobs - jobs]
-            take, taken_size = _fitting(piece, max_bytes - size)
-            if take == 0 and not current:  # one member larger than a round
-                take, taken_size = 1, len(piece[0])
-            if take:
-                current.setdefault(key, []).extend(piece[:take])
-                jobs, size, start = jobs + take, size + taken_size, start + take
-            if take < len(piece) or jobs >= max_jobs:
-                rounds.append(current)
-                current, jobs, size = {}, 0, 0
-    if current:
-        rounds.append(current)
-    return rounds
-
-
-def _interleaved(groups: Groups, step: int) -> Iterator[tuple[tuple[int, Any], list[bytes]]]:
-    """Slices of ``step`` members of each group in turn, each group's in order."""
-    pending = list(groups.items())
-    offset = 0
-    while pending:
-        for key, members in pending:
-            yield key, members[offset : offset + step]
-        offset += step
-        pending = [(key, members) for key, members in pending if len(members) > offset]
-
-
-def _fitting(members: list[bytes], room: int) -> tuple[int, int]:
-    """How many of ``members``, from the first, fit in ``room`` bytes, and their size."""
-    total = sum(map(len, members))
-    if total <= room:
-        return len(members), total
-    size = 0
-    for count, member in enumerate(members):
-        if size + len(member) > room:
-            return count, size
-        size += len(member)
-    return len(members), size  # not reached: the members did not fit
-
-
-def _round_ids(rounds: Iterable[Groups]) -> list[str]:
-    """The job ids of ``rounds``' members, in order."""
-    return [
-        member.split(b"\0", 1)[0].decode()
-        for groups in rounds
-        for members in groups.values()
-        for member in members
-    ]
-
-
-def _push_args(groups: Groups, base: int, now: float | str) -> dict[int, list[Any]]:
-    """The push script's arguments per shard (``base`` + the group's shard): ``now``,
-    then per perform_in: perform_in (``''``: now), count, members."""
-    by_shard: dict[int, list[Any]] = {}
-    for (shard, perform_in), members in groups.items():
-        args = by_shard.get(base + shard)
-        if args is None:
-            args = by_shard[base + shard] = [now]
-        args += ("" if perform_in is None else perform_in, len(members))
-        args += members
-    return by_shard
-
-
-def _rerouted(refused: list[list[Any]], layout: Layout) -> dict[int, list[Any]]:
-    """The push arguments of shards that refused them, regrouped by ``layout``'s shards."""
-    groups: Groups = {}
-    for args in refused:
-        i = 1
-        while i < len(args):
-            perform_in, count = args[i], args[i + 1]
-            for member in args[i + 2 : i + 2 + count]:
-                shard = zlib.crc32(member.split(b"\0", 1)[0]) % layout.count
-                groups.setdefault((shard, perform_in), []).append(member)
-            i += 2 + count
-    return _push_args(groups, layout.base, refused[0][0])
 
 
 def _incomplete(
@@ -307,7 +163,7 @@ def _failure(queue: str, failed: _PushFailed, before: list[str], after: list[str
     enqueued, missing = before + failed.enqueued, failed.missing + after
     if failed.cause is not None and is_out_of_memory(failed.cause):
         return _full(queue, enqueued, missing)
-    if failed.plain and failed.cause is not None and not before and not after:
+    if failed.plain and failed.cause is not None and not (before or failed.enqueued or after):
         return failed.cause
     return _incomplete(queue, failed.failure, enqueued, missing)
 
@@ -332,18 +188,18 @@ class Enqueueing(QueueBase):
         """
         jobs = jobs if isinstance(jobs, list) else list(jobs)
         layout = self.layout
-        groups = _grouped_unique(jobs, layout.count)
+        groups = grouped_unique(jobs, layout.count)
         if groups is None:  # an id more than once: its payloads merge into one member
-            groups = _grouped(jobs, layout.count)
-        rounds = _rounds(groups, ROUND_JOBS, ROUND_BYTES)
+            groups = grouped(jobs, layout.count)
+        rounds = cut_rounds(groups, ROUND_JOBS, ROUND_BYTES)
         for number, part in enumerate(rounds):
-            by_shard = _push_args(part, layout.base, "" if now is None else now)
+            by_shard = push_args(part, layout.base, "" if now is None else now)
             if number and self.layout != layout:  # an earlier round met a reshard
-                by_shard = _rerouted(list(by_shard.values()), self.layout)
+                by_shard = rerouted(list(by_shard.values()), self.layout)
             try:
                 self._push_round(by_shard)
             except _PushFailed as failed:
-                before, after = _round_ids(rounds[:number]), _round_ids(rounds[number + 1 :])
+                before, after = round_ids(rounds[:number]), round_ids(rounds[number + 1 :])
                 error = _failure(self.name, failed, before, after)
                 raise error from (None if error is failed.cause else failed.cause)
 
@@ -358,10 +214,10 @@ class Enqueueing(QueueBase):
                 raise
             if not refused:
                 return
-            done += _pushed_ids(by_shard, [shard for shard in by_shard if shard not in refused])
-            by_shard = _rerouted([by_shard[shard] for shard in refused], self.refresh_layout())
+            done += pushed_ids(by_shard, [shard for shard in by_shard if shard not in refused])
+            by_shard = rerouted([by_shard[shard] for shard in refused], self.refresh_layout())
         failure = f"the queue was resharded {REROUTES} times during one enqueue"
-        raise _PushFailed(failure, None, done, _pushed_ids(by_shard, by_shard))
+        raise _PushFailed(failure, None, done, pushed_ids(by_shard, by_shard))
 
     def _send_pushes(self, by_shard: dict[int, list[Any]]) -> list[int]:
         """Run the push script of each shard; returns the shards that refused (retired).
@@ -384,14 +240,14 @@ class Enqueueing(QueueBase):
             else:
                 replies = self._push_in_transaction(by_shard)
         except (redis.RedisError, RedisClusterException) as exc:
-            raise _PushFailed(str(exc), exc, [], _pushed_ids(by_shard, by_shard), True) from exc
+            raise _PushFailed(str(exc), exc, [], pushed_ids(by_shard, by_shard), True) from exc
         errors = [reply for reply in replies if isinstance(reply, Exception)]
         if errors:
             done = [s for s, r in zip(by_shard, replies, strict=True) if not _failed(r)]
             pending = [shard for shard in by_shard if shard not in done]
             error = _oom_first(errors)
             raise _PushFailed(
-                str(error), error, _pushed_ids(by_shard, done), _pushed_ids(by_shard, pending), True
+                str(error), error, pushed_ids(by_shard, done), pushed_ids(by_shard, pending), True
             )
         return replies
 
@@ -458,7 +314,7 @@ class Enqueueing(QueueBase):
                     cluster.nodes_manager.initialize()
         done = [shard for shard, reply in replies.items() if reply != REFUSED]
         missing = [shard for shard in by_shard if shard not in done]
-        ids = _pushed_ids(by_shard, done), _pushed_ids(by_shard, missing)
+        ids = pushed_ids(by_shard, done), pushed_ids(by_shard, missing)
         raise _PushFailed(failure, _oom_first(errors), *ids)
 
     def _push_one_by_one(self, by_shard: dict[int, list[Any]]) -> list[Any]:
@@ -471,7 +327,7 @@ class Enqueueing(QueueBase):
             except (redis.RedisError, RedisClusterException) as exc:
                 done = [s for s, reply in zip(by_shard, replies, strict=False) if reply != REFUSED]
                 missing = [s for s in by_shard if s not in done]
-                ids = _pushed_ids(by_shard, done), _pushed_ids(by_shard, missing)
+                ids = pushed_ids(by_shard, done), pushed_ids(by_shard, missing)
                 raise _PushFailed(str(exc), exc, *ids) from exc
         return replies
 

@@ -23,7 +23,7 @@ import lowkiq
 from lowkiq.clients.connection import Client
 from lowkiq.embedded import EmbeddedServer, redis_server_binary, start_server
 from lowkiq.errors import EnqueueIncomplete, InvalidJob, RedisFull
-from lowkiq.storage.enqueueing import ROUND_BYTES, ROUND_JOBS, _rounds
+from lowkiq.storage.push_plan import ROUND_BYTES, ROUND_JOBS, cut_rounds
 from tests.conftest import lowkiq_on
 
 # -- rounds (no Redis) -----------------------------------------------------------
@@ -38,13 +38,13 @@ def sizes(rounds: list[dict[Any, list[bytes]]]) -> list[int]:
 
 
 def test_rounds_hold_at_most_round_jobs_members() -> None:
-    rounds = _rounds({(0, None): members(2 * ROUND_JOBS + 500, 20)}, ROUND_JOBS, ROUND_BYTES)
+    rounds = cut_rounds({(0, None): members(2 * ROUND_JOBS + 500, 20)}, ROUND_JOBS, ROUND_BYTES)
     assert sizes(rounds) == [ROUND_JOBS, ROUND_JOBS, 500]
 
 
 def test_rounds_hold_at_most_round_bytes() -> None:
     big = ROUND_BYTES // 4
-    rounds = _rounds({(0, 1e9): members(10, big)}, ROUND_JOBS, ROUND_BYTES)
+    rounds = cut_rounds({(0, 1e9): members(10, big)}, ROUND_JOBS, ROUND_BYTES)
     assert sizes(rounds) == [4, 4, 2]
     for part in rounds:
         assert sum(len(m) for group in part.values() for m in group) <= ROUND_BYTES
@@ -52,7 +52,7 @@ def test_rounds_hold_at_most_round_bytes() -> None:
 
 def test_a_member_larger_than_a_round_goes_alone() -> None:
     small, huge = members(1, 10, "a"), members(1, ROUND_BYTES + 1, "b")
-    rounds = _rounds({(0, None): small + huge + small}, ROUND_JOBS, ROUND_BYTES)
+    rounds = cut_rounds({(0, None): small + huge + small}, ROUND_JOBS, ROUND_BYTES)
     assert [part[(0, None)] for part in rounds] == [small, huge, small]
 
 
@@ -65,7 +65,7 @@ def test_rounds_keep_every_member_once_in_order_within_the_bounds() -> None:
         for shard in range(5)
         for when in range(4)
     }
-    rounds = _rounds(groups, ROUND_JOBS, ROUND_BYTES)
+    rounds = cut_rounds(groups, ROUND_JOBS, ROUND_BYTES)
     assert len(rounds) > 1
     for part in rounds:
         assert sum(len(group) for group in part.values()) <= ROUND_JOBS
