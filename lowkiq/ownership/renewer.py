@@ -64,6 +64,9 @@ RETRY_PER_TTL = 12
 #: each node it asks) give up after this share of the TTL, or the client's own socket
 #: timeout when shorter: a round after a failed one ends within a twelfth of the TTL.
 TIMEOUT_PER_TTL = 24
+#: Seconds such a call is given at least, however short the TTL (a round trip to a
+#: distant server).
+MIN_CALL_TIMEOUT = 0.1
 #: Errors that say a round could not ask Redis about some leases (neither renewed nor
 #: lost): a connection lost or timed out, a slot without a master, a redirection not
 #: followed, ``CLUSTERDOWN``.
@@ -277,7 +280,8 @@ class Renewer:
         :data:`TIMEOUT_PER_TTL` of the TTL (made at the first round)."""
         if self._cluster is None:
             assert isinstance(self.client, redis.RedisCluster)
-            self._cluster = bounded_client(self.client, self.ttl / TIMEOUT_PER_TTL)
+            timeout = max(self.ttl / TIMEOUT_PER_TTL, MIN_CALL_TIMEOUT)
+            self._cluster = bounded_client(self.client, timeout)
         return self._cluster
 
     def _renew_on_masters(self, cluster: Any, leases: Sequence[HeldLease]) -> Round:
