@@ -564,6 +564,10 @@ class Server:
         waker.close()
         if self.renewal_client is not None:
             self.renewal_client.close()
+        if coordinator is not None and not (
+            self.renewer_thread is not None and self.renewer_thread.is_alive()
+        ):
+            coordinator.renewer.close()
         if self.dispatcher is not None:
             self.dispatcher.client.close()
             if self.dispatcher.waker is not None:
