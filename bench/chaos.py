@@ -44,11 +44,13 @@ bench/chaos_app.py): ``perform_one`` takes 5-20 ms per payload and writes that v
 the fenced store, ``max_perform_seconds`` is 0.2 s, and the feeder sends each round a
 burst of 1 to ``--burst`` versions of one id (besides one version of 5 others), so an
 id's merged burst is a long perform, done over several performs, the rest given back
-each time (``current_batch().yield_rest``).  The disruptions also include deploys: a
-replacement starts, the old process gets TERM, and KILL if it is still alive after a
-2 s grace.  Every payload performed is recorded (a step, pushed by the script that
-writes the store, so the record's order is the order of the writes), and a perform of
-an id is the steps of one ``perform`` call for that id.  The checks are then:
+each time (``current_batch().yield_rest``); one round in 50 makes the burst's last
+payload slow (3 s).  The disruptions also include deploys: a replacement starts, the
+old process (one running a slow payload, when there is one) gets TERM, and KILL if it
+is still alive after a 2 s grace.  Every payload performed is recorded (a step,
+pushed by the script that writes the store, so the record's order is the order of the
+writes), and a perform of an id is the steps of one ``perform`` call for that id.  The
+checks are then:
 
 * lost: a version fed that no step performed and that is not in the morgue;
 * out of order in a perform: a step whose version is not above the previous step's
@@ -109,6 +111,10 @@ LEASE_TTL = 2.0
 DRAIN_LIMIT = 300.0
 #: Seconds a deploy waits after TERM before it sends KILL.
 DEPLOY_GRACE = 2.0
+#: With --iterating: the chance that a round's burst ends with a slow payload, and the
+#: seconds that payload takes (more than :data:`DEPLOY_GRACE`).
+SLOW_CHANCE = 1 / 50
+SLOW_SECONDS = 3.0
 
 
 class Worker:
@@ -223,17 +229,20 @@ class Run:
         """Enqueue versioned updates of random ids until told to stop."""
         ids = [f"id{n}" for n in range(self.args.ids)]
         while self.feeding:
+            burst = 0
             if self.args.iterating:
-                chosen = [random.choice(ids)] * random.randint(1, self.args.burst)
-                chosen += random.sample(ids, 5)
+                burst = random.randint(1, self.args.burst)
+                chosen = [random.choice(ids)] * burst + random.sample(ids, 5)
             else:
                 chosen = random.sample(ids, 10)
             jobs = []
             for job_id in chosen:
                 self.versions[job_id] += 1
                 version = self.versions[job_id]
-                payload = {"v": version, "t": time.time()}
+                payload: dict[str, Any] = {"v": version, "t": time.time()}
                 jobs.append({"id": job_id, "payload": payload, "score": version})
+            if burst and random.random() < SLOW_CHANCE:
+                jobs[burst - 1]["payload"]["slow"] = SLOW_SECONDS
             try:
                 self.worker_class.perform_async(jobs)
             except Exception:  # noqa: BLE001 - Redis is down: these versions may be lost
@@ -344,10 +353,21 @@ class Run:
         self.start_worker()
         return "join", None
 
+    def slow_victim(self) -> Worker:
+        """A worker running a slow payload (its deploy ends in KILL), or else any."""
+        client = redis.Redis.from_url(self.records.url)
+        try:
+            busy = {int(key.rsplit(b":", 1)[1]) for key in client.keys("chaos:slow:*")}
+        finally:
+            client.close()
+        with self.lock:
+            running = [w for w in self.workers if {w.pid, *w.children()} & busy]
+        return random.choice(running) if running else self.victim()
+
     def deploy(self) -> None:
         """A deploy: a replacement starts, the old worker gets TERM, and KILL when it is
         still alive after :data:`DEPLOY_GRACE` seconds."""
-        old = self.victim()
+        old = self.slow_victim()
         self.start_worker()
         self.end(old, signal.SIGTERM)
         asked = time.monotonic()
@@ -637,7 +657,8 @@ class Run:
         yields = [json.loads(row) for row in records.lrange("chaos:yields", 0, -1)]
         limit = self.worker_class.max_perform_seconds or 0.0
         timed = sum(entry["after"] >= limit for entry in yields)
-        print(f"  steps (payloads performed): {found.steps}; performed again: {found.repeated}")
+        print(f"  steps (payloads performed): {found.steps}, {found.slow} of them slow "
+              f"({SLOW_SECONDS:g} s); performed again: {found.repeated}")  # fmt: skip
         print(f"  performs that gave the rest back: {len(yields)} "
               f"({sum(entry['payloads'] for entry in yields)} payloads), {timed} after "
               f"max_perform_seconds, {len(yields) - timed} earlier (asked to stop)")  # fmt: skip
@@ -671,9 +692,10 @@ class Findings:
     gone_back: int = 0
     #: Re-runs of an unacked batch, under a ``newer`` or the ``same`` lease.
     reruns: dict[str, int] = field(default_factory=lambda: {"newer": 0, "same": 0})
-    #: Steps performed: all, repeats of a version performed before.
+    #: Steps performed: all, repeats of a version performed before, slow ones.
     steps: int = 0
     repeated: int = 0
+    slow: int = 0
     #: Steps under a lower fence than one that performed the id before; of those, by a
     #: process frozen while it ran them.
     late: int = 0
@@ -689,7 +711,7 @@ def step_findings(
 ) -> Findings:
     """Check the steps of an ``--iterating`` run, in the order they were written
     (``paused(pid, start, end)``: whether the bench froze ``pid`` meanwhile)."""
-    found = Findings(steps=len(steps))
+    found = Findings(steps=len(steps), slow=sum(step["slow"] for step in steps))
     spans: dict[tuple[str, str], dict[str, Any]] = {}
     #: Per id: the highest version and fence performed, the previous perform that was
     #: not late, and the fenced store's (fence, version).

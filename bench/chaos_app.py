@@ -5,7 +5,8 @@ One of two workers runs (``CHAOS_ITERATING``):
 * :class:`Chaos`, a plain worker: one ``perform`` per batch, 5 ms, one write of each
   id's newest version;
 * :class:`ChaosSteps` (``CHAOS_ITERATING=1``), an :class:`lowkiq.IterableWorker`:
-  ``perform_one`` takes :data:`STEP_SECONDS` per payload and writes its version, and
+  ``perform_one`` takes :data:`STEP_SECONDS` per payload (a payload marked ``"slow"``
+  takes that many seconds, longer than a deploy's grace) and writes its version, and
   ``max_perform_seconds`` is :data:`MAX_PERFORM_SECONDS`, so an id's merged burst is
   performed over several performs, the rest given back each time.
 
@@ -17,7 +18,7 @@ Records go to ``RECORD_URL``, a Redis the chaos run never kills nor disconnects:
   pid, the perform it was part of, start, end, wait), pushed by the script that
   writes the fenced store, so the list's order is the order of the writes;
   ``chaos:yields``: one entry per perform that gave payloads back (how many, after
-  how long);
+  how long); ``chaos:slow:<pid>`` exists while that process performs a slow payload;
 * ``chaos:store:<id>``: the fenced store, a hash ``{fence, version}`` per id (a
   compare-and-set on the fence, as a user's database would do it);
   ``chaos:refused`` counts the writes it refused (a lower fence than stored),
@@ -216,11 +217,18 @@ class ChaosSteps(lowkiq.IterableWorker):
         if job_id == POISON:
             die_of_poison()
         start = time.time()
-        time.sleep(random.uniform(*STEP_SECONDS))
+        slow = payload.get("slow")
+        if slow:
+            busy = f"chaos:slow:{os.getpid()}"
+            record.set(busy, job_id, px=int(slow * 1000))
+            time.sleep(slow)
+            record.delete(busy)
+        else:
+            time.sleep(random.uniform(*STEP_SECONDS))
         fenced_by = fence()
         step = {"id": job_id, "v": payload["v"], "fence": fenced_by, "pid": os.getpid(),
                 "perform": _current.name, "start": start, "end": time.time(),
-                "wait": start - payload["t"]}  # fmt: skip
+                "wait": start - payload["t"], "slow": bool(slow)}  # fmt: skip
         STEP(
             keys=[f"chaos:store:{job_id}"],
             args=[fenced_by, os.getpid(), payload["v"], json.dumps(step)],
