@@ -227,7 +227,8 @@ class Settings:
         factory=lambda: env_int("LOWKIQ_HEALTH_PORT"), check=optional_port
     )
     #: Seconds one ``perform`` may run before the process's /live answers 503
-    #: (env LOWKIQ_STUCK_AFTER).
+    #: (env LOWKIQ_STUCK_AFTER); a worker that sets ``perform_timeout`` has its own
+    #: threshold instead, ``perform_timeout`` + 5 s (lowkiq.timeouts.STUCK_GRACE).
     stuck_after: float = setting(
         factory=lambda: env_float("LOWKIQ_STUCK_AFTER", 300.0), check=positive_number
     )

@@ -90,8 +90,11 @@ class Watched:
     #: The performing thread: its id and name.
     thread: int
     thread_name: str
-    started: float
-    deadline: float
+    #: Its limit, in seconds.
+    timeout: float
+    #: When the limit started, and ends (the watchdog's clock).
+    started: float = 0.0
+    deadline: float = 0.0
     #: The deadline passed while it ran: it was interrupted (or could not be).
     fired: bool = False
     #: The perform ended: nothing is raised in its thread any more.
@@ -111,16 +114,20 @@ class Watched:
 
     def error(self) -> PerformTimeout:
         """The exception the batch fails with."""
-        timeout = self.deadline - self.started
         return PerformTimeout(
-            f"{self.describe()} ran past {self.worker.__name__}.perform_timeout ({timeout:g}s)"
+            f"{self.describe()} ran past {self.worker.__name__}.perform_timeout ({self.timeout:g}s)"
         )
 
-    def overdue(self, now: float) -> float | None:
-        """Seconds it has run (by ``time.monotonic`` ``now``) when that is past its limit +
-        :data:`STUCK_GRACE`, else ``None``."""
-        took = now - self.started
-        return took if now > self.deadline + STUCK_GRACE else None
+    def stuck(self, now: float) -> str | None:
+        """Why it is stuck, when it runs (by ``time.monotonic`` ``now``) past its limit +
+        :data:`STUCK_GRACE`: it could not be interrupted; else ``None``."""
+        if now <= self.deadline + STUCK_GRACE:
+            return None
+        return (
+            f"in perform of {self.shard} ({_shown(self.ids)}) for {now - self.started:.1f}s: "
+            f"past {self.worker.__name__}.perform_timeout ({self.timeout:g}s) "
+            f"+ {STUCK_GRACE:g}s, it could not be interrupted (a C call?)"
+        )
 
 
 def interrupt_thread(ident: int, exception: type[BaseException] | None) -> bool:
@@ -150,21 +157,21 @@ class Watchdog:
     ) -> None:
         self.interrupt = interrupt
         self.clock = clock
-        self._changed = threading.Condition(threading.Lock())
+        # The performing threads take the bare lock: its ``with`` runs no Python code
+        # before the block (a Condition's ``__enter__`` does, where a raise that lands
+        # would leave the lock held).
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._heap: list[tuple[float, int, Watched]] = []
         self._running: set[Watched] = set()
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
 
-    def watch(self, worker: type[Worker], batch: Batch, timeout: float) -> Watched:
-        """Start the limit of a perform of ``batch`` on the calling thread."""
-        now = running.get()
-        shard = now.handler.name if now is not None else worker.__name__
-        thread = threading.current_thread()
-        started = self.clock()
-        assert thread.ident is not None
-        entry = Watched(worker, shard, batch, thread.ident, thread.name, started, started + timeout)
-        with self._changed:
+    def watch(self, entry: Watched) -> None:
+        """Start the limit of ``entry``, now."""
+        entry.started = self.clock()
+        entry.deadline = entry.started + entry.timeout
+        with self._lock:
             self._start()
             self._running.add(entry)
             heapq.heappush(self._heap, (entry.deadline, next(self._order), entry))
@@ -172,13 +179,12 @@ class Watchdog:
                 self._changed.notify()
             if len(self._heap) > 64 + 2 * len(self._running):
                 self._compact()
-        return entry
 
     def unwatch(self, entry: Watched) -> bool:
         """End the limit of ``entry`` (on its thread; idempotent): nothing is raised in the
         thread after this, and a raise that did not land yet is cleared.  ``True`` when
         the deadline passed while it ran."""
-        with self._changed:
+        with self._lock:
             if entry.fired and not entry.done:
                 self.interrupt(entry.thread, None)
             entry.done = True
@@ -188,7 +194,7 @@ class Watchdog:
     def attach(self, entry: Watched, loop: asyncio.AbstractEventLoop, task: Any) -> bool:
         """``entry``'s perform runs ``task`` on ``loop``: its deadline cancels the task
         instead.  ``False`` when the deadline already passed (the task must not run)."""
-        with self._changed:
+        with self._lock:
             if entry.fired:
                 self.interrupt(entry.thread, None)
                 return False
@@ -197,12 +203,12 @@ class Watchdog:
 
     def detach(self, entry: Watched) -> None:
         """The loop no longer runs ``entry``'s task."""
-        with self._changed:
+        with self._lock:
             entry.loop = entry.task = None
 
     def performs(self) -> list[Watched]:
         """The performs under a limit now."""
-        with self._changed:
+        with self._lock:
             return list(self._running)
 
     def _start(self) -> None:
@@ -234,7 +240,7 @@ class Watchdog:
                 "%s ran past %s.perform_timeout (%gs): %s",
                 entry.describe(),
                 entry.worker.__name__,
-                entry.deadline - entry.started,
+                entry.timeout,
                 how,
             )
 
@@ -299,9 +305,12 @@ def perform_within_limit(worker: type[Worker], batch: Batch) -> None:
     """``worker.perform(batch)`` (run on the thread's loop when it is a coroutine) under
     ``worker.perform_timeout``; raises :class:`PerformTimeout` when it ran past it."""
     dog = watchdog()
-    entry = dog.watch(worker, batch, float(worker.perform_timeout or 0))
+    entry = _watched(worker, batch)
+    if inspect.iscoroutinefunction(worker.perform):
+        thread_loop()  # made before the limit starts: no raise lands while it is made
     caught: BaseException | None = None
     try:
+        dog.watch(entry)  # a raise that lands from here on is caught below
         _run(dog, entry, worker, batch)
     except BaseException as exc:  # noqa: BLE001 - judged below, once the limit is off
         caught = exc
@@ -322,13 +331,27 @@ def perform_within_limit(worker: type[Worker], batch: Batch) -> None:
         raise caught
 
 
+def _watched(worker: type[Worker], batch: Batch) -> Watched:
+    """A perform of ``batch`` on the calling thread, its limit not started yet."""
+    now = running.get()
+    shard = now.handler.name if now is not None else worker.__name__
+    thread = threading.current_thread()
+    ident = thread.ident or threading.get_ident()
+    return Watched(worker, shard, batch, ident, thread.name, float(worker.perform_timeout or 0))
+
+
 def _run(dog: Watchdog, entry: Watched, worker: type[Worker], batch: Batch) -> None:
     """Call ``perform``; a coroutine runs as a task that the deadline cancels."""
     result = worker.perform(batch)
-    if result is None or not inspect.isawaitable(result):
-        return
-    loop = thread_loop()
-    task = asyncio.ensure_future(result, loop=loop)
+    try:
+        if result is None or not inspect.isawaitable(result):
+            return
+        task = asyncio.ensure_future(result, loop=thread_loop())
+    except BaseException:
+        if inspect.iscoroutine(result):
+            result.close()  # interrupted before it ran: never awaited, and that is fine
+        raise
+    loop = task.get_loop()
     try:
         if dog.attach(entry, loop, task):
             loop.run_until_complete(task)

@@ -29,6 +29,9 @@ class Performing:
     shard: str
     #: When ``perform`` started, on the heartbeats' clock (``time.monotonic``).
     since: float
+    #: Seconds after which it is stuck (``None``: ``settings.stuck_after``); a worker with
+    #: ``perform_timeout`` sets its own (:func:`lowkiq.timeouts.stuck_threshold`).
+    stuck_after: float | None = None
 
 
 class Heartbeat:
@@ -47,9 +50,10 @@ class Heartbeat:
         self.at = self.clock()
 
     @contextmanager
-    def performing_batch(self, shard: str) -> Iterator[None]:
-        """Note that the thread performs a batch of ``shard`` (``Worker:shard``) inside."""
-        self.performing = Performing(shard, self.clock())
+    def performing_batch(self, shard: str, stuck_after: float | None = None) -> Iterator[None]:
+        """Note that the thread performs a batch of ``shard`` (``Worker:shard``) inside,
+        stuck after ``stuck_after`` seconds (``None``: ``settings.stuck_after``)."""
+        self.performing = Performing(shard, self.clock(), stuck_after)
         try:
             yield
         finally:

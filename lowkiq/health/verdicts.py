@@ -1,11 +1,13 @@
 """Whether a worker process is live and ready, from its heartbeats (no Redis call).
 
 *Live* (``GET /live``): every loop of the process makes progress.  A
-processing thread in one ``perform`` for longer than ``stuck_after`` seconds,
-or a loop (a processing thread outside ``perform``, or the coordinator) that
-has not stamped its heartbeat for :func:`silent_after` seconds, makes it not
-live: restarting the process is the cure.  A Redis outage does not: the loops
-keep turning while they back off and retry.
+processing thread in one ``perform`` for longer than ``stuck_after`` seconds (for
+a worker with ``perform_timeout``: that + :data:`lowkiq.timeouts.STUCK_GRACE`,
+past which the perform could not be interrupted), or a loop (a processing thread
+outside ``perform``, or the coordinator) that has not stamped its heartbeat for
+:func:`silent_after` seconds, makes it not live: restarting the process is the
+cure.  A Redis outage does not: the loops keep turning while they back off and
+retry.
 
 *Ready* (``GET /ready``): live, registered (its first heartbeat reached
 Redis), connected (its last heartbeat round reached Redis, within
@@ -16,11 +18,13 @@ or is about to.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from lowkiq.health.heartbeats import Heartbeat, Heartbeats
+from lowkiq.health.heartbeats import Heartbeat, Heartbeats, Performing
 from lowkiq.settings import Settings
+from lowkiq.timeouts import Watched, performs
 
 #: Least seconds a loop may go without a heartbeat before the process is not live.
 SILENT_AFTER_MIN = 60.0
@@ -114,18 +118,34 @@ def facts(heartbeats: Heartbeats, state: ProcessState, limits: Limits) -> dict[s
     }
 
 
+def _stuck(
+    performing: Performing, now: float, limits: Limits, watched: Watched | None
+) -> str | None:
+    """Why a thread in ``perform`` is stuck, or ``None``: past its worker's
+    ``perform_timeout`` + grace while under it (``watched``, timed from that perform's
+    own start), else past its threshold (``stuck_after``)."""
+    if watched is not None:
+        return watched.stuck(time.monotonic())
+    took = now - performing.since
+    if performing.stuck_after is not None:
+        limit, name = performing.stuck_after, "perform_timeout + grace"
+    else:
+        limit, name = limits.stuck_after, "stuck_after"
+    if took <= limit:
+        return None
+    return f"in perform of {performing.shard} for {took:.1f}s ({name} {limit:g}s)"
+
+
 def _not_live(heartbeats: Heartbeats, state: ProcessState, limits: Limits) -> list[str]:
     now = heartbeats.clock()
     reasons = []
+    limited = {watched.shard: watched for watched in performs()}
     for beat in heartbeats.threads():
         performing = beat.performing
         if performing is not None:
-            took = now - performing.since
-            if took > limits.stuck_after:
-                reasons.append(
-                    f"{beat.name} in perform of {performing.shard} for {took:.1f}s "
-                    f"(stuck_after {limits.stuck_after:g}s)"
-                )
+            stuck = _stuck(performing, now, limits, limited.get(performing.shard))
+            if stuck is not None:
+                reasons.append(f"{beat.name} {stuck}")
             continue
         if state.stopping or beat.at is None:
             continue  # a stopping process's loops end; a loop not started has no beat

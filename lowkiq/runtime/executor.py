@@ -25,6 +25,7 @@ from lowkiq.health.heartbeats import Heartbeat, Heartbeats
 from lowkiq.runtime.shard_handler import Outcome, ShardHandler
 from lowkiq.storage.processing import PoppedJob
 from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder, Recorder
+from lowkiq.timeouts import stuck_threshold
 
 log = logging.getLogger("lowkiq.executor")
 
@@ -175,7 +176,8 @@ class Executor:
 
     def _perform(self, work: Work, beat: Heartbeat, tally: BatchRecorder) -> None:
         try:
-            with beat.performing_batch(work.handler.name):
+            limit = stuck_threshold(work.handler.worker)
+            with beat.performing_batch(work.handler.name, limit):
                 work.run(tally)
         except BaseException as exc:  # noqa: BLE001 - not an Exception: the process stops
             work.fatal = exc
