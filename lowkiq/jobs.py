@@ -10,19 +10,28 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from lowkiq.errors import InvalidJob
+from lowkiq.errors import ConfigurationError, InvalidJob
 from lowkiq.storage.enqueueing import MIN_BULK_LEN
 from lowkiq.storage.push_plan import NewJob
 
 #: The fields of a job dict.
-JOB_FIELDS = ("id", "payload", "score", "perform_in")
+JOB_FIELDS = ("id", "payload", "score", "perform_in", "delay")
 _JOB_FIELDS = frozenset(JOB_FIELDS)
+
+#: How an enqueue onto a queued id sets its perform_in (``Worker.merge_perform_in``):
+#: ``keep`` the queued one (SPEC §3 rule 2), take the ``latest`` enqueue's (a
+#: trailing-edge debounce), or the later of the two (``max``).
+MERGE_PERFORM_IN = ("keep", "latest", "max")
 
 #: 2001-01-01 00:00 UTC: the earliest ``perform_in`` taken (unix seconds).  Anything
 #: earlier is a delay or a zero given for a timestamp.
 EARLIEST_PERFORM_IN = 978_307_200.0
 #: 2200-01-01 00:00 UTC: the latest ``perform_in`` taken (unix seconds).
 LATEST_PERFORM_IN = 7_258_118_400.0
+#: The longest ``delay`` taken: 100 years, in seconds.
+MAX_DELAY = 3_155_760_000.0
+#: What starts a perform_in that is a delay on Redis's clock in a :data:`NewJob`.
+DELAY_MARK = "+"
 #: Bytes a push adds to a payload in Redis's argument besides the id: ``\0``, the
 #: score and the length (see :mod:`lowkiq.storage.blob`).
 MEMBER_OVERHEAD = 13
@@ -43,7 +52,8 @@ def validate_jobs(
     ``dump`` is the payload serializer (a ``str`` result is stored UTF-8 encoded);
     ``bulk_limit`` gives Redis's ``proto-max-bulk-len``, asked only for a payload
     too large to fit under any Redis's.  A missing ``score`` or ``perform_in`` comes
-    back ``None``: now on Redis's clock, set by the push script.
+    back ``None``: now on Redis's clock, set by the push script.  A ``delay`` comes
+    back as the perform_in ``"+seconds"``, added to Redis's clock by the push script.
     """
     if isinstance(jobs, (dict, str, bytes)) or not isinstance(jobs, Sequence):
         raise InvalidJob(0, "jobs", f"must be a list of job dicts, got {type(jobs).__name__}")
@@ -59,7 +69,18 @@ def validate_jobs(
         if len(payload) + 4 * len(job_id) + MEMBER_OVERHEAD > MIN_BULK_LEN:
             _check_size(index, job_id, payload, bulk_limit())
         score = _score(index, job["score"]) if "score" in job else None
-        perform_in = _perform_in(index, job["perform_in"]) if "perform_in" in job else None
+        perform_in: float | str | None = None
+        if "perform_in" in job:
+            if "delay" in job:
+                raise InvalidJob(
+                    index,
+                    "delay",
+                    "cannot go with perform_in: give one (delay: seconds from now, on "
+                    "Redis's clock; perform_in: a unix timestamp)",
+                )
+            perform_in = _perform_in(index, job["perform_in"])
+        elif "delay" in job:
+            perform_in = _delay(index, job["delay"])
         result.append((job_id, payload, score, perform_in))
     return result
 
@@ -169,7 +190,8 @@ def _perform_in(index: int, value: Any) -> float:
     if EARLIEST_PERFORM_IN <= number < LATEST_PERFORM_IN:
         return number
     hint = (
-        f"for {value!r} seconds from now, give time.time() + {value!r}"
+        f"for {value!r} seconds from now, give time.time() + {value!r} "
+        f'(or "delay": {value!r}, on Redis\'s clock)'
         if 0 <= number < EARLIEST_PERFORM_IN
         else "e.g. time.time() + 60 for a minute from now"
     )
@@ -178,3 +200,24 @@ def _perform_in(index: int, value: Any) -> float:
         "perform_in",
         f"must be a unix timestamp between 2001-01-01 and 2200-01-01, got {value!r}: {hint}",
     )
+
+
+def _delay(index: int, value: Any) -> str | None:
+    """A given delay: seconds from now on Redis's clock, from 0 to :data:`MAX_DELAY`,
+    as the perform_in ``"+seconds"`` (``None`` for 0: now)."""
+    number = _number(index, "delay", value)
+    if not 0 <= number <= MAX_DELAY:
+        raise InvalidJob(
+            index, "delay", f"must be seconds from now, from 0 to {MAX_DELAY:.0f}, got {value!r}"
+        )
+    return f"{DELAY_MARK}{number!r}" if number else None
+
+
+def check_merge_perform_in(worker: str, value: object) -> None:
+    """Raise :class:`~lowkiq.errors.ConfigurationError` unless ``value`` is one of
+    :data:`MERGE_PERFORM_IN`."""
+    if value not in MERGE_PERFORM_IN:
+        raise ConfigurationError(
+            f"{worker}.merge_perform_in must be one of {', '.join(map(repr, MERGE_PERFORM_IN))}, "
+            f"got {value!r}"
+        )

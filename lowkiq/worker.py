@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import redis
 
@@ -12,7 +12,7 @@ from lowkiq import pausing
 from lowkiq.clients.connection import Client
 from lowkiq.default_redis import unreachable_hint
 from lowkiq.errors import ConfigurationError, RedisFull, RedisUnavailable, is_out_of_memory
-from lowkiq.jobs import validate_jobs
+from lowkiq.jobs import check_merge_perform_in, validate_jobs
 from lowkiq.middleware import chain
 from lowkiq.ownership import leases
 from lowkiq.rate_limit import (
@@ -62,6 +62,11 @@ class Worker:
     #: ``lowkiq.PerformTimeout`` raised in its thread and an ``async def`` one is
     #: cancelled; the batch fails as on any exception (see :mod:`lowkiq.timeouts`).
     perform_timeout: ClassVar[float | None] = None
+    #: The perform_in of a job enqueued onto a queued one of the same id: ``"keep"``
+    #: the queued job's (SPEC §3 rule 2), the ``"latest"`` enqueue's (a trailing-edge
+    #: debounce: with ``delay``, run so long after the last enqueue), or the later of
+    #: the two (``"max"``).
+    merge_perform_in: ClassVar[Literal["keep", "latest", "max"]] = "keep"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -90,6 +95,7 @@ class Worker:
             )
         check_rate_limit(cls.__name__, cls.rate_limit)
         check_perform_timeout(cls.__name__, cls.perform_timeout)
+        check_merge_perform_in(cls.__name__, cls.merge_perform_in)
         seconds = cls.max_perform_seconds
         if seconds is not None and (
             isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0
@@ -121,12 +127,13 @@ class Worker:
 
     @classmethod
     def perform_async(cls, jobs: Sequence[dict[str, Any]]) -> None:
-        """Enqueue jobs ``{"id", "payload"?, "score"?, "perform_in"?}`` in one round trip
-        (a huge call in several, see :mod:`lowkiq.storage.enqueueing`).
+        """Enqueue jobs ``{"id", "payload"?, "score"?, "perform_in"? | "delay"?}`` in one
+        round trip (a huge call in several, see :mod:`lowkiq.storage.enqueueing`).
 
         The whole list is validated first (:mod:`lowkiq.jobs`): one bad job raises
         :class:`~lowkiq.errors.InvalidJob` and nothing is enqueued.  A job without
-        ``score`` or ``perform_in`` gets Redis's time, not this host's.  Redis out of
+        ``score`` or ``perform_in`` gets Redis's time, not this host's; ``delay`` is
+        seconds from now on Redis's time.  Redis out of
         memory raises :class:`~lowkiq.errors.RedisFull`; a split call failing part-way
         says which ids are enqueued.  Client middlewares ``mw(worker, jobs,
         call_next)`` wrap the enqueue.
@@ -146,7 +153,7 @@ class Worker:
                 jobs, queue.codec.dump_payload, lambda: max_bulk_len(queue.client)
             )
             if new_jobs:
-                queue.push(new_jobs)
+                queue.push(new_jobs, merge_perform_in=cls.merge_perform_in)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             hint = unreachable_hint(settings.redis)
             raise RedisUnavailable(

@@ -164,7 +164,11 @@ BAD_JOBS = [
     ({"id": 1, "perform_in": -(10**400)}, "perform_in"),
     ({"id": 10**5000}, "id"),  # past Python's int -> str digit limit
     ({"id": "a\ud800b"}, "id"),  # a lone surrogate cannot be stored as UTF-8
-    ({"id": 1, "delay": 5}, "delay"),
+    ({"id": 1, "delay": 5, "perform_in": 2e9}, "delay"),  # one or the other
+    ({"id": 1, "delay": -1}, "delay"),
+    ({"id": 1, "delay": "60"}, "delay"),
+    ({"id": 1, "delay": math.inf}, "delay"),
+    ({"id": 1, "perform_at": 5}, "perform_at"),
     ({"id": 1, "payloads": [1]}, "payloads"),
 ]
 

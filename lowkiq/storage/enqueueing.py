@@ -171,10 +171,14 @@ def _failure(queue: str, failed: _PushFailed, before: list[str], after: list[str
 class Enqueueing(QueueBase):
     """Pushing jobs into the queue (see the module)."""
 
-    def push(self, jobs: Iterable[NewJob], now: float | None = None) -> None:
+    def push(
+        self, jobs: Iterable[NewJob], now: float | None = None, merge_perform_in: str = "keep"
+    ) -> None:
         """Enqueue jobs in one round trip (a script call per shard, in one transaction);
-        same-id jobs merge (SPEC §3 rule 2).  A call of more than :data:`ROUND_JOBS`
-        jobs or :data:`ROUND_BYTES` bytes takes a round trip per round.
+        same-id jobs merge (SPEC §3 rule 2; ``merge_perform_in``: ``keep`` the queued
+        job's perform_in, take the ``latest``, or the later of the two, ``max``).  A call
+        of more than :data:`ROUND_JOBS` jobs or :data:`ROUND_BYTES` bytes takes a round
+        trip per round.
 
         Redis refusing a write for want of memory raises
         :class:`~lowkiq.errors.RedisFull`, which says which job ids are enqueued
@@ -193,7 +197,7 @@ class Enqueueing(QueueBase):
             groups = grouped(jobs, layout.count)
         rounds = cut_rounds(groups, ROUND_JOBS, ROUND_BYTES)
         for number, part in enumerate(rounds):
-            by_shard = push_args(part, layout.base, "" if now is None else now)
+            by_shard = push_args(part, layout.base, "" if now is None else now, merge_perform_in)
             if number and self.layout != layout:  # an earlier round met a reshard
                 by_shard = rerouted(list(by_shard.values()), self.layout)
             try:

@@ -14,9 +14,10 @@ from lowkiq.storage import blob
 from lowkiq.storage.layout import Layout
 
 #: A validated job ready to push: id, serialized payload, score, perform_in; a score
-#: or perform_in of ``None`` is "now" on Redis's clock, filled in by the push script.
+#: or perform_in of ``None`` is "now" on Redis's clock, filled in by the push script,
+#: and a perform_in ``"+seconds"`` is a delay added to Redis's clock there.
 #: A plain tuple: enqueueing builds one per job, and a tuple is the cheapest.
-NewJob = tuple[str, bytes, float | None, float | None]
+NewJob = tuple[str, bytes, float | None, float | str | None]
 
 #: Push members ``id\0blob`` by (shard, perform_in); perform_in ``None`` (or ``''``,
 #: as the push script's arguments say it) is "now".
@@ -31,15 +32,17 @@ ROUND_JOBS = 1000
 #: At most so many bytes of members (``id``, 13 bytes, payload) in one round, at
 #: 2-4 ns a byte in the push script.  A single larger job goes in a round of its own.
 ROUND_BYTES = 4 * 1024 * 1024
+#: The push script's arguments before its groups: now, and how perform_in merges.
+HEAD = 2
 
 
 def pushed_ids(by_shard: dict[int, list[Any]], shards: Iterable[int]) -> list[str]:
-    """The job ids in the push arguments of ``shards`` (``now``, then groups of
-    ``perform_in``, count, members ``id\\0blob``)."""
+    """The job ids in the push arguments of ``shards`` (``now``, the merge of
+    perform_in, then groups of ``perform_in``, count, members ``id\\0blob``)."""
     ids: list[str] = []
     for shard in shards:
         args = by_shard[shard]
-        i = 1
+        i = HEAD
         while i < len(args):
             count = args[i + 1]
             ids += [member.split(b"\0", 1)[0].decode() for member in args[i + 2 : i + 2 + count]]
@@ -77,7 +80,7 @@ def grouped_unique(jobs: list[NewJob], shards_count: int) -> Groups | None:
 def grouped(jobs: list[NewJob], shards_count: int) -> Groups:
     """Members by (shard, perform_in), the payloads of one id packed into one member
     (the id's first perform_in)."""
-    by_id: dict[str, tuple[float | None, list[tuple[bytes, float | None]]]] = {}
+    by_id: dict[str, tuple[float | str | None, list[tuple[bytes, float | None]]]] = {}
     for job_id, payload, score, perform_in in jobs:
         entry = by_id.get(job_id)
         if entry is None:
@@ -151,14 +154,17 @@ def round_ids(rounds: Iterable[Groups]) -> list[str]:
     ]
 
 
-def push_args(groups: Groups, base: int, now: float | str) -> dict[int, list[Any]]:
+def push_args(
+    groups: Groups, base: int, now: float | str, merge_perform_in: str = "keep"
+) -> dict[int, list[Any]]:
     """The push script's arguments per shard (``base`` + the group's shard): ``now``,
-    then per perform_in: perform_in (``''``: now), count, members."""
+    ``merge_perform_in`` (``keep``, ``latest`` or ``max``), then per perform_in:
+    perform_in (``''``: now), count, members."""
     by_shard: dict[int, list[Any]] = {}
     for (shard, perform_in), members in groups.items():
         args = by_shard.get(base + shard)
         if args is None:
-            args = by_shard[base + shard] = [now]
+            args = by_shard[base + shard] = [now, merge_perform_in]
         args += ("" if perform_in is None else perform_in, len(members))
         args += members
     return by_shard
@@ -168,11 +174,11 @@ def rerouted(refused: list[list[Any]], layout: Layout) -> dict[int, list[Any]]:
     """The push arguments of shards that refused them, regrouped by ``layout``'s shards."""
     groups: Groups = {}
     for args in refused:
-        i = 1
+        i = HEAD
         while i < len(args):
             perform_in, count = args[i], args[i + 1]
             for member in args[i + 2 : i + 2 + count]:
                 shard = zlib.crc32(member.split(b"\0", 1)[0]) % layout.count
                 groups.setdefault((shard, perform_in), []).append(member)
             i += 2 + count
-    return push_args(groups, layout.base, refused[0][0])
+    return push_args(groups, layout.base, refused[0][0], refused[0][1])

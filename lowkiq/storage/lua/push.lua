@@ -1,12 +1,15 @@
 -- push: enqueue jobs of one shard, merging onto queued jobs of the same id
--- (SPEC §3 rule 2).
+-- (SPEC §3 rule 2, or Worker.merge_perform_in).
 -- KEYS[1]  the shard's prefix `lowkiq:{name:shard}:` (every key is derived from it)
 -- ARGV[1]  now (unix seconds): '' for Redis's clock (a test may fix it); the
 --          perform_in and score of jobs given none, and whether a job is due (to
 --          wake the shard's thread)
--- ARGV[2..]  groups of jobs sharing a perform_in: perform_in ('' for now), count,
---            then `count` members `id \0 blob` (ids are unique within one call); a
---            payload given no score carries SCORE_NOW, first in its blob
+-- ARGV[2]  the perform_in of a job enqueued onto a queued one: 'keep' the queued
+--          one's, the 'latest' (the new one's), or the later of the two ('max')
+-- ARGV[3..]  groups of jobs sharing a perform_in: perform_in ('' for now, '+s' for
+--            s seconds from now), count, then `count` members `id \0 blob` (ids are
+--            unique within one call); a payload given no score carries SCORE_NOW,
+--            first in its blob
 -- Writes: fresh_lex_zset, retry_lex_zset, payloads_zset(id) of hot ids,
 --   perform_in_zset, wake_list
 -- Returns: the number of jobs given, or -1 (and nothing written) when a
@@ -15,6 +18,7 @@ if retired() then return -1 end
 local now = clock(ARGV[1])
 local now_score = tonumber(now)
 local now_bytes = struct.pack('>d', now_score)
+local merge = ARGV[2]
 
 -- A member with every SCORE_NOW of its blob (lowkiq.storage.blob: the NaN whose
 -- bytes begin 0x7f 0xf8, never a score of its own, first in the blob) replaced by
@@ -34,12 +38,25 @@ local function stamped(member, id)
   return id .. '\0' .. blob_merge(blob_pack(pairs_), '')
 end
 
+-- A queued job's perform_in moved to `perform_in` (a string) by an enqueue, as
+-- ARGV[2] says: `queued` is its perform_in now.
+local function reschedule(id, perform_in, queued)
+  local at = tonumber(perform_in)
+  if merge == 'keep' or at == queued or (merge == 'max' and at < queued) then return end
+  wake_if_sooner(perform_in, now)
+  redis.call('zadd', K.perform_in_zset, perform_in, id)
+end
+
 local CHUNK = 1000
 local total = 0
-local i = 2
+local i = 3
 while i <= #ARGV do
   local perform_in, count = ARGV[i], tonumber(ARGV[i + 1])
-  if perform_in == '' then perform_in = now end
+  if perform_in == '' then
+    perform_in = now
+  elseif string.byte(perform_in) == 43 then  -- '+': a delay from now
+    perform_in = string.format('%.6f', now_score + tonumber(string.sub(perform_in, 2)))
+  end
   local first = i + 2
   for chunk_start = first, first + count - 1, CHUNK do
     local chunk_end = math.min(chunk_start + CHUNK - 1, first + count - 1)
@@ -54,6 +71,7 @@ while i <= #ARGV do
       local member = stamped(ARGV[chunk_start + n - 1], id)
       if known[n] then
         queue_merge(id, blob_of(member, id), perform_in, -1, nil, true, now)
+        reschedule(id, perform_in, tonumber(known[n]))
       else
         lex_args[#lex_args + 1] = 0
         lex_args[#lex_args + 1] = member
