@@ -130,4 +130,3 @@ def check_before_fork(make_client: Callable[[], Client], allow_eviction: bool) -
         pass
     finally:
         client.close()
-
