@@ -21,6 +21,7 @@ import heapq
 import inspect
 import itertools
 import logging
+import math
 import os
 import platform
 import threading
@@ -44,6 +45,8 @@ log = logging.getLogger("lowkiq.timeouts")
 STUCK_GRACE = 5.0
 #: Ids a message names before it says how many more there are.
 SHOWN_IDS = 5
+#: Longest single sleep of the watchdog, seconds (a far deadline is waited for in steps).
+MAX_WAIT = 3600.0
 
 
 class PerformTimeout(LowkiqError):
@@ -57,12 +60,12 @@ class PerformTimeout(LowkiqError):
 
 def check_perform_timeout(owner: str, value: object) -> None:
     """Raise :class:`ConfigurationError` naming ``owner.perform_timeout`` unless ``value``
-    is ``None`` or a number of seconds > 0."""
+    is ``None`` or a finite number of seconds > 0."""
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
         raise ConfigurationError(
-            f"{owner}.perform_timeout must be None or a number of seconds > 0, got {value!r}"
+            f"{owner}.perform_timeout must be None or a finite number of seconds > 0, got {value!r}"
         )
 
 
@@ -245,7 +248,9 @@ class Watchdog:
             )
 
     def _wait(self) -> float | None:
-        return None if not self._heap else max(self._heap[0][0] - self.clock(), 0.0)
+        if not self._heap:
+            return None
+        return min(max(self._heap[0][0] - self.clock(), 0.0), MAX_WAIT)
 
     def _fire_due(self) -> list[tuple[Watched, str]]:
         """Interrupt the performs past their deadline (the lock is held)."""

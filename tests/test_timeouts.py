@@ -83,7 +83,7 @@ def timed(worker: type[lowkiq.Worker], batch: dict[str, list[Any]]) -> tuple[flo
     return time.monotonic() - started, raised.value
 
 
-@pytest.mark.parametrize("value", [0, -1, "5", True, float("nan")])
+@pytest.mark.parametrize("value", [0, -1, "5", True, float("nan"), float("inf")])
 def test_a_bad_perform_timeout_is_a_configuration_error_naming_it(value: Any) -> None:
     with pytest.raises(lowkiq.ConfigurationError, match=r"Bad\.perform_timeout must be None or"):
         type("Bad", (lowkiq.Worker,), {"perform_timeout": value})
