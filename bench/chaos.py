@@ -45,12 +45,12 @@ the fenced store, ``max_perform_seconds`` is 0.2 s, and the feeder sends each ro
 burst of 1 to ``--burst`` versions of one id (besides one version of 5 others), so an
 id's merged burst is a long perform, done over several performs, the rest given back
 each time (``current_batch().yield_rest``); one round in 50 makes the burst's last
-payload slow (3 s).  The disruptions also include deploys: a replacement starts, the
-old process (one running a slow payload, when there is one) gets TERM, and KILL if it
-is still alive after a 2 s grace.  Every payload performed is recorded (a step,
-pushed by the script that writes the store, so the record's order is the order of the
-writes), and a perform of an id is the steps of one ``perform`` call for that id.  The
-checks are then:
+payload slow (5 s).  The disruptions also include deploys: a replacement starts, the
+old process (one whose slow payload has more than the grace to run, when there is
+one) gets TERM, and KILL if it is still alive after a 2 s grace.  Every payload
+performed is recorded (a step, pushed by the script that writes the store, so the
+record's order is the order of the writes), and a perform of an id is the steps of one
+``perform`` call for that id.  The checks are then:
 
 * lost: a version fed that no step performed and that is not in the morgue;
 * out of order in a perform: a step whose version is not above the previous step's
@@ -114,7 +114,7 @@ DEPLOY_GRACE = 2.0
 #: With --iterating: the chance that a round's burst ends with a slow payload, and the
 #: seconds that payload takes (more than :data:`DEPLOY_GRACE`).
 SLOW_CHANCE = 1 / 50
-SLOW_SECONDS = 3.0
+SLOW_SECONDS = 5.0
 
 
 class Worker:
@@ -354,12 +354,20 @@ class Run:
         return "join", None
 
     def slow_victim(self) -> Worker:
-        """A worker running a slow payload (its deploy ends in KILL), or else any."""
+        """A worker whose slow payload outlasts :data:`DEPLOY_GRACE` (its deploy ends in
+        KILL), or else any."""
         client = redis.Redis.from_url(self.records.url)
         try:
-            busy = {int(key.rsplit(b":", 1)[1]) for key in client.keys("chaos:slow:*")}
+            keys = client.keys("chaos:slow:*")
+            commands = [("PTTL", key) for key in keys]
+            left = pipelined(client, commands, transaction=False) if keys else []
         finally:
             client.close()
+        busy = {
+            int(key.rsplit(b":", 1)[1])
+            for key, ms in zip(keys, left, strict=True)
+            if ms > (DEPLOY_GRACE + 0.3) * 1000
+        }
         with self.lock:
             running = [w for w in self.workers if {w.pid, *w.children()} & busy]
         return random.choice(running) if running else self.victim()
