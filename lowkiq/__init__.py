@@ -21,6 +21,7 @@ from lowkiq.errors import (
     RedisUnavailable,
 )
 from lowkiq.iterable import IterableWorker
+from lowkiq.outcomes import BatchFailed, Discard, Kill
 from lowkiq.ownership.status import Process, Processes, QueueOwners, command_process, processes
 from lowkiq.pausing import paused_queues
 from lowkiq.periodic import Schedule
@@ -74,8 +75,10 @@ def stats() -> dict[str, Any]:
 
 __all__ = [
     "Actions",
+    "BatchFailed",
     "ConfigurationError",
     "Counts",
+    "Discard",
     "EnqueueIncomplete",
     "History",
     "InvalidJob",
@@ -83,6 +86,7 @@ __all__ = [
     "IterableWorker",
     "BatchLease",
     "Job",
+    "Kill",
     "LeaseLost",
     "LowkiqError",
     "Overview",

@@ -249,8 +249,9 @@ class _Resharding:
         self.client.hincrby(self.queue.keys.layout_hash, "moved", count)
 
     def _move_counts(self, old: int) -> None:
-        """Add the old shard's processed and failed counts to a new shard's."""
-        processed, failed = self.queue.write("reshard_counts", [self.queue.keys.prefix(old)])
+        """Add the old shard's processed, failed and discarded counts to a new shard's."""
+        counts = self.queue.write("reshard_counts", [self.queue.keys.prefix(old)])
+        processed, failed, discarded = counts
         assert self.layout.previous is not None
         new = self.layout.base + (old - self.layout.previous[0]) % self.layout.count
         keys = self.queue.keys
@@ -258,6 +259,8 @@ class _Resharding:
             self.client.incrby(keys.processed_counter(new), processed)
         if failed:
             self.client.incrby(keys.failed_counter(new), failed)
+        if discarded:
+            self.client.incrby(keys.discarded_counter(new), discarded)
 
     def open_ready(self) -> None:
         """Open the new shards whose old shards are all emptied."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
@@ -51,9 +52,76 @@ def load_json(data: bytes) -> Any:
     return _DECODER.decode(text)
 
 
+#: The most characters of a stored error's ``Class: message`` line(s); a longer message
+#: keeps its start.
+MAX_ERROR_MESSAGE = 2_000
+#: The most characters of a stored error's traceback: a longer one keeps its end (the
+#: innermost frames, where it was raised) and says how much was cut.
+MAX_ERROR_TRACEBACK = 8_192
+#: The line a Python traceback starts with; in a stored error it follows the summary
+#: and a blank line.
+TRACEBACK_HEADER = "Traceback (most recent call last):\n"
+
+
 def format_error(exc: BaseException) -> str:
-    """Default error text stored with a failed job: ``str(exc)``."""
-    return str(exc)
+    """Default error text stored with a failed job: :func:`error_summary`, then a blank
+    line and the traceback (chained exceptions included), at most
+    :data:`MAX_ERROR_TRACEBACK` characters, its end kept.  An exception never raised
+    (no traceback) gives the summary alone."""
+    summary = error_summary(exc)
+    full = "".join(traceback.format_exception(exc))
+    last = "".join(traceback.format_exception_only(exc))
+    frames = full[: -len(last)] if last and full.endswith(last) else full
+    if not frames:
+        return summary
+    return summary + "\n\n" + _keep_end(frames + summary + "\n")
+
+
+def error_summary(exc: BaseException) -> str:
+    """``Class: message`` as Python prints it last in a traceback (``KeyError: 'status'``;
+    the class alone when the message is empty; the module before the class unless it
+    is a built-in), at most :data:`MAX_ERROR_MESSAGE` characters."""
+    text = "".join(traceback.format_exception_only(exc)).strip()
+    if len(text) <= MAX_ERROR_MESSAGE:
+        return text
+    return f"{text[:MAX_ERROR_MESSAGE]}… [{len(text) - MAX_ERROR_MESSAGE:,} more characters cut]"
+
+
+def _keep_end(text: str) -> str:
+    """``text`` if it is short enough, else its last whole lines, after a header and a
+    line saying how much was cut."""
+    if len(text) <= MAX_ERROR_TRACEBACK:
+        return text
+    tail = text[-MAX_ERROR_TRACEBACK:]
+    tail = tail[tail.find("\n") + 1 :]
+    cut = len(text) - len(tail)
+    return (
+        f"{TRACEBACK_HEADER}  [… {cut:,} characters of the outer frames cut; "
+        f"the innermost {len(tail):,} kept …]\n{tail}"
+    )
+
+
+@dataclass(frozen=True)
+class ErrorText:
+    """A stored error text split for display: its summary (``Class: message``) and its
+    traceback (``None``: the text has none, e.g. an error stored before tracebacks were
+    kept, or a ``format_error`` of the app's own)."""
+
+    summary: str
+    traceback: str | None = None
+
+
+def split_error(text: str) -> ErrorText:
+    """Split an error text: :func:`format_error`'s (summary, blank line, traceback), a
+    bare Python traceback (its last line is the summary) or any other text (all
+    summary)."""
+    at = text.find("\n\n" + TRACEBACK_HEADER)
+    if at >= 0:
+        return ErrorText(text[:at].strip(), text[at + 2 :])
+    if text.startswith(TRACEBACK_HEADER):
+        lines = [line for line in text.splitlines() if line.strip()]
+        return ErrorText(lines[-1].strip(), text)
+    return ErrorText(text)
 
 
 def identity(value: Any) -> Any:

@@ -125,8 +125,8 @@ def test_dump_error_and_load_error_wrap_stored_errors(worker, redis_client):
     assert [job["error"] for job in worker.queries().morgue_fetch(["a", "b"])] == [text]
 
 
-def test_default_format_error_is_str_of_the_exception(redis_client):
-    assert lowkiq.settings.format_error(ValueError("bad value")) == "bad value"
+def test_default_format_error_is_class_and_message(redis_client):
+    assert lowkiq.settings.format_error(ValueError("bad value")) == "ValueError: bad value"
 
 
 def test_format_error_decides_the_stored_error_text(worker):

@@ -12,6 +12,7 @@ import redis
 
 import lowkiq
 from lowkiq.runtime.server import Server
+from lowkiq.serializers import split_error
 from tests.apps.runner import eventually
 from tests.leasing import pop
 
@@ -105,11 +106,11 @@ def test_a_failing_batch_is_retried_then_buried(server: Callable[..., Server]) -
     Seen.perform_async([{"id": "bad", "payload": {"n": 1}}])
     server()
     dead = eventually(lambda: Seen.queries().morgue_fetch(["bad"]))
-    assert dead[0]["error"] == "boom ['bad']"
+    assert split_error(dead[0]["error"]).summary == "RuntimeError: boom ['bad']"
     assert [batch for kind, batch in Seen.log] == [{"bad": [{"n": 1}]}] * 3
     # retries_exhausted runs just after the failure step made the job dead.
     [exhausted] = eventually(lambda: Seen.exhausted)
-    assert (exhausted["id"], exhausted["error"]) == ("bad", "boom ['bad']")
+    assert (exhausted["id"], exhausted["error"]) == ("bad", dead[0]["error"])
     assert [payload for payload, _ in exhausted["payloads"]] == [{"n": 1}]
     assert all(isinstance(score, float) for _, score in exhausted["payloads"])
     assert eventually(lambda: Seen.metrics()["failed"] == 3)
@@ -122,7 +123,7 @@ def test_a_middleware_exception_takes_the_failure_path(server: Callable[..., Ser
     Seen.perform_async([{"id": "m"}])
     server(server_middlewares=[refuse])
     jobs = eventually(lambda: [j for j in Seen.queries().fetch(["m"]) if j["retry_count"] >= 0])
-    assert jobs[0]["error"] == "refused"
+    assert split_error(jobs[0]["error"]).summary == "ValueError: refused"
     assert Seen.log == []
 
 

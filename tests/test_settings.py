@@ -47,7 +47,7 @@ def test_defaults():
     assert settings.last_words(RuntimeError("x")) is None
     assert settings.dump_payload is dump_json
     assert settings.load_payload is load_json
-    assert settings.format_error(ValueError("why")) == "why"
+    assert settings.format_error(ValueError("why")) == "ValueError: why"
     assert settings.dump_error("text") == "text"
     assert settings.load_error("text") == "text"
 

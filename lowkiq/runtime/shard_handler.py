@@ -39,8 +39,11 @@ from lowkiq.clients.connection import KeyedCommand
 from lowkiq.coroutines import settle
 from lowkiq.errors import LeaseLost
 from lowkiq.middleware import Batch, Next, ServerMiddleware, chain
+from lowkiq.outcomes import Fate, Verdict, judge, log_failure
 from lowkiq.ownership.leases import Term
 from lowkiq.running import Running, RunningBatch, running
+from lowkiq.serializers import format_error as default_format_error
+from lowkiq.storage.processing import JobEnd
 from lowkiq.storage.queue import ACK_FENCED, Popped, PoppedJob, Queue
 from lowkiq.storage.rate_bucket import Throttle
 from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder
@@ -87,6 +90,9 @@ class Outcome:
     #: Ids that yielded (``current_batch().yield_rest``): positions of the payloads each
     #: gives back.  Only a batch that succeeded yields.
     yields: dict[str, list[int]] | None = None
+    #: How each job of a batch that raised ends, and its error text (made where it was
+    #: performed; ``None``: made when it is settled).
+    verdict: Verdict | None = None
 
 
 @dataclass(slots=True)
@@ -332,7 +338,7 @@ class ShardHandler:
                 if outcome.yields:
                     yields.update(outcome.yields)
             elif not self.lost:
-                self._fail(outcome.jobs, outcome.error)
+                self._fail(outcome.jobs, outcome.error, outcome.verdict)
         if unrun and not self.lost:
             self.restore()
         elif yields and self.unacked and not self.lost:
@@ -427,21 +433,18 @@ class ShardHandler:
             self.interrupted()
             raise
 
-    def _fail(self, batch: Sequence[PoppedJob], exc: Exception) -> None:
-        try:
-            error = self.format_error(exc)
-        except Exception:
-            log.exception("%s: format_error raised; storing str(exc)", self.name)
-            error = str(exc)
+    def _fail(
+        self, batch: Sequence[PoppedJob], exc: Exception, verdict: Verdict | None = None
+    ) -> None:
+        """Settle a batch whose ``perform`` raised ``exc``, in one script: each job retried
+        (or buried), killed, discarded or acked as ``verdict`` says; then
+        ``retries_exhausted`` is called with the jobs sent to the morgue."""
+        verdict = verdict or self.judge(batch, exc)
+        ends = self._ends(batch, verdict)
         try:
             morgue = self._guarded(
-                lambda: self.queue.fail(
-                    self.shard,
-                    self.token,
-                    batch,
-                    error,
-                    self._retry_in,
-                    self.worker.max_retry_count,
+                lambda: self.queue.settle_failed(
+                    self.shard, self.token, ends, self.worker.max_retry_count
                 )
             )
         except LeaseLost:
@@ -449,6 +452,27 @@ class ShardHandler:
             return
         if morgue:
             self.call_user(lambda: self._retries_exhausted(morgue))
+
+    def _ends(self, batch: Sequence[PoppedJob], verdict: Verdict) -> list[JobEnd]:
+        """The script's view of ``verdict``: a retried job's delay comes from ``retry_in``."""
+        ends = []
+        for job in batch:
+            fate, error = verdict.jobs[job.id].fate, verdict.jobs[job.id].error
+            delay = self._retry_in(job.retry_count + 1) if fate is Fate.RETRY else 0.0
+            ends.append(JobEnd(job.id, fate, error, delay))
+        return ends
+
+    def judge(self, batch: Sequence[PoppedJob], exc: Exception) -> Verdict:
+        """How each job of ``batch`` ends now that its ``perform`` raised ``exc``, with the
+        error texts of ``format_error`` (:func:`lowkiq.outcomes.judge`)."""
+        return judge(exc, [job.id for job in batch], self._format_error)
+
+    def _format_error(self, exc: BaseException) -> str:
+        try:
+            return self.format_error(exc)
+        except Exception:
+            log.exception("%s: format_error raised; storing lowkiq's default text", self.name)
+            return default_format_error(exc)
 
     def _report_exhausted(self) -> None:
         """Tell the worker about the jobs the shard's acquisition moved to the morgue."""
@@ -530,16 +554,11 @@ class ShardHandler:
         seconds = max(time.time() - started, 0.0)
         kept = self._batch_seconds
         self._batch_seconds = seconds if kept is None else max(seconds, kept * BATCH_TIME_DECAY)
-        recorder.performed(jobs, started, failure is not None)
         if failure is not None:
-            log.warning(
-                "%s: batch of %d job(s) failed: %s: %s",
-                self.name,
-                len(jobs),
-                type(failure).__name__,
-                failure,
-                exc_info=failure,
-                extra=RunningBatch.popped(self.worker, self.shard, jobs).log_fields(),
-            )
-            return Outcome(jobs, failure)
+            verdict = self.judge(jobs, failure)
+            recorder.performed(jobs, started, verdict.failed)
+            fields = RunningBatch.popped(self.worker, self.shard, jobs).log_fields()
+            log_failure(self.name, len(jobs), failure, verdict, fields)
+            return Outcome(jobs, failure, verdict=verdict)
+        recorder.performed(jobs, started, False)
         return Outcome(jobs, None, record.yields)

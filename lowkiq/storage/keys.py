@@ -30,6 +30,7 @@ S morgue_errors               hash   id -> error, dead jobs
 S morgue_payloads:<id>        zset   payload -> score, the payloads of a dead hot id
 S processed                   str    jobs processed successfully
 S failed                      str    jobs whose batch failed
+S discarded                   str    jobs dropped by ``lowkiq.Discard``
 S lease                       str    ``epoch owner``: the lease on the shard, with a TTL
 S epoch                       str    counter, +1 on every acquisition of the shard; never expires
 S hold                        str    set during a reshard: ``closed`` (a new shard, no pops yet)
@@ -134,6 +135,7 @@ SUFFIXES = {
     "morgue_payloads_zset": "morgue_payloads:",
     "processed_counter": "processed",
     "failed_counter": "failed",
+    "discarded_counter": "discarded",
     "lease": "lease",
     "epoch_counter": "epoch",
     "stopping_flag": "stopping",
@@ -219,6 +221,10 @@ class QueueKeys:
     def failed_counter(self, shard: int) -> str:
         """Count of the shard's jobs whose batch failed."""
         return self._key("failed_counter", shard)
+
+    def discarded_counter(self, shard: int) -> str:
+        """Count of the shard's jobs dropped without a retry (``lowkiq.Discard``)."""
+        return self._key("discarded_counter", shard)
 
     def lease(self, shard: int) -> str:
         """The lease on the shard: ``epoch owner``, expiring unless renewed."""

@@ -32,12 +32,14 @@ class QueueMetrics(TypedDict):
     failed: int
     #: Jobs in processing areas now.
     busy: int
+    #: Jobs dropped without a retry by ``lowkiq.Discard``, ever.
+    discarded: int
 
 
 def _decode(shard_replies: Sequence[Sequence[Any]], now: float | None) -> QueueMetrics:
     """One queue's metrics from the ``metrics`` script's reply of each of its shards; the
     lag on Redis's clock (each shard's master's), unless a test fixes ``now``."""
-    fresh = retries = morgue_length = processed = failed = busy = 0
+    fresh = retries = morgue_length = processed = failed = busy = discarded = 0
     lag = 0.0
     for reply in shard_replies:
         fresh += int(reply[0])
@@ -46,6 +48,7 @@ def _decode(shard_replies: Sequence[Sequence[Any]], now: float | None) -> QueueM
         processed += int(reply[3])
         failed += int(reply[4])
         busy += int(reply[5])
+        discarded += int(reply[8])
         if reply[6]:
             at = float(reply[7]) if now is None else now
             lag = max(lag, at - float(reply[6]))
@@ -58,12 +61,13 @@ def _decode(shard_replies: Sequence[Sequence[Any]], now: float | None) -> QueueM
         "processed": processed,
         "failed": failed,
         "busy": busy,
+        "discarded": discarded,
     }
 
 
 def queue_metrics(queue: Queue, now: float | None = None) -> QueueMetrics:
     """``length``, ``fresh``, ``retries``, ``morgue_length``, ``lag``, ``processed``,
-    ``failed`` and ``busy`` of one queue, in one round trip."""
+    ``failed``, ``busy`` and ``discarded`` of one queue, in one round trip."""
     return many_queue_metrics(queue.client, [queue], now)[0]
 
 
@@ -122,5 +126,6 @@ def overview(client: Client, queues: Mapping[str, Queue], now: float | None = No
         processed=sum(m["processed"] for m in metrics),
         failed=sum(m["failed"] for m in metrics),
         busy=sum(m["busy"] for m in metrics),
+        discarded=sum(m["discarded"] for m in metrics),
     )
     return Overview(dict(zip(queues, metrics, strict=True)), totals, now)

@@ -15,6 +15,7 @@ from typing import Any
 
 from lowkiq.clients.connection import KeyedCommand
 from lowkiq.errors import LeaseLost
+from lowkiq.outcomes import Fate
 from lowkiq.serializers import decode_failure
 from lowkiq.storage import blob
 from lowkiq.storage.queue_base import QueueBase
@@ -41,6 +42,18 @@ class PoppedJob:
     #: Why a payload of the job cannot be decoded (``payloads`` is then empty):
     #: the job is not performed but buried (:meth:`Queue.bury`).
     undecodable: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobEnd:
+    """How one job of a batch that raised ends (:meth:`Processing.settle_failed`): its
+    fate, its error text (retried and killed jobs) and, for a retry, the seconds until
+    it is due again."""
+
+    id: str
+    fate: Fate
+    error: str | None = None
+    retry_in: float = 0.0
 
 
 #: ``Popped.acked`` when no ack was asked, and when the ack's lease was not held.
@@ -270,15 +283,40 @@ class Processing(QueueBase):
         ``payloads`` being ``[[payload, score]]`` like every job dict of the API.
         Raises :class:`LeaseLost` (and changes nothing) when ``token`` is stale.
         """
-        args: list[Any] = [_now(now), self.codec.error_bytes(error), max_retry_count]
-        for job in batch:
-            args += (job.id, float(retry_in(job.retry_count + 1)))
+        ends = [
+            JobEnd(job.id, Fate.RETRY, error, float(retry_in(job.retry_count + 1))) for job in batch
+        ]
+        return self.settle_failed(shard, token, ends, max_retry_count, now)
+
+    def settle_failed(
+        self,
+        shard: int,
+        token: str,
+        ends: Sequence[JobEnd],
+        max_retry_count: int,
+        now: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """The batch of ``shard`` raised: each job of ``ends`` ends as its fate says
+        (retried or buried under SPEC §4, killed, discarded or acked), in one script.
+
+        Returns the jobs sent to the morgue (killed, or out of retries) as
+        ``{"id", "payloads", "error"}`` for ``retries_exhausted``.  Raises
+        :class:`LeaseLost` (and changes nothing) when ``token`` is stale.
+        """
+        texts: dict[str, int] = {}
+        jobs: list[Any] = []
+        for end in ends:
+            index = 0 if end.error is None else texts.setdefault(end.error, len(texts) + 1)
+            jobs += (end.id, end.fate.value, index, end.retry_in)
+        errors = [self.codec.error_bytes(text) for text in texts]
+        args = [_now(now), max_retry_count, len(errors), *errors, *jobs]
         reply = self.run_fenced("fail", shard, token, *args)
+        error_of = {end.id: end.error for end in ends}
         return [
             {
-                "id": reply[i].decode(),
+                "id": (job_id := reply[i].decode()),
                 "payloads": self.load_pairs(blob.unpack(reply[i + 1])),
-                "error": error,
+                "error": error_of[job_id],
             }
             for i in range(0, len(reply), 2)
         ]

@@ -20,6 +20,7 @@ ZERO = {
     "processed": 0,
     "failed": 0,
     "busy": 0,
+    "discarded": 0,
 }
 
 
@@ -50,6 +51,7 @@ def test_metrics_count_every_state(worker, queue):
         "processed": 1,
         "failed": 3,
         "busy": 1,
+        "discarded": 0,
     }
 
 

@@ -1,44 +1,67 @@
--- fail: the shard's batch raised; retry each job or move it to the morgue (SPEC §4).
+-- fail: the shard's batch raised; each of its jobs ends as its fate says
+-- (SPEC §4, §11 Job control), all in this one script:
+--   retry    retry_count + 1 and queued again for a retry (rule 3 of §3), or,
+--            at max_retry_count, its oldest payload to the morgue and the rest
+--            queued again as fresh
+--   kill     to the morgue at once, whole (lowkiq.Kill)
+--   discard  dropped without a retry, counted as discarded (lowkiq.Discard)
+--   done     acked, counted as processed (a job lowkiq.BatchFailed did not name)
 -- The other jobs of the processing area (batches popped with it, performed or
 -- not yet) stay there.
 -- KEYS[1]  the shard's prefix
 -- ARGV[1]  lease token of the shard
 -- ARGV[2]  now: '' for Redis's clock (a test may fix it)
--- ARGV[3]  error (already serialized)
--- ARGV[4]  max_retry_count
--- ARGV[5+2i..6+2i]  id, seconds until its retry (retry_in(retry_count + 1)): the
---   retry's perform_in is now + that, on Redis's clock
--- Writes: processing_hash (the failed jobs leave it), queue keys, morgue keys
---   (with the per-id payload sets of hot ids), failed_counter
--- Returns: flat list id, blob of the payload each job sent to the morgue;
+-- ARGV[3]  max_retry_count
+-- ARGV[4]  n: how many error texts follow
+-- ARGV[5..4+n]  the error texts (already serialized), each sent once
+-- then per job, 4 arguments: id, fate, index of its error among the texts
+--   (1-based; 0: none), seconds until its retry (retry_in(retry_count + 1);
+--   the retry's perform_in is now + that, on Redis's clock)
+-- Writes: processing_hash (the batch's jobs leave it), restores_hash, queue
+--   keys, morgue keys (with the per-id payload sets of hot ids),
+--   failed_counter (retry, kill), processed_counter (done), discarded_counter
+-- Returns: flat list id, blob of the payloads each job sent to the morgue;
 --   error FENCED when the lease is not held
-local token, now, error = ARGV[1], clock(ARGV[2]), ARGV[3]
-local max_retry_count = tonumber(ARGV[4])
+local token, now = ARGV[1], clock(ARGV[2])
+local max_retry_count = tonumber(ARGV[3])
 if not lease_held(K, token) then return fenced() end
 local processing = K.processing_hash
-local dead = {}
-local failed = 0
+local errors = {}
+for i = 1, tonumber(ARGV[4]) do errors[i] = ARGV[4 + i] end
+local first_job = 5 + #errors
 local ids = {}
-for i = 5, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+for i = first_job, #ARGV, 4 do ids[#ids + 1] = ARGV[i] end
 forget_restores(K, ids)
-for i = 5, #ARGV, 2 do
-  local id, retry_at = ARGV[i], tonumber(now) + tonumber(ARGV[i + 1])
+local dead = {}
+local counts = {retry = 0, kill = 0, discard = 0, done = 0}
+for i = first_job, #ARGV, 4 do
+  local id, fate, error = ARGV[i], ARGV[i + 1], errors[tonumber(ARGV[i + 2])]
   local value = redis.call('hget', processing, id)
   if value then
-    failed = failed + 1
+    counts[fate] = counts[fate] + 1
     redis.call('hdel', processing, id)
     local _, retry_count, _, blob = processing_unpack(value)
-    retry_count = retry_count + 1
-    if retry_count >= max_retry_count then
-      local first, rest = blob_split_first(blob)
-      morgue_merge(id, first, error, now)
+    if fate == 'kill' then
+      morgue_merge(id, blob, error, now)
       dead[#dead + 1] = id
-      dead[#dead + 1] = first
-      if rest ~= '' then queue_merge(id, rest, now, -1, nil, false, now) end
-    else
-      queue_merge(id, blob, retry_at, retry_count, error, false, now)
+      dead[#dead + 1] = blob
+    elseif fate == 'retry' then
+      retry_count = retry_count + 1
+      if retry_count >= max_retry_count then
+        local first, rest = blob_split_first(blob)
+        morgue_merge(id, first, error, now)
+        dead[#dead + 1] = id
+        dead[#dead + 1] = first
+        if rest ~= '' then queue_merge(id, rest, now, -1, nil, false, now) end
+      else
+        local retry_at = tonumber(now) + tonumber(ARGV[i + 3])
+        queue_merge(id, blob, retry_at, retry_count, error, false, now)
+      end
     end
   end
 end
+local failed = counts.retry + counts.kill
 if failed > 0 then redis.call('incrby', K.failed_counter, failed) end
+if counts.done > 0 then redis.call('incrby', K.processed_counter, counts.done) end
+if counts.discard > 0 then redis.call('incrby', K.discarded_counter, counts.discard) end
 return dead

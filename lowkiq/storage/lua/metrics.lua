@@ -3,7 +3,7 @@
 -- Reads: lex zsets, morgue_lex_zset, counters, perform_in_zset, processing_hash
 -- Returns: fresh, retries, morgue_length, processed, failed, busy, earliest
 --   perform_in as a string (false when the shard is empty), now on Redis's
---   clock as a string (the lag is measured on it)
+--   clock as a string (the lag is measured on it), discarded
 return {
   redis.call('zcard', K.fresh_lex_zset),
   redis.call('zcard', K.retry_lex_zset),
@@ -13,4 +13,5 @@ return {
   redis.call('hlen', K.processing_hash),
   redis.call('zrange', K.perform_in_zset, 0, 0, 'withscores')[2] or false,
   clock(),
+  tonumber(redis.call('get', K.discarded_counter) or '0'),
 }
