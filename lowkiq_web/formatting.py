@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from lowkiq import Undecodable
+from lowkiq.serializers import ErrorText, split_error
 
 _UNITS = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"))
 
@@ -90,6 +91,12 @@ def pretty_payload(payload: Any) -> str:
         return json.dumps(payload, indent=2, sort_keys=True, ensure_ascii=False)
     except (TypeError, ValueError):
         return repr(payload)
+
+
+def error_parts(text: str) -> ErrorText:
+    """A job's stored error split for display: ``summary`` (``Class: message``, or the
+    whole text of an error stored without a traceback) and ``traceback`` (or ``None``)."""
+    return split_error(text)
 
 
 def exact_number(value: float) -> str:
