@@ -1,20 +1,37 @@
 """Bulk operations on one queue, built from the queue's scripts and reads.
 
-Operations over a whole queue work in chunks of :data:`CHUNK` jobs, each
-chunk one atomic script call, so Redis is never blocked for long.
+Operations over a whole queue, or over many ids, work in chunks of
+:data:`CHUNK` jobs of one shard, each chunk one atomic script call, so Redis is
+never blocked for long.  No action touches a processing area: for an id being
+performed, only what is queued for it is changed; its running batch is not.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
-from lowkiq.errors import ConfigurationError
+from lowkiq.errors import ConfigurationError, InvalidQuery
 from lowkiq.storage.queue import Queue
 
 #: Jobs handled by one script call of a bulk operation.
 CHUNK = 1000
+
+#: The error a job killed by hand gets when it has none of its own.
+KILLED_ERROR = "killed by hand (Worker.actions().kill) before it failed"
+
+#: Times a move puts a chunk again when the target queue was resharded meanwhile.
+MOVE_REROUTES = 3
+
+
+class HasQueue(Protocol):
+    """What :meth:`Actions.move` moves jobs to: a worker class (its ``queue()``)."""
+
+    def queue(self) -> Queue:
+        """The storage of the worker's queue."""
+        ...
+
 
 #: Puts back into a queue the batches left in processing in shards no process holds,
 #: taking and releasing their leases; returns how many jobs went back.  Ownership
@@ -58,6 +75,56 @@ class Actions:
             lambda shard, ids: self.queue.run("delete_failed", shard, *ids),
         )
 
+    def delete(self, ids: Iterable[Any]) -> int:
+        """Delete these queued jobs (fresh, retries, due or not) with their payloads;
+        returns how many were queued.  Dead jobs are :meth:`morgue_delete`'s."""
+        return self._by_shard(
+            ids, lambda shard, chunk: self.queue.run("jobs_delete", shard, *chunk)
+        )
+
+    def perform_now(self, ids: Iterable[Any]) -> int:
+        """Make these queued jobs due now (``perform_in = now`` for those not yet due;
+        due ones keep their place, every job its ``retry_count``); returns how many
+        were queued."""
+        return self._by_shard(
+            ids, lambda shard, chunk: self.queue.run("jobs_perform_now", shard, "", *chunk)
+        )
+
+    def kill(self, ids: Iterable[Any]) -> int:
+        """Move these queued jobs, whole, to the morgue (a job that never failed gets
+        :data:`KILLED_ERROR` as its error); returns how many were queued."""
+        error = self.queue.codec.error_bytes(KILLED_ERROR)
+        return self._by_shard(
+            ids, lambda shard, chunk: self.queue.run("jobs_kill", shard, "", error, *chunk)
+        )
+
+    def clear(self) -> int:
+        """Delete every queued job of the queue (not the processing areas, not the
+        morgue), a chunk at a time; returns how many."""
+        total = 0
+        for shard in self.queue.shards:
+            while cleared := int(self.queue.run("jobs_clear", shard, CHUNK)):
+                total += cleared
+        return total
+
+    def move(self, ids: Iterable[Any], to: HasQueue) -> int:
+        """Move these queued jobs to the queue of the worker ``to``: payloads keep their
+        scores and merge as a dead job queued up does (SPEC §3 rule 4: ``perform_in =
+        now``, ``retry_count = -1``, the error stays); returns how many moved.
+
+        Per chunk of one shard: the jobs are read, put into the target queue, then
+        only the payloads put there are taken out of this one (a payload enqueued
+        meanwhile stays).  On a Redis Cluster the two queues' shards are different
+        slots, so no one script can do both: a crash between the steps, or a job
+        popped between them, leaves a payload in both queues (performed twice at
+        worst), never in neither.
+        """
+        target = to.queue()
+        target.refresh_layout()
+        if target.name == self.queue.name:
+            raise InvalidQuery(f"cannot move jobs of {self.queue.name} onto their own queue")
+        return self._by_shard(ids, lambda shard, chunk: self._move_chunk(shard, chunk, target))
+
     def morgue_queue_up(self, ids: Iterable[Any]) -> int:
         """Move these dead jobs back to the queue, due now (SPEC §3 rule 4)."""
         return self._by_shard(ids, self._morgue_queue_up)
@@ -93,13 +160,51 @@ class Actions:
     def _morgue_delete(self, shard: int, ids: list[str]) -> int:
         return int(self.queue.run("morgue_delete", shard, *ids))
 
+    def _move_chunk(self, shard: int, ids: list[str], target: Queue) -> int:
+        """Move the queued jobs ``ids`` of ``shard`` to ``target``: read, put, take."""
+        found = self.queue.run("move_read", shard, *ids)
+        jobs = [(_text(found[i]), found[i + 1], found[i + 2]) for i in range(0, len(found), 3)]
+        pending = jobs
+        for _ in range(MOVE_REROUTES + 1):
+            if not pending:
+                break
+            groups: dict[int, list[Any]] = {}
+            for job_id, packed, error in pending:
+                wire = b"" if error is None else b"+" + error
+                groups.setdefault(target.shard_of(job_id), []).append((job_id, packed, wire))
+            calls = [
+                ("move_put", to_shard, ["", *(arg for job in group for arg in job)])
+                for to_shard, group in groups.items()
+            ]
+            replies = target.run_pipelined(calls)
+            refused = {shard for shard, reply in zip(groups, replies, strict=True) if reply == -1}
+            pending = [job for job in pending if target.shard_of(job[0]) in refused]
+            if pending:
+                target.refresh_layout()
+        if pending:
+            raise InvalidQuery(
+                f"{target.name} was resharded {MOVE_REROUTES} times during the move; "
+                f"{len(pending)} job(s) stay in {self.queue.name}"
+            )
+        if jobs:
+            self.queue.run("move_take", shard, *(arg for job in jobs for arg in job[:2]))
+        return len(jobs)
+
     def _by_shard(self, ids: Iterable[Any], handle: Callable[[int, list[str]], int]) -> int:
-        """Apply ``handle(shard, ids)`` to the given ids, grouped by shard."""
-        groups: dict[int, list[str]] = {}
+        """Apply ``handle(shard, ids)`` to the given ids (each once), grouped by shard, at
+        most :data:`CHUNK` ids a call."""
+        groups: dict[int, dict[str, None]] = {}
         for job_id in ids:
             text = str(job_id)
-            groups.setdefault(self.shard_of(text), []).append(text)
-        return sum(handle(shard, group) for shard, group in sorted(groups.items()))
+            if "\0" in text:
+                raise InvalidQuery(f"a job id must not contain NUL, got {text!r}")
+            groups.setdefault(self.shard_of(text), {})[text] = None
+        total = 0
+        for shard, group in sorted(groups.items()):
+            chosen = list(group)
+            for start in range(0, len(chosen), CHUNK):
+                total += int(handle(shard, chosen[start : start + CHUNK]))
+        return total
 
     def _drain(
         self, index_key: Callable[[int], str], handle: Callable[[int, list[str]], int]

@@ -1,0 +1,65 @@
+-- move_take: the last step of a move: take out of this shard's queued jobs
+-- the payloads move_put has written into the target queue, and only those
+-- (the same payload with the same score), so a payload enqueued meanwhile
+-- stays.  A job left with no payload is removed; one left with some keeps its
+-- perform_in, retry_count and error.  A job popped meanwhile is not touched
+-- (it runs here and in the target: a move duplicates at worst, never loses).
+-- KEYS[1]  the shard's prefix
+-- ARGV[1..]  pairs id, blob (as move_read returned them)
+-- Writes: queue keys (with payloads_zset(id) of hot ids)
+-- Returns: the number of jobs removed whole
+if retired() then return 0 end  -- its jobs moved to the new shards
+local removed = 0
+
+-- The payloads of `blob` not in `copied` with the same score (payloads of one
+-- blob are distinct, so a payload -> score table holds a blob).
+local function kept_pairs(blob, copied)
+  local taken = {}
+  for _, pair in ipairs(blob_pairs(copied)) do taken[pair[2]] = pair[1] end
+  local kept = {}
+  for _, pair in ipairs(blob_pairs(blob)) do
+    if taken[pair[2]] ~= pair[1] then kept[#kept + 1] = pair end
+  end
+  return kept
+end
+
+for i = 1, #ARGV, 2 do
+  local id, copied = ARGV[i], ARGV[i + 1]
+  local member, is_retry = find_queued(id)
+  if member then
+    local blob = blob_of(member, id)
+    local left = 0
+    if blob == copied then
+      left = 0
+    elseif blob ~= '' then
+      local kept = kept_pairs(blob, copied)
+      left = #kept
+      if left > 0 then
+        local lex = is_retry and K.retry_lex_zset or K.fresh_lex_zset
+        redis.call('zrem', lex, member)
+        redis.call('zadd', lex, 0, id .. '\0' .. blob_pack(kept))
+      end
+    else
+      local key = K.payloads_zset(id)
+      local pairs_ = blob_pairs(copied)
+      for first = 1, #pairs_, ZADD_CHUNK do
+        local last = math.min(first + ZADD_CHUNK - 1, #pairs_)
+        local payloads = {}
+        for n = first, last do payloads[#payloads + 1] = pairs_[n][2] end
+        local scores = redis.call('zmscore', key, unpack(payloads))
+        local gone = {}
+        for n = first, last do
+          local score = scores[n - first + 1]
+          if score and tonumber(score) == pairs_[n][1] then gone[#gone + 1] = pairs_[n][2] end
+        end
+        if #gone > 0 then redis.call('zrem', key, unpack(gone)) end
+      end
+      left = redis.call('zcard', key)
+    end
+    if left == 0 then
+      delete_queued(id, member, is_retry)
+      removed = removed + 1
+    end
+  end
+end
+return removed
