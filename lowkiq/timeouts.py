@@ -76,6 +76,15 @@ def stuck_threshold(worker: type[Worker]) -> float | None:
     return None if timeout is None else timeout + STUCK_GRACE
 
 
+def stuck_floor(worker: type[Worker]) -> float | None:
+    """Seconds a batch of ``worker`` may run at least before ``/live`` calls it stuck,
+    whatever ``settings.stuck_after`` says: ``max_perform_seconds`` + :data:`STUCK_GRACE`
+    (a worker that asks its performs to stop after that long runs them that long), or
+    ``None``."""
+    seconds = worker.max_perform_seconds
+    return None if seconds is None else seconds + STUCK_GRACE
+
+
 def _shown(ids: list[str]) -> str:
     shown = ", ".join(repr(job_id) for job_id in ids[:SHOWN_IDS])
     more = len(ids) - SHOWN_IDS

@@ -274,3 +274,31 @@ def test_live_names_a_perform_that_could_not_be_interrupted(
     )
     thread.join()
     assert len(errors) == 1 and live(beats, ProcessState(), limits).ok
+
+
+def test_max_perform_seconds_raises_the_stuck_threshold_never_lowers_it() -> None:
+    class Slow(lowkiq.Worker):
+        max_perform_seconds = 600.0
+
+    class Brief(lowkiq.Worker):
+        max_perform_seconds = 0.1
+
+    assert timeouts.stuck_floor(Slow) == 600.0 + timeouts.STUCK_GRACE
+    assert timeouts.stuck_floor(lowkiq.Worker) is None
+    now = [100.0]
+    beats = Heartbeats(clock=lambda: now[0])
+    limits = Limits(stuck_after=300.0, silent_after=60.0, connected_within=10.0)
+    slow, brief = beats.thread(0), beats.thread(1)
+    with (
+        slow.performing_batch("Slow:0", None, timeouts.stuck_floor(Slow)),
+        brief.performing_batch("Brief:0", None, timeouts.stuck_floor(Brief)),
+    ):
+        now[0] += 400  # past stuck_after: Brief is stuck, Slow (600 s + grace) is not
+        reason = live(beats, ProcessState(), limits).reason
+        assert "Brief:0 for 400.0s (stuck_after 300s)" in reason
+        assert "Slow:0" not in reason
+        now[0] += 300
+        assert (
+            "Slow:0 for 700.0s (max_perform_seconds + grace 605s)"
+            in live(beats, ProcessState(), limits).reason
+        )

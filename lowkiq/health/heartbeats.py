@@ -32,6 +32,9 @@ class Performing:
     #: Seconds after which it is stuck (``None``: ``settings.stuck_after``); a worker with
     #: ``perform_timeout`` sets its own (:func:`lowkiq.timeouts.stuck_threshold`).
     stuck_after: float | None = None
+    #: With ``settings.stuck_after``, at least this many seconds (a worker's
+    #: ``max_perform_seconds`` + grace: :func:`lowkiq.timeouts.stuck_floor`).
+    stuck_floor: float | None = None
 
 
 class Heartbeat:
@@ -50,10 +53,12 @@ class Heartbeat:
         self.at = self.clock()
 
     @contextmanager
-    def performing_batch(self, shard: str, stuck_after: float | None = None) -> Iterator[None]:
+    def performing_batch(
+        self, shard: str, stuck_after: float | None = None, stuck_floor: float | None = None
+    ) -> Iterator[None]:
         """Note that the thread performs a batch of ``shard`` (``Worker:shard``) inside,
         stuck after ``stuck_after`` seconds (``None``: ``settings.stuck_after``)."""
-        self.performing = Performing(shard, self.clock(), stuck_after)
+        self.performing = Performing(shard, self.clock(), stuck_after, stuck_floor)
         try:
             yield
         finally:

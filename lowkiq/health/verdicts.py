@@ -129,6 +129,8 @@ def _stuck(
     took = now - performing.since
     if performing.stuck_after is not None:
         limit, name = performing.stuck_after, "perform_timeout + grace"
+    elif performing.stuck_floor is not None and performing.stuck_floor > limits.stuck_after:
+        limit, name = performing.stuck_floor, "max_perform_seconds + grace"
     else:
         limit, name = limits.stuck_after, "stuck_after"
     if took <= limit:

@@ -25,7 +25,7 @@ from lowkiq.health.heartbeats import Heartbeat, Heartbeats
 from lowkiq.runtime.shard_handler import Outcome, ShardHandler
 from lowkiq.storage.processing import PoppedJob
 from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder, Recorder
-from lowkiq.timeouts import stuck_threshold
+from lowkiq.timeouts import stuck_floor, stuck_threshold
 
 log = logging.getLogger("lowkiq.executor")
 
@@ -176,8 +176,9 @@ class Executor:
 
     def _perform(self, work: Work, beat: Heartbeat, tally: BatchRecorder) -> None:
         try:
-            limit = stuck_threshold(work.handler.worker)
-            with beat.performing_batch(work.handler.name, limit):
+            worker = work.handler.worker
+            limit, floor = stuck_threshold(worker), stuck_floor(worker)
+            with beat.performing_batch(work.handler.name, limit, floor):
                 work.run(tally)
         except BaseException as exc:  # noqa: BLE001 - not an Exception: the process stops
             work.fatal = exc

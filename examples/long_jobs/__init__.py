@@ -1,0 +1,1 @@
+"""The long-jobs guide's example app (docs/guides/long-jobs.md)."""
