@@ -1,5 +1,6 @@
 """The ``lowkiq`` command line: ``lowkiq worker``, ``pause``/``resume`` and ``lowkiq redis
-stop`` (SPEC §8); ``status`` and ``quiet`` live in :mod:`lowkiq.health.commands`.
+stop`` (SPEC §8); ``status`` and ``quiet`` live in :mod:`lowkiq.health.commands`,
+``info`` and ``enqueue`` in :mod:`lowkiq.cli_queues`.
 
 Thin glue: the logic lives in :mod:`lowkiq.runtime.server`, :mod:`lowkiq.app_loader`
 and :mod:`lowkiq.embedded`; ``lowkiq web`` lives in :mod:`lowkiq_web.cli`.
@@ -9,9 +10,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import click
 
@@ -21,7 +21,10 @@ from lowkiq.cli_support import (
     fail,
     load_app_or_exit,
     require_option,
+    select_workers_or_exit,
 )
+from lowkiq.cli_support import find_worker_or_exit as _find_worker
+from lowkiq.cli_support import redis_call_or_exit as _redis_call
 from lowkiq.embedded import PROJECT_DIR
 from lowkiq.errors import LowkiqError
 from lowkiq.version import __version__
@@ -40,6 +43,8 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
         "web": "lowkiq_web.cli:web",
         "status": "lowkiq.health.commands:status_command",
         "quiet": "lowkiq.health.commands:quiet_command",
+        "info": "lowkiq.cli_queues:info",
+        "enqueue": "lowkiq.cli_queues:enqueue",
     },
 )
 @click.version_option(__version__, prog_name="lowkiq")
@@ -101,6 +106,14 @@ def main() -> None:
     show_default=True,
     help="Address the --health-port server listens on.",
 )
+@click.option(
+    "--only",
+    multiple=True,
+    metavar="WORKER",
+    help="Serve only this worker's queue (a class or queue name of settings.workers); "
+    "repeat it for several. The other queues, and their periodic jobs, are left to "
+    "the processes that serve them.",
+)
 @embedded_redis_option()
 @click.option(
     "--log-level",
@@ -119,6 +132,7 @@ def worker(
     metrics_host: str,
     health_port: int | None,
     health_host: str,
+    only: tuple[str, ...],
     log_level: str,
 ) -> None:
     """Process the queues of the workers defined by APP.
@@ -145,10 +159,14 @@ def worker(
     load_app_or_exit(app)
 
     import lowkiq
-    from lowkiq.default_redis import check_local_redis
+    from lowkiq.default_redis import check_local_redis, check_redis_accepts
     from lowkiq.runtime.server import Server
 
     settings = lowkiq.settings
+    if only:
+        served = select_workers_or_exit(only)
+        settings.schedules = [s for s in settings.schedules if s.worker in served]
+        settings.workers = served
     try:
         if threads is not None:
             settings.threads_per_node = threads
@@ -159,6 +177,7 @@ def worker(
         if settings.health_port is not None and settings.health_port + processes > 65536:
             fail(f"--health-port {settings.health_port} + {processes} processes passes 65535")
         check_local_redis(settings.redis)
+        check_redis_accepts(settings.redis)
         metrics = None if metrics_port is None else (metrics_host, metrics_port)
 
         def run_child(number: int) -> int:
@@ -303,31 +322,6 @@ def _static_processes(worker: type[Worker]) -> list[str]:
         if p.mode == "static"
         and any(shard.startswith(f"{worker.queue_name}:") for shard in p.shards)
     ]
-
-
-def _find_worker(app: str, name: str) -> type[Worker]:
-    """The worker class of ``settings.workers`` named ``name``, or a one-line error."""
-    load_app_or_exit(app)
-    import lowkiq
-
-    workers = {worker.__name__: worker for worker in lowkiq.settings.workers}
-    if name not in workers:
-        known = ", ".join(workers) or "none: the app sets no settings.workers"
-        fail(f"no worker {name!r} in settings.workers (workers: {known})")
-    return workers[name]
-
-
-T = TypeVar("T")
-
-
-def _redis_call(call: Callable[[], T]) -> T:
-    """``call()``, or a one-line error when Redis does not answer."""
-    import redis as redis_client
-
-    try:
-        return call()
-    except redis_client.RedisError as exc:
-        fail(f"Redis did not answer: {exc}")
 
 
 @main.group()

@@ -1,18 +1,26 @@
 """What the ``lowkiq`` commands share: the ``-r`` option, the ``--embedded-redis`` flag,
-and loading the app or exiting with a one-line error."""
+loading the app, finding a worker and calling Redis, or exiting with a one-line error
+(exit status 2)."""
 
 from __future__ import annotations
 
 import importlib
 import os
 import sys
-from collections.abc import Callable
-from typing import Any, NoReturn
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from lowkiq.app_loader import AppLoadError, load_app
+from lowkiq.clients.connection import check_url
 from lowkiq.default_redis import EMBEDDED_ENV
+from lowkiq.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from lowkiq.worker import Worker
+
+T = TypeVar("T")
 
 
 def require_option(help_text: str) -> Callable[[Any], Any]:
@@ -49,11 +57,62 @@ def fail(message: str) -> NoReturn:
     sys.exit(2)
 
 
+def check_redis_url_or_exit() -> None:
+    """A one-line error and exit 2 when ``REDIS_URL`` is set but is no Redis URL (a wrong
+    scheme, a database or port that is no number): before anything connects."""
+    url = os.environ.get("REDIS_URL")
+    if url:
+        try:
+            check_url(url)
+        except ConfigurationError as exc:
+            fail(str(exc))
+
+
 def load_app_or_exit(app: str) -> None:
-    """:func:`~lowkiq.app_loader.load_app`, or a one-line error naming the app and exit 2."""
+    """:func:`~lowkiq.app_loader.load_app`, or a one-line error naming the app and exit 2;
+    a bad ``REDIS_URL`` is refused first (:func:`check_redis_url_or_exit`)."""
+    check_redis_url_or_exit()
     try:
         load_app(app)
     except AppLoadError as exc:
+        fail(str(exc))
+
+
+def find_worker_or_exit(app: str, name: str) -> type[Worker]:
+    """Load ``app`` and return its worker class ``name`` (a class of ``settings.workers``,
+    by class or queue name), or a one-line error listing the workers."""
+    load_app_or_exit(app)
+    return select_workers_or_exit([name])[0]
+
+
+def select_workers_or_exit(names: Sequence[str]) -> list[type[Worker]]:
+    """The workers of ``settings.workers`` named ``names`` (class or queue names), in
+    ``names``' order, or a one-line error naming the unknown ones and the workers."""
+    import lowkiq
+
+    workers = lowkiq.settings.workers
+    by_name = {worker.__name__: worker for worker in workers}
+    for worker in workers:
+        by_name.setdefault(worker.queue_name, worker)
+    unknown = [name for name in names if name not in by_name]
+    if unknown:
+        known = ", ".join(w.__name__ for w in workers) or "none: the app sets no settings.workers"
+        listed = ", ".join(map(repr, unknown))
+        fail(f"no worker {listed} in settings.workers (workers: {known})")
+    return list(dict.fromkeys(by_name[name] for name in names))
+
+
+def redis_call_or_exit(call: Callable[[], T]) -> T:
+    """``call()``, or a one-line error when Redis does not answer or refuses."""
+    import redis as redis_client
+
+    try:
+        return call()
+    except redis_client.ConnectionError as exc:
+        fail(f"Redis did not answer: {exc}")
+    except redis_client.RedisError as exc:
+        fail(f"Redis refused: {type(exc).__name__}: {exc}")
+    except ConfigurationError as exc:
         fail(str(exc))
 
 

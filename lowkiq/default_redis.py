@@ -13,14 +13,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import redis
 from redis import Redis
 
-from lowkiq.clients.connection import Client, client_from_url
+from lowkiq.clients.connection import Client, check_url, client_from_url, describe_redis
 from lowkiq.embedded import project_server_url
 from lowkiq.environment import env_bool
-from lowkiq.errors import RedisUnavailable
+from lowkiq.errors import ConfigurationError, RedisUnavailable
 
 #: The environment switch that opts into the embedded development server.
 EMBEDDED_ENV = "LOWKIQ_EMBEDDED_REDIS"
@@ -61,7 +62,10 @@ def development_redis() -> Redis:
     For examples and local apps that opt in in code:
     ``lowkiq.settings.redis = development_redis``.
     """
-    return Redis.from_url(os.environ.get("REDIS_URL") or project_server_url())
+    url = os.environ.get("REDIS_URL")
+    if url:
+        check_url(url)
+    return Redis.from_url(url or project_server_url())
 
 
 def falls_back_to_local(factory: object) -> bool:
@@ -90,3 +94,42 @@ def check_local_redis(factory: object) -> None:
         ) from None
     finally:
         client.close()
+
+
+#: Seconds :func:`check_redis_accepts` waits for Redis.
+PROBE_TIMEOUT = 2.0
+
+
+def check_redis_accepts(factory: Callable[[], Client]) -> None:
+    """Raise :class:`ConfigurationError` in one line when the Redis server of ``factory``
+    answers but refuses its connection: a database number past its ``databases``, a
+    wrong password.  A server that does not answer passes (a worker waits for it); so
+    does a Redis Cluster (its client checks its nodes itself)."""
+    try:
+        made = factory()
+    except ConfigurationError:
+        raise
+    except (redis.RedisError, OSError):
+        return
+    if not isinstance(made, Redis):
+        return
+    pool = made.connection_pool
+    kwargs = {
+        **pool.connection_kwargs,
+        "socket_connect_timeout": PROBE_TIMEOUT,
+        "socket_timeout": PROBE_TIMEOUT,
+    }
+    probe = Redis(
+        connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+    )
+    try:
+        probe.ping()
+    except (redis.AuthenticationError, redis.ResponseError) as exc:
+        raise ConfigurationError(
+            f"Redis at {describe_redis(made)} refused the connection: {exc} "
+            f"(check the password and the database number of REDIS_URL)"
+        ) from None
+    except (redis.RedisError, OSError):
+        return
+    finally:
+        probe.close()

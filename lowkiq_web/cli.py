@@ -8,9 +8,12 @@ import click
 from flask import Flask
 from gunicorn.app.base import BaseApplication  # type: ignore[import-untyped]
 
-from lowkiq.cli_support import embedded_redis_option, fail, load_app_or_exit, require_option
-from lowkiq.default_redis import check_local_redis
-from lowkiq.errors import RedisUnavailable
+from lowkiq.cli_support import embedded_redis_option, fail, load_app_or_exit
+from lowkiq.default_redis import check_local_redis, check_redis_accepts
+from lowkiq.errors import LowkiqError
+from lowkiq_web.basic_auth import ENV as BASIC_AUTH_ENV
+from lowkiq_web.basic_auth import Credentials
+from lowkiq_web.standalone import APP_ENV, URL_PREFIX_ENV, url_prefix_of
 
 
 class DashboardServer(BaseApplication):  # type: ignore[misc]
@@ -32,7 +35,16 @@ class DashboardServer(BaseApplication):  # type: ignore[misc]
 
 
 @click.command()
-@require_option("The app to load: a .py file or a dotted module name that sets lowkiq.settings.")
+@click.option(
+    "-r",
+    "--require",
+    "app",
+    envvar=APP_ENV,
+    show_envvar=True,
+    metavar="PATH_OR_MODULE",
+    help="The app to load: a .py file or a dotted module name that sets lowkiq.settings "
+    "(its workers are the dashboard's).",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
 @click.option(
@@ -43,17 +55,56 @@ class DashboardServer(BaseApplication):  # type: ignore[misc]
     help="gunicorn workers.",
 )
 @click.option("--read-only", is_flag=True, help="Hide and refuse every action.")
+@click.option(
+    "--url-prefix",
+    envvar=URL_PREFIX_ENV,
+    show_envvar=True,
+    metavar="PATH",
+    help="Serve the dashboard under PATH (e.g. /lowkiq, behind a proxy that keeps the "
+    "path); / redirects there.",
+)
+@click.option(
+    "--basic-auth",
+    envvar=BASIC_AUTH_ENV,
+    show_envvar=True,
+    metavar="USER:PASSWORD",
+    help="Ask every request for this user and password (HTTP basic auth; serve it over "
+    "HTTPS). Prefer the variable: a command line is visible to other users.",
+)
 @embedded_redis_option()
-def web(app: str, host: str, port: int, processes: int, read_only: bool) -> None:
+def web(
+    app: str | None,
+    host: str,
+    port: int,
+    processes: int,
+    read_only: bool,
+    url_prefix: str | None,
+    basic_auth: str | None,
+) -> None:
     """Serve the dashboard of the workers defined by APP (gunicorn on lowkiq_web:create_app())."""
+    if not app:
+        fail(f"give the app: -r/--require PATH_OR_MODULE, or set {APP_ENV}")
+    try:
+        url_prefix_of(url_prefix or "", f"--url-prefix ({URL_PREFIX_ENV})")
+        if basic_auth:
+            Credentials.parse(basic_auth, f"--basic-auth ({BASIC_AUTH_ENV})")
+    except LowkiqError as exc:
+        fail(str(exc))
     load_app_or_exit(app)
     import lowkiq
     from lowkiq_web import create_app
 
     try:
         check_local_redis(lowkiq.settings.redis)
-    except RedisUnavailable as exc:
+        check_redis_accepts(lowkiq.settings.redis)
+        dashboard = create_app(
+            read_only=read_only,
+            url_prefix=url_prefix or "",
+            basic_auth=basic_auth or None,
+            require=app,
+        )
+    except LowkiqError as exc:
         fail(str(exc))
 
     options = {"bind": f"{host}:{port}", "workers": processes, "accesslog": "-"}
-    DashboardServer(create_app(read_only=read_only), options).run()
+    DashboardServer(dashboard, options).run()

@@ -13,11 +13,15 @@ argument), the range pyproject.toml allows and ``.ci/run`` tests (its lowest and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 import redis
 from redis.commands.core import Script
+from redis.connection import parse_url
 from redis.exceptions import ExecAbortError, ResponseError
+
+from lowkiq.errors import ConfigurationError
 
 _hiredis_pack: Any
 try:
@@ -48,9 +52,67 @@ Client = redis.Redis | redis.RedisCluster
 CLUSTER_SUFFIX = "+cluster"
 
 
+#: The URL schemes lowkiq takes.
+URL_SCHEMES = ("redis", "rediss", "unix", f"redis{CLUSTER_SUFFIX}", f"rediss{CLUSTER_SUFFIX}")
+_URL_EXAMPLES = (
+    "redis://[:password@]host:6379/0, rediss://host:6380/0, unix:///path/redis.sock?db=0, "
+    f"redis{CLUSTER_SUFFIX}://host:7000"
+)
+
+
+def check_url(url: str, name: str = "REDIS_URL") -> None:
+    """Raise :class:`~lowkiq.errors.ConfigurationError`, in one line naming ``name`` and
+    the URL without its password, unless ``url`` is a Redis URL lowkiq can use: a known
+    scheme, a port and a database number that are numbers (redis-py would quietly take
+    database 0 for ``/abc``), database 0 on a cluster."""
+    scheme, sep, rest = url.partition("://")
+
+    def bad(reason: str) -> NoReturn:
+        raise ConfigurationError(
+            f"{name} {without_password(url)!r} is not a Redis URL: {reason} (e.g. {_URL_EXAMPLES})"
+        )
+
+    if not sep:
+        bad("it has no scheme")
+    if scheme not in URL_SCHEMES:
+        bad(f"unknown scheme {scheme + '://'!r}")
+    plain = f"{scheme.removesuffix(CLUSTER_SUFFIX)}://{rest}"
+    try:
+        parts = urlsplit(plain)
+        parts.port  # noqa: B018  (raises for a port that is no number, or out of range)
+        kwargs = parse_url(plain)  # type: ignore[no-untyped-call]
+    except ValueError as exc:
+        bad(str(exc).rstrip("."))
+    if scheme != "unix":
+        path = parts.path.strip("/")
+        if path and not path.isdigit():
+            bad(f"the database number {path!r} is not a number")
+    db = int(kwargs.get("db") or 0)
+    if db < 0:
+        bad(f"the database number {db} is negative")
+    if scheme.endswith(CLUSTER_SUFFIX) and db:
+        bad(f"a Redis Cluster has only database 0, not {db}")
+
+
+def without_password(url: str) -> str:
+    """``url`` with its password (or a lone user-info part) replaced by ``***``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    before_query, question, query = rest.partition("?")
+    userinfo, at, after = before_query.rpartition("@")  # a password may hold "/" or "@"
+    if not at:
+        return url
+    user, colon, _ = userinfo.partition(":")
+    shown = f"{user}:***" if colon and "/" not in user else "***"
+    return f"{scheme}://{shown}@{after}{question}{query}"
+
+
 def client_from_url(url: str) -> Client:
     """A client of ``url``: a ``redis.RedisCluster`` for ``redis+cluster://host:port``
-    (any one node; the client finds the others), else a ``redis.Redis``."""
+    (any one node; the client finds the others), else a ``redis.Redis``.  A URL that
+    is not one raises :class:`~lowkiq.errors.ConfigurationError` (:func:`check_url`)."""
+    check_url(url)
     scheme, sep, rest = url.partition("://")
     if sep and scheme.endswith(CLUSTER_SUFFIX):
         return redis.RedisCluster.from_url(f"{scheme.removesuffix(CLUSTER_SUFFIX)}://{rest}")
