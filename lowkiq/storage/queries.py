@@ -130,6 +130,30 @@ class Queries:
         """Queued jobs with ``retry_count`` in ``[min, max]``, descending (then by id)."""
         return self.fetch(self._ids_by_retry_count(min, max, limit, True, after_id))
 
+    def retries_range_by_id(self, min: str, max: str, limit: int = 10) -> list[Job]:
+        """Queued retries (``retry_count >= 0``) with ids in ``[min, max]``, ascending."""
+        keys = self._lex_keys(self.keys.retry_lex_zset)
+        return self.fetch(self._merged_lex(keys, min, max, check_limit(limit), reverse=False))
+
+    def retries_rev_range_by_id(self, max: str, min: str, limit: int = 10) -> list[Job]:
+        """Queued retries (``retry_count >= 0``) with ids in ``[min, max]``, descending."""
+        keys = self._lex_keys(self.keys.retry_lex_zset)
+        return self.fetch(self._merged_lex(keys, min, max, check_limit(limit), reverse=True))
+
+    def redis_time(self) -> float:
+        """Now on Redis's clock (the clock ``perform_in`` is due by), unix seconds."""
+        seconds, micros = self.client.time()
+        return seconds + micros / 1e6
+
+    def scheduled_count(self, now: float | None = None) -> int:
+        """How many queued jobs are not due yet (``perform_in`` after ``now``, default
+        Redis's clock): the Scheduled list's length."""
+        after = f"({self.redis_time() if now is None else now!r}"
+        pipe = self.client.pipeline(transaction=False)
+        for shard in self.queue.shards:
+            pipe.zcount(self.keys.perform_in_zset(shard), after, "+inf")
+        return sum(pipe.execute())
+
     # -- the morgue ------------------------------------------------------
 
     def morgue_fetch(self, ids: Iterable[Any]) -> list[Job]:
