@@ -7,7 +7,7 @@ import html
 import re
 
 import pytest
-from web_support import LONG_AGO, OrderWorker, enqueue, fail_all
+from web_support import ARTIFACTS, LONG_AGO, OrderWorker, enqueue, fail_all
 
 import lowkiq
 from lowkiq.testing import drain
@@ -93,3 +93,17 @@ def test_the_error_is_escaped(client, monkeypatch):
     fail_with(monkeypatch, ValueError("<script>alert(1)</script>"))
     page = client.get("/OrderWorker/job?id=42").get_data(as_text=True)
     assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_the_traceback_opens_in_a_browser(page, live_server, monkeypatch):
+    fail_with(monkeypatch, KeyError("status"))
+    page.goto(live_server + "/OrderWorker/enqueued")
+    assert page.locator("tr.job td.error").inner_text().strip() == "KeyError: 'status'"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "enqueued-error.png"), full_page=True)
+    page.goto(live_server + "/OrderWorker/job?id=42")
+    traceback = page.locator("details.traceback pre")
+    assert not traceback.is_visible()
+    page.locator("details.traceback summary").click()
+    assert traceback.is_visible() and "in perform" in traceback.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "job-traceback.png"), full_page=True)
