@@ -82,7 +82,8 @@ class LowkiqCollector(Collector):
 
         processed = CounterMetricFamily(
             "lowkiq_jobs_processed",
-            "Jobs performed: success (acked), failure (their batch raised).",
+            "Jobs performed: success (acked), failure (their batch raised), discarded "
+            "(lowkiq.Discard).",
             labels=["worker", "outcome"],
         )
         duration = HistogramMetricFamily(
@@ -112,6 +113,7 @@ class LowkiqCollector(Collector):
             metrics = current.by_worker[name]
             processed.add_metric([name, "success"], metrics["processed"])
             processed.add_metric([name, "failure"], metrics["failed"])
+            processed.add_metric([name, "discarded"], metrics["discarded"])
             length.add_metric([name], metrics["length"])
             lag.add_metric([name], metrics["lag"])
             morgue.add_metric([name], metrics["morgue_length"])

@@ -89,6 +89,15 @@ def test_an_empty_error_text_still_fills_the_cell(client):
     assert summaries(listed) == ["(an error with no text)"]
 
 
+def test_discarded_jobs_are_an_outcome_of_the_prometheus_counter(client, monkeypatch):
+    fail_with(monkeypatch, lowkiq.Discard("stale"))
+    text = client.get("/metrics").get_data(as_text=True)
+    assert (
+        'lowkiq_jobs_processed_total{outcome="discarded",worker="OrderWorker"} 1.0' in text
+        or 'lowkiq_jobs_processed_total{worker="OrderWorker",outcome="discarded"} 1.0' in text
+    )
+
+
 def test_the_error_is_escaped(client, monkeypatch):
     fail_with(monkeypatch, ValueError("<script>alert(1)</script>"))
     page = client.get("/OrderWorker/job?id=42").get_data(as_text=True)
