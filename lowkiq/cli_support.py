@@ -14,7 +14,7 @@ import click
 
 from lowkiq.app_loader import AppLoadError, load_app
 from lowkiq.clients.connection import check_url
-from lowkiq.default_redis import EMBEDDED_ENV
+from lowkiq.default_redis import EMBEDDED_ENV, unreachable_hint
 from lowkiq.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -109,7 +109,10 @@ def redis_call_or_exit(call: Callable[[], T]) -> T:
     try:
         return call()
     except redis_client.ConnectionError as exc:
-        fail(f"Redis did not answer: {exc}")
+        import lowkiq
+
+        hint = unreachable_hint(lowkiq.settings.redis)
+        fail(f"Redis did not answer: {exc}" + (f" ({hint})" if hint else ""))
     except redis_client.RedisError as exc:
         fail(f"Redis refused: {type(exc).__name__}: {exc}")
     except ConfigurationError as exc:
