@@ -25,11 +25,11 @@ def app(
     """The app's two workers (enqueueing into the session's Redis) and ``start(**env)``,
     which starts a worker process on the app; every process is killed after the test."""
     monkeypatch.setenv("REDIS_URL", redis_url)
-    from tests.apps.iterating import Steps, Stuck
+    from tests.apps.iterating import Slow, Steps, Stuck
 
     lowkiq.settings.reset()
     lowkiq.settings.redis = lambda: redis.Redis.from_url(redis_url)
-    lowkiq.settings.workers = [Steps, Stuck]
+    lowkiq.settings.workers = [Steps, Stuck, Slow]
     started: list[WorkerProcess] = []
 
     def start(wait: bool = True, **env: str) -> WorkerProcess:
@@ -155,3 +155,29 @@ def test_the_busy_page_names_the_process_thread_and_time_and_says_asked_to_stop(
     assert f":{pid}" in shown and "asked to stop" not in shown
     worker.signal(signal.SIGTERM)
     eventually(lambda: "asked to stop" in row(), timeout=10)
+
+
+def test_a_shard_handed_over_mid_perform_waits_for_it_no_overlap_no_death(
+    app: tuple[type, type, Callable[..., WorkerProcess]], redis_client: redis.Redis
+) -> None:
+    from tests.apps.iterating import Slow
+
+    _, _, start = app
+    first = start()
+    queue = Slow.queue()
+    ids = {}
+    number = 0
+    while len(ids) < 2:  # one id per shard
+        ids.setdefault(queue.shard_of(f"slow-{number}"), f"slow-{number}")
+        number += 1
+    # Each perform runs 3 lease TTLs (the app's lease_ttl is 2 s).
+    Slow.perform_async([{"id": job_id, "payload": {"sleep": 6}} for job_id in ids.values()])
+    eventually(lambda: redis_client.llen("test:slow_started") == 2)
+    second = start()  # the assignment moves a shard to it while its batch runs
+    eventually(lambda: Slow.metrics()["length"] == 0 and Slow.metrics()["busy"] == 0, timeout=30)
+    time.sleep(1.0)
+    assert redis_client.lrange("test:slow_overlaps", 0, -1) == []
+    assert redis_client.llen("test:slow_started") == 2  # each once: nothing restored
+    assert Slow.metrics()["morgue_length"] == 0
+    assert "never reported released" not in first.output()
+    assert second.process.poll() is None

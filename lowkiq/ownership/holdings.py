@@ -132,19 +132,13 @@ class Holdings(Generic[Shard]):
         return True
 
     def give_up(self, wanted: set[ShardKey]) -> set[int]:
-        """Ask the threads to give up the held shards not in ``wanted`` (once each), and
-        forget those asked a lease TTL ago that never reported released (their lease is
-        no longer renewed: it lapses); returns the threads asked."""
+        """Ask the threads to give up the held shards not in ``wanted`` (once each);
+        returns the threads asked.  A shard whose batch is still running is given up once
+        that batch ends: its lease is renewed until then (its perform sees
+        ``should_stop()``), so the next owner never runs the batch beside it."""
         asked: set[int] = set()
         now = time.monotonic()
         with self._lock:
-            for key, asked_at in list(self._releasing.items()):
-                if now - asked_at > self.lease_ttl:
-                    del self._releasing[key]
-                    stale = self._held.pop(key, None)
-                    log.warning("%s:%d: never reported released; its lease is left to lapse", *key)
-                    if stale is not None:
-                        self.threads[stale.thread].remove(key, release=False)
             for key, held in self._held.items():
                 if key not in wanted and key not in self._releasing:
                     self._releasing[key] = now

@@ -7,7 +7,7 @@ sleeps ``s`` seconds, then records ``n`` in ``test:done:<id>``.  ``Stuck`` (a pl
 worker, ``max_restores = 1``: one unexplained death sends a job to the morgue) sleeps
 ``{"sleep": s}`` seconds in a C call (libc's ``sleep``, which no exception interrupts)
 the first time it sees payload ``{"once": key}``, and records its ids in
-``test:stuck_done`` when it completes.
+``test:stuck_done`` when it completes.  ``Slow``: see its docstring.
 """
 
 from __future__ import annotations
@@ -57,4 +57,25 @@ class Stuck(lowkiq.Worker):
         record.rpush("test:stuck_done", *payloads_by_id)
 
 
-lowkiq.settings.workers = [Steps, Stuck]
+class Slow(lowkiq.Worker):
+    """Two shards, ``max_restores = 1``; payload ``{"sleep": s}`` sleeps ``s`` seconds.
+    Records each perform's start in ``test:slow_started`` and an overlap of two performs
+    of one id in ``test:slow_overlaps``."""
+
+    shards_count = 2
+    max_restores = 1
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        for job_id, payloads in payloads_by_id.items():
+            if not record.set(f"test:slow_running:{job_id}", os.getpid(), nx=True):
+                record.rpush("test:slow_overlaps", job_id)
+            record.rpush("test:slow_started", job_id)
+            try:
+                for payload in payloads:
+                    time.sleep(payload["sleep"])
+            finally:
+                record.delete(f"test:slow_running:{job_id}")
+
+
+lowkiq.settings.workers = [Steps, Stuck, Slow]

@@ -135,3 +135,16 @@ def test_batches_no_process_holds_are_put_back_by_the_operator(queue: Queue) -> 
     assert lease is not None and len(queue.pop(0, lease.token, 3).jobs) == 1
     assert Fragile.actions().restore_orphaned_batches() == 0
     assert Fragile.metrics()["busy"] == 1
+
+
+def test_a_batch_left_by_a_release_is_restored_without_counting(queue: Queue) -> None:
+    # A process gives the shard up on purpose with a batch in processing (its ack
+    # failed): that is no death, so no job of it counts a restore (a counted one would
+    # run alone next, as a suspect).
+    lease, _, _ = leases.acquire(queue, 0, "p1", 10)
+    assert lease is not None
+    assert len(queue.pop(0, lease.token, Fragile.batch_size).jobs) == 3
+    assert leases.release_many([lease]) == 1
+    taken, restored, _ = leases.acquire(queue, 0, "p2", 10)
+    assert taken is not None and restored == 3 and taken.buried == ()
+    assert [job.id for job in queue.pop(0, taken.token, 3).jobs] == ["0", "1", "2"]
