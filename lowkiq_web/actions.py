@@ -1,30 +1,27 @@
-"""The dashboard's actions: POST only, CSRF-checked (see :mod:`lowkiq_web.security`).
+"""The dashboard's actions: POST only, CSRF-checked (see :mod:`lowkiq_web.security`),
+refused in read-only mode; a bad parameter is a 400 that changes nothing.
 
-An htmx request gets a fragment back (a dead job's row disappears, the counts
-update out of band, a bulk action re-renders the list); a plain form POST is
-redirected back to its list.
+An htmx request gets a fragment back (a job's row disappears, the counts update
+out of band; an action on the checked jobs, a bulk action or "perform now" re-renders
+the list with a message; from the job page, the page reloads); a plain form POST is
+redirected back to its list (or job page).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from flask import abort, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-import lowkiq
 from lowkiq_web import views
 from lowkiq_web.blueprint import lowkiq_web, read_only
-from lowkiq_web.bulk import find_bulk_action
-from lowkiq_web.listing import BadParameter
+from lowkiq_web.bulk import JobAction, find_bulk_action, find_job_action
+from lowkiq_web.listing import BadParameter, parse_query
 from lowkiq_web.overview import find_worker
 
-#: Actions on one dead job: URL name → (what it does, past tense).
-ONE: dict[str, tuple[Callable[[type[lowkiq.Worker], str], int], str]] = {
-    "queue_up": (lambda w, i: w.actions().morgue_queue_up([i]), "queued up"),
-    "delete": (lambda w, i: w.actions().morgue_delete([i]), "deleted"),
-}
+#: The most ids one action on checked jobs takes (a list page shows at most 500).
+MAX_CHECKED = 1000
 
 
 @lowkiq_web.before_request
@@ -34,9 +31,16 @@ def refuse_when_read_only() -> None:
         abort(403, "the dashboard is read-only")
 
 
-def _list_params() -> dict[str, Any]:
-    """The list's filter, sent along by htmx (hx-include) or a plain form."""
-    return {k: v for k, v in request.form.items() if k in ("by", "dir", "from", "per")}
+def _list_params(kind: str) -> dict[str, Any]:
+    """The list's filter, sent along by htmx (hx-include) or a plain form; checked before
+    anything changes (:class:`BadParameter`)."""
+    params = {k: v for k, v in request.form.items() if k in ("by", "dir", "from", "per", "prefix")}
+    parse_query(kind, params)
+    return params
+
+
+def _message(count: int, done: str) -> str:
+    return f"{count} job{'s' if count != 1 else ''} {done}."
 
 
 @lowkiq_web.post("/<worker>/<kind>/<action>")
@@ -46,12 +50,47 @@ def bulk(worker: str, kind: str, action: str) -> Response | str:
     bulk_action = find_bulk_action(kind, action)
     if bulk_action is None:
         abort(404, f"no action {action!r} on the {kind} list")
+    params = _list_params(kind)
     count = bulk_action.run(found.actions())
-    params = _list_params()
     if not request.headers.get("HX-Request"):
         return redirect(url_for(f"lowkiq_web.{kind}", worker=worker, **params), 303)
     context = views.list_context(worker, kind, params)
-    message = f"{count} job{'s' if count != 1 else ''} {bulk_action.done}."
+    message = _message(count, bulk_action.done)
+    return render_template("lowkiq/_list_response.html", message=message, **context)
+
+
+def _job_action(kind: str, action: str) -> JobAction:
+    found = find_job_action(kind, action)
+    if found is None:
+        abort(404, f"no action {action!r} on a job of the {kind} list")
+    return found
+
+
+def _job_id(text: str | None) -> str:
+    """A job id of a form, checked: not empty, without NUL."""
+    if not text or "\0" in text:
+        raise BadParameter("id is required (a job id, without NUL)")
+    return text
+
+
+@lowkiq_web.post("/<worker>/<any(enqueued, retries, scheduled, dead):kind>/selected/<action>")
+def checked_jobs(worker: str, kind: str, action: str) -> Response | str:
+    """Run a job action on the jobs checked in a list (form fields ``id``); htmx gets the
+    list back with a message."""
+    found = find_worker(worker)
+    job_action = _job_action(kind, action)
+    ids = request.form.getlist("id")
+    if not ids:
+        raise BadParameter("check at least one job")
+    if len(ids) > MAX_CHECKED:
+        raise BadParameter(f"at most {MAX_CHECKED} jobs at a time, got {len(ids)}")
+    checked = [_job_id(job_id) for job_id in ids]
+    params = _list_params(kind)
+    count = job_action.run(found.actions(), checked)
+    if not request.headers.get("HX-Request"):
+        return redirect(url_for(f"lowkiq_web.{kind}", worker=worker, **params), 303)
+    context = views.list_context(worker, kind, params)
+    message = _message(count, job_action.done)
     return render_template("lowkiq/_list_response.html", message=message, **context)
 
 
@@ -74,16 +113,39 @@ def pause_or_resume(worker: str, action: str) -> Response | str:
 @lowkiq_web.post("/<worker>/dead/job/<action>")
 def dead_job(worker: str, action: str) -> Response | str:
     """Queue up or delete one dead job; htmx swaps its row for nothing."""
+    return _one_job(worker, "dead", action)
+
+
+@lowkiq_web.post("/<worker>/<any(enqueued, retries, scheduled):kind>/job/<action>")
+def queued_job(worker: str, kind: str, action: str) -> Response | str:
+    """Perform now, kill or delete one queued job; htmx swaps its row for nothing (after
+    "perform now", the list with a message)."""
+    return _one_job(worker, kind, action)
+
+
+def _one_job(worker: str, kind: str, action: str) -> Response | str:
+    """Run a job action on the job of the form's ``id``; ``back=job``: from the job page,
+    which is then shown again."""
     found = find_worker(worker)
-    if action not in ONE:
-        abort(404, f"no action {action!r} on a dead job")
-    job_id = request.form.get("id", "")
-    if not job_id or "\0" in job_id:
-        raise BadParameter("id is required (a job id, without NUL)")
-    run, _ = ONE[action]
-    run(found, job_id)
-    if not request.headers.get("HX-Request"):
-        return redirect(url_for("lowkiq_web.dead", worker=worker, **_list_params()), 303)
+    job_action = _job_action(kind, action)
+    job_id = _job_id(request.form.get("id"))
+    back = request.form.get("back", "")
+    if back not in ("", "job"):
+        raise BadParameter(f"back must be job or empty, got {back!r}")
+    params = _list_params(kind)
+    count = job_action.run(found.actions(), [job_id])
+    htmx = bool(request.headers.get("HX-Request"))
+    if back == "job":
+        job_page = url_for("lowkiq_web.job", worker=worker, id=job_id)
+        if htmx:
+            return Response("", 200, {"HX-Redirect": job_page})
+        return redirect(job_page, 303)
+    if not htmx:
+        return redirect(url_for(f"lowkiq_web.{kind}", worker=worker, **params), 303)
+    if action == "perform_now":
+        context = views.list_context(worker, kind, params)
+        message = _message(count, job_action.done)
+        return render_template("lowkiq/_list_response.html", message=message, **context)
     return render_template(
-        "lowkiq/_row_gone.html", worker=found.__name__, kind="dead", metrics=found.metrics()
+        "lowkiq/_row_gone.html", worker=found.__name__, kind=kind, metrics=found.metrics()
     )

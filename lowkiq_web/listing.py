@@ -1,6 +1,8 @@
 """List pages: their query parameters and cursor pagination over the engine's range queries.
 
-Id order pages on the exclusive lex bound ``(last_id``.  Score orders
+Id order pages on the exclusive lex bound ``(last_id``; a search by id prefix
+is a lex range too (``[prefix`` to ``[prefix`` + U+10FFFF, above any id that
+starts with the prefix), so it costs what a page does.  Score orders
 (perform_in, retry_count, updated_at) have ties — a ``perform_async`` call
 gives a thousand jobs the same perform_in — so their cursor is the last score
 shown and the last id shown (``after`` and ``after_id``): the engine's
@@ -22,14 +24,34 @@ from lowkiq import Job, Queries
 #: Page sizes a list offers.
 PER_PAGE = (25, 100, 500)
 
-#: The orders of each list (the first is the default).
+#: The orders of each list (the first is the default).  Retries are jobs with
+#: ``retry_count >= 0``; Scheduled, every queued job not yet due (retries waiting for
+#: their time included), soonest first.
 ORDERS = {
     "enqueued": ("perform_in", "id", "retry_count"),
+    "retries": ("retry_count", "id"),
+    "scheduled": ("perform_in",),
     "dead": ("updated_at", "id"),
     "busy": ("id",),
 }
 #: Each list's default direction.
-DEFAULT_DIRECTION = {"enqueued": "asc", "dead": "desc", "busy": "asc"}
+DEFAULT_DIRECTION = {
+    "enqueued": "asc",
+    "retries": "asc",
+    "scheduled": "asc",
+    "dead": "desc",
+    "busy": "asc",
+}
+#: The list titles.
+TITLES = {
+    "enqueued": "Enqueued",
+    "retries": "Retries",
+    "scheduled": "Scheduled",
+    "dead": "Dead",
+    "busy": "Busy",
+}
+#: Above every id that starts with a given prefix (the last code point).
+PREFIX_END = "\U0010ffff"
 
 
 class BadParameter(BadRequest):
@@ -38,7 +60,8 @@ class BadParameter(BadRequest):
 
 @dataclass(frozen=True)
 class ListQuery:
-    """What a list page shows: order, direction, start value, page size and cursor."""
+    """What a list page shows: order, direction, start value, page size, cursor and the
+    id prefix searched for (which lists by id)."""
 
     by: str
     direction: str
@@ -46,6 +69,7 @@ class ListQuery:
     per: int = PER_PAGE[0]
     after: str | None = None
     after_id: str | None = None
+    prefix: str = ""
 
     def params(self, **changes: Any) -> dict[str, Any]:
         """URL parameters of this query (with ``changes``), defaults left out."""
@@ -55,6 +79,8 @@ class ListQuery:
             params["from"] = query.start
         if query.per != PER_PAGE[0]:
             params["per"] = query.per
+        if query.prefix:
+            params["prefix"] = query.prefix
         if query.after is not None:
             params["after"] = query.after
             if query.by != "id":
@@ -105,7 +131,12 @@ def _time(text: str) -> float:
 def parse_query(kind: str, args: Mapping[str, str]) -> ListQuery:
     """The :class:`ListQuery` of a request's arguments; :class:`BadParameter` names a bad one."""
     orders = ORDERS[kind]
-    by = args.get("by") or orders[0]
+    prefix = args.get("prefix") or ""
+    if "\0" in prefix or PREFIX_END in prefix:
+        raise BadParameter("prefix must not contain NUL or U+10FFFF")
+    if prefix and "id" not in orders:
+        raise BadParameter(f"the {kind} list cannot be searched by id")
+    by = "id" if prefix else (args.get("by") or orders[0])
     if by not in orders:
         raise BadParameter(f"by must be one of {', '.join(orders)}, got {by!r}")
     direction = args.get("dir") or DEFAULT_DIRECTION[kind]
@@ -130,7 +161,7 @@ def parse_query(kind: str, args: Mapping[str, str]) -> ListQuery:
         _number("after", after)
         if after_id is None:
             raise BadParameter("after_id is required with after when by is not id")
-    return ListQuery(by, direction, start, int(per_text), after, after_id)
+    return ListQuery(by, direction, start, int(per_text), after, after_id, prefix)
 
 
 def _id_page(
@@ -140,35 +171,62 @@ def _id_page(
 ) -> Page:
     limit = query.per + 1
     asc = query.direction == "asc"
+    low, high = ("-", "+")
+    if query.prefix:
+        low, high = f"[{query.prefix}", f"[{query.prefix}{PREFIX_END}"
     if query.after is not None:
         bound = f"({query.after}"
-    elif query.start:
+    elif query.start and (not query.prefix or _inside(query.start, query.prefix, asc)):
         bound = f"[{query.start}"
     else:
-        bound = "-" if asc else "+"
-    jobs = forward(bound, "+", limit) if asc else backward(bound, "-", limit)
+        bound = low if asc else high
+    jobs = forward(bound, high, limit) if asc else backward(bound, low, limit)
     if len(jobs) <= query.per:
         return Page(jobs)
     return Page(jobs[: query.per], jobs[query.per - 1]["id"])
+
+
+def _inside(start: str, prefix: str, asc: bool) -> bool:
+    """Whether a page from ``start`` begins inside the ids starting with ``prefix`` (else
+    it begins at the prefix's first id, ascending, or its last, descending)."""
+    if asc:
+        return start.encode() > prefix.encode()
+    return start.encode() < (prefix + PREFIX_END).encode()
 
 
 def _score_page(
     forward: Callable[..., list[Job]],
     backward: Callable[..., list[Job]],
     query: ListQuery,
+    low: str = "-inf",
+    high: str = "+inf",
 ) -> Page:
+    """A page of a score order over ``[low, high]`` (Redis score bounds); a start outside
+    it starts at its edge."""
     limit = query.per + 1
     asc = query.direction == "asc"
     fetch = forward if asc else backward
-    end = "+inf" if asc else "-inf"
+    end = high if asc else low
     if query.after is None:
-        jobs = fetch(query.start or ("-inf" if asc else "+inf"), end, limit)
+        start = query.start or (low if asc else high)
+        if asc and query.start and _below(float(query.start), low):
+            start = low
+        jobs = fetch(start, end, limit)
     else:
         jobs = fetch(query.after, end, limit, after_id=query.after_id)
     if len(jobs) <= query.per:
         return Page(jobs)
     last = jobs[query.per - 1]
     return Page(jobs[: query.per], repr(_score(last, query.by)), last["id"])
+
+
+def _below(value: float, bound: str) -> bool:
+    """Whether ``value`` is below the Redis score bound ``bound`` (as a minimum)."""
+    if bound == "-inf":
+        return False
+    exclusive = bound.startswith("(")
+    edge = float(bound.lstrip("("))
+    return value < edge or (exclusive and value == edge)
 
 
 def _score(job: Job, by: str) -> float:
@@ -189,6 +247,21 @@ def enqueued_page(queries: Queries, query: ListQuery) -> Page:
     return _score_page(queries.range_by_retry_count, queries.rev_range_by_retry_count, query)
 
 
+def retries_page(queries: Queries, query: ListQuery) -> Page:
+    """A page of the queued jobs with ``retry_count >= 0``."""
+    if query.by == "id":
+        return _id_page(queries.retries_range_by_id, queries.retries_rev_range_by_id, query)
+    return _score_page(
+        queries.range_by_retry_count, queries.rev_range_by_retry_count, query, low="0"
+    )
+
+
+def scheduled_page(queries: Queries, query: ListQuery) -> Page:
+    """A page of the queued jobs not yet due (``perform_in`` after now on Redis's clock)."""
+    low = f"({queries.redis_time()!r}"
+    return _score_page(queries.range_by_perform_in, queries.rev_range_by_perform_in, query, low)
+
+
 def dead_page(queries: Queries, query: ListQuery) -> Page:
     """A page of dead jobs."""
     if query.by == "id":
@@ -201,6 +274,8 @@ def dead_page(queries: Queries, query: ListQuery) -> Page:
 def busy_page(queries: Queries, query: ListQuery) -> Page:
     """A page of the jobs in processing areas (a few per shard: sorted in memory)."""
     jobs = sorted(queries.processing_data(), key=lambda job: job["id"].encode())
+    if query.prefix:
+        jobs = [job for job in jobs if job["id"].startswith(query.prefix)]
     if query.direction == "desc":
         jobs.reverse()
     if query.after is not None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 from flask import Response, jsonify, render_template, request
 
@@ -10,7 +11,7 @@ import lowkiq
 from lowkiq.telemetry import prometheus
 from lowkiq_web import chart, listing, rate_limits
 from lowkiq_web.blueprint import lowkiq_web
-from lowkiq_web.bulk import bulk_actions
+from lowkiq_web.bulk import bulk_actions, job_actions
 from lowkiq_web.busy import busy_details
 from lowkiq_web.overview import find_worker, redis_info
 
@@ -84,24 +85,52 @@ def prometheus_metrics() -> Response:
     return Response(body, content_type=content_type)
 
 
+#: The page function of each list.
+PAGES = {
+    "enqueued": listing.enqueued_page,
+    "retries": listing.retries_page,
+    "scheduled": listing.scheduled_page,
+    "dead": listing.dead_page,
+    "busy": listing.busy_page,
+}
+
+
+@lowkiq_web.context_processor
+def count_helpers() -> dict[str, Any]:
+    """``scheduled_count(worker)`` for the counts bar of every worker page, and
+    ``job_actions_of(kind)`` for the job page's buttons."""
+    return {
+        "scheduled_count": lambda name: find_worker(name).queries().scheduled_count(),
+        "job_actions_of": job_actions,
+    }
+
+
+def list_counts(worker: type[lowkiq.Worker], metrics: Mapping[str, float]) -> dict[str, int]:
+    """The worker's counts (its ``metrics``) and ``scheduled``: what the bulk actions'
+    questions say they would touch."""
+    counts = {name: int(value) for name, value in metrics.items()}
+    counts["scheduled"] = worker.queries().scheduled_count()
+    return counts
+
+
 def list_context(worker_name: str, kind: str, args: Any) -> dict[str, Any]:
     """Everything a list page (or its htmx fragment) renders."""
     worker = find_worker(worker_name)
     query = listing.parse_query(kind, args)
     queries = worker.queries(payloads_limit=LIST_PAYLOADS)
-    page = {
-        "enqueued": listing.enqueued_page,
-        "dead": listing.dead_page,
-        "busy": listing.busy_page,
-    }[kind](queries, query)
+    page = PAGES[kind](queries, query)
+    metrics = worker.metrics()
     return {
         "worker": worker.__name__,
         "kind": kind,
+        "title": listing.TITLES[kind],
         "query": query,
         "page": page,
         "orders": listing.ORDERS[kind],
         "per_page": listing.PER_PAGE,
-        "metrics": worker.metrics(),
+        "metrics": metrics,
+        "counts": list_counts(worker, cast(Mapping[str, float], metrics)),
+        "job_actions": job_actions(kind),
         "worker_paused": worker.paused(),
         "rate": worker.rate_limit_status(),
         "bulk_actions": bulk_actions(kind),
@@ -121,6 +150,18 @@ def busy(worker: str) -> str:
 def enqueued(worker: str) -> str:
     """Queued jobs, by perform_in, id or retry_count, from a value, paginated."""
     return render_template("lowkiq/list.html", **list_context(worker, "enqueued", request.args))
+
+
+@lowkiq_web.get("/<worker>/retries")
+def retries(worker: str) -> str:
+    """Queued jobs that failed (retry_count >= 0), by retry_count or id, paginated."""
+    return render_template("lowkiq/list.html", **list_context(worker, "retries", request.args))
+
+
+@lowkiq_web.get("/<worker>/scheduled")
+def scheduled(worker: str) -> str:
+    """Queued jobs not yet due (perform_in after now), soonest first, paginated."""
+    return render_template("lowkiq/list.html", **list_context(worker, "scheduled", request.args))
 
 
 @lowkiq_web.get("/<worker>/dead")

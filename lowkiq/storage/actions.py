@@ -125,6 +125,31 @@ class Actions:
             raise InvalidQuery(f"cannot move jobs of {self.queue.name} onto their own queue")
         return self._by_shard(ids, lambda shard, chunk: self._move_chunk(shard, chunk, target))
 
+    def perform_all_failed_jobs_now(self) -> int:
+        """Make every queued job with ``retry_count >= 0`` due now (retry counts stay);
+        returns how many there were."""
+        return self._each_chunk(
+            self.keys.retry_count_zset,
+            lambda shard, ids: self.queue.run("jobs_perform_now", shard, "", *ids),
+        )
+
+    def delete_all_scheduled_jobs(self) -> int:
+        """Delete every queued job not yet due (``perform_in`` after now, on Redis's
+        clock), a chunk at a time; returns how many."""
+        seconds, micros = self.client.time()
+        after = f"({seconds + micros / 1e6!r}"
+        total = 0
+        for shard in self.queue.shards:
+            key = self.keys.perform_in_zset(shard)
+            while ids := [
+                _text(i) for i in self.client.zrangebyscore(key, after, "+inf", 0, CHUNK)
+            ]:
+                deleted = int(self.queue.run("jobs_delete", shard, *ids))
+                total += deleted
+                if deleted == 0:
+                    break
+        return total
+
     def morgue_queue_up(self, ids: Iterable[Any]) -> int:
         """Move these dead jobs back to the queue, due now (SPEC §3 rule 4)."""
         return self._by_shard(ids, self._morgue_queue_up)
@@ -204,6 +229,20 @@ class Actions:
             chosen = list(group)
             for start in range(0, len(chosen), CHUNK):
                 total += int(handle(shard, chosen[start : start + CHUNK]))
+        return total
+
+    def _each_chunk(
+        self, index_key: Callable[[int], str], handle: Callable[[int, list[str]], int]
+    ) -> int:
+        """Apply ``handle(shard, ids)`` to the ids of each shard's ``index_key(shard)``, a
+        chunk at a time, once each (``handle`` leaves them in the index)."""
+        total = 0
+        for shard in self.queue.shards:
+            key = index_key(shard)
+            start = 0
+            while ids := [_text(i) for i in self.client.zrange(key, start, start + CHUNK - 1)]:
+                total += handle(shard, ids)
+                start += CHUNK
         return total
 
     def _drain(

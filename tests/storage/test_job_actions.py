@@ -234,3 +234,27 @@ def test_move_onto_its_own_queue_is_refused(worker):
     with pytest.raises(InvalidQuery, match="own queue"):
         worker.actions().move(["a"], to=worker)
     assert worker.metrics()["length"] == 1
+
+
+def test_perform_all_failed_jobs_now_makes_retries_due_and_leaves_fresh_ones(queued):
+    assert queued.actions().perform_all_failed_jobs_now() == 2
+    jobs = {job["id"]: job for job in queued.queries().fetch(["r1", "r2", "f2"])}
+    assert jobs["r1"]["perform_in"] <= time.time() + 1 and jobs["r1"]["retry_count"] == 0
+    assert jobs["r2"]["perform_in"] <= time.time() + 1
+    assert jobs["f2"]["perform_in"] > time.time() + 3000
+
+
+def test_perform_all_failed_jobs_now_over_several_chunks(worker, queue):
+    worker.perform_async([{"id": n, "perform_in": NOW} for n in range(2500)])
+    fail(queue, 0, pop(queue, 0, 10_000, now=NOW), "e", retry_in, 5, now=NOW)
+    assert worker.actions().perform_all_failed_jobs_now() == 2500
+    assert len(pop(queue, 0, 10_000)) == 2500
+
+
+def test_delete_all_scheduled_jobs_keeps_due_ones(sharded_worker):
+    now = time.time()
+    sharded_worker.perform_async([{"id": f"s{n}", "perform_in": now + 600} for n in range(1200)])
+    sharded_worker.perform_async([{"id": f"d{n}", "perform_in": now - 1} for n in range(5)])
+    assert sharded_worker.actions().delete_all_scheduled_jobs() == 1200
+    left = sharded_worker.queries().range_by_id("-", "+", limit=100)
+    assert sorted(ids(left)) == [f"d{n}" for n in range(5)]

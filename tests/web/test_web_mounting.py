@@ -34,7 +34,7 @@ def crawl(get, start: str, prefix: str) -> set[str]:
         url = todo.pop()
         path = url.split("?")[0]
         form_only = path.endswith("/job") and "?" not in url  # the find-by-id form
-        post_only = "/dead/" in path or "/busy/" in path
+        post_only = any(f"/{kind}/" in path for kind in ("dead", "busy", "retries", "scheduled"))
         post_only = post_only or path.endswith(("/pause", "/resume", "/rate-limit"))
         if url in seen or form_only or post_only:
             continue
