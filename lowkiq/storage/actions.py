@@ -19,7 +19,7 @@ from lowkiq.storage.queue import Queue
 CHUNK = 1000
 
 #: The error a job killed by hand gets when it has none of its own.
-KILLED_ERROR = "killed by hand (Worker.actions().kill) before it failed"
+KILLED_ERROR = "killed by hand (Worker.actions().kill); it had no error of its own"
 
 #: Times a move puts a chunk again when the target queue was resharded meanwhile.
 MOVE_REROUTES = 3
