@@ -45,6 +45,7 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
         "quiet": "lowkiq.health.commands:quiet_command",
         "info": "lowkiq.cli_queues:info",
         "enqueue": "lowkiq.cli_queues:enqueue",
+        "jobs": "lowkiq.cli_jobs:jobs",
     },
 )
 @click.version_option(__version__, prog_name="lowkiq")

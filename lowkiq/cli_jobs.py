@@ -1,0 +1,162 @@
+"""``lowkiq jobs ...``: act on the jobs of one worker's queue or morgue from a shell, as the
+dashboard's buttons do.  Thin glue over :meth:`lowkiq.Worker.actions`; imported only when
+one of them runs."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from lowkiq.cli_support import (
+    embedded_redis_option,
+    fail,
+    find_worker_or_exit,
+    redis_call_or_exit,
+    require_option,
+)
+from lowkiq.errors import LowkiqError
+
+if TYPE_CHECKING:
+    from lowkiq.storage.actions import Actions
+    from lowkiq.worker import Worker
+
+_APP_HELP = "The app that defines WORKER: a .py file or a dotted module name."
+
+
+def _options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """WORKER, ``-r/--require`` and ``--embedded-redis``: what every jobs command takes."""
+    command = embedded_redis_option()(command)
+    command = require_option(_APP_HELP)(command)
+    return click.argument("worker_name", metavar="WORKER")(command)
+
+
+def _ids_argument(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.argument("ids", nargs=-1, metavar="[IDS]...")(command)
+
+
+def _ids(given: Sequence[str], every: bool = False) -> list[str]:
+    """The ids given (``-``: also those read from stdin, one a line), or a one-line error
+    when there are none (and ``--all`` was not given instead)."""
+    ids: list[str] = []
+    for job_id in given:
+        if job_id == "-":
+            ids.extend(line.strip() for line in sys.stdin if line.strip())
+        else:
+            ids.append(job_id)
+    if every and ids:
+        fail("give IDS or --all, not both")
+    if not ids and not every:
+        fail("give the ids of the jobs (or - to read them from stdin, one a line)")
+    return ids
+
+
+def _run(worker: type[Worker], action: Callable[[Actions], int]) -> int:
+    """``action(worker.actions())``, or a one-line error (Redis away, a bad id)."""
+    try:
+        return redis_call_or_exit(lambda: action(worker.actions()))
+    except LowkiqError as exc:
+        fail(str(exc))
+
+
+def _report(worker: type[Worker], count: int, done: str, ids: Sequence[str], where: str) -> None:
+    jobs = f"{count} job{'s' if count != 1 else ''}"
+    unmatched = len(set(ids)) - count
+    note = f" ({unmatched} of the ids given {where})" if ids and unmatched > 0 else ""
+    click.echo(f"{worker.__name__}: {jobs} {done}{note}")
+
+
+@click.group("jobs")
+def jobs() -> None:
+    """Act on the jobs of one worker: delete, kill, perform now, retry, move, clear.
+
+    Queued jobs are changed, never a batch being performed (a running id's queued
+    part is, its running batch is not).  IDS may be `-` to read ids from stdin.
+    """
+
+
+@jobs.command("delete")
+@_options
+@_ids_argument
+def delete(worker_name: str, ids: tuple[str, ...], app: str) -> None:
+    """Delete these queued jobs of WORKER (fresh, retries, scheduled) with their payloads."""
+    given = _ids(ids)
+    worker = find_worker_or_exit(app, worker_name)
+    count = _run(worker, lambda actions: actions.delete(given))
+    _report(worker, count, "deleted", given, "are not queued")
+
+
+@jobs.command("kill")
+@_options
+@_ids_argument
+def kill(worker_name: str, ids: tuple[str, ...], app: str) -> None:
+    """Move these queued jobs of WORKER, whole, to the morgue (its dead jobs)."""
+    given = _ids(ids)
+    worker = find_worker_or_exit(app, worker_name)
+    count = _run(worker, lambda actions: actions.kill(given))
+    _report(worker, count, "moved to the morgue", given, "are not queued")
+
+
+@jobs.command("perform-now")
+@_options
+@_ids_argument
+@click.option("--all", "every", is_flag=True, help="Every queued job not due yet.")
+def perform_now(worker_name: str, ids: tuple[str, ...], app: str, every: bool) -> None:
+    """Make these queued jobs of WORKER due now (their retry counts stay)."""
+    given = _ids(ids, every)
+    worker = find_worker_or_exit(app, worker_name)
+    if every:
+        count = _run(worker, lambda actions: actions.perform_all_jobs_now())
+    else:
+        count = _run(worker, lambda actions: actions.perform_now(given))
+    _report(worker, count, "made due now", given, "are not queued")
+
+
+@jobs.command("retry")
+@_options
+@_ids_argument
+@click.option("--all", "every", is_flag=True, help="Every dead job of WORKER.")
+def retry(worker_name: str, ids: tuple[str, ...], app: str, every: bool) -> None:
+    """Queue these dead jobs of WORKER up again, due now (retry count -1, error kept)."""
+    given = _ids(ids, every)
+    worker = find_worker_or_exit(app, worker_name)
+    if every:
+        count = _run(worker, lambda actions: actions.morgue_queue_up_all_jobs())
+    else:
+        count = _run(worker, lambda actions: actions.morgue_queue_up(given))
+    _report(worker, count, "queued up", given, "are not dead")
+
+
+@jobs.command("move")
+@_options
+@_ids_argument
+@click.option("--to", "target_name", required=True, metavar="WORKER", help="The worker to move to.")
+def move(worker_name: str, ids: tuple[str, ...], app: str, target_name: str) -> None:
+    """Move these queued jobs of WORKER to another worker's queue, due now; payloads keep
+    their scores and merge with a queued job of the same id there."""
+    given = _ids(ids)
+    worker = find_worker_or_exit(app, worker_name)
+    target = find_worker_or_exit(app, target_name)
+    count = _run(worker, lambda actions: actions.move(given, to=target))
+    _report(worker, count, f"moved to {target.__name__}", given, "are not queued")
+
+
+@jobs.command("clear")
+@_options
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def clear(worker_name: str, app: str, yes: bool) -> None:
+    """Delete every queued job of WORKER (fresh, retries, scheduled).
+
+    Batches being performed finish; the morgue stays.  Asks first, unless --yes.
+    """
+    worker = find_worker_or_exit(app, worker_name)
+    if not yes:
+        length = redis_call_or_exit(lambda: worker.metrics()["length"])
+        click.confirm(
+            f"Delete all {length} queued job(s) of {worker.__name__}? This cannot be undone.",
+            abort=True,
+        )
+    count = _run(worker, lambda actions: actions.clear())
+    _report(worker, count, "deleted", (), "")
