@@ -28,10 +28,8 @@ for i = 1, #ARGV, 2 do
   local member, is_retry = find_queued(id)
   if member then
     local blob = blob_of(member, id)
-    local left = 0
-    if blob == copied then
-      left = 0
-    elseif blob ~= '' then
+    local left = 0  -- payloads the job keeps (none when it is as it was read)
+    if blob ~= copied and blob ~= '' then
       local kept = kept_pairs(blob, copied)
       left = #kept
       if left > 0 then
@@ -39,7 +37,7 @@ for i = 1, #ARGV, 2 do
         redis.call('zrem', lex, member)
         redis.call('zadd', lex, 0, id .. '\0' .. blob_pack(kept))
       end
-    else
+    elseif blob == '' then
       local key = K.payloads_zset(id)
       local pairs_ = blob_pairs(copied)
       for first = 1, #pairs_, ZADD_CHUNK do
