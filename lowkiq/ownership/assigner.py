@@ -16,6 +16,14 @@ run that read an older snapshot can never overwrite a newer assignment (another
 process that held the role meanwhile, or another run of this process).  The runs
 of one process take turns (the coordinator's thread, and ``close()`` on the main
 thread when the process stops).  Between changes nobody computes anything.
+
+A shard whose previous owner died is served again only once that owner's lease
+expires; the assignment sends such orphans to the youngest processes.  The assigner
+also remembers which shards it moved lately and from whom (:class:`RecentMoves`): a
+shard that moved away from a process that is gone since may still be waiting out
+its lease, and is placed as an orphan too.  The role goes to the youngest process
+when it is free (``lua/membership_beat.lua``), so a rolling restart keeps one
+assigner, and its memory, to the end.
 """
 
 from __future__ import annotations
@@ -24,8 +32,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from lowkiq.ownership.assignment import Member, ShardKey, assign
 from lowkiq.ownership.membership import STALE, Beat, Membership, shard_name
@@ -68,12 +76,60 @@ def by_process(owners: Mapping[ShardKey, str]) -> dict[str, dict[str, list[int]]
     return grouped
 
 
-class Assigner:
-    """Computes and publishes the assignment when this process holds the assigner role."""
+@dataclass
+class RecentMoves:
+    """The shards the assignment moved within the last ``horizon`` seconds, and from
+    which process: one that moved away from a process that is gone since may still be
+    waiting out that process's lease (it died before handing the shard over)."""
 
-    def __init__(self, membership: Membership, compute: Assign = assign) -> None:
+    horizon: float
+    clock: Callable[[], float] = time.monotonic
+    #: Per shard: the processes it moved away from, and when (by ``clock``).
+    _moves: dict[ShardKey, list[tuple[str, float]]] = field(
+        default_factory=dict, init=False, repr=False
+    )
+
+    def record(self, previous: Mapping[ShardKey, str], owners: Mapping[ShardKey, str]) -> None:
+        """Remember the shards that moved from ``previous`` to ``owners``."""
+        now = self.clock()
+        for key, owner in owners.items():
+            before = previous.get(key)
+            if before is not None and before != owner:
+                self._moves.setdefault(key, []).append((before, now))
+        self._forget(now)
+
+    def waiting(self, present: Collection[str]) -> set[ShardKey]:
+        """The shards that moved lately away from a process not in ``present``."""
+        self._forget(self.clock())
+        return {
+            key
+            for key, moves in self._moves.items()
+            if any(before not in present for before, _ in moves)
+        }
+
+    def _forget(self, now: float) -> None:
+        since = now - self.horizon
+        for key in list(self._moves):
+            moves = [move for move in self._moves[key] if move[1] > since]
+            if moves:
+                self._moves[key] = moves
+            else:
+                del self._moves[key]
+
+
+class Assigner:
+    """Computes and publishes the assignment when this process holds the assigner role.
+
+    ``compute`` replaces :func:`~lowkiq.ownership.assignment.assign` (tests); by default
+    the shards :attr:`recent` says are waiting out a gone process's lease are placed as
+    orphans.  They are remembered for twice the membership TTL, at least a lease TTL
+    (:func:`~lowkiq.ownership.membership.membership_ttl`)."""
+
+    def __init__(self, membership: Membership, compute: Assign | None = None) -> None:
         self.membership = membership
-        self.compute = compute
+        self.compute: Assign = compute or self._assign
+        #: What this process's publications moved lately.
+        self.recent = RecentMoves(2 * membership.ttl)
         #: The last publication of this process (for logs, the health page and benches).
         self.last: Published | None = None
         #: Shards moved and seconds spent, over every publication of this process.
@@ -83,6 +139,15 @@ class Assigner:
         self._kept: tuple[int, dict[ShardKey, str]] | None = None
         # One run at a time: a run that read an older snapshot would be refused anyway.
         self._running = threading.Lock()
+
+    def _assign(
+        self,
+        members: Sequence[Member],
+        shards: Mapping[str, Sequence[int]],
+        previous: Mapping[ShardKey, str],
+    ) -> dict[ShardKey, str]:
+        present = {member.id for member in members}
+        return assign(members, shards, previous, self.recent.waiting(present))
 
     def due(self, beat: Beat) -> bool:
         """Whether ``beat`` asks this process to recompute the assignment."""
@@ -155,6 +220,7 @@ class Assigner:
             snapshot.version, generation, len(changed), len(moved), time.perf_counter() - started
         )
         self._kept = (generation, owners)
+        self.recent.record(previous, owners)
         self.moves += len(moved)
         self.took += self.last.took
         if moved:

@@ -14,20 +14,29 @@ owner whenever that owner is still within its share.  It runs in two steps:
    of it, and alternating paths (as in bipartite matching) fix the rest.
 2. **Shards.**  Each process keeps its previous shards of a queue up to its
    count; the shards left over (new, or owned by a process that left or has
-   too many) are dealt round-robin to the processes still short.
+   too many) are dealt to the processes still short: orphans (shards of a
+   process that is no longer a member: it died) to the youngest first, the
+   others round-robin, youngest first.  An orphan waits out its dead owner's
+   lease, so it must not go to the process a rolling restart stops next (the
+   oldest): one still placed on an older process is exchanged for a younger
+   one's shard (:mod:`~lowkiq.ownership.orphans`).
 
 The cost is O(S + P × Q) for S shards, P processes and Q queues (5–25 ms
 at S = 10,000 and P = 1,000 in 1 or 10 queues; ``bench/assignment.py``), and
 the moves are the fewest the counts allow: a process joining or leaving moves
-about S / P shards, a full rolling deploy about 2 × S.
+about S / P shards, a full rolling deploy about 2 × S.  A process that dies
+moves its shards and at most as many more (one exchange per orphan): about
+2.8 × S when every process of a rolling restart is killed.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+
+from lowkiq.ownership.orphans import shelter
 
 #: A shard as ownership sees it: ``(queue name, shard number)``.
 ShardKey = tuple[str, int]
@@ -40,12 +49,16 @@ class Member:
     id: str
     weight: int
     queues: frozenset[str]
+    #: When it joined, Redis's time in ms (0: unknown).  The youngest processes are the
+    #: least likely to leave next: a rolling restart stops the oldest first.
+    joined: int = 0
 
 
 def assign(
     members: Sequence[Member],
     shards_by_queue: Mapping[str, Sequence[int]],
     previous: Mapping[ShardKey, str] | None = None,
+    waiting: Collection[ShardKey] = (),
 ) -> dict[ShardKey, str]:
     """``(queue, shard) -> member id`` for every shard some live member serves.
 
@@ -63,20 +76,35 @@ def assign(
       serve it only: a member serving fewer queues does not take more of the
       queues it serves to even out the totals.
     * Each member keeps ``min(previous, count)`` of the shards of a queue it
-      owned in ``previous``: the shards that move are those whose previous
-      owner left, went quiet or stopped serving the queue, and per member and
-      queue those beyond its new count.  Which members get the rounded-up
-      counts is chosen to keep as many shards in place as it can.
-    * The result depends on the members' ids, weights and queues, not on
-      their order.
+      owned in ``previous`` (less those it gives for orphans, below): the
+      shards that move are those whose previous owner left, went quiet or
+      stopped serving the queue, and per member and queue those beyond its new
+      count.  Which members get the rounded-up counts is chosen to keep as many
+      shards in place as it can (among those holding one, the oldest first, so
+      that the oldest have the least room for orphans; among the others, the
+      youngest first).
+    * Orphans, the shards whose previous owner is not in ``members`` at all
+      (its process died and aged out; a stopping process goes quiet first and
+      hands its shards over), go to the youngest members (latest ``joined``),
+      the least likely to leave before the dead owner's lease expires: first to
+      those with room, then each orphan still on a member in exchange for a
+      shard of a younger one, which goes to the older member instead (one
+      kept shard moves per orphan at most).  Members that joined at the same
+      time exchange nothing.  ``waiting`` names more shards to treat as orphans
+      although their previous owner is a member: those that moved to it from a
+      process that is gone since, whose lease they may still be waiting out.
+    * The result depends on the members' ids, weights, queues and join times,
+      not on their order.
 
     Without ``previous`` the shards of each queue are dealt round-robin to its
-    members in the order of their ids.  Raises :class:`ValueError` on a
-    duplicate member id or a negative weight.
+    members, youngest first (in the order of their ids when they joined at the
+    same time).  Raises :class:`ValueError` on a duplicate member id or a
+    negative weight.
     """
     _check(members)
     live = sorted((m for m in members if m.weight > 0), key=lambda m: m.id)
-    plan = _Plan(live, shards_by_queue, previous or {})
+    present = frozenset(m.id for m in members)
+    plan = _Plan(live, shards_by_queue, previous or {}, present, waiting)
     plan.round_up()
     return plan.place()
 
@@ -85,7 +113,9 @@ class _Plan:
     """One call of :func:`assign`: the counts (:meth:`round_up`), then the shards (:meth:`place`).
 
     Members are numbered by id order; "extra" means a member's count of a
-    queue is its share rounded up rather than down.
+    queue is its share rounded up rather than down.  ``present`` is every
+    member's id, quiet ones too: a previous owner not among them is gone.
+    ``waiting``: the shards :func:`assign` treats as orphans besides.
     """
 
     def __init__(
@@ -93,9 +123,16 @@ class _Plan:
         live: list[Member],
         shards_by_queue: Mapping[str, Sequence[int]],
         previous: Mapping[ShardKey, str],
+        present: frozenset[str],
+        waiting: Collection[ShardKey] = (),
     ) -> None:
         self.live = live
         index = {m.id: i for i, m in enumerate(live)}
+        #: Per member: its rank youngest first, and oldest first (ties: id order).
+        self.youth = _ranks(live, lambda m: (-m.joined, m.id))
+        self.seniority = _ranks(live, lambda m: (m.joined, m.id))
+        #: Per queue: the shards whose previous owner is gone (their process died).
+        self.orphaned: dict[str, set[int]] = {}
         self.queues: list[str] = []
         self.shards: dict[str, Sequence[int]] = {}
         #: Per queue: its members' base counts (share rounded down), by member number.
@@ -112,6 +149,10 @@ class _Plan:
         self.totals: dict[str, int] = {}
         #: Per member: the numerator of its share of each queue where that is fractional.
         self.fractions: list[dict[str, int]] = [{} for _ in live]
+        owner_of, number_of, known = previous.get, index.get, present | {""}
+        waiting_by_queue: dict[str, set[int]] = {}
+        for queue, shard in waiting:
+            waiting_by_queue.setdefault(queue, set()).add(shard)
         for queue in sorted(shards_by_queue):
             serving = [i for i, m in enumerate(live) if queue in m.queues]
             if not serving:
@@ -134,12 +175,16 @@ class _Plan:
             self.eligible[queue] = eligible
             self.extras[queue] = count - sum(base.values())
             was = [-1] * count
+            lost = waiting_by_queue[queue] & set(shards) if queue in waiting_by_queue else set()
             if previous:
-                owner_of, number_of = previous.get, index.get
-                was = [number_of(owner_of((queue, shard), ""), -1) for shard in shards]
+                before = [owner_of((queue, shard), "") for shard in shards]
+                was = [number_of(owner, -1) for owner in before]
                 was = [i if i in base else -1 for i in was]
+                gone = zip(shards, before, strict=True)
+                lost.update(shard for shard, owner in gone if owner not in known)
             self.was[queue] = was
             self.held[queue] = Counter(i for i in was if i >= 0)
+            self.orphaned[queue] = lost
         self._bounds()
         #: Per member: the queues where it has an extra, in the order they were given.
         self.chosen: list[dict[str, None]] = [{} for _ in live]
@@ -193,19 +238,22 @@ class _Plan:
         """Give ``count`` extras of ``queue`` to candidates: those short of their
         least extras first, then those with room, then (``past_high``) the others;
         within each, those holding fewer extras' worth in queues still to come
-        (so they keep those too), then the fewest extras for their fractional share."""
+        (so they keep those too), then the fewest extras for their fractional share,
+        then the oldest (extras already held) or the youngest (the others)."""
         taken, low, high, expected = self.taken, self.low, self.high, self.expected
         later = self.later
+        age = self.youth if past_high else self.seniority
         ranked = sorted(
             (
                 0 if taken[i] < low[i] else 1 if taken[i] < high[i] else 2,
                 later[i],
                 (taken[i] + 1) / expected[i],
+                age[i],
                 i,
             )
             for i in candidates
         )
-        for tier, _, _, i in ranked[:count]:
+        for tier, _, _, _, i in ranked[:count]:
             if tier == 2 and not past_high:
                 break
             taken[i] += 1
@@ -316,31 +364,64 @@ class _Plan:
             j = i
 
     def place(self) -> dict[ShardKey, str]:
-        """Keep previous owners up to their counts; deal the rest round-robin."""
-        owners: dict[ShardKey, str] = {}
-        ids = [m.id for m in self.live]
+        """Keep previous owners up to their counts; deal orphans to the youngest first and
+        the rest round-robin, youngest first; then exchange orphans left on older members."""
+        owner_of: dict[ShardKey, int] = {}
+        kept: set[ShardKey] = set()
+        orphans: list[ShardKey] = []
         for queue in self.queues:
-            takers = self.takers[queue]
+            takers, lost = self.takers[queue], self.orphaned[queue]
             room = {i: b + (i in takers) for i, b in self.base[queue].items()}
             left: list[int] = []
-            for shard, i in zip(self.shards[queue], self.was[queue], strict=True):
+            orphaned: list[int] = []
+            pairs = list(zip(self.shards[queue], self.was[queue], strict=True))
+            # A member over its count keeps the shards it serves before those still waiting.
+            for shard, i in sorted(pairs, key=lambda pair: pair[0] in lost) if lost else pairs:
                 if i >= 0 and room[i] > 0:
                     room[i] -= 1
-                    owners[(queue, shard)] = ids[i]
+                    owner_of[(queue, shard)] = i
+                    kept.add((queue, shard))
                 else:
-                    left.append(shard)
-            short = [i for i, r in room.items() if r > 0]
-            position = 0
-            while position < len(left) and short:
-                still: list[int] = []
-                for i in short:
-                    owners[(queue, left[position])] = ids[i]
-                    position += 1
-                    room[i] -= 1
-                    if room[i]:
-                        still.append(i)
-                short = still
-        return owners
+                    (orphaned if shard in lost else left).append(shard)
+            orphans += [(queue, shard) for shard in lost]
+            short = sorted((i for i, r in room.items() if r > 0), key=self.youth.__getitem__)
+            for i in short:
+                given, orphaned = orphaned[: room[i]], orphaned[room[i] :]
+                for shard in given:
+                    owner_of[(queue, shard)] = i
+                room[i] -= len(given)
+            short = [i for i in short if room[i]]
+            self._deal(queue, [*orphaned, *left], short, room, owner_of)
+        shelter(owner_of, orphans, kept, [m.joined for m in self.live], self._count_bounds)
+        ids = [m.id for m in self.live]
+        return {key: ids[i] for key, i in owner_of.items()}
+
+    @staticmethod
+    def _deal(
+        queue: str,
+        left: list[int],
+        short: list[int],
+        room: dict[int, int],
+        owner_of: dict[ShardKey, int],
+    ) -> None:
+        """Deal ``left`` round-robin to the ``short`` members, each up to its room (the
+        rooms add up to the shards left)."""
+        position = 0
+        while position < len(left) and short:
+            still: list[int] = []
+            for i in short:
+                owner_of[(queue, left[position])] = i
+                position += 1
+                room[i] -= 1
+                if room[i]:
+                    still.append(i)
+            short = still
+
+    def _count_bounds(self, i: int, queue: str) -> tuple[int, int] | None:
+        """The least and most shards of ``queue`` member ``i`` may own (``None``: it does
+        not serve it)."""
+        base = self.base[queue].get(i) if queue in self.base else None
+        return None if base is None else (base, base + (queue in self.fractions[i]))
 
 
 def deal_to_threads(
@@ -391,6 +472,14 @@ def deal_to_threads(
         thread_of[shard] = lane
         load[lane] += 1
     return thread_of
+
+
+def _ranks(live: Sequence[Member], key: Callable[[Member], tuple[int, str]]) -> list[int]:
+    """Each member's position (by number) when ordered by ``key``."""
+    ranks = [0] * len(live)
+    for rank, i in enumerate(sorted(range(len(live)), key=lambda i: key(live[i]))):
+        ranks[i] = rank
+    return ranks
 
 
 def _check(members: Sequence[Member]) -> None:

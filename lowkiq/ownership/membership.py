@@ -194,7 +194,7 @@ class Membership:
         shards: dict[str, range] = {}
         # Most processes announce the same queues: each announcement is read once.
         names_of: dict[bytes, frozenset[str]] = {}
-        for i in range(2, len(reply), 3):
+        for i in range(2, len(reply), 4):
             raw = reply[i + 2]
             names = names_of.get(raw)
             if names is None:
@@ -205,7 +205,7 @@ class Membership:
                         known = shards.get(name)
                         if known is None or (first, stop) > (known.start, known.stop):
                             shards[name] = range(first, stop)
-            members.append(Member(reply[i].decode(), int(reply[i + 1]), names))
+            members.append(Member(reply[i].decode(), int(reply[i + 1]), names, int(reply[i + 3])))
         return Snapshot(int(reply[0]), int(reply[1]), members, shards)
 
     def assigned(self) -> list[ShardKey]:

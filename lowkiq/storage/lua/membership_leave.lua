@@ -1,7 +1,8 @@
 -- membership_leave: a stopping process deregisters (or a supervisor deregisters a
 -- child it saw die), so its shards are reassigned now rather than when its beat
 -- would have lapsed.  Wakes the assigner only; when the leaving process was the
--- assigner, the role is freed and the oldest other process is woken to take it.
+-- assigner, the role is freed and the other process whose beat is the oldest is woken
+-- (its beat gives the role to the youngest process).
 -- A process that left with weight 0 (it stopped on TERM: its last beat said so)
 -- and no shards in an up-to-date assignment changes nothing: the assignment stays
 -- up to date for the new version (weight-0 members take no shards) and nobody is
