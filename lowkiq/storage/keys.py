@@ -19,6 +19,9 @@ S retry                       zset   score 0, member ``id \\0 blob``, jobs with 
 S retry_count                 zset   id -> retry_count, for jobs in ``retry``
 S errors                      hash   id -> last error of a queued job that failed
 S perform_in                  zset   id -> perform_in, every queued job
+S due_since                   zset   id -> when it first became due, for the hot ids whose
+                                     perform_in a pop moved behind the ids already due
+                                     (the ``lag`` counts from it); absent in most shards
 S processing                  hash   id -> packed job, the batch the shard is running
 S restores                    hash   id -> times a new owner restored the job from processing
                                      (its process died running it); gone once it ends
@@ -125,6 +128,7 @@ SUFFIXES = {
     "retry_count_zset": "retry_count",
     "errors_hash": "errors",
     "perform_in_zset": "perform_in",
+    "due_since_zset": "due_since",
     "processing_hash": "processing",
     "restores_hash": "restores",
     "wake_list": "wake",
@@ -185,6 +189,10 @@ class QueueKeys:
     def perform_in_zset(self, shard: int) -> str:
         """id -> perform_in of every queued job of the shard."""
         return self._key("perform_in_zset", shard)
+
+    def due_since_zset(self, shard: int) -> str:
+        """id -> when it first became due, for hot ids a pop queued behind the due ids."""
+        return self._key("due_since_zset", shard)
 
     def processing_hash(self, shard: int) -> str:
         """id -> packed job: the batch the shard is running."""

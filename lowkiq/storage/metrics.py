@@ -24,7 +24,9 @@ class QueueMetrics(TypedDict):
     retries: int
     #: Jobs in the morgue.
     morgue_length: int
-    #: Seconds since the earliest due ``perform_in`` (0 when nothing is due).
+    #: Seconds since the oldest due payload became due (0 when nothing is due): the
+    #: earliest due ``perform_in``, or earlier, when a hot id yielded its place to
+    #: the ids already due, the time it first became due.
     lag: float
     #: Jobs processed successfully, ever.
     processed: int
@@ -51,7 +53,10 @@ def _decode(shard_replies: Sequence[Sequence[Any]], now: float | None) -> QueueM
         discarded += int(reply[8])
         if reply[6]:
             at = float(reply[7]) if now is None else now
-            lag = max(lag, at - float(reply[6]))
+            due = float(reply[6])
+            if reply[9]:
+                due = min(due, float(reply[9]))
+            lag = max(lag, at - due)
     return {
         "length": fresh + retries,
         "fresh": fresh,

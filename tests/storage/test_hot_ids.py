@@ -12,8 +12,9 @@ from storage_support import NOW, hot_layout, retry_in
 
 from lowkiq.errors import InvalidQuery
 from lowkiq.storage import blob
+from lowkiq.storage.metrics import queue_metrics
 from lowkiq.storage.queries import Queries
-from tests.leasing import fail, pop, restore
+from tests.leasing import ack, fail, pop, restore
 
 
 def push_one_by_one(worker, job_id, count, first_score=0.0, perform_in=NOW):
@@ -90,13 +91,14 @@ def test_a_batch_takes_a_bounded_share_of_a_hot_id_the_rest_stays_due(worker, qu
         assert (first.id, first.payloads) == ("hot", [0, 1, 2])
         [rest] = worker.queries().fetch(["hot"])
         assert rest["payloads"] == [[3, 3.0], [4, 4.0], [5, 5.0], [6, 6.0]]
-        assert rest["perform_in"] == NOW
-        # The rest waits for the batch (one batch per shard at a time), then comes next.
+        # The rest stays due, behind the ids already due.
+        assert rest["perform_in"] == NOW + 2
+        # It waits for the batch (one batch per shard at a time).
         assert pop(queue, 0, 10, now=NOW + 2) is None
         second = pop(queue, 0, 10, now=NOW + 2, ack_shard=0)
-        assert [(job.id, job.payloads) for job in second] == [("hot", [3, 4, 5])]
+        assert [(job.id, job.payloads) for job in second] == [("cold", ["c"]), ("hot", [3, 4, 5])]
         third = pop(queue, 0, 10, now=NOW + 2, ack_shard=0)
-        assert [(job.id, job.payloads) for job in third] == [("hot", [6]), ("cold", ["c"])]
+        assert [(job.id, job.payloads) for job in third] == [("hot", [6])]
         assert worker.queries().fetch(["hot"]) == []
 
 
@@ -203,3 +205,96 @@ def test_dead_payloads_page_too(worker, queue, fail_batch):
     [dead] = queries.morgue_fetch(["hot"])
     assert (len(dead["payloads"]), dead["payloads_count"]) == (5, 100)
     assert queries.morgue_payloads("hot", start=98) == [[98, 98.0], [99, 99.0]]
+
+
+def popped(batch):
+    return [(job.id, job.payloads) for job in batch]
+
+
+def test_a_hot_id_that_leaves_payloads_behind_queues_behind_the_ids_already_due(
+    worker, queue, redis_client
+):
+    with hot_layout(SPILL_PAYLOADS=2, BATCH_PAYLOADS=3):
+        queue = worker.queue()
+        push_one_by_one(worker, "hot", 9, perform_in=NOW - 10)
+        worker.perform_async(
+            [
+                {"id": "a", "payload": "a", "perform_in": NOW - 5},
+                {"id": "b", "payload": "b", "perform_in": NOW - 1},
+                {"id": "later", "payload": "l", "perform_in": NOW + 100},
+            ]
+        )
+        # Batches of one id: the hot id takes its share, then every id due before the
+        # pop goes first, and the hot id comes back with its next payloads, in order.
+        order = [popped(pop(queue, 0, 1, now=NOW))]
+        for now in (NOW + 1, NOW + 2, NOW + 3, NOW + 4):
+            order.append(popped(pop(queue, 0, 1, now=now, ack_shard=0)))
+        assert order == [
+            [("hot", [0, 1, 2])],
+            [("a", ["a"])],
+            [("b", ["b"])],
+            [("hot", [3, 4, 5])],
+            [("hot", [6, 7, 8])],
+        ]
+        assert worker.queries().fetch(["hot"]) == []
+        # Nothing is left of the time it first became due.
+        assert not redis_client.exists(queue.keys.due_since_zset(0))
+
+
+def test_a_hot_id_yields_to_an_id_enqueued_while_its_batch_runs(worker, queue):
+    with hot_layout(SPILL_PAYLOADS=2, BATCH_PAYLOADS=3):
+        queue = worker.queue()
+        push_one_by_one(worker, "hot", 6, perform_in=NOW - 10)
+        assert popped(pop(queue, 0, 10, now=NOW)) == [("hot", [0, 1, 2])]
+        push_one_by_one(worker, "hot", 3, first_score=6.0, perform_in=NOW + 0.5)
+        worker.perform_async([{"id": "new", "payload": "n", "perform_in": NOW + 0.5}])
+        # The next pop acks the hot id's batch: it queues again behind "new".
+        second = popped(pop(queue, 0, 1, now=NOW + 1, ack_shard=0))
+        third = popped(pop(queue, 0, 1, now=NOW + 1, ack_shard=0))
+        assert [second, third] == [[("new", ["n"])], [("hot", [3, 4, 5])]]
+        assert popped(pop(queue, 0, 10, now=NOW + 2, ack_shard=0)) == [("hot", [6, 7, 8])]
+        assert worker.queries().fetch(["hot"]) == []
+
+
+def test_the_lag_counts_from_when_a_yielding_hot_id_first_became_due(worker, queue, redis_client):
+    with hot_layout(SPILL_PAYLOADS=2, BATCH_PAYLOADS=3):
+        queue = worker.queue()
+        push_one_by_one(worker, "hot", 9, perform_in=NOW - 100)
+        worker.perform_async([{"id": "cold", "payload": "c", "perform_in": NOW - 1}])
+        pop(queue, 0, 1, now=NOW)
+        pop(queue, 0, 1, now=NOW + 1, ack_shard=0)
+        # The hot id's perform_in moved to NOW, yet its oldest due payload waits since NOW - 100.
+        assert queue_metrics(queue, now=NOW + 10)["lag"] == 110
+        pop(queue, 0, 1, now=NOW + 2, ack_shard=0)  # the hot id again: it yields again
+        assert queue_metrics(queue, now=NOW + 10)["lag"] == 110
+        pop(queue, 0, 1, now=NOW + 3, ack_shard=0)  # its last payloads
+        ack(queue, 0)
+        assert queue_metrics(queue, now=NOW + 10)["lag"] == 0
+        assert not redis_client.exists(queue.keys.due_since_zset(0))
+
+
+@pytest.mark.parametrize("ending", ["fail", "restore", "delete", "latest"])
+def test_a_yielding_hot_id_that_is_rescheduled_or_gone_leaves_no_due_time_behind(
+    worker, queue, redis_client, ending
+):
+    with hot_layout(SPILL_PAYLOADS=2, BATCH_PAYLOADS=3):
+        queue = worker.queue()
+        push_one_by_one(worker, "hot", 9, perform_in=NOW - 100)
+        batch = pop(queue, 0, 1, now=NOW)
+        assert redis_client.zscore(queue.keys.due_since_zset(0), "hot") == NOW - 100
+        if ending == "fail":  # the failed share's schedule wins (SPEC §3 rule 3)
+            fail(queue, 0, batch, "boom", retry_in, worker.max_retry_count, now=NOW)
+            expected = NOW + 10
+        elif ending == "restore":  # the processing copy's perform_in wins
+            restore(queue, 0, now=NOW)
+            expected = NOW - 100
+        elif ending == "delete":
+            worker.actions().delete(["hot"])
+            expected = None
+        else:
+            worker.merge_perform_in = "latest"
+            worker.perform_async([{"id": "hot", "payload": "x", "perform_in": NOW + 50}])
+            expected = NOW + 50
+        assert not redis_client.exists(queue.keys.due_since_zset(0))
+        jobs = worker.queries().fetch(["hot"])
+        assert [job["perform_in"] for job in jobs] == ([] if expected is None else [expected])

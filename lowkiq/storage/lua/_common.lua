@@ -6,7 +6,8 @@
 -- Job layout: a queued job lives in K.fresh_lex_zset (retry_count -1) or in
 -- K.retry_lex_zset (retry_count >= 0, with K.retry_count_zset), as member
 -- `id \0 blob`, and in K.perform_in_zset; its last error, if any, in
--- K.errors_hash (a dead job queued up again is fresh and keeps its error).
+-- K.errors_hash (a dead job queued up again is fresh and keeps its error); a
+-- hot id that yielded to the due ids, when it first became due, in K.due_since_zset.
 -- A blob is repeated struct('>dI4') score, length, then payload bytes,
 -- ascending by score; an empty blob marks a hot id (see payloads_add).
 
@@ -189,6 +190,8 @@ end
 -- without_error: the caller knows the job has no error (skips an HDEL).
 local function remove_queued(id, member, is_retry, without_error)
   redis.call('zrem', K.perform_in_zset, id)
+  -- Only a hot id (empty blob) may have yielded to the due ids (see pop.lua).
+  if #member == #id + 1 then redis.call('zrem', K.due_since_zset, id) end
   if not without_error then redis.call('hdel', K.errors_hash, id) end
   if is_retry then
     redis.call('zrem', K.retry_lex_zset, member)

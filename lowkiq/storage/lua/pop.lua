@@ -15,7 +15,7 @@
 -- ARGV[10] optional, with a rate limit: batches to pop at most (default 1): up to
 --          ARGV[3] jobs each, each batch's hot ids giving it at most
 --          BATCH_PAYLOADS payloads (the caller performs them one batch at a time)
--- Reads/writes: lease (of both shards), perform_in_zset, fresh/retry lex
+-- Reads/writes: lease (of both shards), perform_in_zset, due_since_zset, fresh/retry lex
 --   zsets, retry_count_zset, errors_hash, payloads_zset(id) of hot ids,
 --   processing_hash (of both shards), processed_counter (of the acked shard),
 --   with a rate limit rate_budget_hash and the bucket (see _common.lua)
@@ -30,7 +30,10 @@
 --   first), then id, retry_count, perform_in, blob of each popped job, earliest
 --   perform_in first.
 --   Hot ids give at most BATCH_PAYLOADS payloads to a batch, smallest scores
---   first; the rest stay queued and due.
+--   first; the rest stay queued and due, behind the ids already due: the id's
+--   perform_in becomes now (and now again when its batch is acked by the shard's
+--   next pop), and due_since_zset keeps when it first became due (the lag counts
+--   from it) until the id leaves the queue.
 local token, now, batch_size = ARGV[1], clock(ARGV[2]), tonumber(ARGV[3])
 local batches = tonumber(ARGV[10] or '') or 1
 local limit = batch_size * batches
@@ -50,13 +53,32 @@ local processing = K.processing_hash
 -- itself, which then skips its own EXISTS; the ack may only delete the restores, so
 -- a count taken before it can only make the pop look for restores that are gone.
 local extra = nil
+-- A hot id of the batch being acked that yielded (see below) queues again behind the
+-- ids due now, so those enqueued while its batch ran come first too.
+local function requeue_yielded(at)
+  local ids = redis.call('hkeys', processing)
+  if #ids == 0 then return end
+  local since = redis.call('zmscore', K.due_since_zset, unpack(ids))
+  local behind = {'XX', 'GT'}
+  for n, id in ipairs(ids) do
+    if since[n] then
+      behind[#behind + 1] = at
+      behind[#behind + 1] = id
+    end
+  end
+  if #behind > 2 then redis.call('zadd', K.perform_in_zset, unpack(behind)) end
+end
 if ack_prefix then
   acked = -1
   local A = same and K or keys_at(ack_prefix)
   if lease_held(A, ARGV[4]) then
     local restores = nil
     if same then
-      extra = redis.call('exists', K.hold, K.errors_hash, K.restores_hash)
+      extra = redis.call('exists', K.hold, K.errors_hash, K.restores_hash, K.due_since_zset)
+      if extra > 0 and redis.call('exists', K.due_since_zset) == 1 then
+        extra = extra - 1
+        requeue_yielded(now)
+      end
       if extra == 0 then restores = false end
     end
     acked = ack_processing(A, restores)
@@ -112,6 +134,9 @@ end
 -- ids leaving errors_hash.
 local unscheduled, fresh_gone, entries = {}, {}, {}
 local retry_gone, counts_gone, errors_gone = nil, nil, nil
+-- Hot ids: those that yield (perform_in now, queued behind the due ids), with the
+-- perform_in they had, and those that leave (no longer yielding).
+local yielding, yielded_gone = nil, nil
 local taken, alone = 0, false
 for i = 1, #due, 2 do
   if alone or taken >= allowance then break end
@@ -134,12 +159,19 @@ for i = 1, #due, 2 do
     local blob = blob_of(member, id)
     local leaves = true
     if blob == '' then
-      -- A hot id: it stays queued while payloads are left.
+      -- A hot id: it stays queued while payloads are left, behind the ids already due.
       local payloads_zset = K.payloads_zset(id)
       local count
       blob, count = zset_take(payloads_zset, budget)
       budget = budget - count
       leaves = redis.call('exists', payloads_zset) == 0
+      if leaves then
+        yielded_gone = yielded_gone or {}
+        yielded_gone[#yielded_gone + 1] = id
+      else
+        yielding = yielding or {}
+        yielding[#yielding + 1] = {id, perform_in}
+      end
     end
     if leaves then
       unscheduled[#unscheduled + 1] = id
@@ -172,6 +204,22 @@ if retry_gone then
   call_many('zrem', K.retry_count_zset, counts_gone)
 end
 if errors_gone then call_many('hdel', K.errors_hash, errors_gone) end
+if yielded_gone then call_many('zrem', K.due_since_zset, yielded_gone) end
+if yielding then
+  local since, behind = {'NX'}, {'XX'}
+  for _, job in ipairs(yielding) do
+    if tonumber(job[2]) < tonumber(now) then
+      since[#since + 1] = job[2]
+      since[#since + 1] = job[1]
+      behind[#behind + 1] = now
+      behind[#behind + 1] = job[1]
+    end
+  end
+  if #behind > 1 then
+    redis.call('zadd', K.due_since_zset, unpack(since))
+    redis.call('zadd', K.perform_in_zset, unpack(behind))
+  end
+end
 call_many('hset', processing, entries)
 if alone then out[2] = 2 end
 if rate_args then

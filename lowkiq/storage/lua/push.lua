@@ -11,7 +11,7 @@
 --            unique within one call); a payload given no score carries SCORE_NOW,
 --            first in its blob
 -- Writes: fresh_lex_zset, retry_lex_zset, payloads_zset(id) of hot ids,
---   perform_in_zset, wake_list
+--   perform_in_zset, due_since_zset (merge_perform_in other than 'keep'), wake_list
 -- Returns: the number of jobs given, or -1 (and nothing written) when a
 --   reshard retired the shard: the caller pushes them again under the new layout
 if retired() then return -1 end
@@ -45,6 +45,8 @@ local function reschedule(id, perform_in, queued)
   if merge == 'keep' or at == queued or (merge == 'max' and at < queued) then return end
   wake_if_sooner(perform_in, now)
   redis.call('zadd', K.perform_in_zset, perform_in, id)
+  -- A hot id that yielded to the due ids (pop.lua) now counts from its new perform_in.
+  redis.call('zrem', K.due_since_zset, id)
 end
 
 local CHUNK = 1000

@@ -4,7 +4,7 @@
 -- reshard_drop removes it, after the jobs were merged into the new shards.
 -- KEYS[1]  the shard's prefix
 -- ARGV[1]  limit
--- Reads: queue keys, morgue keys (hot ids' payload sorted sets in full)
+-- Reads: queue keys (with due_since_zset), morgue keys (hot ids' payload sorted sets in full)
 -- Returns: a flat list of records of 7 fields: kind ('q' queued, 'm' dead),
 --   id, perform_in (queued) or updated_at (dead), retry_count ('' when dead),
 --   '1' when it has an error else '0', the error or '', the payloads as a blob
@@ -41,7 +41,10 @@ for i = 1, #queued, 2 do
     local retry_count = '-1'
     if is_retry then retry_count = redis.call('zscore', K.retry_count_zset, id) end
     local error = redis.call('hget', K.errors_hash, id) or nil
-    add('q', id, queued[i + 1], retry_count, error, full_blob(blob_of(member, id), K.payloads_zset(id)))
+    local blob, at = blob_of(member, id), queued[i + 1]
+    -- A hot id that yielded to the due ids (pop.lua) moves with the time it became due.
+    if blob == '' then at = redis.call('zscore', K.due_since_zset, id) or at end
+    add('q', id, at, retry_count, error, full_blob(blob, K.payloads_zset(id)))
   end
 end
 local room = limit - #out / 7
