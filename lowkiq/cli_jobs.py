@@ -107,10 +107,12 @@ def perform_now(worker_name: str, ids: tuple[str, ...], app: str, every: bool) -
     """Make these queued jobs of WORKER due now (their retry counts stay)."""
     given = _ids(ids, every)
     worker = find_worker_or_exit(app, worker_name)
-    if every:
-        count = _run(worker, lambda actions: actions.perform_all_jobs_now())
-    else:
-        count = _run(worker, lambda actions: actions.perform_now(given))
+    count = _run(
+        worker,
+        (lambda actions: actions.perform_all_jobs_now())
+        if every
+        else (lambda actions: actions.perform_now(given)),
+    )
     _report(worker, count, "made due now", given, "are not queued")
 
 
@@ -122,10 +124,12 @@ def retry(worker_name: str, ids: tuple[str, ...], app: str, every: bool) -> None
     """Queue these dead jobs of WORKER up again, due now (retry count -1, error kept)."""
     given = _ids(ids, every)
     worker = find_worker_or_exit(app, worker_name)
-    if every:
-        count = _run(worker, lambda actions: actions.morgue_queue_up_all_jobs())
-    else:
-        count = _run(worker, lambda actions: actions.morgue_queue_up(given))
+    count = _run(
+        worker,
+        (lambda actions: actions.morgue_queue_up_all_jobs())
+        if every
+        else (lambda actions: actions.morgue_queue_up(given)),
+    )
     _report(worker, count, "queued up", given, "are not dead")
 
 
