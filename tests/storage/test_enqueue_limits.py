@@ -214,10 +214,18 @@ def test_a_call_timing_out_part_way_says_truthfully_which_ids_are_enqueued(
 
         stall = threading.Thread(target=stall_redis_part_way, daemon=True)
         stall.start()
-        with pytest.raises(EnqueueIncomplete) as caught:
+        try:
             Split.perform_async([{"id": n} for n in range(count)])
+        except EnqueueIncomplete as caught:
+            error = caught
+        else:
+            # Older redis-py releases send a pipeline again after a read timeout
+            # (retry or not): the call then succeeded, and said so truthfully.
+            stall.join()
+            assert redis.__version__.startswith("5."), "a timeout part-way was not reported"
+            assert queued(client, Split) == {str(n) for n in range(count)}
+            return
         stall.join()
-        error = caught.value
         enqueued, missing = set(error.enqueued), set(error.not_confirmed)
         assert not enqueued & missing
         assert enqueued | missing == {str(n) for n in range(count)}
