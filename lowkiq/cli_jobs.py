@@ -61,6 +61,16 @@ def _run(worker: type[Worker], action: Callable[[Actions], int]) -> int:
         fail(str(exc))
 
 
+def _run_all_or_given(
+    worker: type[Worker],
+    every: bool,
+    on_all: Callable[[Actions], int],
+    on_given: Callable[[Actions], int],
+) -> int:
+    """:func:`_run` of ``on_all`` with ``--all``, else of ``on_given``."""
+    return _run(worker, on_all if every else on_given)
+
+
 def _report(worker: type[Worker], count: int, done: str, ids: Sequence[str], where: str) -> None:
     jobs = f"{count} job{'s' if count != 1 else ''}"
     unmatched = len(set(ids)) - count
@@ -107,11 +117,11 @@ def perform_now(worker_name: str, ids: tuple[str, ...], app: str, every: bool) -
     """Make these queued jobs of WORKER due now (their retry counts stay)."""
     given = _ids(ids, every)
     worker = find_worker_or_exit(app, worker_name)
-    count = _run(
+    count = _run_all_or_given(
         worker,
-        (lambda actions: actions.perform_all_jobs_now())
-        if every
-        else (lambda actions: actions.perform_now(given)),
+        every,
+        lambda actions: actions.perform_all_jobs_now(),
+        lambda actions: actions.perform_now(given),
     )
     _report(worker, count, "made due now", given, "are not queued")
 
@@ -124,11 +134,11 @@ def retry(worker_name: str, ids: tuple[str, ...], app: str, every: bool) -> None
     """Queue these dead jobs of WORKER up again, due now (retry count -1, error kept)."""
     given = _ids(ids, every)
     worker = find_worker_or_exit(app, worker_name)
-    count = _run(
+    count = _run_all_or_given(
         worker,
-        (lambda actions: actions.morgue_queue_up_all_jobs())
-        if every
-        else (lambda actions: actions.morgue_queue_up(given)),
+        every,
+        lambda actions: actions.morgue_queue_up_all_jobs(),
+        lambda actions: actions.morgue_queue_up(given),
     )
     _report(worker, count, "queued up", given, "are not dead")
 

@@ -82,9 +82,7 @@ class Running:
         """The batch, as :func:`current_batch` tells it."""
         handler = self.handler
         lease = BatchLease(handler.queue, handler.shard, handler.token, handler.term)
-        batch = RunningBatch.popped(handler.worker, handler.shard, self.jobs, lease)
-        object.__setattr__(batch, "_running", self)
-        return batch
+        return RunningBatch.popped(handler.worker, handler.shard, self.jobs, lease, self)
 
     def should_stop(self) -> bool:
         """See :meth:`RunningBatch.should_stop`."""
@@ -165,9 +163,12 @@ class RunningBatch:
         shard: int,
         jobs: Sequence[PoppedJob],
         lease: BatchLease | None = None,
+        record: Running | None = None,
     ) -> RunningBatch:
-        """The batch of ``jobs`` as a shard handler popped them."""
-        return cls(worker, shard, [j.id for j in jobs], {j.id: j.retry_count for j in jobs}, lease)
+        """The batch of ``jobs`` as a shard handler popped them (``record``: what the
+        handler records of it, for :meth:`should_stop` and :meth:`yield_rest`)."""
+        ids = [j.id for j in jobs]
+        return cls(worker, shard, ids, {j.id: j.retry_count for j in jobs}, lease, record)
 
     def log_fields(self) -> dict[str, Any]:
         """The batch as a log record's extra fields: ``lowkiq_worker``, ``lowkiq_queue``,
