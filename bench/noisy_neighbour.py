@@ -8,22 +8,37 @@ printed: how long those jobs wait from ``perform_async`` to their ``perform``
 (p50/p99/max; target: at most 0.5 s), and whether the hot id's payloads ran in
 score order.
 
+``tenants``: account A enqueues ``--jobs`` jobs of distinct ids (default 20,000,
+1,000 a call), each costing ``--payload-ms`` of ``perform``; 50 ms after its last call
+account B enqueues 20.  With ``--groups`` A's jobs carry ``"group": "A"`` and B's
+``"group": "B"``; without, no group.  Each round (``--runs``, default 1) runs A alone,
+then A + B, each on an emptied Redis with a fresh worker process, until every job is
+performed.  Printed, a row per run: A's drain (its first ``perform_async`` to the end of
+its last ``perform``; target with B: within +5 % of A alone), B's wait from
+``perform_async`` to ``perform`` (p50/p99/max; target: p99 at most 0.1 s), and Redis
+CPU µs per job performed (``INFO cpu`` around the run, enqueues included; target: with
+``--groups`` within +10 % of an invocation without).
+
 The worker runs in a process of its own (the default worker: 5 shards, 5 threads,
 batch size 1); its ``perform`` notes when it starts (the host's monotonic clock,
-shared by both processes) in Redis.  Runs against a private Redis
+shared by both processes) in Redis (``tenants``: one push every 20 ms, not one a job,
+which would weigh on the Redis CPU per job).  Runs against a private Redis
 (lowkiq.embedded.start_server), never REDIS_URL.
 Usage: python bench/noisy_neighbour.py [hot-id] [--seconds 15] [--rate 1000]
+       python bench/noisy_neighbour.py tenants [--groups] [--runs 1] [--jobs 20000]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 
 import redis
-from _machine import machine
+from _machine import flush, machine, processed, redis_cpu
 from latency import WorkerProcess, configure, percentiles
 
 import lowkiq
@@ -138,18 +153,204 @@ def hot_id(url: str, seconds: float, rate: int, payload_ms: float) -> None:
     )
 
 
+#: Where the tenants' ``perform`` notes ``"<id> <start> <end>"`` (monotonic clock).
+TENANT_NOTES = "bench:tenants"
+#: Account B's jobs.
+B_JOBS = 20
+#: How long after account A's last ``perform_async`` account B enqueues, seconds.
+B_AFTER = 0.05
+#: Jobs per ``perform_async`` call of the tenants' producer.
+CHUNK = 1000
+#: How often the worker process pushes its notes to Redis, seconds.
+NOTES_EVERY = 0.02
+#: Targets: B's p99 wait, seconds; A's drain with B over A's alone.
+B_P99_TARGET = 0.1
+DRAIN_TARGET = 1.05
+
+
+class BufferedNotes:
+    """Notes kept in the worker process and pushed to Redis every ``NOTES_EVERY`` by a
+    thread of its own: a push per job would add to the Redis CPU per job measured."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.lines: collections.deque[str] = collections.deque()
+        self.lock = threading.Lock()
+        self.pusher: threading.Thread | None = None
+
+    def add(self, line: str) -> None:
+        """Keep ``line``; the first call starts the pushing thread."""
+        self.lines.append(line)
+        if self.pusher is None:
+            with self.lock:
+                if self.pusher is None:
+                    self.pusher = threading.Thread(target=self.push_forever, daemon=True)
+                    self.pusher.start()
+
+    def push_forever(self) -> None:
+        """Push the lines kept so far, every ``NOTES_EVERY``."""
+        client = lowkiq.settings.client()
+        while True:
+            time.sleep(NOTES_EVERY)
+            lines = [self.lines.popleft() for _ in range(len(self.lines))]
+            if lines:
+                client.rpush(self.key, *lines)
+
+
+tenant_notes = BufferedNotes(TENANT_NOTES)
+
+
+class Tenants(lowkiq.Worker):
+    """Sleeps its payloads' cost ``{"s": seconds}``, noting when it started and ended."""
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict) -> None:
+        start = time.perf_counter()
+        time.sleep(sum(p[SECONDS_PER_PAYLOAD] for ps in payloads_by_id.values() for p in ps))
+        end = time.perf_counter()
+        for job_id in payloads_by_id:
+            tenant_notes.add(f"{job_id} {start} {end}")
+
+
+@dataclass
+class TenantsRun:
+    """The figures of one run of the tenants experiment."""
+
+    #: Jobs performed.
+    jobs: int
+    #: Seconds from A's first ``perform_async`` to the end of its last ``perform``.
+    drain: float
+    #: B's jobs, seconds from ``perform_async`` to ``perform`` starting (none: A alone).
+    waits: list[float]
+    #: Redis CPU µs per job performed, enqueues included.
+    redis_cpu: float
+
+
+def account_jobs(prefix: str, count: int, cost: float, group: str | None) -> list[dict]:
+    """``count`` jobs of distinct ids ``<prefix>-<n>``, each costing ``cost`` seconds."""
+    jobs: list[dict] = [
+        {"id": f"{prefix}-{n}", "payload": {SECONDS_PER_PAYLOAD: cost}} for n in range(count)
+    ]
+    if group is not None:
+        for job in jobs:
+            job["group"] = group
+    return jobs
+
+
+def read_notes(
+    client: redis.Redis, ids: set[str], timeout: float
+) -> dict[str, tuple[float, float]]:
+    """The start and end of each of ``ids``' performs, waiting for the worker's notes."""
+    noted: dict[str, tuple[float, float]] = {}
+    deadline = time.monotonic() + timeout
+    while not ids <= noted.keys() and time.monotonic() < deadline:
+        for line in client.lpop(TENANT_NOTES, 10_000) or []:
+            job_id, start, end = line.decode().split()
+            noted[job_id] = (float(start), float(end))
+        time.sleep(NOTES_EVERY)
+    missing = len(ids - noted.keys())
+    if missing:
+        raise RuntimeError(f"{missing} job(s) were not performed within {timeout:g} s")
+    return noted
+
+
+def tenants_run(url: str, a_jobs: int, cost: float, groups: bool, with_b: bool) -> TenantsRun:
+    """One run on an emptied Redis with a fresh worker process: A's jobs, then B's (if
+    ``with_b``) ``B_AFTER`` later; waits until every job is performed."""
+    shards, threads = 5, 5
+    client = redis.Redis.from_url(url)
+    flush(client)
+    queue = Tenants.queue()
+    # one id of each shard
+    warm_ids = list({queue.shard_of(f"warm-{n}"): f"warm-{n}" for n in range(100)}.values())
+    a = account_jobs("a", a_jobs, cost, "A" if groups else None)
+    b = account_jobs("b", B_JOBS if with_b else 0, cost, "B" if groups else None)
+    worker = WorkerProcess(url, threads, Tenants, shards)
+    try:
+        Tenants.perform_async(
+            [{"id": job_id, "payload": {SECONDS_PER_PAYLOAD: 0}} for job_id in warm_ids]
+        )
+        read_notes(client, set(warm_ids), 60)  # every shard is served
+        cpu = redis_cpu(client)
+        started = time.perf_counter()
+        for first in range(0, len(a), CHUNK):
+            Tenants.perform_async(a[first : first + CHUNK])
+        sent = 0.0
+        if b:
+            time.sleep(B_AFTER)
+            sent = time.perf_counter()
+            Tenants.perform_async(b)
+        base, total = len(warm_ids), len(a) + len(b)
+        deadline = time.monotonic() + 600
+        while processed(client, Tenants.queue_name, shards) < base + total:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{total} jobs were not performed within 600 s")
+            time.sleep(NOTES_EVERY)
+        cpu = redis_cpu(client) - cpu
+        noted = read_notes(client, {job["id"] for job in a + b}, 60)
+    finally:
+        worker.stop(120)
+    return TenantsRun(
+        jobs=total,
+        drain=max(noted[job["id"]][1] for job in a) - started,
+        waits=[noted[job["id"]][0] - sent for job in b],
+        redis_cpu=cpu / total * 1e6,
+    )
+
+
+def tenants(url: str, a_jobs: int, payload_ms: float, groups: bool, runs: int) -> None:
+    """Run the tenants experiment ``runs`` times (A alone, then A + B) and print a table."""
+    configure(url, 5, Tenants, 5)
+    print(
+        f"tenants: A enqueues {a_jobs:,} jobs ({CHUNK:,} a call), B {B_JOBS} jobs "
+        f"{B_AFTER * 1000:.0f} ms later, {payload_ms:g} ms of perform each; "
+        f"groups: {'on' if groups else 'off'}"
+    )
+    print(
+        f"{'run':<4}{'case':<9}{'jobs':>7}  {'A drain':>8}  {'vs alone':>8}  "
+        f"{'B wait p50 / p99 / max':>26}  {'Redis CPU/job':>13}"
+    )
+    for number in range(1, runs + 1):
+        alone = tenants_run(url, a_jobs, payload_ms / 1000, groups, with_b=False)
+        print(
+            f"{number:<4}{'A alone':<9}{alone.jobs:>7,}  {alone.drain:>6.2f} s  {'-':>8}  "
+            f"{'-':>26}  {alone.redis_cpu:>10.1f} µs"
+        )
+        mixed = tenants_run(url, a_jobs, payload_ms / 1000, groups, with_b=True)
+        p50, p99, worst = percentiles(mixed.waits)
+        slower = mixed.drain / alone.drain
+        print(
+            f"{number:<4}{'A + B':<9}{mixed.jobs:>7,}  {mixed.drain:>6.2f} s  "
+            f"{(slower - 1) * 100:>+6.1f} %  "
+            f"{f'{p50:.3f} / {p99:.3f} / {worst:.3f} s':>26}  {mixed.redis_cpu:>10.1f} µs  "
+            f"B p99 {'ok' if p99 <= B_P99_TARGET else 'over'}, "
+            f"drain {'ok' if slower <= DRAIN_TARGET else 'over'}"
+        )
+    print(
+        f"targets: B p99 <= {B_P99_TARGET:g} s; A drain with B within "
+        f"+{(DRAIN_TARGET - 1) * 100:.0f} % of A alone; Redis CPU/job with --groups within "
+        f"+10 % of a run without (compare two invocations)"
+    )
+
+
 def main() -> None:
     """Run the chosen experiment on a private Redis and print its figures."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("experiment", nargs="?", default="hot-id", choices=["hot-id"])
+    parser.add_argument("experiment", nargs="?", default="hot-id", choices=["hot-id", "tenants"])
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--rate", type=int, default=1000)
     parser.add_argument("--payload-ms", type=float, default=1.5)
+    parser.add_argument("--jobs", type=int, default=20_000, help="tenants: account A's jobs")
+    parser.add_argument("--groups", action="store_true", help='tenants: jobs carry "group"')
+    parser.add_argument("--runs", type=int, default=1, help="tenants: rounds of both runs")
     args = parser.parse_args()
     server = start_server(tempfile.mkdtemp(prefix="lowkiq-bench-"))
     try:
         print(machine())
-        hot_id(server.url, args.seconds, args.rate, args.payload_ms)
+        if args.experiment == "hot-id":
+            hot_id(server.url, args.seconds, args.rate, args.payload_ms)
+        else:
+            tenants(server.url, args.jobs, args.payload_ms, args.groups, args.runs)
     finally:
         server.stop()
 

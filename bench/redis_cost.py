@@ -6,8 +6,11 @@ job by name, µs per job of the scripts (EVALSHA, their commands included) and o
 commands alone, and the Redis process's CPU µs per job.
 
 Runs against a private Redis (lowkiq.embedded.start_server), never REDIS_URL.
+``--groups N`` spreads the jobs over N groups (job i in group ``g{i % N}``), so the pops
+take them in turn across groups; 0 (the default): no group.
+
 Usage: python bench/redis_cost.py [--jobs 20000] [--shards 5] [--batch 1 10]
-       [--binary /path/to/redis-server]
+       [--groups 0] [--binary /path/to/redis-server]
 """
 
 from __future__ import annotations
@@ -42,15 +45,20 @@ class Cost:
     cpu_us: float
 
 
-def fill(client: redis.Redis, jobs: int, shards: int, batch: int) -> tuple[Queue, dict[int, str]]:
-    """Empty the server, enqueue ``jobs`` blank jobs into a ``shards``-shard queue and
-    take every shard's lease; returns the queue on a processing thread's client, and
-    the lease tokens."""
+def fill(
+    client: redis.Redis, jobs: int, shards: int, batch: int, groups: int
+) -> tuple[Queue, dict[int, str]]:
+    """Empty the server, enqueue ``jobs`` blank jobs into a ``shards``-shard queue (over
+    ``groups`` groups, 0: none) and take every shard's lease; returns the queue on a
+    processing thread's client, and the lease tokens."""
     client.flushall()
     queue_name = f"RedisCost{shards}x{batch}"
     queue = Queue(client, queue_name, shards)
     for start in range(0, jobs, 1000):
-        queue.push((str(i), b"", 0.0, 0.0) for i in range(start, start + 1000))
+        queue.push(
+            (str(i), b"", 0.0, 0.0, f"g{i % groups}" if groups else None)
+            for i in range(start, start + 1000)
+        )
     tokens = {}
     for shard in range(shards):
         lease, _, _ = leases.acquire(queue, shard, "bench", 3600.0)
@@ -89,10 +97,10 @@ def drain(queue: Queue, tokens: dict[int, str], batch: int) -> int:
     return done
 
 
-def measure(client: redis.Redis, jobs: int, shards: int, batch: int) -> Cost:
-    """Fill a queue with ``jobs`` jobs and drain it at ``batch`` jobs per pop; returns
-    what the drain cost Redis."""
-    queue, tokens = fill(client, jobs, shards, batch)
+def measure(client: redis.Redis, jobs: int, shards: int, batch: int, groups: int = 0) -> Cost:
+    """Fill a queue with ``jobs`` jobs (over ``groups`` groups) and drain it at ``batch``
+    jobs per pop; returns what the drain cost Redis."""
+    queue, tokens = fill(client, jobs, shards, batch, groups)
     client.config_resetstat()
     cpu_before = redis_cpu(client)
     done = drain(queue, tokens, batch)
@@ -123,6 +131,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--shards", type=int, default=5)
     parser.add_argument("--batch", type=int, nargs="*", default=[1, 10])
+    parser.add_argument("--groups", type=int, default=0, help="groups the jobs are in (0: none)")
     parser.add_argument("--binary", help="the redis-server to run (default: lowkiq's)")
     args = parser.parse_args()
     server = start_server(tempfile.mkdtemp(prefix="lowkiq-bench-"), binary=args.binary)
@@ -131,10 +140,11 @@ def main() -> None:
         print(machine(), "| Redis", client.info("server")["redis_version"])
         print("script text sent, bytes:", {n: len(source(n)) for n in ("pop", "ack")})
         for batch in args.batch:
-            cost = measure(client, args.jobs, args.shards, batch)
+            cost = measure(client, args.jobs, args.shards, batch, args.groups)
             names = sorted(cost.commands.items(), key=lambda item: (-item[1], item[0]))
             print(
-                f"batch {batch}: {cost.jobs} jobs, {args.shards} shards | scripts/job "
+                f"batch {batch}: {cost.jobs} jobs, {args.shards} shards, {args.groups} groups | "
+                f"scripts/job "
                 f"{cost.scripts:.2f} | commands/job {sum(cost.commands.values()):.2f} | "
                 f"script µs/job {cost.script_us:.2f} (commands {cost.command_us:.2f}) | "
                 f"Redis CPU µs/job {cost.cpu_us:.2f}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lowkiq.errors import ConfigurationError, InvalidJob
@@ -15,7 +15,7 @@ from lowkiq.storage.enqueueing import MIN_BULK_LEN
 from lowkiq.storage.push_plan import NewJob
 
 #: The fields of a job dict.
-JOB_FIELDS = ("id", "payload", "score", "perform_in", "delay")
+JOB_FIELDS = ("id", "payload", "score", "perform_in", "delay", "group")
 _JOB_FIELDS = frozenset(JOB_FIELDS)
 
 #: How an enqueue onto a queued id sets its perform_in (``Worker.merge_perform_in``):
@@ -54,10 +54,12 @@ def validate_jobs(
     too large to fit under any Redis's.  A missing ``score`` or ``perform_in`` comes
     back ``None``: now on Redis's clock, set by the push script.  A ``delay`` comes
     back as the perform_in ``"+seconds"``, added to Redis's clock by the push script.
+    A ``group`` is kept as a string (``None``: the default group).
     """
     if isinstance(jobs, (dict, str, bytes)) or not isinstance(jobs, Sequence):
         raise InvalidJob(0, "jobs", f"must be a list of job dicts, got {type(jobs).__name__}")
     result: list[NewJob] = []
+    groups: dict[str, str] = {}  # id -> the group a job of this call gave it
     for index, job in enumerate(jobs):
         if job.__class__ is not dict and not isinstance(job, dict):
             raise InvalidJob(index, "job", f"must be a dict, got {job!r}")
@@ -81,7 +83,17 @@ def validate_jobs(
             perform_in = _perform_in(index, job["perform_in"])
         elif "delay" in job:
             perform_in = _delay(index, job["delay"])
-        result.append((job_id, payload, score, perform_in))
+        group = job.get("group")
+        if group is not None:
+            group = _group(index, group)
+            if groups.setdefault(job_id, group) != group:
+                raise InvalidJob(
+                    index,
+                    "group",
+                    f"is {group!r}, but an earlier job of this call gave id {job_id!r} the "
+                    f"group {groups[job_id]!r}: an id has one group while it is queued",
+                )
+        result.append((job_id, payload, score, perform_in, group))
     return result
 
 
@@ -89,40 +101,53 @@ def job_id_of(index: int, value: Any) -> str:
     """A job's id as stored: ``str(value)`` of a str, an int (not a bool) or a value
     whose ``str`` is its value; raises :class:`InvalidJob` for anything else (bytes,
     an object whose ``str`` names its address), which would never merge."""
+    return _key_text(index, "id", value)
+
+
+def _group(index: int, value: Any) -> str:
+    """A job's group as stored: a non-empty string, made as an id is."""
+    group = _key_text(index, "group", value)
+    if not group:
+        raise InvalidJob(index, "group", "must not be empty (leave it out: the default group)")
+    return group
+
+
+def _key_text(index: int, field: str, value: Any) -> str:
+    """An id or a group as stored (see :func:`job_id_of`)."""
     if value.__class__ is str:
-        job_id: str = value
+        text: str = value
     elif value.__class__ is int:
-        job_id = _str(index, value)
+        text = _str(index, field, value)
     else:
-        job_id = _other_id(index, value)
-    if "\0" in job_id:
-        raise InvalidJob(index, "id", "must not contain NUL characters")
-    if not job_id.isascii():
+        text = _other_key(index, field, value)
+    if "\0" in text:
+        raise InvalidJob(index, field, "must not contain NUL characters")
+    if not text.isascii():
         try:
-            job_id.encode()
+            text.encode()
         except UnicodeEncodeError:
-            raise InvalidJob(index, "id", "must be valid Unicode (no lone surrogates)") from None
-    return job_id
+            raise InvalidJob(index, field, "must be valid Unicode (no lone surrogates)") from None
+    return text
 
 
-def _other_id(index: int, value: Any) -> str:
-    """The id of a value other than a plain str or int."""
+def _other_key(index: int, field: str, value: Any) -> str:
+    """The id or group of a value other than a plain str or int."""
     if value is None:
-        raise InvalidJob(index, "id", "is required")
+        raise InvalidJob(index, field, "is required")
     if isinstance(value, bool):
-        raise InvalidJob(index, "id", f"must be {_ID_KINDS}, got the bool {value!r}")
+        raise InvalidJob(index, field, f"must be {_ID_KINDS}, got the bool {value!r}")
     if isinstance(value, (bytes, bytearray, memoryview)):
         raise InvalidJob(
             index,
-            "id",
+            field,
             f"must be {_ID_KINDS}, got {type(value).__name__} {bytes(value)[:40]!r}: "
             f"decode it first (e.g. value.decode())",
         )
-    text = _str(index, value)
+    text = _str(index, field, value)
     if _ADDRESS.search(text):
         raise InvalidJob(
             index,
-            "id",
+            field,
             f"must be {_ID_KINDS}; the str of this {type(value).__name__} is {text[:80]!r}, "
             f"which holds an address, not its value (give e.g. str(obj.pk), or define "
             f"__str__)",
@@ -130,11 +155,11 @@ def _other_id(index: int, value: Any) -> str:
     return text
 
 
-def _str(index: int, value: Any) -> str:
+def _str(index: int, field: str, value: Any) -> str:
     try:
         return str(value)
     except Exception as exc:  # e.g. an int past Python's digit limit
-        raise InvalidJob(index, "id", f"cannot be made a string: {exc}") from None
+        raise InvalidJob(index, field, f"cannot be made a string: {exc}") from None
 
 
 def _payload(index: int, value: Any, dump: Callable[[Any], bytes | str]) -> bytes:
@@ -221,3 +246,25 @@ def check_merge_perform_in(worker: str, value: object) -> None:
             f"{worker}.merge_perform_in must be one of {', '.join(map(repr, MERGE_PERFORM_IN))}, "
             f"got {value!r}"
         )
+
+
+def check_group_weights(worker: str, weights: object) -> None:
+    """Raise :class:`~lowkiq.errors.ConfigurationError` unless ``weights`` maps group
+    names (non-empty strings) to finite numbers > 0."""
+    if not isinstance(weights, Mapping):
+        raise ConfigurationError(
+            f"{worker}.group_weights must be a dict of group -> weight, got {weights!r}"
+        )
+    for group, weight in weights.items():
+        if not isinstance(group, str) or not group or "\0" in group:
+            raise ConfigurationError(
+                f"{worker}.group_weights: a group must be a non-empty string, got {group!r}"
+            )
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, (int, float))
+            or not 0 < weight < math.inf
+        ):
+            raise ConfigurationError(
+                f"{worker}.group_weights[{group!r}] must be a number > 0, got {weight!r}"
+            )

@@ -54,6 +54,11 @@ LOCK_TTL_MS = 30_000
 LEASE_TTL = 30.0
 
 
+#: Fields of one job record of ``reshard_take`` (kind, id, time, retry_count, has an
+#: error, error, payloads, group).
+RECORD_FIELDS = 8
+
+
 class ReshardError(LowkiqError):
     """A reshard cannot start or go on (one runs already, or nothing would change)."""
 
@@ -236,8 +241,8 @@ class _Resharding:
         layout = self.layout
         by_new: dict[int, list[Any]] = {}
         dropped: list[Any] = []
-        for i in range(0, len(records), 7):
-            record = records[i : i + 7]
+        for i in range(0, len(records), RECORD_FIELDS):
+            record = records[i : i + RECORD_FIELDS]
             job_id = record[1].decode()
             by_new.setdefault(shard_of(job_id, layout.count, layout.base), []).extend(record)
             dropped += (record[0], record[1])

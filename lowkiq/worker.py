@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 import redis
@@ -12,7 +12,7 @@ from lowkiq import pausing
 from lowkiq.clients.connection import Client
 from lowkiq.default_redis import unreachable_hint
 from lowkiq.errors import ConfigurationError, RedisFull, RedisUnavailable, is_out_of_memory
-from lowkiq.jobs import check_merge_perform_in, validate_jobs
+from lowkiq.jobs import check_group_weights, check_merge_perform_in, validate_jobs
 from lowkiq.middleware import chain
 from lowkiq.ownership import leases
 from lowkiq.rate_limit import (
@@ -67,6 +67,10 @@ class Worker:
     #: debounce: with ``delay``, run so long after the last enqueue), or the later of
     #: the two (``"max"``).
     merge_perform_in: ClassVar[Literal["keep", "latest", "max"]] = "keep"
+    #: Each group's share of a shard's turns (group -> weight > 0; a group not named
+    #: weighs 1): jobs of a job's ``"group"`` are taken in turn across groups, a group
+    #: of weight 2 getting two jobs for one of a group of weight 1.
+    group_weights: ClassVar[Mapping[str, float]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -96,6 +100,7 @@ class Worker:
         check_rate_limit(cls.__name__, cls.rate_limit)
         check_perform_timeout(cls.__name__, cls.perform_timeout)
         check_merge_perform_in(cls.__name__, cls.merge_perform_in)
+        check_group_weights(cls.__name__, cls.group_weights)
         seconds = cls.max_perform_seconds
         if seconds is not None and (
             isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0
@@ -227,7 +232,7 @@ class Worker:
         global settings), on ``client`` or the shared client of ``config``."""
         cls.validate()
         config = settings if config is None else config
-        return Queue(
+        queue = Queue(
             client or config.client(),
             cls.queue_name,
             cls.shards_count,
@@ -235,6 +240,9 @@ class Worker:
             config.replication,
             max_restores=cls.max_restores,
         )
+        if cls.group_weights:
+            queue.set_group_weights(cls.group_weights)
+        return queue
 
     @classmethod
     def _current_queue(cls) -> Queue:

@@ -249,7 +249,7 @@ def test_an_undecodable_payload_buries_its_own_job_and_the_batch_goes_on(
     OneShard.seen, OneShard.exhausted = [], []
     lowkiq.settings.workers = [OneShard]
     OneShard.perform_async([{"id": "good", "payload": 1, "score": 1, "perform_in": 1e9}])
-    OneShard.queue().push([("bad", b"\xff{not json", 2.0, 1e9)])
+    OneShard.queue().push([("bad", b"\xff{not json", 2.0, 1e9, None)])
     OneShard.perform_async([{"id": "also-good", "payload": 3, "score": 3, "perform_in": 1e9}])
     srv = server(workers=[OneShard])
     eventually(lambda: OneShard.queries().morgue_fetch(["bad"]))

@@ -22,7 +22,8 @@ import redis
 from redis.exceptions import NoScriptError, RedisClusterException
 
 from lowkiq.clients.connection import Client, pipelined
-from lowkiq.errors import EnqueueIncomplete, RedisFull, is_out_of_memory
+from lowkiq.errors import EnqueueIncomplete, InvalidJob, RedisFull, is_out_of_memory
+from lowkiq.storage.layout import Layout
 from lowkiq.storage.push_plan import (
     ROUND_BYTES,
     ROUND_JOBS,
@@ -97,6 +98,9 @@ def _bulk_lens(reply: Any) -> list[int]:
 
 #: What the push script replies when its shard was retired by a reshard.
 REFUSED = -1
+#: How the push script's error reply begins when a job names a group other than the
+#: one its queued id is in (then ``id\0queued group``, ``''`` being the default one).
+GROUP_REFUSED = "GROUP "
 #: How many times one enqueue follows a reshard before it gives up.
 REROUTES = 3
 
@@ -152,6 +156,26 @@ class _PushFailed(Exception):
         self.plain = plain
 
 
+def _group_conflict(jobs: list[NewJob], job_id: str, queued: str) -> InvalidJob:
+    """The error of a job that names a group other than ``queued``, its id's queued one."""
+    index, group = next((i, job[4]) for i, job in enumerate(jobs) if job[0] == job_id and job[4])
+    return InvalidJob(
+        index,
+        "group",
+        f"is {group!r}, but id {job_id!r} is queued in "
+        f"{repr(queued) if queued else 'the default group'}: an id keeps its group while "
+        f"it is queued (give that group, or none)",
+    )
+
+
+def _refused_group(error: Exception | None) -> tuple[str, str] | None:
+    """The id and queued group of a push refused for a job's group, else ``None``."""
+    if not isinstance(error, redis.ResponseError) or not str(error).startswith(GROUP_REFUSED):
+        return None
+    job_id, _, queued = str(error)[len(GROUP_REFUSED) :].partition("\0")
+    return job_id, queued
+
+
 def _oom_first(errors: list[Exception]) -> Exception:
     """The error to report of several: a refusal for want of memory, else the first."""
     return next((error for error in errors if is_out_of_memory(error)), errors[0])
@@ -196,6 +220,8 @@ class Enqueueing(QueueBase):
         if groups is None:  # an id more than once: its payloads merge into one member
             groups = grouped(jobs, layout.count)
         rounds = cut_rounds(groups, ROUND_JOBS, ROUND_BYTES)
+        if len(groups) > 1 and any(job[4] for job in jobs):
+            self._check_groups(jobs, layout)
         for number, part in enumerate(rounds):
             by_shard = push_args(part, layout.base, "" if now is None else now, merge_perform_in)
             if number and self.layout != layout:  # an earlier round met a reshard
@@ -204,8 +230,26 @@ class Enqueueing(QueueBase):
                 self._push_round(by_shard)
             except _PushFailed as failed:
                 before, after = round_ids(rounds[:number]), round_ids(rounds[number + 1 :])
+                refused = _refused_group(failed.cause)
+                if refused and not (before or failed.enqueued):
+                    raise _group_conflict(jobs, *refused) from None
                 error = _failure(self.name, failed, before, after)
                 raise error from (None if error is failed.cause else failed.cause)
+
+    def _check_groups(self, jobs: list[NewJob], layout: Layout) -> None:
+        """Raise :class:`InvalidJob` when a job names a group other than the one its id
+        is queued in (read before anything of a call of several shards is written; each
+        push script checks its own shard again)."""
+        by_shard: dict[int, list[str]] = {}
+        for job_id, _, _, _, group in jobs:
+            if group:
+                by_shard.setdefault(shard_of(job_id, layout.count, layout.base), []).extend(
+                    (job_id, group)
+                )
+        calls = [("group_check", shard, args) for shard, args in by_shard.items()]
+        for reply in self.run_pipelined(calls):
+            if reply:
+                raise _group_conflict(jobs, reply[0].decode(), reply[1].decode())
 
     def _push_round(self, by_shard: dict[int, list[Any]]) -> None:
         """Push one round, following a reshard up to REROUTES times."""

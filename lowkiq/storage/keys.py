@@ -40,6 +40,14 @@ S hold                        str    set during a reshard: ``closed`` (a new sha
                                      or ``retired`` (an old shard; kept for good)
 S rate_budget                 hash   ``tokens`` the shard reserved of its worker's rate limit,
                                      to spend from ``from`` (ms on Redis's clock); with a TTL
+S group_of                    hash   id -> group, queued jobs of a group (not the default one)
+S group:<group>               zset   id -> perform_in, the queued ids of a group (the default
+                                     group, jobs without one, is ``group:``); only in a shard
+                                     holding a job of a group (then every queued id is in one)
+S group_turns                 zset   group -> turn (a virtual time): groups with due jobs;
+                                     pop serves the smallest turn (see ``_common.lua``)
+S group_waits                 zset   group -> when its first job is due, groups not yet due
+S morgue_group_of             hash   id -> group, dead jobs of a group
 S schedule:<id>               hash   a periodic job's ticks (:mod:`lowkiq.periodic`): ``last``
                                      tick passed, ``enqueued`` tick, ``enqueued_at``, ``runs``,
                                      ``run_now_at`` (ms; Redis's clock), in its job id's shard
@@ -145,6 +153,11 @@ SUFFIXES = {
     "stopping_flag": "stopping",
     "hold": "hold",
     "rate_budget_hash": "rate_budget",
+    "group_of_hash": "group_of",
+    "group_ids_zset": "group:",
+    "group_turns_zset": "group_turns",
+    "group_waits_zset": "group_waits",
+    "morgue_group_of_hash": "morgue_group_of",
     "schedule_hash": "schedule:",
     "schedule_log_list": "schedule_log:",
     "schedules_set": "schedules",
@@ -154,7 +167,13 @@ SUFFIXES = {
 SPAN_NAMES = {1: "minute", 10: "10min", 60: "hour"}
 
 #: Keys with an argument: ``<id>`` appended.
-PER_ID = {"payloads_zset", "morgue_payloads_zset", "schedule_hash", "schedule_log_list"}
+PER_ID = {
+    "payloads_zset",
+    "morgue_payloads_zset",
+    "schedule_hash",
+    "schedule_log_list",
+    "group_ids_zset",
+}
 
 
 @dataclass(frozen=True)
@@ -286,6 +305,27 @@ class QueueKeys:
     def rate_budget_hash(self, shard: int) -> str:
         """The tokens the shard reserved of its worker's rate limit, and from when."""
         return self._key("rate_budget_hash", shard)
+
+    def group_of_hash(self, shard: int) -> str:
+        """id -> group of the shard's queued jobs of a group (not the default one)."""
+        return self._key("group_of_hash", shard)
+
+    def group_ids_zset(self, shard: int, group: str) -> str:
+        """id -> perform_in of the queued ids of ``group`` (``""``: the default group);
+        only in a shard that holds a job of a group."""
+        return self._key("group_ids_zset", shard) + group
+
+    def group_turns_zset(self, shard: int) -> str:
+        """group -> turn of the shard's groups with due jobs (pop serves the smallest)."""
+        return self._key("group_turns_zset", shard)
+
+    def group_waits_zset(self, shard: int) -> str:
+        """group -> when its first job is due, of the shard's groups with none due yet."""
+        return self._key("group_waits_zset", shard)
+
+    def morgue_group_of_hash(self, shard: int) -> str:
+        """id -> group of the shard's dead jobs of a group."""
+        return self._key("morgue_group_of_hash", shard)
 
     @property
     def rate_bucket_hash(self) -> str:

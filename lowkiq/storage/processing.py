@@ -23,6 +23,18 @@ from lowkiq.storage.rate_bucket import Throttle
 
 # A processing-area value: perform_in, retry_count, error length (-1: none).
 PROCESSING_HEADER = struct.Struct(">dii")
+#: The byte a processing-area value of a job of a group (not the default one) starts
+#: with, then ``>I`` the group's length and the group, then the value as above.
+GROUP_MARK = 0xFF
+
+
+def processing_group(value: bytes) -> tuple[str | None, int]:
+    """The group of a processing-area value (``None``: the default one) and the offset
+    of its :data:`PROCESSING_HEADER`."""
+    if value[0] != GROUP_MARK:
+        return None, 0
+    (length,) = struct.unpack_from(">I", value, 1)
+    return value[5 : 5 + length].decode(), 5 + length
 
 
 def _now(now: float | None) -> float | str:
@@ -91,17 +103,31 @@ class Popped:
     suspect: bool = False
 
 
-def _rate_args(throttle: Throttle | None, batches: int) -> tuple[Any, ...]:
+def _tail_args(
+    throttle: Throttle | None, batches: int, weights: tuple[Any, ...]
+) -> tuple[Any, ...]:
     """A pop's arguments after its ack token: the rate limit's (which say how many
     batches it takes), or, for more than one batch without a limit, empty ones and the
-    number of batches."""
+    number of batches; then the groups' ``weights`` (pairs group, weight)."""
     if throttle is not None:
-        return throttle.args()
-    return ("", "", "", "", "", batches) if batches > 1 else ()
+        return throttle.args() + weights
+    if batches > 1 or weights:
+        return ("", "", "", "", "", batches, *weights)
+    return ()
 
 
 class Processing(QueueBase):
     """Taking batches out of the queue's shards and settling them (see the module)."""
+
+    #: The pop's share of each group (``Worker.group_weights``) as its arguments: pairs
+    #: group, weight; a group not named weighs 1.
+    group_weight_args: tuple[Any, ...] = ()
+
+    def set_group_weights(self, weights: Mapping[str, float]) -> None:
+        """Take due jobs across groups in proportion to ``weights`` (group -> weight)."""
+        self.group_weight_args = tuple(
+            arg for group, weight in weights.items() for arg in (group, repr(float(weight)))
+        )
 
     def pop(
         self,
@@ -133,7 +159,7 @@ class Processing(QueueBase):
             reply = client.run_command(command)
         else:
             keys = self._pop_keys(shard, ack_shard, throttle)
-            rate = _rate_args(throttle, batches)
+            rate = _tail_args(throttle, batches, self.group_weight_args)
             reply = self.write("pop", list(keys), token, _now(now), limit, ack_token, *rate)
         return self.read_popped(reply)
 
@@ -154,7 +180,7 @@ class Processing(QueueBase):
         ``shard``."""
         keys = self._pop_keys(shard, ack_shard, throttle)
         client: Any = self.client
-        args = (token, "", limit, ack_token, *_rate_args(throttle, batches))
+        args = (token, "", limit, ack_token, *_tail_args(throttle, batches, self.group_weight_args))
         packed = client.pack_script(self.scripts.pop, keys, args)
         return (keys[0], packed, self.scripts.pop)
 

@@ -1,6 +1,6 @@
 """How one ``perform_async`` call becomes push script calls: its jobs packed into
-members ``id\\0blob`` (:mod:`lowkiq.storage.blob`), grouped by shard and
-``perform_in``, cut into rounds, and laid out as each shard's push arguments.
+members ``id\\0blob`` (:mod:`lowkiq.storage.blob`), grouped by shard,
+``perform_in`` and group, cut into rounds, and laid out as each shard's push arguments.
 Plain functions of plain data; :mod:`lowkiq.storage.enqueueing` sends them."""
 
 from __future__ import annotations
@@ -13,15 +13,22 @@ from typing import Any
 from lowkiq.storage import blob
 from lowkiq.storage.layout import Layout
 
-#: A validated job ready to push: id, serialized payload, score, perform_in; a score
-#: or perform_in of ``None`` is "now" on Redis's clock, filled in by the push script,
-#: and a perform_in ``"+seconds"`` is a delay added to Redis's clock there.
+#: A validated job ready to push: id, serialized payload, score, perform_in, group; a
+#: score or perform_in of ``None`` is "now" on Redis's clock, filled in by the push
+#: script, and a perform_in ``"+seconds"`` is a delay added to Redis's clock there;
+#: a group of ``None`` is the default group.
 #: A plain tuple: enqueueing builds one per job, and a tuple is the cheapest.
-NewJob = tuple[str, bytes, float | None, float | str | None]
+NewJob = tuple[str, bytes, float | None, float | str | None, str | None]
 
-#: Push members ``id\0blob`` by (shard, perform_in); perform_in ``None`` (or ``''``,
-#: as the push script's arguments say it) is "now".
-Groups = dict[tuple[int, float | str | None], list[bytes]]
+#: A push section's key: perform_in (``None``, or ``''`` as the push script's arguments
+#: say it, is "now") and group (``''``: none).
+Section = tuple[float | str | None, str]
+
+#: Where a push member goes: shard, perform_in, group.
+Place = tuple[int, float | str | None, str]
+
+#: Push members ``id\0blob`` by (shard, perform_in, group).
+Groups = dict[Place, list[bytes]]
 
 #: At most so many jobs in one round (one round trip, a MULTI of push calls): the
 #: push script costs about 5 µs a new job and 15-20 µs a job merged onto a queued
@@ -36,61 +43,70 @@ ROUND_BYTES = 4 * 1024 * 1024
 HEAD = 2
 
 
+def sections(args: list[Any]) -> Iterator[tuple[Section, list[bytes]]]:
+    """The sections of one shard's push arguments (``now``, the merge of perform_in,
+    then sections of perform_in, group, count, members ``id\\0blob``)."""
+    i = HEAD
+    while i < len(args):
+        count = args[i + 2]
+        yield (args[i], args[i + 1]), args[i + 3 : i + 3 + count]
+        i += 3 + count
+
+
 def pushed_ids(by_shard: dict[int, list[Any]], shards: Iterable[int]) -> list[str]:
-    """The job ids in the push arguments of ``shards`` (``now``, the merge of
-    perform_in, then groups of ``perform_in``, count, members ``id\\0blob``)."""
-    ids: list[str] = []
-    for shard in shards:
-        args = by_shard[shard]
-        i = HEAD
-        while i < len(args):
-            count = args[i + 1]
-            ids += [member.split(b"\0", 1)[0].decode() for member in args[i + 2 : i + 2 + count]]
-            i += 2 + count
-    return ids
+    """The job ids in the push arguments of ``shards``."""
+    return [
+        member.split(b"\0", 1)[0].decode()
+        for shard in shards
+        for _, members in sections(by_shard[shard])
+        for member in members
+    ]
 
 
 def grouped_unique(jobs: list[NewJob], shards_count: int) -> Groups | None:
-    """Members ``id\\0blob`` by (shard, perform_in), or ``None`` when an id repeats.
-    The common case of a call with distinct ids."""
+    """Members ``id\\0blob`` by (shard, perform_in, group), or ``None`` when an id
+    repeats.  The common case of a call with distinct ids."""
     if len(set(map(itemgetter(0), jobs))) != len(jobs):
         return None
-    by_shard: list[dict[float | str | None, list[bytes]] | None] = [None] * shards_count
+    by_shard: list[dict[Section, list[bytes]] | None] = [None] * shards_count
     # by_shard's in use, first come first
-    used: list[tuple[int, dict[float | str | None, list[bytes]]]] = []
+    used: list[tuple[int, dict[Section, list[bytes]]]] = []
     crc32, pack_one = zlib.crc32, blob.pack_one
-    for job_id, payload, score, perform_in in jobs:
+    for job_id, payload, score, perform_in, group in jobs:
         id_bytes = job_id.encode()
         shard = crc32(id_bytes) % shards_count
-        by_time = by_shard[shard]
-        if by_time is None:
-            by_time = by_shard[shard] = {}
-            used.append((shard, by_time))
-        members = by_time.get(perform_in)
+        by_section = by_shard[shard]
+        if by_section is None:
+            by_section = by_shard[shard] = {}
+            used.append((shard, by_section))
+        section = (perform_in, group or "")
+        members = by_section.get(section)
         if members is None:
-            members = by_time[perform_in] = []
+            members = by_section[section] = []
         members.append(id_bytes + b"\0" + pack_one(payload, score))
     return {
-        (shard, perform_in): members
-        for shard, by_time in used
-        for perform_in, members in by_time.items()
+        (shard, *section): members
+        for shard, by_section in used
+        for section, members in by_section.items()
     }
 
 
 def grouped(jobs: list[NewJob], shards_count: int) -> Groups:
-    """Members by (shard, perform_in), the payloads of one id packed into one member
-    (the id's first perform_in)."""
-    by_id: dict[str, tuple[float | str | None, list[tuple[bytes, float | None]]]] = {}
-    for job_id, payload, score, perform_in in jobs:
+    """Members by (shard, perform_in, group), the payloads of one id packed into one
+    member (the id's first perform_in; its last group given, when any)."""
+    by_id: dict[str, tuple[float | str | None, list[tuple[bytes, float | None]], str]] = {}
+    for job_id, payload, score, perform_in, group in jobs:
         entry = by_id.get(job_id)
         if entry is None:
-            by_id[job_id] = (perform_in, [(payload, score)])
+            by_id[job_id] = (perform_in, [(payload, score)], group or "")
         else:
             entry[1].append((payload, score))
+            if group:
+                by_id[job_id] = (entry[0], entry[1], group)
     groups: Groups = {}
-    for job_id, (perform_in, payloads) in by_id.items():
+    for job_id, (perform_in, payloads, group) in by_id.items():
         id_bytes = job_id.encode()
-        key = (zlib.crc32(id_bytes) % shards_count, perform_in)
+        key = (zlib.crc32(id_bytes) % shards_count, perform_in, group)
         groups.setdefault(key, []).append(id_bytes + b"\0" + blob.pack(payloads))
     return groups
 
@@ -120,7 +136,7 @@ def cut_rounds(groups: Groups, max_jobs: int, max_bytes: int) -> list[Groups]:
     return rounds
 
 
-def _interleaved(groups: Groups, step: int) -> Iterator[tuple[tuple[int, Any], list[bytes]]]:
+def _interleaved(groups: Groups, step: int) -> Iterator[tuple[Place, list[bytes]]]:
     """Slices of ``step`` members of each group in turn, each group's in order."""
     pending = list(groups.items())
     offset = 0
@@ -158,14 +174,14 @@ def push_args(
     groups: Groups, base: int, now: float | str, merge_perform_in: str = "keep"
 ) -> dict[int, list[Any]]:
     """The push script's arguments per shard (``base`` + the group's shard): ``now``,
-    ``merge_perform_in`` (``keep``, ``latest`` or ``max``), then per perform_in:
-    perform_in (``''``: now), count, members."""
+    ``merge_perform_in`` (``keep``, ``latest`` or ``max``), then per section:
+    perform_in (``''``: now), group (``''``: none), count, members."""
     by_shard: dict[int, list[Any]] = {}
-    for (shard, perform_in), members in groups.items():
+    for (shard, perform_in, group), members in groups.items():
         args = by_shard.get(base + shard)
         if args is None:
             args = by_shard[base + shard] = [now, merge_perform_in]
-        args += ("" if perform_in is None else perform_in, len(members))
+        args += ("" if perform_in is None else perform_in, group, len(members))
         args += members
     return by_shard
 
@@ -174,11 +190,8 @@ def rerouted(refused: list[list[Any]], layout: Layout) -> dict[int, list[Any]]:
     """The push arguments of shards that refused them, regrouped by ``layout``'s shards."""
     groups: Groups = {}
     for args in refused:
-        i = HEAD
-        while i < len(args):
-            perform_in, count = args[i], args[i + 1]
-            for member in args[i + 2 : i + 2 + count]:
+        for (perform_in, group), members in sections(args):
+            for member in members:
                 shard = zlib.crc32(member.split(b"\0", 1)[0]) % layout.count
-                groups.setdefault((shard, perform_in), []).append(member)
-            i += 2 + count
+                groups.setdefault((shard, perform_in, group), []).append(member)
     return push_args(groups, layout.base, refused[0][0], refused[0][1])

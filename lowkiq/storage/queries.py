@@ -21,7 +21,7 @@ from typing import Any, TypedDict
 from lowkiq.errors import InvalidQuery
 from lowkiq.storage import blob
 from lowkiq.storage.bounds import check_limit, member_bound, score_bound
-from lowkiq.storage.processing import PROCESSING_HEADER
+from lowkiq.storage.processing import PROCESSING_HEADER, processing_group
 from lowkiq.storage.queue import Queue
 from lowkiq.storage.scripts import run_pipelined
 
@@ -40,6 +40,8 @@ class Job(_JobFields, total=False):
     retry_count: int
     updated_at: float
     error: str
+    #: The group it belongs to (absent: the default group).
+    group: str
     #: How many payloads the job has, when reads are bounded (``payloads_limit``).
     payloads_count: int
 
@@ -218,8 +220,9 @@ class Queries:
         packed: list[bytes] = []
         for area in pipe.execute():
             for job_id, value in sorted(area.items()):
-                perform_in, retry_count, error_length = PROCESSING_HEADER.unpack_from(value)
-                offset = PROCESSING_HEADER.size
+                group, offset = processing_group(value)
+                perform_in, retry_count, error_length = PROCESSING_HEADER.unpack_from(value, offset)
+                offset += PROCESSING_HEADER.size
                 error = None
                 if error_length >= 0:
                     error = value[offset : offset + error_length]
@@ -230,6 +233,8 @@ class Queries:
                     "perform_in": perform_in,
                     "retry_count": retry_count,
                 }
+                if group is not None:
+                    job["group"] = group
                 jobs.append(self._with_error(job, error))
                 packed.append(value[offset:])
         # A batch holds packed payloads only (a hot id's share is packed by pop).

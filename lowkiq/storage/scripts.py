@@ -112,6 +112,7 @@ class Scripts:
             return scripts
 
     push: Script
+    group_check: Script
     pop: Script
     ack: Script
     fail: Script

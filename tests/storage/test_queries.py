@@ -173,7 +173,7 @@ def test_morgue_range_by_id_limit(morgue):
 def scheduled(sharded_worker):
     """Ids "0".."9" spread over five shards, perform_in 100.5 + n (pushed below
     perform_async, which takes only timestamps from 2001 on: the bounds read plainly)."""
-    sharded_worker.queue().push([(str(n), b'""', None, 100.5 + n) for n in range(10)])
+    sharded_worker.queue().push([(str(n), b'""', None, 100.5 + n, None) for n in range(10)])
     return sharded_worker
 
 

@@ -11,7 +11,7 @@ from storage_support import NOW, hot_layout, retry_in
 
 import lowkiq
 from lowkiq.ownership import leases
-from lowkiq.resharding import Progress, ReshardError, reshard
+from lowkiq.resharding import RECORD_FIELDS, Progress, ReshardError, reshard
 from lowkiq.storage import layout as layouts
 from lowkiq.storage.layout import Layout
 from lowkiq.storage.queries import Queries
@@ -88,7 +88,7 @@ def test_a_stale_enqueue_into_a_retired_shard_is_sent_to_the_new_shards(
 ) -> None:
     stale = Queue(orders.queue().client, orders.queue_name, 3, layout=Layout(0, 3))
     reshard(orders.queue(), 5)
-    stale.push([("late", b'"x"', NOW, NOW)])
+    stale.push([("late", b'"x"', NOW, NOW, None)])
     queue = orders.queue()
     job = queue.shard_of("late")
     assert job in range(3, 8)
@@ -197,7 +197,7 @@ def test_merging_a_chunk_twice_changes_nothing(orders: type[lowkiq.Worker]) -> N
         old = queue.shard_of(IDS[0])
         queue.write("reshard_hold", [queue.keys.prefix(old)], "retired")
         records = queue.run("reshard_take", old, 100)
-        assert len(records) == 7 * sum(1 for i in IDS[:5] if queue.shard_of(i) == old)
+        assert len(records) == RECORD_FIELDS * sum(1 for i in IDS[:5] if queue.shard_of(i) == old)
         for _ in range(2):
             queue.run("reshard_put", 20, NOW, *records)
         fetched = Queries(Queue(queue.client, queue.name, 1, layout=Layout(20, 1))).fetch(IDS[:5])

@@ -34,7 +34,8 @@ def test_every_helper_a_script_calls_is_defined_before_the_script():
         text = source(name)
         helpers, own = text.split(f"-- {name}.lua\n")
         own = re.sub(r"--[^\n]*", "", own)  # comments name keys, not calls
-        defined = set(re.findall(r"^local (?:function )?(\w+)", helpers + own, re.M))
+        declared = re.findall(r"^ *local (?:function )?(\w+(?:, *\w+)*)", helpers + own, re.M)
+        defined = {name for names in declared for name in re.split(r", *", names)}
         called = set(re.findall(r"(?<![\w.:])([a-z_]+)\(", own))
         lua_builtins = {"tonumber", "tostring", "ipairs", "pairs", "unpack", "math", "type"}
         assert called - defined - lua_builtins <= {"function"}, (name, called - defined)

@@ -13,7 +13,7 @@ BAD = b"\xff{not json"
 
 def test_pop_marks_the_job_whose_payload_cannot_be_decoded_and_decodes_the_others(worker, queue):
     worker.perform_async([{"id": "good", "payload": {"a": 1}, "score": 1, "perform_in": NOW - 2}])
-    queue.push([("bad", b'"fine"', 1.0, NOW - 1), ("bad", BAD, 2.0, NOW - 1)])
+    queue.push([("bad", b'"fine"', 1.0, NOW - 1, None), ("bad", BAD, 2.0, NOW - 1, None)])
     good, bad = pop(queue, 0, 10, now=NOW)
     assert (good.id, good.payloads, good.undecodable) == ("good", [{"a": 1}], None)
     assert (bad.id, bad.payloads) == ("bad", [])
@@ -21,7 +21,7 @@ def test_pop_marks_the_job_whose_payload_cannot_be_decoded_and_decodes_the_other
 
 
 def test_bury_moves_the_job_whole_to_the_morgue_with_its_bytes_and_error(worker, queue):
-    queue.push([("bad", b'"fine"', 1.0, NOW - 1), ("bad", BAD, 2.0, NOW - 1)])
+    queue.push([("bad", b'"fine"', 1.0, NOW - 1, None), ("bad", BAD, 2.0, NOW - 1, None)])
     worker.perform_async([{"id": "good", "payload": 1, "score": 1, "perform_in": NOW - 1}])
     batch = pop(queue, 0, 10, now=NOW)
     assert queue.bury(0, token(queue, 0), [("bad", "cannot decode")], now=NOW) == 1
@@ -39,7 +39,7 @@ def test_bury_moves_the_job_whole_to_the_morgue_with_its_bytes_and_error(worker,
 
 
 def test_reads_show_an_undecodable_payload_in_its_place(worker, queue):
-    queue.push([("bad", BAD, 2.0, NOW)])
+    queue.push([("bad", BAD, 2.0, NOW, None)])
     [job] = worker.queries().fetch(["bad"])
     [[payload, score]] = job["payloads"]
     assert payload == lowkiq.Undecodable(BAD, payload.reason) and score == 2.0

@@ -293,7 +293,7 @@ def test_a_dead_job_queued_up_again_shows_its_last_error(client):
 
 def test_undecodable_payloads_and_errors_show_marked_and_escaped_never_a_500(client):
     raw = b"\xff<script>alert(1)</script>"
-    MailWorker.queue().push([("bad", raw, 1.0, time.time() + 3600)])
+    MailWorker.queue().push([("bad", raw, 1.0, time.time() + 3600, None)])
     bury(MailWorker, 1, error="boom")
 
     def refuse(data: bytes) -> str:

@@ -8,6 +8,9 @@
 -- `id \0 blob`, and in K.perform_in_zset; its last error, if any, in
 -- K.errors_hash (a dead job queued up again is fresh and keeps its error); a
 -- hot id that yielded to the due ids, when it first became due, in K.due_since_zset.
+-- In a shard that holds jobs of groups (see "Groups" below), also in the index
+-- of its group, K.group_ids_zset(group), and a group other than the default
+-- one in K.group_of_hash.
 -- A blob is repeated struct('>dI4') score, length, then payload bytes,
 -- ascending by score; an empty blob marks a hot id (see payloads_add).
 
@@ -187,9 +190,135 @@ local function find_queued(id)
   return nil, false
 end
 
--- without_error: the caller knows the job has no error (skips an HDEL).
+-- Groups (fairness, SPEC §11).  A shard none of whose queued jobs has a group
+-- has no group key: its pop takes due ids by perform_in, as ever.  Once a job
+-- of a group is queued, every queued id of the shard is also in the index of
+-- its group, K.group_ids_zset(group) (id -> perform_in; the default group,
+-- jobs without one, is the group ''), and every group holding ids is in one of:
+--   K.group_turns_zset  group -> its turn, a virtual time: its head was due
+--                       when it was put there; pop serves the smallest turn
+--                       and moves it on by 1 / weight a job (a start-time
+--                       fair queue: a newcomer starts at the smallest turn)
+--   K.group_waits_zset  group -> at most the perform_in of its head, not due
+--                       then; pop moves it to the turns once due
+-- so the shard is grouped while either exists, and ungrouped again once its
+-- last grouped id leaves the queue.  K.group_of_hash holds the group of each
+-- queued id outside the default group.
+local grouped_known = nil
+local function grouped()
+  if grouped_known == nil then
+    grouped_known = redis.call('exists', K.group_turns_zset, K.group_waits_zset) > 0
+  end
+  return grouped_known
+end
+
+-- The group helpers, made by the one script call that needs them (a script makes
+-- each function it defines again on every call, and most shards have no group).
+local group_helpers = nil
+local function groups()
+  if group_helpers then return group_helpers end
+  local turns, waits = K.group_turns_zset, K.group_waits_zset
+  local in_turns = {}  -- groups this call knows are in the turns
+
+  -- The turn a group starts at: the smallest turn of the groups in the turns.
+  local function first_turn()
+    return redis.call('zrange', turns, 0, 0, 'withscores')[2] or 0
+  end
+
+  -- Put group `g`, which just got an id scheduled at `at`, where it belongs.
+  local function place(g, at, now)
+    if in_turns[g] then return end
+    if tonumber(at) <= tonumber(now) then
+      if redis.call('zadd', turns, 'NX', first_turn(), g) == 1 then redis.call('zrem', waits, g) end
+      in_turns[g] = true
+    elseif redis.call('zscore', turns, g) then
+      in_turns[g] = true
+    else
+      redis.call('zadd', waits, 'LT', at, g)
+    end
+  end
+
+  -- The shard gets its first group: the ids queued so far join the default group.
+  local function begin(now)
+    grouped_known = true
+    local key = K.group_ids_zset('')
+    if redis.call('zunionstore', key, 1, K.perform_in_zset) > 0 then
+      place('', redis.call('zrange', key, 0, 0, 'withscores')[2], now)
+    end
+  end
+
+  local function group_of(id)
+    return redis.call('hget', K.group_of_hash, id) or ''
+  end
+
+  -- Index the ids `ids` of group `g` (not yet in any), all scheduled at `at`.
+  local function add(ids, g, at, now)
+    if not grouped() then begin(now) end
+    local scheduled = {}
+    for _, id in ipairs(ids) do
+      scheduled[#scheduled + 1] = at
+      scheduled[#scheduled + 1] = id
+    end
+    call_many('zadd', K.group_ids_zset(g), scheduled)
+    if g ~= '' then
+      local of = {}
+      for _, id in ipairs(ids) do
+        of[#of + 1] = id
+        of[#of + 1] = g
+      end
+      call_many('hset', K.group_of_hash, of)
+    end
+    place(g, at, now)
+  end
+
+  -- A group whose index may have emptied leaves the turns and the waits.
+  local function forget_if_empty(g)
+    if redis.call('exists', K.group_ids_zset(g)) == 0 then
+      redis.call('zrem', turns, g)
+      redis.call('zrem', waits, g)
+      in_turns[g] = nil
+    end
+  end
+
+  -- Take a queued id out of its group's index; returns the group.
+  local function remove(id)
+    local g = group_of(id)
+    redis.call('zrem', K.group_ids_zset(g), id)
+    if g ~= '' then redis.call('hdel', K.group_of_hash, id) end
+    forget_if_empty(g)
+    return g
+  end
+
+  -- A queued id of group `g` now scheduled at `at`.
+  local function reschedule(id, g, at, now)
+    redis.call('zadd', K.group_ids_zset(g), at, id)
+    place(g, at, now)
+  end
+
+  group_helpers = {
+    first_turn = first_turn, place = place, group_of = group_of, add = add,
+    remove = remove, reschedule = reschedule, forget_if_empty = forget_if_empty,
+    in_turns = in_turns,
+  }
+  return group_helpers
+end
+
+-- A queued id scheduled at `at` (a string) instead.
+local function reschedule_queued(id, at, now)
+  redis.call('zadd', K.perform_in_zset, at, id)
+  if grouped() then
+    local G = groups()
+    G.reschedule(id, G.group_of(id), at, now)
+  end
+end
+
+
+-- without_error: the caller knows the job has no error (skips an HDEL).  Returns the
+-- job's group ('': the default one), or nil in a shard without groups.
 local function remove_queued(id, member, is_retry, without_error)
   redis.call('zrem', K.perform_in_zset, id)
+  local group = nil
+  if grouped() then group = groups().remove(id) end
   -- Only a hot id (empty blob) may have yielded to the due ids (see pop.lua).
   if #member == #id + 1 then redis.call('zrem', K.due_since_zset, id) end
   if not without_error then redis.call('hdel', K.errors_hash, id) end
@@ -199,6 +328,7 @@ local function remove_queued(id, member, is_retry, without_error)
   else
     redis.call('zrem', K.fresh_lex_zset, member)
   end
+  return group
 end
 
 -- Delete a queued job with its payloads.
@@ -231,8 +361,9 @@ local function wake_if_sooner(perform_in, now)
   wake()
 end
 
--- perform_in is a string (exact); error is a string or nil.
-local function write_queued(id, blob, perform_in, retry_count, error, now)
+-- perform_in is a string (exact); error is a string or nil; group a string ('' or
+-- nil: the default group).
+local function write_queued(id, blob, perform_in, retry_count, error, now, group)
   if retry_count < 0 then
     redis.call('zadd', K.fresh_lex_zset, 0, id .. '\0' .. blob)
   else
@@ -241,14 +372,16 @@ local function write_queued(id, blob, perform_in, retry_count, error, now)
   end
   if error then redis.call('hset', K.errors_hash, id, error) end
   wake_if_sooner(perform_in, now)
+  if (group and group ~= '') or grouped() then groups().add({id}, group or '', perform_in, now) end
   redis.call('zadd', K.perform_in_zset, perform_in, id)
 end
 
 -- Merge a job into the queue.  keep_schedule: the queued job (if any) keeps
 -- its perform_in, retry_count and error (SPEC rule 2); otherwise the incoming
--- values win (rules 3 and 4).  Payloads always merge as a union; they are
--- `blob`, or when blob is '' the sorted set `src_key`.
-local function queue_merge(id, blob, perform_in, retry_count, error, keep_schedule, now, src_key)
+-- values win (rules 3 and 4), but for the group: a queued job keeps its own.
+-- Payloads always merge as a union; they are `blob`, or when blob is '' the
+-- sorted set `src_key`.
+local function queue_merge(id, blob, perform_in, retry_count, error, keep_schedule, now, src_key, group)
   local member, is_retry = find_queued(id)
   local queued = member and blob_of(member, id)
   local merged = payloads_move(blob, src_key, queued, K.payloads_zset(id))
@@ -261,14 +394,15 @@ local function queue_merge(id, blob, perform_in, retry_count, error, keep_schedu
       end
       return
     end
-    remove_queued(id, member, is_retry)
+    group = remove_queued(id, member, is_retry) or group
   end
-  write_queued(id, merged, perform_in, retry_count, error, now)
+  write_queued(id, merged, perform_in, retry_count, error, now, group)
 end
 
 -- Merge payloads (`blob`, or '' = the sorted set `src_key`) into the morgue
--- entry of `id`; updated_at = now.
-local function morgue_merge(id, blob, error, now, src_key)
+-- entry of `id`; updated_at = now.  A dead job keeps its group (a string; ''
+-- or nil: the default group) in K.morgue_group_of_hash.
+local function morgue_merge(id, blob, error, now, src_key, group)
   local member = find_member(K.morgue_lex_zset, id)
   local dead = nil
   if member then
@@ -283,18 +417,22 @@ local function morgue_merge(id, blob, error, now, src_key)
   else
     redis.call('hdel', K.morgue_errors_hash, id)
   end
+  if group and group ~= '' then redis.call('hset', K.morgue_group_of_hash, id, group) end
 end
 
 -- Take a dead job out of the morgue; returns its blob ('' = its payloads are
--- in K.morgue_payloads_zset(id), left for the caller) and its error, or nil.
+-- in K.morgue_payloads_zset(id), left for the caller), its error and its group
+-- (nil: the default one), or nil.
 local function morgue_remove(id)
   local member = find_member(K.morgue_lex_zset, id)
   if not member then return nil end
   local error = redis.call('hget', K.morgue_errors_hash, id) or nil
+  local group = redis.call('hget', K.morgue_group_of_hash, id) or nil
   redis.call('zrem', K.morgue_lex_zset, member)
   redis.call('zrem', K.morgue_updated_at_zset, id)
   redis.call('hdel', K.morgue_errors_hash, id)
-  return blob_of(member, id), error
+  if group then redis.call('hdel', K.morgue_group_of_hash, id) end
+  return blob_of(member, id), error, group
 end
 
 -- Delete a dead job with its payloads; returns whether there was one.
@@ -305,18 +443,29 @@ local function delete_dead(id)
 end
 
 -- A job in a processing area: struct('>di4i4') perform_in, retry_count,
--- error length (-1: none), then the error, then the blob.
+-- error length (-1: none), then the error, then the blob.  A job of a group
+-- other than the default one is prefixed with byte 255 (never the first byte of
+-- a perform_in), struct('>I4') the group's length, and the group.
 local PROCESSING_HEADER = '>di4i4'
 local PROCESSING_HEADER_SIZE = 16
+local GROUP_MARK = string.char(255)
 
-local function processing_pack(perform_in, retry_count, error, blob)
+local function processing_pack(perform_in, retry_count, error, blob, group)
   local err_len = error and #error or -1
-  return struct.pack(PROCESSING_HEADER, tonumber(perform_in), retry_count, err_len)
+  local value = struct.pack(PROCESSING_HEADER, tonumber(perform_in), retry_count, err_len)
     .. (error or '') .. blob
+  if group and group ~= '' then return GROUP_MARK .. struct.pack('>I4', #group) .. group .. value end
+  return value
 end
 
--- perform_in (exact string), retry_count, error or nil, blob
+-- perform_in (exact string), retry_count, error or nil, blob, group (nil: the default)
 local function processing_unpack(value)
+  local group = nil
+  if string.sub(value, 1, 1) == GROUP_MARK then
+    local length = struct.unpack('>I4', value, 2)
+    group = string.sub(value, 6, 5 + length)
+    value = string.sub(value, 6 + length)
+  end
   local perform_in, retry_count, err_len = struct.unpack(PROCESSING_HEADER, value, 1)
   local pos = PROCESSING_HEADER_SIZE + 1
   local error = nil
@@ -324,7 +473,7 @@ local function processing_unpack(value)
     error = string.sub(value, pos, pos + err_len - 1)
     pos = pos + err_len
   end
-  return string.format('%.17g', perform_in), retry_count, error, string.sub(value, pos)
+  return string.format('%.17g', perform_in), retry_count, error, string.sub(value, pos), group
 end
 
 -- Jobs `ids` of the shard whose keys are `keys` ran to an end (acked, failed or
@@ -395,15 +544,15 @@ local function restore_processing(now, max_restores, death_error)
   local dead = {}
   for i = 1, #entries, 2 do
     local id = entries[i]
-    local perform_in, retry_count, error, blob = processing_unpack(entries[i + 1])
+    local perform_in, retry_count, error, blob, group = processing_unpack(entries[i + 1])
     if max_restores and redis.call('hincrby', K.restores_hash, id, 1) >= max_restores then
       redis.call('hdel', K.restores_hash, id)
-      morgue_merge(id, blob, death_error, now)
+      morgue_merge(id, blob, death_error, now, nil, group)
       dead[#dead + 1] = id
       dead[#dead + 1] = blob
     else
       error = error or redis.call('hget', K.errors_hash, id) or nil
-      queue_merge(id, blob, perform_in, retry_count, error, false, now)
+      queue_merge(id, blob, perform_in, retry_count, error, false, now, nil, group)
     end
   end
   redis.call('del', processing)

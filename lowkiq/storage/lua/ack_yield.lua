@@ -21,7 +21,7 @@ while i <= #ARGV do
   local id, count = ARGV[i], tonumber(ARGV[i + 1])
   local value = redis.call('hget', processing, id)
   if value then
-    local _, retry_count, error, blob = processing_unpack(value)
+    local _, retry_count, error, blob, group = processing_unpack(value)
     local popped = blob_pairs(blob)
     local rest = {}
     for j = i + 2, i + 1 + count do
@@ -29,7 +29,7 @@ while i <= #ARGV do
     end
     redis.call('hdel', processing, id)
     if #rest > 0 then
-      queue_merge(id, blob_pack(rest), now, retry_count, error, false, now)
+      queue_merge(id, blob_pack(rest), now, retry_count, error, false, now, nil, group)
       redis.call('hincrby', K.restores_hash, '\0' .. id, 1)
       yielded = yielded + 1
     end

@@ -17,8 +17,8 @@ for i = 3, #ARGV, 2 do
   local id = ARGV[i]
   local value = redis.call('hget', processing, id)
   if value then
-    local _, _, _, blob = processing_unpack(value)
-    morgue_merge(id, blob, ARGV[i + 1], now)
+    local _, _, _, blob, group = processing_unpack(value)
+    morgue_merge(id, blob, ARGV[i + 1], now, nil, group)
     redis.call('hdel', processing, id)
     buried = buried + 1
   end

@@ -40,22 +40,22 @@ for i = first_job, #ARGV, 4 do
   if value then
     counts[fate] = counts[fate] + 1
     redis.call('hdel', processing, id)
-    local _, retry_count, _, blob = processing_unpack(value)
+    local _, retry_count, _, blob, group = processing_unpack(value)
     if fate == 'kill' then
-      morgue_merge(id, blob, error, now)
+      morgue_merge(id, blob, error, now, nil, group)
       dead[#dead + 1] = id
       dead[#dead + 1] = blob
     elseif fate == 'retry' then
       retry_count = retry_count + 1
       if retry_count >= max_retry_count then
         local first, rest = blob_split_first(blob)
-        morgue_merge(id, first, error, now)
+        morgue_merge(id, first, error, now, nil, group)
         dead[#dead + 1] = id
         dead[#dead + 1] = first
-        if rest ~= '' then queue_merge(id, rest, now, -1, nil, false, now) end
+        if rest ~= '' then queue_merge(id, rest, now, -1, nil, false, now, nil, group) end
       else
         local retry_at = tonumber(now) + tonumber(ARGV[i + 3])
-        queue_merge(id, blob, retry_at, retry_count, error, false, now)
+        queue_merge(id, blob, retry_at, retry_count, error, false, now, nil, group)
       end
     end
   end

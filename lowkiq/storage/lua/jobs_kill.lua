@@ -17,8 +17,8 @@ for i = 3, #ARGV do
   local member, is_retry = find_queued(id)
   if member then
     local error = redis.call('hget', K.errors_hash, id) or ARGV[2]
-    remove_queued(id, member, is_retry)
-    morgue_merge(id, blob_of(member, id), error, now, K.payloads_zset(id))
+    local group = remove_queued(id, member, is_retry)
+    morgue_merge(id, blob_of(member, id), error, now, K.payloads_zset(id), group)
     killed = killed + 1
   end
 end

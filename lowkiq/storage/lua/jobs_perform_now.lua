@@ -3,7 +3,7 @@
 -- KEYS[1]  the shard's prefix
 -- ARGV[1]  now: '' for Redis's clock (a test may fix it)
 -- ARGV[2..]  ids (of this shard; at most a thousand or so a call)
--- Writes: perform_in_zset, wake_list
+-- Writes: perform_in_zset, the group keys, wake_list
 -- Returns: the number of these ids that are queued (all now due)
 if retired() or #ARGV < 2 then return 0 end  -- a retired shard's jobs moved on
 local now = clock(ARGV[1])
@@ -16,7 +16,7 @@ for n, id in ipairs(ids) do
   if score then
     found = found + 1
     if tonumber(score) > at then
-      redis.call('zadd', K.perform_in_zset, now, id)
+      reschedule_queued(id, now, now)
       moved = true
     end
   end

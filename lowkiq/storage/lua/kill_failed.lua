@@ -13,8 +13,8 @@ for i = 2, #ARGV do
   local member = find_member(K.retry_lex_zset, id)
   if member then
     local error = redis.call('hget', K.errors_hash, id) or nil
-    remove_queued(id, member, true)
-    morgue_merge(id, blob_of(member, id), error, now, K.payloads_zset(id))
+    local group = remove_queued(id, member, true)
+    morgue_merge(id, blob_of(member, id), error, now, K.payloads_zset(id), group)
     killed = killed + 1
   end
 end

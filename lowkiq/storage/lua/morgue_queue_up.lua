@@ -12,9 +12,9 @@ local now = clock(ARGV[1])
 local moved = 0
 for i = 2, #ARGV do
   local id = ARGV[i]
-  local blob, error = morgue_remove(id)
+  local blob, error, group = morgue_remove(id)
   if blob then
-    queue_merge(id, blob, now, -1, error, false, now, K.morgue_payloads_zset(id))
+    queue_merge(id, blob, now, -1, error, false, now, K.morgue_payloads_zset(id), group)
     moved = moved + 1
   end
 end

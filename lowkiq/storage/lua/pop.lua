@@ -15,6 +15,8 @@
 -- ARGV[10] optional, with a rate limit: batches to pop at most (default 1): up to
 --          ARGV[3] jobs each, each batch's hot ids giving it at most
 --          BATCH_PAYLOADS payloads (the caller performs them one batch at a time)
+-- ARGV[11..] optional (ARGV[5..10] then given, '' when unused): pairs group, weight
+--          (Worker.group_weights; a group not named weighs 1)
 -- Reads/writes: lease (of both shards), perform_in_zset, due_since_zset, fresh/retry lex
 --   zsets, retry_count_zset, errors_hash, payloads_zset(id) of hot ids,
 --   processing_hash (of both shards), processed_counter (of the acked shard),
@@ -28,7 +30,8 @@
 --   limit gives no token now, nothing was popped), ms to wait before the next
 --   pop of the shard (0 without a rate limit; -1: reserve tokens with rate_take
 --   first), then id, retry_count, perform_in, blob of each popped job, earliest
---   perform_in first.
+--   perform_in first; in a shard holding jobs of groups, due jobs are taken in turn
+--   across groups (see _common.lua), earliest perform_in first inside a group.
 --   Hot ids give at most BATCH_PAYLOADS payloads to a batch, smallest scores
 --   first; the rest stay queued and due, behind the ids already due: the id's
 --   perform_in becomes now (and now again when its batch is acked by the shard's
@@ -66,7 +69,32 @@ local function requeue_yielded(at)
       behind[#behind + 1] = id
     end
   end
-  if #behind > 2 then redis.call('zadd', K.perform_in_zset, unpack(behind)) end
+  if #behind == 2 then return end
+  redis.call('zadd', K.perform_in_zset, unpack(behind))
+  if grouped() then
+    first_turn, first_wait = nil, nil  -- read again below
+    local G = groups()
+    for i = 4, #behind, 2 do
+      local g = G.group_of(behind[i])
+      redis.call('zadd', K.group_ids_zset(g), 'XX', 'GT', at, behind[i])
+      G.place(g, at, at)
+    end
+  end
+end
+-- How many of the keys an EXISTS counted were not the group keys (K.group_turns_zset and
+-- K.group_waits_zset, counted too): a shard without groups asks no more.  A shard with
+-- groups reads the first of each, which the choice of its jobs below starts from.
+local first_turn, first_wait = nil, nil
+local function without_groups(count)
+  if count == 0 then
+    grouped_known = false
+    return 0
+  end
+  first_turn = redis.call('zrange', K.group_turns_zset, 0, 0, 'withscores')
+  first_wait = redis.call('zrange', K.group_waits_zset, 0, 0, 'withscores')
+  local found = (first_turn[1] and 1 or 0) + (first_wait[1] and 1 or 0)
+  grouped_known = found > 0
+  return count - found
 end
 if ack_prefix then
   acked = -1
@@ -74,7 +102,8 @@ if ack_prefix then
   if lease_held(A, ARGV[4]) then
     local restores = nil
     if same then
-      extra = redis.call('exists', K.hold, K.errors_hash, K.restores_hash, K.due_since_zset)
+      extra = without_groups(redis.call('exists', K.hold, K.errors_hash, K.restores_hash,
+        K.due_since_zset, K.group_turns_zset, K.group_waits_zset))
       if extra > 0 and redis.call('exists', K.due_since_zset) == 1 then
         extra = extra - 1
         requeue_yielded(now)
@@ -88,23 +117,83 @@ if ack_prefix then
 end
 if not held and not lease_held(K, token) then return {acked, -1, 0} end
 if not same then
-  extra = redis.call('exists', K.hold, K.errors_hash, K.restores_hash, processing)
+  extra = without_groups(redis.call('exists', K.hold, K.errors_hash, K.restores_hash, processing,
+    K.group_turns_zset, K.group_waits_zset))
 elseif extra == nil then
-  extra = redis.call('exists', K.hold, K.errors_hash, K.restores_hash)
+  extra = without_groups(redis.call('exists', K.hold, K.errors_hash, K.restores_hash,
+    K.group_turns_zset, K.group_waits_zset))
 end
 if extra > 0 then
   if redis.call('exists', K.hold) == 1 then return {acked, -2, 0} end
   if not same and redis.call('exists', processing) == 1 then return {acked, 0, 0} end
 end
-local due = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now,
-  'withscores', 'limit', '0', limit_arg)
+-- next_due() -> the next due id, its perform_in and its group (nil: no groups), or
+-- nil; unpick(id, perform_in, group) puts back one it returned but the pop did not take.
+local next_due, unpick, any_due
+if grouped_known then
+  local G = groups()
+  local turns, waits = K.group_turns_zset, K.group_waits_zset
+  local at = tonumber(now)
+  local weights = {}
+  for i = 11, #ARGV, 2 do weights[ARGV[i]] = tonumber(ARGV[i + 1]) end
+  -- Groups whose first job became due join the turns.
+  first_wait = first_wait or redis.call('zrange', waits, 0, 0, 'withscores')
+  if first_wait[2] and tonumber(first_wait[2]) <= at then
+    first_turn = nil
+    for _, g in ipairs(redis.call('zrangebyscore', waits, '-inf', now, 'limit', 0, 100)) do
+      redis.call('zrem', waits, g)
+      local head = redis.call('zrange', K.group_ids_zset(g), 0, 0, 'withscores')[2]
+      if head then G.place(g, head, now) end
+    end
+  end
+  -- A group leaves the turns: to the waits when its first job is not due.
+  local function leave_turns(g, head)
+    redis.call('zrem', turns, g)
+    G.in_turns[g] = nil
+    if head then redis.call('zadd', waits, head, g) end
+  end
+  next_due = function()
+    while true do
+      local top = first_turn or redis.call('zrange', turns, 0, 0, 'withscores')
+      first_turn = nil
+      local g = top[1]
+      if not g then return nil end
+      local key = K.group_ids_zset(g)
+      local heads = redis.call('zrange', key, 0, 1, 'withscores')
+      if heads[1] and tonumber(heads[2]) <= at then
+        redis.call('zrem', key, heads[1])
+        if heads[3] and tonumber(heads[4]) <= at then
+          redis.call('zadd', turns, tonumber(top[2]) + 1 / (weights[g] or 1), g)
+        else
+          leave_turns(g, heads[4])
+        end
+        return heads[1], heads[2], g
+      end
+      leave_turns(g, heads[2])
+    end
+  end
+  unpick = function(id, perform_in, g)
+    G.reschedule(id, g, perform_in, now)
+  end
+  any_due = function() return redis.call('exists', turns) == 1 end
+else
+  local due = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now,
+    'withscores', 'limit', '0', limit_arg)
+  local at = -1
+  next_due = function()
+    at = at + 2
+    return due[at], due[at + 1], nil
+  end
+  unpick = function() end
+  any_due = function() return #due > 0 end
+end
 -- Rate limit: pop at most the tokens of the shard's budget (none are reserved for
 -- a shard with nothing due).
 local rate = tonumber(ARGV[5] or '')
 local R = rate and rate_limits()
 local rate_args, tokens, from, now_ms
 local allowance = limit
-if rate and #due == 0 then
+if rate and not any_due() then
   R.budget_idle(KEYS[3], tonumber(ARGV[6]), tonumber(ARGV[8]))
 elseif rate then
   local pace = tonumber(ARGV[9] or '') or 0
@@ -123,7 +212,7 @@ local budget = BATCH_PAYLOADS
 -- Most pops find no error and no restored job (`extra` counts the errors and
 -- restores hashes that exist): then no job's error or restores is read or deleted.
 local any_error, any_restored = false, false
-if #due > 0 and extra > 0 then
+if extra > 0 and any_due() then
   any_error = redis.call('exists', K.errors_hash) == 1
   any_restored = not any_error or extra == 2
 end
@@ -135,20 +224,24 @@ end
 local unscheduled, fresh_gone, entries = {}, {}, {}
 local retry_gone, counts_gone, errors_gone = nil, nil, nil
 -- Hot ids: those that yield (perform_in now, queued behind the due ids), with the
--- perform_in they had, and those that leave (no longer yielding).
-local yielding, yielded_gone = nil, nil
+-- perform_in they had and their group, and those that leave (no longer yielding).
+-- Ids of a group other than the default one leaving the queue leave K.group_of_hash.
+local yielding, yielded_gone, grouped_gone = nil, nil, nil
 local taken, alone = 0, false
-for i = 1, #due, 2 do
-  if alone or taken >= allowance then break end
+while not alone and taken < allowance do
   -- Each batch of the pop has a payload budget of its own; one that runs out ends the pop.
   if taken > 0 and taken % batch_size == 0 then budget = BATCH_PAYLOADS end
   if budget <= 0 then break end
-  local id, perform_in = due[i], due[i + 1]
+  local id, perform_in, group = next_due()
+  if not id then break end
   local member, is_retry = find_queued(id)
   -- A job whose process died running it (see restore_processing) runs in a batch
   -- of its own, so a job that kills its process takes no other job down with it.
   if member and any_restored and redis.call('hexists', K.restores_hash, id) == 1 then
-    if taken > 0 then break end
+    if taken > 0 then
+      unpick(id, perform_in, group)
+      break
+    end
     alone = true
   end
   if member then
@@ -170,11 +263,15 @@ for i = 1, #due, 2 do
         yielded_gone[#yielded_gone + 1] = id
       else
         yielding = yielding or {}
-        yielding[#yielding + 1] = {id, perform_in}
+        yielding[#yielding + 1] = {id, perform_in, group}
       end
     end
     if leaves then
       unscheduled[#unscheduled + 1] = id
+      if group and group ~= '' then
+        grouped_gone = grouped_gone or {}
+        grouped_gone[#grouped_gone + 1] = id
+      end
       if error then
         errors_gone = errors_gone or {}
         errors_gone[#errors_gone + 1] = id
@@ -188,13 +285,17 @@ for i = 1, #due, 2 do
       end
     end
     entries[#entries + 1] = id
-    entries[#entries + 1] = processing_pack(perform_in, retry_count, error, blob)
+    entries[#entries + 1] = processing_pack(perform_in, retry_count, error, blob, group)
     out[#out + 1] = id
     out[#out + 1] = retry_count
     out[#out + 1] = perform_in
     out[#out + 1] = blob
   else
     unscheduled[#unscheduled + 1] = id
+    if group and group ~= '' then
+      grouped_gone = grouped_gone or {}
+      grouped_gone[#grouped_gone + 1] = id
+    end
   end
 end
 call_many('zrem', K.perform_in_zset, unscheduled)
@@ -205,15 +306,20 @@ if retry_gone then
 end
 if errors_gone then call_many('hdel', K.errors_hash, errors_gone) end
 if yielded_gone then call_many('zrem', K.due_since_zset, yielded_gone) end
+if grouped_gone then call_many('hdel', K.group_of_hash, grouped_gone) end
 if yielding then
   local since, behind = {'NX'}, {'XX'}
   for _, job in ipairs(yielding) do
-    if tonumber(job[2]) < tonumber(now) then
+    local at = job[2]
+    if tonumber(at) < tonumber(now) then
+      at = now
       since[#since + 1] = job[2]
       since[#since + 1] = job[1]
       behind[#behind + 1] = now
       behind[#behind + 1] = job[1]
     end
+    -- Back in its group's index (next_due took it out), behind the group's due ids.
+    if job[3] then groups().reschedule(job[1], job[3], at, now) end
   end
   if #behind > 1 then
     redis.call('zadd', K.due_since_zset, unpack(since))

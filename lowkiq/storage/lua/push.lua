@@ -6,14 +6,17 @@
 --          wake the shard's thread)
 -- ARGV[2]  the perform_in of a job enqueued onto a queued one: 'keep' the queued
 --          one's, the 'latest' (the new one's), or the later of the two ('max')
--- ARGV[3..]  groups of jobs sharing a perform_in: perform_in ('' for now, '+s' for
---            s seconds from now), count, then `count` members `id \0 blob` (ids are
---            unique within one call); a payload given no score carries SCORE_NOW,
---            first in its blob
+-- ARGV[3..]  sections of jobs sharing a perform_in and a group: perform_in ('' for
+--            now, '+s' for s seconds from now), group ('' for none), count, then
+--            `count` members `id \0 blob` (ids are unique within one call); a
+--            payload given no score carries SCORE_NOW, first in its blob
 -- Writes: fresh_lex_zset, retry_lex_zset, payloads_zset(id) of hot ids,
---   perform_in_zset, due_since_zset (merge_perform_in other than 'keep'), wake_list
+--   perform_in_zset, due_since_zset (merge_perform_in other than 'keep'), wake_list,
+--   the group keys (see _common.lua)
 -- Returns: the number of jobs given, or -1 (and nothing written) when a
---   reshard retired the shard: the caller pushes them again under the new layout
+--   reshard retired the shard: the caller pushes them again under the new layout;
+--   an error GROUP (and nothing written) when a job names a group other than the one
+--   of its queued id (a job naming none joins the queued id's group)
 if retired() then return -1 end
 local now = clock(ARGV[1])
 local now_score = tonumber(now)
@@ -44,31 +47,60 @@ local function reschedule(id, perform_in, queued)
   local at = tonumber(perform_in)
   if merge == 'keep' or at == queued or (merge == 'max' and at < queued) then return end
   wake_if_sooner(perform_in, now)
-  redis.call('zadd', K.perform_in_zset, perform_in, id)
+  reschedule_queued(id, perform_in, now)
   -- A hot id that yielded to the due ids (pop.lua) now counts from its new perform_in.
   redis.call('zrem', K.due_since_zset, id)
 end
 
+local function id_of(member)
+  return string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
+end
+
 local CHUNK = 1000
+
+-- An id may not change its group while queued: a job naming a group other than its
+-- queued id's refuses the whole push, before anything is written.
+local function check_groups()
+  local i = 3
+  while i <= #ARGV do
+    local group, count = ARGV[i + 1], tonumber(ARGV[i + 2])
+    local last = i + 2 + count
+    if group ~= '' then
+      for start = i + 3, last, CHUNK do
+        local ids = {}
+        for j = start, math.min(start + CHUNK - 1, last) do ids[#ids + 1] = id_of(ARGV[j]) end
+        local known = redis.call('zmscore', K.perform_in_zset, unpack(ids))
+        for n, id in ipairs(ids) do
+          local queued = known[n] and (grouped() and groups().group_of(id) or '')
+          if queued and queued ~= group then
+            return redis.error_reply('GROUP ' .. id .. '\0' .. queued)
+          end
+        end
+      end
+    end
+    i = last + 1
+  end
+end
+
+local refused = check_groups()
+if refused then return refused end
+
 local total = 0
 local i = 3
 while i <= #ARGV do
-  local perform_in, count = ARGV[i], tonumber(ARGV[i + 1])
+  local perform_in, group, count = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   if perform_in == '' then
     perform_in = now
   elseif string.byte(perform_in) == 43 then  -- '+': a delay from now
     perform_in = string.format('%.6f', now_score + tonumber(string.sub(perform_in, 2)))
   end
-  local first = i + 2
+  local first = i + 3
   for chunk_start = first, first + count - 1, CHUNK do
     local chunk_end = math.min(chunk_start + CHUNK - 1, first + count - 1)
     local ids = {}
-    for j = chunk_start, chunk_end do
-      local member = ARGV[j]
-      ids[#ids + 1] = string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
-    end
+    for j = chunk_start, chunk_end do ids[#ids + 1] = id_of(ARGV[j]) end
     local known = redis.call('zmscore', K.perform_in_zset, unpack(ids))
-    local lex_args, schedule_args = {}, {}
+    local lex_args, schedule_args, added = {}, {}, {}
     for n, id in ipairs(ids) do
       local member = stamped(ARGV[chunk_start + n - 1], id)
       if known[n] then
@@ -79,10 +111,12 @@ while i <= #ARGV do
         lex_args[#lex_args + 1] = member
         schedule_args[#schedule_args + 1] = perform_in
         schedule_args[#schedule_args + 1] = id
+        added[#added + 1] = id
       end
     end
     if #lex_args > 0 then
       wake_if_sooner(perform_in, now)
+      if group ~= '' or grouped() then groups().add(added, group, perform_in, now) end
       redis.call('zadd', K.fresh_lex_zset, unpack(lex_args))
       redis.call('zadd', K.perform_in_zset, unpack(schedule_args))
     end

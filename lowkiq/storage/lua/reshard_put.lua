@@ -5,20 +5,20 @@
 -- nothing, so a reshard interrupted between put and drop can run again.
 -- KEYS[1]  the new shard's prefix
 -- ARGV[1]  now: '' for Redis's clock (a test may fix it)
--- ARGV[2..]  records of 7 fields, as reshard_take returns them
+-- ARGV[2..]  records of 8 fields, as reshard_take returns them
 -- Writes: queue keys, morgue keys
 -- Returns: the number of records merged
 local now = clock(ARGV[1])
 local count = 0
-for i = 2, #ARGV, 7 do
+for i = 2, #ARGV, 8 do
   local kind, id, at = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local error = nil
   if ARGV[i + 4] == '1' then error = ARGV[i + 5] end
-  local blob = ARGV[i + 6]
+  local blob, group = ARGV[i + 6], ARGV[i + 7]
   if kind == 'q' then
-    queue_merge(id, blob, at, tonumber(ARGV[i + 3]), error, false, now)
+    queue_merge(id, blob, at, tonumber(ARGV[i + 3]), error, false, now, nil, group)
   else
-    morgue_merge(id, blob, error, at)
+    morgue_merge(id, blob, error, at, nil, group)
   end
   count = count + 1
 end

@@ -5,9 +5,10 @@
 -- KEYS[1]  the shard's prefix
 -- ARGV[1]  limit
 -- Reads: queue keys (with due_since_zset), morgue keys (hot ids' payload sorted sets in full)
--- Returns: a flat list of records of 7 fields: kind ('q' queued, 'm' dead),
+-- Returns: a flat list of records of 8 fields: kind ('q' queued, 'm' dead),
 --   id, perform_in (queued) or updated_at (dead), retry_count ('' when dead),
---   '1' when it has an error else '0', the error or '', the payloads as a blob
+--   '1' when it has an error else '0', the error or '', the payloads as a blob,
+--   the group ('': the default one)
 if not retired() then return redis.error_reply('NOTRETIRED ' .. P .. ': the shard is not retired') end
 if redis.call('exists', K.processing_hash) == 1 then
   return redis.error_reply('BUSY ' .. P .. ': a batch of the shard is still running')
@@ -23,7 +24,7 @@ local function full_blob(blob, key)
   return blob_pack(pairs_)
 end
 
-local function add(kind, id, at, retry_count, error, blob)
+local function add(kind, id, at, retry_count, error, blob, group)
   out[#out + 1] = kind
   out[#out + 1] = id
   out[#out + 1] = at
@@ -31,6 +32,7 @@ local function add(kind, id, at, retry_count, error, blob)
   out[#out + 1] = error and '1' or '0'
   out[#out + 1] = error or ''
   out[#out + 1] = blob
+  out[#out + 1] = group or ''
 end
 
 local queued = redis.call('zrange', K.perform_in_zset, 0, limit - 1, 'withscores')
@@ -44,10 +46,11 @@ for i = 1, #queued, 2 do
     local blob, at = blob_of(member, id), queued[i + 1]
     -- A hot id that yielded to the due ids (pop.lua) moves with the time it became due.
     if blob == '' then at = redis.call('zscore', K.due_since_zset, id) or at end
-    add('q', id, at, retry_count, error, full_blob(blob, K.payloads_zset(id)))
+    local group = redis.call('hget', K.group_of_hash, id)
+    add('q', id, at, retry_count, error, full_blob(blob, K.payloads_zset(id)), group)
   end
 end
-local room = limit - #out / 7
+local room = limit - #out / 8
 if room > 0 then
   local dead = redis.call('zrange', K.morgue_updated_at_zset, 0, room - 1, 'withscores')
   for i = 1, #dead, 2 do
@@ -55,7 +58,8 @@ if room > 0 then
     local member = find_member(K.morgue_lex_zset, id)
     if member then
       local error = redis.call('hget', K.morgue_errors_hash, id) or nil
-      add('m', id, dead[i + 1], '', error, full_blob(blob_of(member, id), K.morgue_payloads_zset(id)))
+      add('m', id, dead[i + 1], '', error, full_blob(blob_of(member, id), K.morgue_payloads_zset(id)),
+        redis.call('hget', K.morgue_group_of_hash, id))
     end
   end
 end

@@ -1,0 +1,229 @@
+"""Groups: inside a shard, due jobs are taken in turn across the groups their jobs
+name (a tenant, an account), oldest first inside a group, so one group's backlog
+does not hold up the others; an id keeps its group while it is queued."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from storage_support import NOW, hot_layout, retry_in
+
+import lowkiq
+from lowkiq.errors import ConfigurationError, InvalidJob
+from tests.leasing import ack, fail, pop, restore
+
+
+def enqueue(worker, group, ids, perform_in=NOW, **extra):
+    """Jobs ``ids`` of ``group`` (``None``: none), due at ``perform_in`` (``None``: now)."""
+    jobs = [{"id": job_id, "payload": job_id, **extra} for job_id in ids]
+    if perform_in is not None:
+        for job in jobs:
+            job["perform_in"] = perform_in
+    if group is not None:
+        for job in jobs:
+            job["group"] = group
+    worker.perform_async(jobs)
+
+
+def drain_order(queue, now=NOW, limit=1):
+    """The ids popped one batch at a time (each acked by the next pop) until none is due."""
+    order = []
+    while True:
+        batch = pop(queue, 0, limit, now=now)
+        if batch is None:
+            ack(queue, 0)
+            continue
+        if not batch:
+            ack(queue, 0)
+            return order
+        order += [job.id for job in batch]
+        ack(queue, 0)
+
+
+def group_keys(redis_client, queue):
+    """The names of the shard's group keys that exist."""
+    keys = queue.keys
+    names = {
+        "turns": keys.group_turns_zset(0),
+        "waits": keys.group_waits_zset(0),
+        "of": keys.group_of_hash(0),
+    }
+    found = {name for name, key in names.items() if redis_client.exists(key)}
+    found |= {key.decode() for key in redis_client.keys(keys.group_ids_zset(0, "*"))}
+    return found
+
+
+def test_a_later_group_is_not_held_up_by_an_earlier_groups_backlog(worker, queue):
+    enqueue(worker, "A", [f"a{n}" for n in range(6)])
+    enqueue(worker, "B", ["b0", "b1"])
+    assert drain_order(queue) == ["a0", "b0", "a1", "b1", "a2", "a3", "a4", "a5"]
+
+
+def test_without_groups_jobs_are_taken_by_perform_in_as_ever(worker, queue, redis_client):
+    enqueue(worker, None, ["x2"], perform_in=NOW - 1)
+    enqueue(worker, None, ["x1"], perform_in=NOW - 2)
+    assert group_keys(redis_client, queue) == set()
+    assert drain_order(queue) == ["x1", "x2"]
+
+
+def test_jobs_without_a_group_take_their_turn_as_one_group(worker, queue, redis_client):
+    enqueue(worker, None, [f"x{n}" for n in range(4)])
+    enqueue(worker, "B", ["b0", "b1"])
+    assert drain_order(queue) == ["x0", "b0", "x1", "b1", "x2", "x3"]
+    assert group_keys(redis_client, queue) == set()  # nothing left behind
+
+
+def test_oldest_first_inside_a_group(worker, queue):
+    enqueue(worker, "A", ["late"], perform_in=NOW - 1)
+    enqueue(worker, "A", ["early"], perform_in=NOW - 5)
+    enqueue(worker, "B", ["b"], perform_in=NOW - 3)
+    assert drain_order(queue) == ["early", "b", "late"]
+
+
+def test_weights_give_a_group_more_turns(redis_client):
+    class Weighted(lowkiq.Worker):
+        shards_count = 1
+        group_weights = {"A": 2}
+
+    lowkiq.settings.workers = [Weighted]
+    enqueue(Weighted, "A", [f"a{n}" for n in range(6)])
+    enqueue(Weighted, "B", [f"b{n}" for n in range(3)])
+    order = drain_order(Weighted.queue())
+    assert order == ["a0", "b0", "a1", "a2", "b1", "a3", "a4", "b2", "a5"]
+
+
+def test_a_batch_takes_jobs_in_turn_across_groups(worker, queue):
+    enqueue(worker, "A", [f"a{n}" for n in range(5)])
+    enqueue(worker, "B", ["b0", "b1"])
+    enqueue(worker, "C", ["c0"])
+    first = pop(queue, 0, 4, now=NOW)
+    assert [job.id for job in first] == ["a0", "b0", "c0", "a1"]
+
+
+def test_a_group_not_yet_due_waits_and_then_takes_its_turn(worker, queue):
+    # The push reads Redis's clock: B's jobs are not due then, and A's are.
+    later = time.time() + 3600
+    enqueue(worker, "A", ["a0", "a1", "a2"])
+    enqueue(worker, "B", ["b0", "b1"], perform_in=later)
+    assert drain_order(queue, now=None, limit=1)[:1] == ["a0", "a1", "a2"][:1]
+    # A was served (3 turns); B starts at the smallest turn, so it is not behind A's.
+    enqueue(worker, "A", ["a3", "a4"])
+    order = drain_order(queue, now=later + 1)
+    assert order == ["a3", "b0", "a4", "b1"]
+
+
+def test_another_group_for_a_queued_id_is_refused_and_nothing_of_the_call_is_written(
+    sharded_worker, redis_client
+):
+    enqueue(sharded_worker, "A", ["order-1"])
+    before = sorted(redis_client.keys("*"))
+    jobs = [{"id": f"other-{n}", "group": "B"} for n in range(20)]
+    jobs.append({"id": "order-1", "group": "B"})
+    with pytest.raises(InvalidJob) as raised:
+        sharded_worker.perform_async(jobs)
+    assert raised.value.index == 20 and raised.value.field == "group"
+    assert "'order-1' is queued in 'A'" in str(raised.value)
+    assert sorted(redis_client.keys("*")) == before
+
+
+def test_a_group_for_an_id_queued_without_one_is_refused(worker, queue):
+    enqueue(worker, None, ["order-1"])
+    with pytest.raises(InvalidJob, match="queued in the default group"):
+        enqueue(worker, "A", ["order-1"])
+
+
+def test_two_groups_for_one_id_in_one_call_are_refused(worker):
+    with pytest.raises(InvalidJob, match="an earlier job of this call"):
+        worker.perform_async([{"id": "x", "group": "A"}, {"id": "x", "group": "B"}])
+
+
+@pytest.mark.parametrize("group", ["", b"A", True, object()])
+def test_a_bad_group_is_refused(worker, group):
+    with pytest.raises(InvalidJob) as raised:
+        worker.perform_async([{"id": "x", "group": group}])
+    assert raised.value.field == "group"
+
+
+def test_a_job_without_a_group_joins_its_queued_ids_group(worker, queue):
+    enqueue(worker, "A", ["a0", "a1"])
+    enqueue(worker, "B", ["b0"])
+    enqueue(worker, None, ["a0"], score=5)
+    batch = pop(queue, 0, 3, now=NOW)
+    assert [job.id for job in batch] == ["a0", "b0", "a1"]
+    assert len(batch[0].payloads) == 1  # the same payload merged
+
+
+def test_an_id_takes_another_group_once_it_left_the_queue(worker, queue):
+    enqueue(worker, "A", ["x"])
+    assert [job.id for job in pop(queue, 0, 1, now=NOW)] == ["x"]
+    enqueue(worker, "B", ["x"])  # queued again while its batch runs: a new group
+    ack(queue, 0)
+    [running] = [job for job in pop(queue, 0, 1, now=NOW)]
+    assert [job["group"] for job in worker.queries().processing_data()] == ["B"]
+    assert running.id == "x"
+
+
+def test_a_failed_job_is_retried_in_its_group(worker, queue, redis_client):
+    enqueue(worker, "A", ["a0"])
+    batch = pop(queue, 0, 1, now=NOW)
+    fail(queue, 0, batch, "boom", retry_in, worker.max_retry_count, now=NOW)
+    assert redis_client.hget(queue.keys.group_of_hash(0), "a0") == b"A"
+    enqueue(worker, "B", ["b0", "b1"], perform_in=NOW + 5)
+    assert drain_order(queue, now=NOW + 10) == ["a0", "b0", "b1"]
+
+
+def test_a_dead_job_keeps_its_group_and_queued_up_again_returns_to_it(redis_client, queue, worker):
+    enqueue(worker, "A", ["a0"])
+    for attempt in range(worker.max_retry_count + 1):
+        batch = pop(queue, 0, 1, now=NOW + 100 * attempt)
+        fail(queue, 0, batch, "boom", retry_in, worker.max_retry_count, now=NOW + 100 * attempt)
+    assert redis_client.hget(queue.keys.morgue_group_of_hash(0), "a0") == b"A"
+    assert group_keys(redis_client, queue) == set()
+    worker.actions().morgue_queue_up(["a0"])
+    assert redis_client.hget(queue.keys.group_of_hash(0), "a0") == b"A"
+    assert not redis_client.exists(queue.keys.morgue_group_of_hash(0))
+
+
+def test_a_restored_batch_returns_to_its_group(worker, queue, redis_client):
+    enqueue(worker, "A", ["a0", "a1"])
+    pop(queue, 0, 1, now=NOW)
+    restore(queue, 0, now=NOW)
+    assert redis_client.hgetall(queue.keys.group_of_hash(0)) == {b"a0": b"A", b"a1": b"A"}
+    assert drain_order(queue) == ["a0", "a1"]
+
+
+def test_deleting_and_killing_queued_jobs_leave_no_group_key(worker, queue, redis_client):
+    enqueue(worker, "A", ["a0", "a1"])
+    enqueue(worker, "B", ["b0"])
+    worker.actions().delete(["a0"])
+    worker.actions().kill(["b0"])
+    assert redis_client.hget(queue.keys.morgue_group_of_hash(0), "b0") == b"B"
+    worker.actions().clear()
+    assert group_keys(redis_client, queue) == set()
+
+
+def test_perform_now_brings_a_waiting_group_into_the_turns(worker, queue):
+    enqueue(worker, "A", ["a0", "a1"], perform_in=None)
+    enqueue(worker, "B", ["b0"], perform_in=time.time() + 3600)
+    worker.actions().perform_now(["b0"])
+    assert drain_order(queue, now=None) == ["a0", "b0", "a1"]
+
+
+def test_a_hot_id_yields_inside_its_group(worker):
+    with hot_layout(SPILL_PAYLOADS=2, BATCH_PAYLOADS=2):
+        for n in range(5):  # one by one: the id turns hot (its payloads in a sorted set)
+            worker.perform_async(
+                [{"id": "hot", "group": "A", "payload": n, "score": n, "perform_in": NOW - 2}]
+            )
+        enqueue(worker, "A", ["a1"], perform_in=NOW - 1)
+        enqueue(worker, "B", ["b0"], perform_in=NOW - 1)
+        order = drain_order(worker.queue(), now=NOW + 1)  # the scripts of hot_layout
+    assert order == ["hot", "b0", "a1", "hot", "hot"]
+
+
+def test_group_weights_are_checked():
+    with pytest.raises(ConfigurationError, match="group_weights"):
+
+        class Bad(lowkiq.Worker):
+            group_weights = {"A": 0}
