@@ -227,3 +227,21 @@ def test_group_weights_are_checked():
 
         class Bad(lowkiq.Worker):
             group_weights = {"A": 0}
+
+
+def test_a_group_whose_next_job_was_put_off_leaves_the_turns_until_it_is_due(redis_client):
+    class Debounced(lowkiq.Worker):
+        shards_count = 1
+        merge_perform_in = "latest"
+
+    lowkiq.settings.workers = [Debounced]
+    queue = Debounced.queue()
+    later = time.time() + 3600
+    enqueue(Debounced, "B", ["b0"], perform_in=None)
+    enqueue(Debounced, "A", ["a0", "a1"], perform_in=None)
+    enqueue(Debounced, "B", ["b0"], perform_in=later)  # b0 put off: B's turn is not due
+    assert [job.id for job in pop(queue, 0, 3, now=None)] == ["a0", "a1"]
+    ack(queue, 0)
+    assert pop(queue, 0, 3, now=None) == []
+    assert redis_client.zscore(queue.keys.group_waits_zset(0), "B") == pytest.approx(later)
+    assert [job.id for job in pop(queue, 0, 3, now=later + 1)] == ["b0"]

@@ -303,6 +303,115 @@ local function groups()
   return group_helpers
 end
 
+-- The choice of due jobs of a grouped shard, for pop.lua: the group with the
+-- smallest turn gives its earliest due job, and its turn moves on by 1 / its
+-- weight (`weights`: group -> weight; 1 when not named).  `first_turn` and
+-- `first_wait` are the first entries of the turns and the waits when already read
+-- (or nil).  The pop takes at most `limit` jobs, so it reads at most the first
+-- `limit` groups of the turns and `limit` + 1 ids of each group it serves, and
+-- writes what it took once, in finish().  Returns next_due() -> id, perform_in,
+-- group or nil; unpick(group): the job next_due just returned was not taken;
+-- finish(); any_due().
+local function group_picker(now, limit, weights, first_turn, first_wait)
+  local G = groups()
+  local turns, waits = K.group_turns_zset, K.group_waits_zset
+  local at = tonumber(now)
+  -- Groups whose first job became due join the turns.
+  first_wait = first_wait or redis.call('zrange', waits, 0, 0, 'withscores')
+  if first_wait[2] and tonumber(first_wait[2]) <= at then
+    first_turn = nil
+    for _, g in ipairs(redis.call('zrangebyscore', waits, '-inf', now, 'limit', 0, 100)) do
+      redis.call('zrem', waits, g)
+      local head = redis.call('zrange', K.group_ids_zset(g), 0, 0, 'withscores')[2]
+      if head then G.place(g, head, now) end
+    end
+  end
+  -- The groups read: name -> {turn, heads (flat id, perform_in; read when first
+  -- served), pos (of the next head), out (its next job is not due)}, in `order`.
+  local pool, order = nil, {}
+  local left = limit
+
+  local function load()
+    local rows = first_turn
+    if not rows or left > 1 then rows = redis.call('zrange', turns, 0, left - 1, 'withscores') end
+    first_turn = nil
+    pool, order = {}, {}
+    for i = 1, #rows, 2 do
+      pool[rows[i]] = {turn = tonumber(rows[i + 1]), pos = 1}
+      order[#order + 1] = rows[i]
+    end
+  end
+
+  -- Write the pool's changes: the ids taken leave their group's index; a group
+  -- keeps its turn while its next job is due, else leaves for the waits (or for
+  -- good, empty).
+  local function finish()
+    if not pool then return end
+    for _, g in ipairs(order) do
+      local state = pool[g]
+      local heads = state.heads
+      if heads then
+        if state.pos > 1 then
+          local gone = {}
+          for i = 1, state.pos - 1 do gone[i] = heads[2 * i - 1] end
+          redis.call('zrem', K.group_ids_zset(g), unpack(gone))
+        end
+        local next_at = heads[2 * state.pos]
+        if next_at and tonumber(next_at) <= at then
+          redis.call('zadd', turns, state.turn, g)
+        else
+          redis.call('zrem', turns, g)
+          G.in_turns[g] = nil
+          if next_at then redis.call('zadd', waits, next_at, g) end
+        end
+      end
+    end
+    pool = nil
+  end
+
+  local function next_due()
+    while left > 0 do
+      if not pool then load() end
+      if #order == 0 then return nil end
+      local best, state = nil, nil
+      for _, g in ipairs(order) do
+        local candidate = pool[g]
+        if not candidate.out and (not best or candidate.turn < state.turn
+            or (candidate.turn == state.turn and g < best)) then
+          best, state = g, candidate
+        end
+      end
+      if not best then
+        finish()  -- every group read is out: read the turns again
+      else
+        state.heads = state.heads or redis.call('zrange', K.group_ids_zset(best), 0, left, 'withscores')
+        local id, perform_in = state.heads[2 * state.pos - 1], state.heads[2 * state.pos]
+        if id and tonumber(perform_in) <= at then
+          state.pos = state.pos + 1
+          state.turn = state.turn + 1 / (weights[best] or 1)
+          left = left - 1
+          return id, perform_in, best
+        end
+        state.out = true
+      end
+    end
+    return nil
+  end
+
+  local function unpick(g)
+    local state = pool[g]
+    state.pos = state.pos - 1
+    state.turn = state.turn - 1 / (weights[g] or 1)
+    left = left + 1
+  end
+
+  local function any_due()
+    return redis.call('exists', turns) == 1
+  end
+
+  return next_due, unpick, finish, any_due
+end
+
 -- A queued id scheduled at `at` (a string) instead.
 local function reschedule_queued(id, at, now)
   redis.call('zadd', K.perform_in_zset, at, id)

@@ -56,6 +56,8 @@ local processing = K.processing_hash
 -- itself, which then skips its own EXISTS; the ack may only delete the restores, so
 -- a count taken before it can only make the pop look for restores that are gone.
 local extra = nil
+-- The first entries of the turns and the waits of a shard with groups, once read.
+local first_turn, first_wait = nil, nil
 -- A hot id of the batch being acked that yielded (see below) queues again behind the
 -- ids due now, so those enqueued while its batch ran come first too.
 local function requeue_yielded(at)
@@ -84,7 +86,6 @@ end
 -- How many of the keys an EXISTS counted were not the group keys (K.group_turns_zset and
 -- K.group_waits_zset, counted too): a shard without groups asks no more.  A shard with
 -- groups reads the first of each, which the choice of its jobs below starts from.
-local first_turn, first_wait = nil, nil
 local function without_groups(count)
   if count == 0 then
     grouped_known = false
@@ -128,54 +129,13 @@ if extra > 0 then
   if not same and redis.call('exists', processing) == 1 then return {acked, 0, 0} end
 end
 -- next_due() -> the next due id, its perform_in and its group (nil: no groups), or
--- nil; unpick(id, perform_in, group) puts back one it returned but the pop did not take.
-local next_due, unpick, any_due
+-- nil; unpick(group): the pop did not take the job next_due just returned; finish():
+-- write what the choice changed (in a shard with groups).
+local next_due, unpick, finish, any_due
 if grouped_known then
-  local G = groups()
-  local turns, waits = K.group_turns_zset, K.group_waits_zset
-  local at = tonumber(now)
   local weights = {}
   for i = 11, #ARGV, 2 do weights[ARGV[i]] = tonumber(ARGV[i + 1]) end
-  -- Groups whose first job became due join the turns.
-  first_wait = first_wait or redis.call('zrange', waits, 0, 0, 'withscores')
-  if first_wait[2] and tonumber(first_wait[2]) <= at then
-    first_turn = nil
-    for _, g in ipairs(redis.call('zrangebyscore', waits, '-inf', now, 'limit', 0, 100)) do
-      redis.call('zrem', waits, g)
-      local head = redis.call('zrange', K.group_ids_zset(g), 0, 0, 'withscores')[2]
-      if head then G.place(g, head, now) end
-    end
-  end
-  -- A group leaves the turns: to the waits when its first job is not due.
-  local function leave_turns(g, head)
-    redis.call('zrem', turns, g)
-    G.in_turns[g] = nil
-    if head then redis.call('zadd', waits, head, g) end
-  end
-  next_due = function()
-    while true do
-      local top = first_turn or redis.call('zrange', turns, 0, 0, 'withscores')
-      first_turn = nil
-      local g = top[1]
-      if not g then return nil end
-      local key = K.group_ids_zset(g)
-      local heads = redis.call('zrange', key, 0, 1, 'withscores')
-      if heads[1] and tonumber(heads[2]) <= at then
-        redis.call('zrem', key, heads[1])
-        if heads[3] and tonumber(heads[4]) <= at then
-          redis.call('zadd', turns, tonumber(top[2]) + 1 / (weights[g] or 1), g)
-        else
-          leave_turns(g, heads[4])
-        end
-        return heads[1], heads[2], g
-      end
-      leave_turns(g, heads[2])
-    end
-  end
-  unpick = function(id, perform_in, g)
-    G.reschedule(id, g, perform_in, now)
-  end
-  any_due = function() return redis.call('exists', turns) == 1 end
+  next_due, unpick, finish, any_due = group_picker(now, limit, weights, first_turn, first_wait)
 else
   local due = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now,
     'withscores', 'limit', '0', limit_arg)
@@ -185,6 +145,7 @@ else
     return due[at], due[at + 1], nil
   end
   unpick = function() end
+  finish = unpick
   any_due = function() return #due > 0 end
 end
 -- Rate limit: pop at most the tokens of the shard's budget (none are reserved for
@@ -239,7 +200,7 @@ while not alone and taken < allowance do
   -- of its own, so a job that kills its process takes no other job down with it.
   if member and any_restored and redis.call('hexists', K.restores_hash, id) == 1 then
     if taken > 0 then
-      unpick(id, perform_in, group)
+      unpick(group)
       break
     end
     alone = true
@@ -298,6 +259,7 @@ while not alone and taken < allowance do
     end
   end
 end
+finish()
 call_many('zrem', K.perform_in_zset, unscheduled)
 call_many('zrem', K.fresh_lex_zset, fresh_gone)
 if retry_gone then
