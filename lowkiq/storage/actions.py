@@ -188,15 +188,20 @@ class Actions:
     def _move_chunk(self, shard: int, ids: list[str], target: Queue) -> int:
         """Move the queued jobs ``ids`` of ``shard`` to ``target``: read, put, take."""
         found = self.queue.run("move_read", shard, *ids)
-        jobs = [(_text(found[i]), found[i + 1], found[i + 2]) for i in range(0, len(found), 3)]
+        jobs = [
+            (_text(found[i]), found[i + 1], found[i + 2], found[i + 3])
+            for i in range(0, len(found), 4)
+        ]
         pending = jobs
         for _ in range(MOVE_REROUTES + 1):
             if not pending:
                 break
             groups: dict[int, list[Any]] = {}
-            for job_id, packed, error in pending:
+            for job_id, packed, error, group in pending:
                 wire = b"" if error is None else b"+" + error
-                groups.setdefault(target.shard_of(job_id), []).append((job_id, packed, wire))
+                groups.setdefault(target.shard_of(job_id), []).append(
+                    (job_id, packed, wire, group)
+                )
             calls = [
                 ("move_put", to_shard, ["", *(arg for job in group for arg in job)])
                 for to_shard, group in groups.items()

@@ -245,3 +245,13 @@ def test_a_group_whose_next_job_was_put_off_leaves_the_turns_until_it_is_due(red
     assert pop(queue, 0, 3, now=None) == []
     assert redis_client.zscore(queue.keys.group_waits_zset(0), "B") == pytest.approx(later)
     assert [job.id for job in pop(queue, 0, 3, now=later + 1)] == ["b0"]
+
+
+def test_a_moved_job_keeps_its_group(worker, redis_client):
+    class Target(lowkiq.Worker):
+        shards_count = 1
+
+    lowkiq.settings.workers = [worker, Target]
+    enqueue(worker, "A", ["a0"])
+    assert worker.actions().move(["a0"], to=Target) == 1
+    assert redis_client.hget(Target.queue().keys.group_of_hash(0), "a0") == b"A"

@@ -3,8 +3,8 @@
 -- move_take back here); changes nothing.
 -- KEYS[1]  the shard's prefix
 -- ARGV     ids (of this shard)
--- Returns: for each queued id, `id, blob, error` (error: nil when none); a hot
---   id's payloads come packed into its blob
+-- Returns: for each queued id, `id, blob, error, group` (error: nil when none;
+--   group: '' for the default one); a hot id's payloads come packed into its blob
 if retired() then return {} end  -- its jobs moved to the new shards
 local found = {}
 for i = 1, #ARGV do
@@ -21,6 +21,7 @@ for i = 1, #ARGV do
     found[#found + 1] = id
     found[#found + 1] = blob
     found[#found + 1] = redis.call('hget', K.errors_hash, id)
+    found[#found + 1] = grouped() and groups().group_of(id) or ''
   end
 end
 return found
