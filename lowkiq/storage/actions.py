@@ -199,9 +199,7 @@ class Actions:
             groups: dict[int, list[Any]] = {}
             for job_id, packed, error, group in pending:
                 wire = b"" if error is None else b"+" + error
-                groups.setdefault(target.shard_of(job_id), []).append(
-                    (job_id, packed, wire, group)
-                )
+                groups.setdefault(target.shard_of(job_id), []).append((job_id, packed, wire, group))
             calls = [
                 ("move_put", to_shard, ["", *(arg for job in group for arg in job)])
                 for to_shard, group in groups.items()
