@@ -73,6 +73,7 @@ def info(app: str, as_json: bool) -> None:
     callback=lambda ctx, param, value: _number("--score", value),
     help="The payload's score: a version or a time; orders the payloads of one id [default: now].",
 )
+@click.option("--group", help="The job's group (a tenant): groups take turns [default: none].")
 @require_option("The app that defines WORKER: a .py file or a dotted module name.")
 @embedded_redis_option()
 def enqueue(
@@ -81,11 +82,13 @@ def enqueue(
     payload: str | None,
     delay: float | None,
     score: float | None,
+    group: str | None,
     app: str,
 ) -> None:
     """Enqueue one job for WORKER (a class of the app's settings.workers).
 
-    As WORKER.perform_async([{"id": ID, "payload": ..., "delay": ..., "score": ...}]):
+    As WORKER.perform_async([{"id": ID, "payload": ..., "delay": ..., "score": ...,
+    "group": ...}]):
     it merges with a queued job of the same id.  A bad job is refused and nothing
     is enqueued.
     """
@@ -99,6 +102,8 @@ def enqueue(
         job["delay"] = delay
     if score is not None:
         job["score"] = score
+    if group is not None:
+        job["group"] = group
     worker = find_worker_or_exit(app, worker_name)
 
     def push() -> None:

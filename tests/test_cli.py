@@ -234,7 +234,13 @@ def test_enqueue_puts_one_job_and_info_shows_the_queues(two_workers: Path, redis
     assert job["payloads"] == [[{"status": "paid"}, 3.0]]
     assert before + 60 - 1 <= job["perform_in"] <= time.time() + 60 + 1
     assert lowkiq_command(two_workers, redis_url, "enqueue", "MailWorker", "--id", "m1",
-                          "-r", "app.py").returncode == 0  # fmt: skip
+                          "--group", "acme", "-r", "app.py").returncode == 0  # fmt: skip
+    assert [job["group"] for job in MailWorker.queries().processing_data()] == []
+    queue = MailWorker.queue()
+    assert queue.client.hget(queue.keys.group_of_hash(queue.shard_of("m1")), "m1") == b"acme"
+    refused = lowkiq_command(two_workers, redis_url, "enqueue", "MailWorker", "--id", "m1",
+                             "--group", "other", "-r", "app.py")  # fmt: skip
+    assert refused.returncode != 0 and "queued in 'acme'" in refused.stderr
 
     shown = lowkiq_command(two_workers, redis_url, "info", "-r", "app.py", "--json")
     assert shown.returncode == 0, shown.stderr

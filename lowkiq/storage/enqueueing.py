@@ -99,7 +99,8 @@ def _bulk_lens(reply: Any) -> list[int]:
 #: What the push script replies when its shard was retired by a reshard.
 REFUSED = -1
 #: How the push script's error reply begins when a job names a group other than the
-#: one its queued id is in (then ``id\0queued group``, ``''`` being the default one).
+#: one its queued id is in (then the id's length in bytes, a space, the id and the queued
+#: group, ``''`` being the default one).
 GROUP_REFUSED = "GROUP "
 #: How many times one enqueue follows a reshard before it gives up.
 REROUTES = 3
@@ -172,8 +173,9 @@ def _refused_group(error: Exception | None) -> tuple[str, str] | None:
     """The id and queued group of a push refused for a job's group, else ``None``."""
     if not isinstance(error, redis.ResponseError) or not str(error).startswith(GROUP_REFUSED):
         return None
-    job_id, _, queued = str(error)[len(GROUP_REFUSED) :].partition("\0")
-    return job_id, queued
+    length, _, rest = str(error)[len(GROUP_REFUSED) :].partition(" ")
+    text = rest.encode()
+    return text[: int(length)].decode(), text[int(length) :].decode()
 
 
 def _oom_first(errors: list[Exception]) -> Exception:

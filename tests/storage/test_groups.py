@@ -255,3 +255,9 @@ def test_a_moved_job_keeps_its_group(worker, redis_client):
     enqueue(worker, "A", ["a0"])
     assert worker.actions().move(["a0"], to=Target) == 1
     assert redis_client.hget(Target.queue().keys.group_of_hash(0), "a0") == b"A"
+
+
+def test_the_push_itself_refuses_another_group_and_names_the_queued_one(worker, queue):
+    enqueue(worker, "tenant 1 ünïcode", ["id with spaces"])
+    with pytest.raises(InvalidJob, match="queued in 'tenant 1 ünïcode'"):
+        enqueue(worker, "B", ["id with spaces"])  # one shard: no check before the push

@@ -15,8 +15,9 @@
 --   the group keys (see _common.lua)
 -- Returns: the number of jobs given, or -1 (and nothing written) when a
 --   reshard retired the shard: the caller pushes them again under the new layout;
---   an error GROUP (and nothing written) when a job names a group other than the one
---   of its queued id (a job naming none joins the queued id's group)
+--   an error `GROUP <length of the id> <id><its queued group>` (and nothing written)
+--   when a job names a group other than the one of its queued id (a job naming none
+--   joins the queued id's group)
 if retired() then return -1 end
 local now = clock(ARGV[1])
 local now_score = tonumber(now)
@@ -73,7 +74,7 @@ local function check_groups()
         for n, id in ipairs(ids) do
           local queued = known[n] and (grouped() and groups().group_of(id) or '')
           if queued and queued ~= group then
-            return redis.error_reply('GROUP ' .. id .. '\0' .. queued)
+            return redis.error_reply('GROUP ' .. #id .. ' ' .. id .. queued)
           end
         end
       end
