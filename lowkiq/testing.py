@@ -18,6 +18,7 @@ from typing import Any
 
 from lowkiq.errors import LowkiqError
 from lowkiq.middleware import Batch, Next
+from lowkiq.outcomes import BatchFailed, Discard
 from lowkiq.ownership import leases
 from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.settings import Settings, settings
@@ -33,12 +34,15 @@ MAX_BATCHES = 10_000
 
 @dataclass
 class Drained:
-    """What :func:`drain` did: batches run, jobs of successful and of failed batches,
-    and the exceptions the failed batches raised."""
+    """What :func:`drain` did: batches run; jobs performed (acked), failed (retried, or
+    killed: :class:`lowkiq.Kill`) and discarded (:class:`lowkiq.Discard`); and the
+    exceptions of the failed jobs (a :class:`lowkiq.BatchFailed` counts each of its
+    jobs' own exception once, and the batch's other jobs as performed)."""
 
     batches: int = 0
     performed: int = 0
     failed: int = 0
+    discarded: int = 0
     errors: list[Exception] = field(default_factory=list)
 
 
@@ -124,6 +128,20 @@ def _counting(drained: Drained) -> Callable[[type[Worker], Batch, Next[Any, Any]
         drained.batches += 1
         try:
             result = call_next(worker, batch)
+        except Discard:
+            drained.discarded += len(batch)
+            raise
+        except BatchFailed as partial:
+            ids = {str(job_id) for job_id in batch}
+            named = {job_id: exc for job_id, exc in partial.failures.items() if job_id in ids}
+            for exc in named.values():
+                if isinstance(exc, Discard):
+                    drained.discarded += 1
+                else:
+                    drained.failed += 1
+                    drained.errors.append(exc)
+            drained.performed += len(batch) - len(named)
+            raise
         except Exception as exc:
             drained.failed += len(batch)
             drained.errors.append(exc)

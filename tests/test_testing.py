@@ -135,3 +135,30 @@ def test_the_guide_example_passes_with_the_installed_plugin(pytester: pytest.Pyt
     pytester.makepyfile(test_orders=guide_example())
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
+
+
+class Outcomes(lowkiq.Worker):
+    shards_count = 1
+    batch_size = 3
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        kind = next(iter(payloads_by_id.values()))[0]
+        if kind == "discard":
+            raise lowkiq.Discard("not ours")
+        if kind == "partial":
+            raise lowkiq.BatchFailed({"p1": ValueError("bad p1")})
+
+
+def test_drain_counts_discarded_and_partly_failed_batches_as_the_worker_does(
+    redis_client: redis.Redis,
+) -> None:
+    lowkiq.settings.workers = [Outcomes]
+    Outcomes.perform_async([{"id": "d1", "payload": "discard"}])
+    drained = drain(Outcomes)
+    assert (drained.performed, drained.failed, drained.discarded, drained.errors) == (0, 0, 1, [])
+    Outcomes.perform_async([{"id": f"p{n}", "payload": "partial"} for n in range(3)])
+    drained = drain(Outcomes)
+    assert (drained.performed, drained.failed, drained.discarded) == (2, 1, 0)
+    assert [str(exc) for exc in drained.errors] == ["bad p1"]
+    assert [job["id"] for job in Outcomes.queries().fetch(["p1"])] == ["p1"]  # a retry
