@@ -207,7 +207,10 @@ end
 local grouped_known = nil
 local function grouped()
   if grouped_known == nil then
-    grouped_known = redis.call('exists', K.group_turns_zset, K.group_waits_zset) > 0
+    -- One key an EXISTS: a script run with ASKING on a slot being imported may ask
+    -- about a missing key, but not about several at once.
+    grouped_known = redis.call('exists', K.group_turns_zset) == 1
+      or redis.call('exists', K.group_waits_zset) == 1
   end
   return grouped_known
 end
