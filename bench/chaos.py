@@ -13,6 +13,9 @@ one of:
 * a hand-over with Redis killed (kill -9) and restarted 0.4-1 s later while the
   shards move.
 
+With ``--groups N`` every id is in one of N groups (a tenant each): the shards take
+their due jobs in turn across groups, and the same checks hold.
+
 A quarter into the run, one job (id ``poison``) whose ``perform`` ends its process
 (``os._exit``) is enqueued; the bench starts a new worker for each process it ends.
 With ``Worker.max_restores`` the job lands in the morgue and the other ids of its
@@ -240,7 +243,10 @@ class Run:
                 self.versions[job_id] += 1
                 version = self.versions[job_id]
                 payload: dict[str, Any] = {"v": version, "t": time.time()}
-                jobs.append({"id": job_id, "payload": payload, "score": version})
+                job = {"id": job_id, "payload": payload, "score": version}
+                if self.args.groups:  # an id's group never changes
+                    job["group"] = f"g{int(job_id[2:]) % self.args.groups}"
+                jobs.append(job)
             if burst and random.random() < SLOW_CHANCE:
                 jobs[burst - 1]["payload"]["slow"] = SLOW_SECONDS
             try:
@@ -804,6 +810,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--burst", type=int, default=40, help="with --iterating: the most versions of one burst"
+    )
+    parser.add_argument(
+        "--groups", type=int, default=0, help="the ids' groups (id n in group n %% N; 0: none)"
     )
     args = parser.parse_args()
     run = Run(args, Path(tempfile.mkdtemp(prefix="lowkiq-chaos-")))
