@@ -21,6 +21,8 @@ INTERVALS = (5, 2, 10, 20)
 LIST_PAYLOADS = 10
 #: Payloads per page of the job page.
 JOB_PAYLOADS = 100
+#: Groups shown on a worker's pages: those with the most queued jobs.
+GROUPS_SHOWN = 20
 
 
 def live_controls(args: dict[str, str] | Any) -> tuple[int, bool]:
@@ -140,34 +142,42 @@ def list_context(worker_name: str, kind: str, args: Any) -> dict[str, Any]:
     }
 
 
+def list_page(worker_name: str, kind: str) -> str:
+    """A list page: the list, and above it the worker's groups (SPEC §11) with the most
+    queued jobs (none when its jobs have no group)."""
+    context = list_context(worker_name, kind, request.args)
+    groups = find_worker(worker_name).queries().groups(GROUPS_SHOWN)
+    return render_template("lowkiq/list.html", groups=groups, groups_shown=GROUPS_SHOWN, **context)
+
+
 @lowkiq_web.get("/<worker>/busy")
 def busy(worker: str) -> str:
     """Jobs now in the worker's processing areas."""
-    return render_template("lowkiq/list.html", **list_context(worker, "busy", request.args))
+    return list_page(worker, "busy")
 
 
 @lowkiq_web.get("/<worker>/enqueued")
 def enqueued(worker: str) -> str:
     """Queued jobs, by perform_in, id or retry_count, from a value, paginated."""
-    return render_template("lowkiq/list.html", **list_context(worker, "enqueued", request.args))
+    return list_page(worker, "enqueued")
 
 
 @lowkiq_web.get("/<worker>/retries")
 def retries(worker: str) -> str:
     """Queued jobs that failed (retry_count >= 0), by retry_count or id, paginated."""
-    return render_template("lowkiq/list.html", **list_context(worker, "retries", request.args))
+    return list_page(worker, "retries")
 
 
 @lowkiq_web.get("/<worker>/scheduled")
 def scheduled(worker: str) -> str:
     """Queued jobs not yet due (perform_in after now), soonest first, paginated."""
-    return render_template("lowkiq/list.html", **list_context(worker, "scheduled", request.args))
+    return list_page(worker, "scheduled")
 
 
 @lowkiq_web.get("/<worker>/dead")
 def dead(worker: str) -> str:
     """Dead jobs (the morgue), by updated_at or id, from a value, paginated."""
-    return render_template("lowkiq/list.html", **list_context(worker, "dead", request.args))
+    return list_page(worker, "dead")
 
 
 @lowkiq_web.get("/<worker>/job")

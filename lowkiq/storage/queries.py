@@ -1,9 +1,10 @@
-"""Reads of one queue for people and the dashboard: fetch and range_by_*.
+"""Reads of one queue for people and the dashboard: fetch, range_by_* and groups.
 
 Queued jobs come back as ``{"id", "payloads", "perform_in", "retry_count",
-"error"}`` and dead jobs as ``{"id", "payloads", "updated_at", "error"}``;
-``payloads`` is a list of ``[payload, score]`` ascending by score and
-``error`` is absent when there is none.
+"error", "group"}`` and dead jobs as ``{"id", "payloads", "updated_at", "error",
+"group"}``; ``payloads`` is a list of ``[payload, score]`` ascending by score,
+``error`` is absent when there is none and ``group`` when the job is in the
+default group.
 
 A hot id can hold a great many payloads: ``Queries(queue, payloads_limit=n)``
 gives each job at most its ``n`` first payloads plus ``payloads_count`` (how
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+from collections import Counter
 from collections.abc import Callable, Iterable
 from itertools import islice
 from typing import Any, TypedDict
@@ -44,6 +46,20 @@ class Job(_JobFields, total=False):
     group: str
     #: How many payloads the job has, when reads are bounded (``payloads_limit``).
     payloads_count: int
+
+
+class GroupRow(TypedDict):
+    """One group of a queue as :meth:`Queries.groups` lists it (SPEC §11)."""
+
+    #: The group's name; ``None``: the default group (the jobs without one).
+    name: str | None
+    #: How many of its jobs are queued.
+    length: int
+    #: The earliest ``perform_in`` of its queued jobs (unix seconds); ``None`` when none
+    #: is queued (all of its jobs are in flight).
+    oldest_due: float | None
+    #: How many of its jobs are in processing areas now (being performed).
+    in_flight: int
 
 
 class Queries:
@@ -82,7 +98,9 @@ class Queries:
             pipe.zscore(self.keys.perform_in_zset(shard), job_id)
             pipe.zscore(self.keys.retry_count_zset(shard), job_id)
             pipe.hget(self.keys.errors_hash(shard), job_id)
+        read_groups = self._read_groups(pipe, ids, self.keys.group_of_hash)
         replies = pipe.execute()
+        group_of = read_groups(replies)
         jobs: list[Job] = []
         packed: list[bytes] = []
         for n, job_id in enumerate(ids):
@@ -96,6 +114,7 @@ class Queries:
                 "perform_in": perform_in,
                 "retry_count": -1 if retry_count is None else int(retry_count),
             }
+            _with_group(job, group_of.get(job_id))
             jobs.append(self._with_error(job, error))
             packed.append(blob.split_member(members[0])[1])
         return self._with_payloads(jobs, packed, self.keys.payloads_zset)
@@ -167,7 +186,9 @@ class Queries:
             pipe.zrangebylex(self.keys.morgue_lex_zset(shard), *_exact(job_id))
             pipe.zscore(self.keys.morgue_updated_at_zset(shard), job_id)
             pipe.hget(self.keys.morgue_errors_hash(shard), job_id)
+        read_groups = self._read_groups(pipe, ids, self.keys.morgue_group_of_hash)
         replies = pipe.execute()
+        group_of = read_groups(replies)
         jobs: list[Job] = []
         packed: list[bytes] = []
         for n, job_id in enumerate(ids):
@@ -175,6 +196,7 @@ class Queries:
             if not members:
                 continue
             job: Job = {"id": job_id, "payloads": [], "updated_at": updated_at}
+            _with_group(job, group_of.get(job_id))
             jobs.append(self._with_error(job, error))
             packed.append(blob.split_member(members[0])[1])
         return self._with_payloads(jobs, packed, self.keys.morgue_payloads_zset)
@@ -240,6 +262,65 @@ class Queries:
         # A batch holds packed payloads only (a hot id's share is packed by pop).
         return self._with_payloads(jobs, packed, self.keys.payloads_zset)
 
+    # -- groups ------------------------------------------------------------
+
+    def groups(self, limit: int = 20) -> list[GroupRow]:
+        """The ``limit`` groups with the most queued jobs across the queue's shards, most
+        first, with their earliest ``perform_in`` and their jobs in flight (SPEC §11).
+
+        The default group (``name`` ``None``) is listed beside other groups only: a queue
+        none of whose jobs has a group gives ``[]``.  Two pipelined round trips: the
+        groups of each shard (its turns and waits) and its processing area, then the
+        size and head of each group's index in each shard.
+        """
+        limit = check_limit(limit)
+        shards = self.queue.shards
+        pipe = self.client.pipeline(transaction=False)
+        for shard in shards:
+            pipe.zrange(self.keys.group_turns_zset(shard), 0, -1)
+            pipe.zrange(self.keys.group_waits_zset(shard), 0, -1)
+            pipe.hvals(self.keys.processing_hash(shard))
+        replies = pipe.execute()
+        in_flight: Counter[str | None] = Counter()
+        # The sorted sets id -> perform_in of each group in each shard, and their groups.
+        indexes: list[tuple[str, str | None]] = []
+        ungrouped: list[int] = []
+        for n, shard in enumerate(shards):
+            turns, waits, area = replies[3 * n : 3 * n + 3]
+            in_flight.update(processing_group(value)[0] for value in area)
+            if not turns and not waits:
+                ungrouped.append(shard)
+            for name in dict.fromkeys(turns + waits):
+                group = name.decode()
+                indexes.append((self.keys.group_ids_zset(shard, group), group or None))
+        if not indexes and set(in_flight) <= {None}:
+            return []
+        # A shard without groups holds jobs of the default group only.
+        indexes += [(self.keys.perform_in_zset(shard), None) for shard in ungrouped]
+        pipe = self.client.pipeline(transaction=False)
+        for key, _ in indexes:
+            pipe.zcard(key)
+            pipe.zrange(key, 0, 0, withscores=True)
+        replies = pipe.execute()
+        lengths: Counter[str | None] = Counter()
+        oldest: dict[str | None, float] = {}
+        for n, (_, group) in enumerate(indexes):
+            length, head = replies[2 * n : 2 * n + 2]
+            if head:  # else the group left the shard between the round trips
+                lengths[group] += length
+                oldest[group] = min(oldest.get(group, head[0][1]), head[0][1])
+        rows = [
+            GroupRow(
+                name=group,
+                length=lengths[group],
+                oldest_due=oldest.get(group),
+                in_flight=in_flight[group],
+            )
+            for group in lengths.keys() | in_flight.keys()
+        ]
+        rows.sort(key=lambda row: (-row["length"], -row["in_flight"], _group_order(row["name"])))
+        return rows[:limit]
+
     # -- helpers -----------------------------------------------------------
 
     def _reads(self, ids: list[str]) -> Any:
@@ -247,6 +328,29 @@ class Queries:
         shard, so a job is never seen half moved; else per shard."""
         one_shard = len({self.shard_of(job_id) for job_id in ids}) <= 1
         return self.client.pipeline(transaction=one_shard and not self.queue.cluster)
+
+    def _read_groups(
+        self, pipe: Any, ids: list[str], key: Callable[[int], str]
+    ) -> Callable[[list[Any]], dict[str, bytes]]:
+        """Queue on ``pipe``, last, one HMGET of the hash ``key(shard)`` (id -> group) per
+        shard of ``ids``; returns what reads id -> group (ids of a group only) from the
+        pipeline's replies."""
+        by_shard: dict[int, list[str]] = {}
+        for job_id in ids:
+            by_shard.setdefault(self.shard_of(job_id), []).append(job_id)
+        for shard, shard_ids in by_shard.items():
+            pipe.hmget(key(shard), shard_ids)
+
+        def read(replies: list[Any]) -> dict[str, bytes]:
+            found = replies[len(replies) - len(by_shard) :]
+            return {
+                job_id: group
+                for shard_ids, groups in zip(by_shard.values(), found, strict=True)
+                for job_id, group in zip(shard_ids, groups, strict=True)
+                if group is not None
+            }
+
+        return read
 
     def _payloads(self, packed: bytes) -> list[list[Any]]:
         return self.queue.load_pairs(blob.unpack(packed))
@@ -408,6 +512,17 @@ class Queries:
             self.keys.retry_count_zset, min, max, limit, reverse, retry_after
         )
         return ((retries + fresh) if reverse else (fresh + retries))[:limit]
+
+
+def _with_group(job: Job, group: bytes | None) -> None:
+    """Give ``job`` its group, unless it is in the default group (``None``)."""
+    if group is not None:
+        job["group"] = group.decode()
+
+
+def _group_order(name: str | None) -> tuple[bool, bytes]:
+    """Groups of equal backlog: the default one first, then by name."""
+    return (name is not None, (name or "").encode())
 
 
 def _from_pairs(reply: list[Any]) -> list[tuple[float, bytes]]:
