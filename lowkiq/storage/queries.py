@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import heapq
-from collections import Counter
 from collections.abc import Callable, Iterable
 from itertools import islice
 from typing import Any, TypedDict
@@ -23,6 +22,7 @@ from typing import Any, TypedDict
 from lowkiq.errors import InvalidQuery
 from lowkiq.storage import blob
 from lowkiq.storage.bounds import check_limit, member_bound, score_bound
+from lowkiq.storage.group_rows import GroupRow, group_rows
 from lowkiq.storage.processing import PROCESSING_HEADER, processing_group
 from lowkiq.storage.queue import Queue
 from lowkiq.storage.scripts import run_pipelined
@@ -46,20 +46,6 @@ class Job(_JobFields, total=False):
     group: str
     #: How many payloads the job has, when reads are bounded (``payloads_limit``).
     payloads_count: int
-
-
-class GroupRow(TypedDict):
-    """One group of a queue as :meth:`Queries.groups` lists it (SPEC §11)."""
-
-    #: The group's name; ``None``: the default group (the jobs without one).
-    name: str | None
-    #: How many of its jobs are queued.
-    length: int
-    #: The earliest ``perform_in`` of its queued jobs (unix seconds); ``None`` when none
-    #: is queued (all of its jobs are in flight).
-    oldest_due: float | None
-    #: How many of its jobs are in processing areas now (being performed).
-    in_flight: int
 
 
 class Queries:
@@ -266,60 +252,9 @@ class Queries:
 
     def groups(self, limit: int = 20) -> list[GroupRow]:
         """The ``limit`` groups with the most queued jobs across the queue's shards, most
-        first, with their earliest ``perform_in`` and their jobs in flight (SPEC §11).
-
-        The default group (``name`` ``None``) is listed beside other groups only: a queue
-        none of whose jobs has a group gives ``[]``.  Two pipelined round trips: the
-        groups of each shard (its turns and waits) and its processing area, then the
-        size and head of each group's index in each shard.
-        """
-        limit = check_limit(limit)
-        shards = self.queue.shards
-        pipe = self.client.pipeline(transaction=False)
-        for shard in shards:
-            pipe.zrange(self.keys.group_turns_zset(shard), 0, -1)
-            pipe.zrange(self.keys.group_waits_zset(shard), 0, -1)
-            pipe.hvals(self.keys.processing_hash(shard))
-        replies = pipe.execute()
-        in_flight: Counter[str | None] = Counter()
-        # The sorted sets id -> perform_in of each group in each shard, and their groups.
-        indexes: list[tuple[str, str | None]] = []
-        ungrouped: list[int] = []
-        for n, shard in enumerate(shards):
-            turns, waits, area = replies[3 * n : 3 * n + 3]
-            in_flight.update(processing_group(value)[0] for value in area)
-            if not turns and not waits:
-                ungrouped.append(shard)
-            for name in dict.fromkeys(turns + waits):
-                group = name.decode()
-                indexes.append((self.keys.group_ids_zset(shard, group), group or None))
-        if not indexes and set(in_flight) <= {None}:
-            return []
-        # A shard without groups holds jobs of the default group only.
-        indexes += [(self.keys.perform_in_zset(shard), None) for shard in ungrouped]
-        pipe = self.client.pipeline(transaction=False)
-        for key, _ in indexes:
-            pipe.zcard(key)
-            pipe.zrange(key, 0, 0, withscores=True)
-        replies = pipe.execute()
-        lengths: Counter[str | None] = Counter()
-        oldest: dict[str | None, float] = {}
-        for n, (_, group) in enumerate(indexes):
-            length, head = replies[2 * n : 2 * n + 2]
-            if head:  # else the group left the shard between the round trips
-                lengths[group] += length
-                oldest[group] = min(oldest.get(group, head[0][1]), head[0][1])
-        rows = [
-            GroupRow(
-                name=group,
-                length=lengths[group],
-                oldest_due=oldest.get(group),
-                in_flight=in_flight[group],
-            )
-            for group in lengths.keys() | in_flight.keys()
-        ]
-        rows.sort(key=lambda row: (-row["length"], -row["in_flight"], _group_order(row["name"])))
-        return rows[:limit]
+        first, with their earliest ``perform_in`` and their jobs in flight (see
+        :func:`lowkiq.storage.group_rows.group_rows`)."""
+        return group_rows(self.queue, check_limit(limit))
 
     # -- helpers -----------------------------------------------------------
 
@@ -518,11 +453,6 @@ def _with_group(job: Job, group: bytes | None) -> None:
     """Give ``job`` its group, unless it is in the default group (``None``)."""
     if group is not None:
         job["group"] = group.decode()
-
-
-def _group_order(name: str | None) -> tuple[bool, bytes]:
-    """Groups of equal backlog: the default one first, then by name."""
-    return (name is not None, (name or "").encode())
 
 
 def _from_pairs(reply: list[Any]) -> list[tuple[float, bytes]]:

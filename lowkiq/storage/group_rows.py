@@ -1,0 +1,86 @@
+"""The groups of a queue (SPEC §14) as the dashboard lists them: the groups with the
+most queued jobs across its shards, with their earliest ``perform_in`` and their jobs
+in flight."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TypedDict
+
+from lowkiq.storage.processing import processing_group
+from lowkiq.storage.queue import Queue
+
+
+class GroupRow(TypedDict):
+    """One group of a queue as :func:`group_rows` lists it."""
+
+    #: The group's name; ``None``: the default group (the jobs without one).
+    name: str | None
+    #: How many of its jobs are queued.
+    length: int
+    #: The earliest ``perform_in`` of its queued jobs (unix seconds); ``None`` when none
+    #: is queued (all of its jobs are in flight).
+    oldest_due: float | None
+    #: How many of its jobs are in processing areas now (being performed).
+    in_flight: int
+
+
+def group_rows(queue: Queue, limit: int) -> list[GroupRow]:
+    """The ``limit`` groups of ``queue`` with the most queued jobs, most first.
+
+    The default group (``name`` ``None``) is listed beside other groups only: a queue
+    none of whose jobs has a group gives ``[]``.  Two pipelined round trips: the groups
+    of each shard (its turns and waits) and its processing area, then the size and head
+    of each group's index in each shard.
+    """
+    shards = queue.shards
+    pipe = queue.client.pipeline(transaction=False)
+    for shard in shards:
+        pipe.zrange(queue.keys.group_turns_zset(shard), 0, -1)
+        pipe.zrange(queue.keys.group_waits_zset(shard), 0, -1)
+        pipe.hvals(queue.keys.processing_hash(shard))
+    replies = pipe.execute()
+    in_flight: Counter[str | None] = Counter()
+    # The sorted sets id -> perform_in of each group in each shard, and their groups.
+    indexes: list[tuple[str, str | None]] = []
+    ungrouped: list[int] = []
+    for n, shard in enumerate(shards):
+        turns, waits, area = replies[3 * n : 3 * n + 3]
+        in_flight.update(processing_group(value)[0] for value in area)
+        if not turns and not waits:
+            ungrouped.append(shard)
+        for name in dict.fromkeys(turns + waits):
+            group = name.decode()
+            indexes.append((queue.keys.group_ids_zset(shard, group), group or None))
+    if not indexes and set(in_flight) <= {None}:
+        return []
+    # A shard without groups holds jobs of the default group only.
+    indexes += [(queue.keys.perform_in_zset(shard), None) for shard in ungrouped]
+    pipe = queue.client.pipeline(transaction=False)
+    for key, _ in indexes:
+        pipe.zcard(key)
+        pipe.zrange(key, 0, 0, withscores=True)
+    replies = pipe.execute()
+    lengths: Counter[str | None] = Counter()
+    oldest: dict[str | None, float] = {}
+    for n, (_, group) in enumerate(indexes):
+        length, head = replies[2 * n : 2 * n + 2]
+        if head:  # else the group left the shard between the round trips
+            lengths[group] += length
+            oldest[group] = min(oldest.get(group, head[0][1]), head[0][1])
+    rows = [
+        GroupRow(
+            name=group,
+            length=lengths[group],
+            oldest_due=oldest.get(group),
+            in_flight=in_flight[group],
+        )
+        for group in lengths.keys() | in_flight.keys()
+    ]
+    rows.sort(key=lambda row: (-row["length"], -row["in_flight"], _group_order(row["name"])))
+    return rows[:limit]
+
+
+def _group_order(name: str | None) -> tuple[bool, bytes]:
+    """Groups of equal backlog: the default one first, then by name."""
+    return (name is not None, (name or "").encode())
