@@ -316,13 +316,13 @@ end
 -- group or nil; unpick(group): the job next_due just returned was not taken;
 -- finish(); any_due().
 local function group_picker(now, limit, weights, first_turn, first_wait)
-  local G = groups()
   local turns, waits = K.group_turns_zset, K.group_waits_zset
   local at = tonumber(now)
   -- Groups whose first job became due join the turns.
   first_wait = first_wait or redis.call('zrange', waits, 0, 0, 'withscores')
   if first_wait[2] and tonumber(first_wait[2]) <= at then
     first_turn = nil
+    local G = groups()
     for _, g in ipairs(redis.call('zrangebyscore', waits, '-inf', now, 'limit', 0, 100)) do
       redis.call('zrem', waits, g)
       local head = redis.call('zrange', K.group_ids_zset(g), 0, 0, 'withscores')[2]
@@ -364,7 +364,7 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
           redis.call('zadd', turns, state.turn, g)
         else
           redis.call('zrem', turns, g)
-          G.in_turns[g] = nil
+          if group_helpers then group_helpers.in_turns[g] = nil end
           if next_at then redis.call('zadd', waits, next_at, g) end
         end
       end
