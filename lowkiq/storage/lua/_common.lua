@@ -560,20 +560,19 @@ end
 -- a perform_in), struct('>I4') the group's length, and the group.
 local PROCESSING_HEADER = '>di4i4'
 local PROCESSING_HEADER_SIZE = 16
-local GROUP_MARK = string.char(255)
 
 local function processing_pack(perform_in, retry_count, error, blob, group)
   local err_len = error and #error or -1
   local value = struct.pack(PROCESSING_HEADER, tonumber(perform_in), retry_count, err_len)
     .. (error or '') .. blob
-  if group and group ~= '' then return GROUP_MARK .. struct.pack('>I4', #group) .. group .. value end
+  if group and group ~= '' then return string.char(255) .. struct.pack('>I4', #group) .. group .. value end
   return value
 end
 
 -- perform_in (exact string), retry_count, error or nil, blob, group (nil: the default)
 local function processing_unpack(value)
   local group = nil
-  if string.sub(value, 1, 1) == GROUP_MARK then
+  if string.byte(value) == 255 then
     local length = struct.unpack('>I4', value, 2)
     group = string.sub(value, 6, 5 + length)
     value = string.sub(value, 6 + length)

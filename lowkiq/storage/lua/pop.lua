@@ -128,25 +128,22 @@ if extra > 0 then
   if redis.call('exists', K.hold) == 1 then return {acked, -2, 0} end
   if not same and redis.call('exists', processing) == 1 then return {acked, 0, 0} end
 end
--- next_due() -> the next due id, its perform_in and its group (nil: no groups), or
--- nil; unpick(group): the pop did not take the job next_due just returned; finish():
--- write what the choice changed (in a shard with groups).
-local next_due, unpick, finish, any_due
+-- The due jobs: in a shard with groups, picker() -> id, perform_in and group of the
+-- next (nil: none left), unpick(group) when the pop does not take the job it just
+-- gave, finish() to write what the choice changed (see group_picker); else `due`,
+-- the due ids by perform_in (flat id, perform_in).
+local picker, unpick, finish, any_grouped_due, due
 if grouped_known then
   local weights = {}
   for i = 11, #ARGV, 2 do weights[ARGV[i]] = tonumber(ARGV[i + 1]) end
-  next_due, unpick, finish, any_due = group_picker(now, limit, weights, first_turn, first_wait)
+  picker, unpick, finish, any_grouped_due = group_picker(now, limit, weights, first_turn, first_wait)
 else
-  local due = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now,
+  due = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now,
     'withscores', 'limit', '0', limit_arg)
-  local at = -1
-  next_due = function()
-    at = at + 2
-    return due[at], due[at + 1], nil
-  end
-  unpick = function() end
-  finish = unpick
-  any_due = function() return #due > 0 end
+end
+local function any_due()
+  if due then return #due > 0 end
+  return any_grouped_due()
 end
 -- Rate limit: pop at most the tokens of the shard's budget (none are reserved for
 -- a shard with nothing due).
@@ -189,18 +186,25 @@ local retry_gone, counts_gone, errors_gone = nil, nil, nil
 -- Ids of a group other than the default one leaving the queue leave K.group_of_hash.
 local yielding, yielded_gone, grouped_gone = nil, nil, nil
 local taken, alone = 0, false
+local next_due = -1  -- in `due`
 while not alone and taken < allowance do
   -- Each batch of the pop has a payload budget of its own; one that runs out ends the pop.
   if taken > 0 and taken % batch_size == 0 then budget = BATCH_PAYLOADS end
   if budget <= 0 then break end
-  local id, perform_in, group = next_due()
+  local id, perform_in, group
+  if due then
+    next_due = next_due + 2
+    id, perform_in = due[next_due], due[next_due + 1]
+  else
+    id, perform_in, group = picker()
+  end
   if not id then break end
   local member, is_retry = find_queued(id)
   -- A job whose process died running it (see restore_processing) runs in a batch
   -- of its own, so a job that kills its process takes no other job down with it.
   if member and any_restored and redis.call('hexists', K.restores_hash, id) == 1 then
     if taken > 0 then
-      unpick(group)
+      if unpick then unpick(group) end
       break
     end
     alone = true
@@ -259,7 +263,7 @@ while not alone and taken < allowance do
     end
   end
 end
-finish()
+if finish then finish() end
 call_many('zrem', K.perform_in_zset, unscheduled)
 call_many('zrem', K.fresh_lex_zset, fresh_gone)
 if retry_gone then
@@ -280,7 +284,7 @@ if yielding then
       behind[#behind + 1] = now
       behind[#behind + 1] = job[1]
     end
-    -- Back in its group's index (next_due took it out), behind the group's due ids.
+    -- Back in its group's index (picker took it out), behind the group's due ids.
     if job[3] then groups().reschedule(job[1], job[3], at, now) end
   end
   if #behind > 1 then
