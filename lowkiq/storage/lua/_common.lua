@@ -190,7 +190,7 @@ local function find_queued(id)
   return nil, false
 end
 
--- Groups (fairness, SPEC §11).  A shard none of whose queued jobs has a group
+-- Groups (fairness, docs/SPEC.md §14).  A shard none of whose queued jobs has a group
 -- has no group key: its pop takes due ids by perform_in, as ever.  Once a job
 -- of a group is queued, every queued id of the shard is also in the index of
 -- its group, K.group_ids_zset(group) (id -> perform_in; the default group,
@@ -314,7 +314,7 @@ end
 -- `limit` groups of the turns and `limit` + 1 ids of each group it serves, and
 -- writes what it took once, in finish().  Returns next_due() -> id, perform_in,
 -- group or nil; unpick(group): the job next_due just returned was not taken;
--- finish(); any_due().
+-- finish(); any_due() -> whether a group is in the turns.
 local function group_picker(now, limit, weights, first_turn, first_wait)
   local turns, waits = K.group_turns_zset, K.group_waits_zset
   local at = tonumber(now)

@@ -50,9 +50,9 @@ local acked = -2
 local held = nil
 local same = ack_prefix == P
 local processing = K.processing_hash
--- How many of the shard's hold, errors and restores exist (and, unless the pop acks
--- the shard itself, its processing area), asked in one EXISTS: most shards have none
--- of them, and then no other key is asked about.  Asked before the ack of the shard
+-- How many of the shard's hold, errors, restores and group turns and waits exist (and,
+-- unless the pop acks the shard itself, its processing area), asked in one EXISTS: most
+-- shards have none of them, and then no other key is asked about.  Asked before the ack of the shard
 -- itself, which then skips its own EXISTS; the ack may only delete the restores, so
 -- a count taken before it can only make the pop look for restores that are gone.
 local extra = nil
