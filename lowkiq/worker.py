@@ -132,8 +132,10 @@ class Worker:
 
     @classmethod
     def perform_async(cls, jobs: Sequence[dict[str, Any]]) -> None:
-        """Enqueue jobs ``{"id", "payload"?, "score"?, "perform_in"? | "delay"?}`` in one
-        round trip (a huge call in several, see :mod:`lowkiq.storage.enqueueing`).
+        """Enqueue jobs ``{"id", "payload"?, "score"?, "perform_in"? | "delay"?, "group"?}``
+        in one round trip (a huge call in several, see :mod:`lowkiq.storage.enqueueing`).
+        A job's ``group`` (a tenant) takes turns with the other groups in each shard; an
+        id keeps its group while queued.
 
         The whole list is validated first (:mod:`lowkiq.jobs`): one bad job raises
         :class:`~lowkiq.errors.InvalidJob` and nothing is enqueued.  A job without
