@@ -1,5 +1,6 @@
-"""The Metrics pages: every worker's stored history over 1 h / 8 h / 72 h, and one worker's in
-detail (throughput and failures over time, perform time and queue wait quantiles and histograms)."""
+"""The History page (every worker's stored history over 1 h / 8 h / 72 h) and a worker's
+Charts page (one worker's in detail: throughput and failures over time, perform time and
+queue wait quantiles and histograms)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The Metrics pages' charts: throughput over time (drawn by the chart script) and histograms."""
+"""The History and Charts pages' charts: throughput over time (drawn by the chart script)
+and histograms."""
 
 from __future__ import annotations
 

@@ -169,7 +169,8 @@ def test_error_banner_on_a_refused_action(page, live_server):
 
 
 def test_metrics_pages_from_the_nav_link(page, live_server):
-    """The Metrics pages over stored history: index, a worker, another window (screenshots)."""
+    """The History and Charts pages over stored history: index, a worker, another window
+    (screenshots)."""
     lowkiq.settings.workers = [OrderWorker, MailWorker, ReportWorker]
     now = time.time()
     for minute in range(60):  # an hour of OrderWorker, busier lately
@@ -184,7 +185,7 @@ def test_metrics_pages_from_the_nav_link(page, live_server):
     # The live chart starts from the stored history, not empty.
     expect(page.locator("#live-chart canvas")).to_have_count(1)
     assert len(json.loads(page.locator("#live-chart-data").get_attribute("data-series"))["x"]) > 2
-    page.click("header nav.pages >> text=Metrics")
+    page.click("header nav.pages >> text=History")
     expect(page).to_have_url(live_server + "/history")
     order = page.locator("tr[data-worker=OrderWorker]")
     expect(order.locator("td[data-count=processed] span")).to_have_attribute("title", "9,600")
@@ -192,7 +193,7 @@ def test_metrics_pages_from_the_nav_link(page, live_server):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "metrics.png"), full_page=True)
     order.locator("th a").click()
-    expect(page.locator("h1")).to_have_text("OrderWorker · Metrics · last 1h")
+    expect(page.locator("h1")).to_have_text("OrderWorker · Charts · last 1h")
     buckets = page.locator("section[aria-label='Perform time'] tbody tr")
     assert buckets.count() == 9  # ≤ 5 ms to ≤ 2.5 s
     expect(page.locator("#history-failed span")).to_have_attribute("title", "120")

@@ -1,4 +1,5 @@
-"""The Metrics pages (stored history over 1 h / 8 h / 72 h) and the live chart's start from it."""
+"""The History and Charts pages (stored history over 1 h / 8 h / 72 h) and the live chart's
+start from it."""
 
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def test_a_worker_page_shows_quantiles_histograms_and_throughput(client):
     labels = re.findall(r'<th scope="row">([^<]*)</th>', histogram)
     assert labels[0] == "≤ 5 ms" and labels[-1] == "≤ 2.5 s"
     assert '<rect width="100.00"' in histogram
-    assert 'aria-current="page">Metrics</a>' in html
+    assert re.search(r'aria-current="page" title="This worker[^"]*">Charts</a>', html)
 
 
 def test_an_idle_worker_page_says_nothing_was_performed(client):
@@ -101,10 +102,20 @@ def test_bad_window_is_a_400_and_unknown_worker_a_404(client, url, status, messa
     assert message in response.get_data(as_text=True)
 
 
-def test_every_page_links_to_the_metrics(client):
+def test_every_page_links_to_the_history_and_a_worker_page_to_its_charts(client):
+    """The two history links have names of their own (they were both "Metrics", the
+    name of the Prometheus endpoint too), and the History page links that endpoint."""
     html = client.get("/").get_data(as_text=True)
-    assert 'href="/history">Metrics</a>' in html
-    assert 'href="/OrderWorker/history"' in client.get("/OrderWorker/dead").get_data(as_text=True)
+    nav = re.search(r'<nav class="pages".*?</nav>', html, re.S).group(0)
+    assert re.findall(r">([^<>]+)</a>", nav) == ["Dashboard", "Processes", "Schedules", "History"]
+    assert re.search(r'href="/history" title="Every worker[^"]*">History</a>', nav)
+    dead = client.get("/OrderWorker/dead").get_data(as_text=True)
+    assert re.search(r'href="/OrderWorker/history" *title="This worker[^"]*">Charts</a>', dead)
+    assert ">Metrics<" not in html + dead
+    index = client.get("/history").get_data(as_text=True)
+    assert "<h1>History · last 1h</h1>" in index
+    assert '<a class="prometheus" href="/metrics"><code>/metrics</code></a>' in index
+    assert client.get("/metrics").status_code == 200
 
 
 def test_a_fresh_dashboard_chart_starts_from_the_stored_history(client):
