@@ -64,6 +64,16 @@ def iso_time(timestamp: float) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def machine_time(timestamp: float) -> str:
+    """A unix timestamp as a ``<time datetime>`` value, ``"2026-11-22T14:05:30Z"`` ("" when
+    it is no date)."""
+    try:
+        moment = datetime.fromtimestamp(timestamp, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return ""
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def relative_time(timestamp: float, now: float | None = None) -> str:
     """``"in 3m 12s"`` or ``"3m 12s ago"``."""
     delta = timestamp - (time.time() if now is None else now)
@@ -73,8 +83,19 @@ def relative_time(timestamp: float, now: float | None = None) -> str:
 
 
 def retry_label(retry_count: int) -> str:
-    """``-1 [fresh]`` or ``n [retry]``, as SPEC §9 shows a job's retry_count."""
-    return f"{retry_count} [fresh]" if retry_count < 0 else f"{retry_count} [retry]"
+    """A job's retry_count in words: ``"fresh"`` (-1, it never failed), else the retry it
+    waits for or runs: ``"retry 1"`` after its first failure (retry_count 0), ``"retry 3"``
+    for retry_count 2."""
+    return "fresh" if retry_count < 0 else f"retry {retry_count + 1}"
+
+
+def retry_title(retry_count: int) -> str:
+    """What :func:`retry_label` means, with the raw value (SPEC §9's ``-1 [fresh]``,
+    ``n [retry]``), for its tooltip."""
+    if retry_count < 0:
+        return f"never failed (retry_count {retry_count} [fresh])"
+    times = "once" if retry_count == 0 else f"{retry_count + 1} times"
+    return f"failed {times} (retry_count {retry_count} [retry])"
 
 
 def undecodable(payload: Any) -> bool:

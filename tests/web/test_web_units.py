@@ -38,8 +38,8 @@ def test_times_and_labels():
     assert formatting.iso_time(0) == "1970-01-01 00:00:00 UTC"
     assert formatting.relative_time(100, now=40) == "in 1m"
     assert formatting.relative_time(40, now=100) == "1m ago"
-    assert formatting.retry_label(-1) == "-1 [fresh]"
-    assert formatting.retry_label(3) == "3 [retry]"
+    assert formatting.retry_label(-1) == "fresh"
+    assert formatting.retry_label(3) == "retry 4"
     assert formatting.pretty_payload({"b": 1, "a": [1]}) == '{\n  "a": [\n    1\n  ],\n  "b": 1\n}'
     assert formatting.exact_number(1234567) == "1,234,567"
 
