@@ -261,3 +261,29 @@ def test_the_push_itself_refuses_another_group_and_names_the_queued_one(worker, 
     enqueue(worker, "tenant 1 ünïcode", ["id with spaces"])
     with pytest.raises(InvalidJob, match="queued in 'tenant 1 ünïcode'"):
         enqueue(worker, "B", ["id with spaces"])  # one shard: no check before the push
+
+
+def test_a_reshard_keeps_every_jobs_group_and_the_turns(sharded_worker, redis_client):
+    from lowkiq.resharding import reshard
+
+    enqueue(sharded_worker, "A", [f"a{n}" for n in range(12)])
+    enqueue(sharded_worker, "B", [f"b{n}" for n in range(3)])
+    enqueue(sharded_worker, None, ["x0"])
+    queue = sharded_worker.queue()
+    reshard(queue, 1)
+    queue = sharded_worker.queue()
+    [shard] = queue.shards
+    keys = queue.keys
+    of = redis_client.hgetall(keys.group_of_hash(shard))
+    assert {k.decode(): v.decode() for k, v in of.items()} == {
+        **{f"a{n}": "A" for n in range(12)},
+        **{f"b{n}": "B" for n in range(3)},
+    }
+    order = []
+    while batch := pop(queue, shard, 1, now=NOW):
+        order.append(batch[0].id)
+        ack(queue, shard)
+    assert sorted(order) == sorted([*(f"a{n}" for n in range(12)), "b0", "b1", "b2", "x0"])
+    # The three groups take turns: B's and the default group's jobs are all in the
+    # first rounds, not behind A's twelve.
+    assert max(order.index(job_id) for job_id in ("b0", "b1", "b2", "x0")) < 8
