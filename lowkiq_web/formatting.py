@@ -114,6 +114,28 @@ def pretty_payload(payload: Any) -> str:
         return repr(payload)
 
 
+#: Characters of a list row's one-line payloads (:func:`payloads_line`).
+PAYLOADS_LINE = 120
+
+
+def compact_payload(payload: Any) -> str:
+    """A payload as compact JSON on one line (its repr when ``json`` cannot show it;
+    ``⚠ undecodable`` when the app could not read it)."""
+    if isinstance(payload, Undecodable):
+        return "⚠ undecodable"
+    try:
+        return json.dumps(payload, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(payload)
+
+
+def payloads_line(payloads: list[Any], limit: int = PAYLOADS_LINE) -> str:
+    """A job's payloads (``[payload, score]`` pairs) as one line of compact JSON, joined
+    by ``", "``, cut at ``limit`` characters with an ellipsis."""
+    text = ", ".join(compact_payload(payload) for payload, _score in payloads)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def error_parts(text: str) -> ErrorText:
     """A job's stored error split for display: ``summary`` (``Class: message``, or the
     whole text of an error stored without a traceback) and ``traceback`` (or ``None``)."""
