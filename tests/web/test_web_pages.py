@@ -29,7 +29,7 @@ def test_dashboard_shows_totals_workers_and_redis(client, redis_url):
     assert 'id="total-dead"><span class="num" title="2">2<' in html
     assert 'data-worker="OrderWorker"' in html and 'data-worker="MailWorker"' in html
     assert "/OrderWorker/enqueued?by=retry_count&amp;dir=desc&amp;from=-1" in html  # fresh
-    assert "/OrderWorker/enqueued?by=retry_count&amp;dir=asc&amp;from=0" in html  # retries
+    assert 'data-count="retries" href="/OrderWorker/retries"' in html
     assert "/MailWorker/dead" in html and "/MailWorker/busy" in html
     assert "<dt>Version</dt><dd>" in html and 'data-rate-chart="live-chart-data"' in html
     assert 'hx-trigger="every 5s"' in html
@@ -312,3 +312,20 @@ def test_undecodable_payloads_and_errors_show_marked_and_escaped_never_a_500(cli
     assert "[this error cannot be decoded: ValueError: not ours] raw bytes: b&#39;boom&#39;" in (
         dead.get_data(as_text=True)
     )
+
+
+def test_dashboard_retries_link_to_the_retries_list_and_discarded_is_counted(client):
+    """Issue 30: a worker's Retries count opens its Retries list; Discarded (jobs dropped by
+    lowkiq.Discard, the per-shard ``discarded`` counter) shows beside Processed and Failed."""
+    queue = OrderWorker.queue()
+    queue.client.incrby(queue.keys.discarded_counter(0), 3)
+    queue.client.incrby(queue.keys.discarded_counter(2), 4)
+    html = client.get("/").get_data(as_text=True)
+    row = re.search(r'<tr data-worker="OrderWorker">(.*?)</tr>', html, re.S).group(1)
+    assert '<a data-count="retries" href="/OrderWorker/retries">' in row
+    assert '<td data-count="discarded"><span class="num" title="7">7</span></td>' in row
+    heads = re.findall(r"<th[^>]*>([^<]+)</th>", html.split('<table class="workers">')[1])[:4]
+    assert heads == ["Worker", "Processed", "Failed", "Discarded"]
+    assert '<span id="total-discarded"><span class="num" title="7">7</span></span>' in html
+    mail = re.search(r'<tr data-worker="MailWorker">(.*?)</tr>', html, re.S).group(1)
+    assert '<td data-count="discarded"><span class="num" title="0">0</span></td>' in mail
