@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app
 
-from lowkiq_web import formatting, security
+from lowkiq_web import formatting, security, unserved
 from lowkiq_web.overview import eviction_warning, on_embedded_redis
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -54,6 +54,7 @@ def template_helpers() -> dict[str, Any]:
         "read_only": read_only(),
         "embedded_redis": on_embedded_redis(),
         "eviction_warning": eviction_warning(),
+        "unserved_shards": unserved.unserved_shards,
         "csrf_token": security.csrf_token(),
         "htmx_file": f"htmx-{HTMX_VERSION}.min.js",
         "uplot_file": f"uPlot-{UPLOT_VERSION}.min",

@@ -23,7 +23,7 @@ from web_support import MailWorker, OrderWorker
 from werkzeug.serving import BaseWSGIServer, make_server
 
 import lowkiq
-from lowkiq_web import create_app
+from lowkiq_web import create_app, unserved
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -36,6 +36,13 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+@pytest.fixture(autouse=True)
+def fresh_unserved_reading() -> None:
+    """Each test's pages read the shards' owners afresh (a web process keeps them for a
+    few seconds: :mod:`lowkiq_web.unserved`)."""
+    unserved.reset()
 
 
 @pytest.fixture
