@@ -170,7 +170,8 @@ def test_a_failed_job_is_retried_in_its_group(worker, queue, redis_client):
     fail(queue, 0, batch, "boom", retry_in, worker.max_retry_count, now=NOW)
     assert redis_client.hget(queue.keys.group_of_hash(0), "a0") == b"A"
     enqueue(worker, "B", ["b0", "b1"], perform_in=NOW + 5)
-    assert drain_order(queue, now=NOW + 10) == ["a0", "b0", "b1"]
+    # A's retry comes due after B is in the turns: A starts behind B, then they alternate.
+    assert drain_order(queue, now=NOW + 10) == ["b0", "a0", "b1"]
 
 
 def test_a_dead_job_keeps_its_group_and_queued_up_again_returns_to_it(redis_client, queue, worker):
@@ -287,3 +288,19 @@ def test_a_reshard_keeps_every_jobs_group_and_the_turns(sharded_worker, redis_cl
     # The three groups take turns: B's and the default group's jobs are all in the
     # first rounds, not behind A's twelve.
     assert max(order.index(job_id) for job_id in ("b0", "b1", "b2", "x0")) < 8
+
+
+def test_a_batch_passes_over_groups_whose_next_job_is_not_due(worker, queue):
+    later = time.time() + 3600
+    enqueue(worker, "A", ["a"], perform_in=None)
+    enqueue(worker, "B", ["b"], perform_in=None)
+    batch = pop(queue, 0, 2, now=None)
+    enqueue(worker, "A", ["a"], perform_in=None)
+    enqueue(worker, "A", ["a2"], perform_in=later)
+    enqueue(worker, "B", ["b"], perform_in=None)
+    enqueue(worker, "B", ["b2"], perform_in=later)
+    enqueue(worker, "C", ["c0", "c1", "c2"], perform_in=None)
+    enqueue(worker, "D", ["d1"], perform_in=None)
+    # a and b go back as retries: A and B stay in the turns with nothing due.
+    fail(queue, 0, batch, "boom", retry_in, worker.max_retry_count)
+    assert [job.id for job in pop(queue, 0, 3, now=None)] == ["c0", "d1", "c1"]

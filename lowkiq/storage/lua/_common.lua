@@ -198,7 +198,9 @@ end
 --   K.group_turns_zset  group -> its turn, a virtual time: its head was due
 --                       when it was put there; pop serves the smallest turn
 --                       and moves it on by 1 / weight a job (a start-time
---                       fair queue: a newcomer starts at the smallest turn)
+--                       fair queue: a group that gets due work starts just
+--                       after the smallest turn, behind the groups there, so
+--                       a group given one job at a time gets one job a round)
 --   K.group_waits_zset  group -> at most the perform_in of its head, not due
 --                       then; pop moves it to the turns once due
 -- so the shard is grouped while either exists, and ungrouped again once its
@@ -223,9 +225,11 @@ local function groups()
   local turns, waits = K.group_turns_zset, K.group_waits_zset
   local in_turns = {}  -- groups this call knows are in the turns
 
-  -- The turn a group starts at: the smallest turn of the groups in the turns.
+  -- The turn a group starts at: just after the smallest turn of the groups in the
+  -- turns (behind the groups at it, whose names might sort after its own).
   local function first_turn()
-    return redis.call('zrange', turns, 0, 0, 'withscores')[2] or 0
+    local smallest = tonumber(redis.call('zrange', turns, 0, 0, 'withscores')[2] or 0)
+    return smallest + math.abs(smallest) * 1e-12 + 1e-12
   end
 
   -- Put group `g`, which just got an id scheduled at `at`, where it belongs.
@@ -299,7 +303,7 @@ local function groups()
   end
 
   group_helpers = {
-    first_turn = first_turn, place = place, group_of = group_of, add = add,
+    place = place, group_of = group_of, add = add,
     remove = remove, reschedule = reschedule, forget_if_empty = forget_if_empty,
     in_turns = in_turns,
   }
@@ -334,15 +338,19 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
   local pool, order = nil, {}
   local left = limit
 
+  local function add_rows(rows)
+    for i = 1, #rows, 2 do
+      pool[rows[i]] = {turn = tonumber(rows[i + 1]), pos = 1}
+      order[#order + 1] = rows[i]
+    end
+  end
+
   local function load()
     local rows = first_turn
     if not rows or left > 1 then rows = redis.call('zrange', turns, 0, left - 1, 'withscores') end
     first_turn = nil
     pool, order = {}, {}
-    for i = 1, #rows, 2 do
-      pool[rows[i]] = {turn = tonumber(rows[i + 1]), pos = 1}
-      order[#order + 1] = rows[i]
-    end
+    add_rows(rows)
   end
 
   -- Write the pool's changes: the ids taken leave their group's index; a group
@@ -395,7 +403,9 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
           left = left - 1
           return id, perform_in, best
         end
+        -- Its next job is not due: the next group of the turns takes its place.
         state.out = true
+        add_rows(redis.call('zrange', turns, #order, #order, 'withscores'))
       end
     end
     return nil
@@ -506,7 +516,7 @@ local function queue_merge(id, blob, perform_in, retry_count, error, keep_schedu
       end
       return
     end
-    group = remove_queued(id, member, is_retry) or group
+    group = remove_queued(id, member, is_retry) or ''  -- nil: a shard without groups
   end
   write_queued(id, merged, perform_in, retry_count, error, now, group)
 end
