@@ -14,11 +14,12 @@ from typing import Any
 from flask import abort, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
+import lowkiq
 from lowkiq_web import views
 from lowkiq_web.blueprint import lowkiq_web, read_only
 from lowkiq_web.bulk import JobAction, find_bulk_action, find_job_action
 from lowkiq_web.listing import BadParameter, parse_query
-from lowkiq_web.overview import find_worker
+from lowkiq_web.overview import find_worker, move_targets
 
 #: The most ids one action on checked jobs takes (a list page shows at most 500).
 MAX_CHECKED = 1000
@@ -73,18 +74,32 @@ def _job_id(text: str | None) -> str:
     return text
 
 
+def _checked_ids() -> list[str]:
+    """The form's job ids (``id`` fields), checked: at least one, at most
+    :data:`MAX_CHECKED`, none empty or with NUL."""
+    ids = request.form.getlist("id")
+    if not ids:
+        raise BadParameter("check at least one job")
+    if len(ids) > MAX_CHECKED:
+        raise BadParameter(f"at most {MAX_CHECKED} jobs at a time, got {len(ids)}")
+    return [_job_id(job_id) for job_id in ids]
+
+
+def _back() -> str:
+    """The form's ``back``: ``job`` (from the job page) or empty (from a list)."""
+    back = request.form.get("back", "")
+    if back not in ("", "job"):
+        raise BadParameter(f"back must be job or empty, got {back!r}")
+    return back
+
+
 @lowkiq_web.post("/<worker>/<any(enqueued, retries, scheduled, dead):kind>/selected/<action>")
 def checked_jobs(worker: str, kind: str, action: str) -> Response | str:
     """Run a job action on the jobs checked in a list (form fields ``id``); htmx gets the
     list back with a message."""
     found = find_worker(worker)
     job_action = _job_action(kind, action)
-    ids = request.form.getlist("id")
-    if not ids:
-        raise BadParameter("check at least one job")
-    if len(ids) > MAX_CHECKED:
-        raise BadParameter(f"at most {MAX_CHECKED} jobs at a time, got {len(ids)}")
-    checked = [_job_id(job_id) for job_id in ids]
+    checked = _checked_ids()
     params = _list_params(kind)
     count = job_action.run(found.actions(), checked)
     if not request.headers.get("HX-Request"):
@@ -129,9 +144,7 @@ def _one_job(worker: str, kind: str, action: str) -> Response | str:
     found = find_worker(worker)
     job_action = _job_action(kind, action)
     job_id = _job_id(request.form.get("id"))
-    back = request.form.get("back", "")
-    if back not in ("", "job"):
-        raise BadParameter(f"back must be job or empty, got {back!r}")
+    back = _back()
     params = _list_params(kind)
     count = job_action.run(found.actions(), [job_id])
     htmx = bool(request.headers.get("HX-Request"))
@@ -149,3 +162,43 @@ def _one_job(worker: str, kind: str, action: str) -> Response | str:
     return render_template(
         "lowkiq/_row_gone.html", worker=found.__name__, kind=kind, metrics=found.metrics()
     )
+
+
+def _move_target(worker: str, name: str | None) -> type[lowkiq.Worker]:
+    """The worker a move's ``to`` names, checked (:class:`BadParameter`)."""
+    if not name:
+        raise BadParameter("to is required: the worker to move the jobs to")
+    if name not in move_targets(worker):
+        if name == worker:
+            raise BadParameter(f"to must be another worker than {worker}, got {name!r}")
+        raise BadParameter(f"to must be another worker of lowkiq.settings.workers, got {name!r}")
+    return find_worker(name)
+
+
+# The same converter as checked_jobs' rule: the two share their route up to ``move``.
+@lowkiq_web.post("/<worker>/<any(enqueued, retries, scheduled, dead):kind>/selected/move")
+def move(worker: str, kind: str) -> Response | str:
+    """Move the queued jobs of the form's ``id`` fields to the queue of the worker named
+    by ``to`` (:meth:`lowkiq.Actions.move`: due now, retry count -1); htmx gets the list
+    back with a message; ``back=job`` (one id): the job page, in its new worker."""
+    found = find_worker(worker)
+    if kind == "dead":
+        abort(404, "no action 'move' on a job of the dead list (queue it up first)")
+    ids = _checked_ids()
+    target = _move_target(found.__name__, request.form.get("to"))
+    back = _back()
+    if back == "job" and len(ids) != 1:
+        raise BadParameter(f"back=job moves one job, got {len(ids)} ids")
+    params = _list_params(kind)
+    count = found.actions().move(ids, to=target)
+    htmx = bool(request.headers.get("HX-Request"))
+    if back == "job":
+        job_page = url_for("lowkiq_web.job", worker=target.__name__, id=ids[0])
+        if htmx:
+            return Response("", 200, {"HX-Redirect": job_page})
+        return redirect(job_page, 303)
+    if not htmx:
+        return redirect(url_for(f"lowkiq_web.{kind}", worker=worker, **params), 303)
+    context = views.list_context(worker, kind, params)
+    message = _message(count, f"moved to {target.__name__}")
+    return render_template("lowkiq/_list_response.html", message=message, **context)

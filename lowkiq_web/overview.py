@@ -38,6 +38,13 @@ def find_worker(name: str) -> type[lowkiq.Worker]:
     raise UnknownWorker(f"no worker named {name!r}")
 
 
+def move_targets(worker: str) -> list[str]:
+    """The workers the jobs of ``worker`` can be moved to: every other worker of
+    ``lowkiq.settings.workers`` (each has a queue of its own), in settings order."""
+    found = find_worker(worker)
+    return [other.__name__ for other in lowkiq.settings.workers if other is not found]
+
+
 def redis_info() -> dict[str, Any]:
     """Version, uptime, clients, memory and the URL (never the password)."""
     client = lowkiq.settings.client()

@@ -13,7 +13,7 @@ from lowkiq_web import chart, listing, rate_limits
 from lowkiq_web.blueprint import lowkiq_web
 from lowkiq_web.bulk import bulk_actions, job_actions
 from lowkiq_web.busy import busy_details
-from lowkiq_web.overview import find_worker, redis_info
+from lowkiq_web.overview import find_worker, move_targets, redis_info
 
 #: Refresh intervals offered by the dashboard, seconds; the first is the default.
 INTERVALS = (5, 2, 10, 20)
@@ -99,11 +99,13 @@ PAGES = {
 
 @lowkiq_web.context_processor
 def count_helpers() -> dict[str, Any]:
-    """``scheduled_count(worker)`` for the counts bar of every worker page, and
-    ``job_actions_of(kind)`` for the job page's buttons."""
+    """``scheduled_count(worker)`` for the counts bar of every worker page,
+    ``job_actions_of(kind)`` for the job page's buttons and ``move_targets(worker)`` for
+    the Move action's choice of worker."""
     return {
         "scheduled_count": lambda name: find_worker(name).queries().scheduled_count(),
         "job_actions_of": job_actions,
+        "move_targets": move_targets,
     }
 
 

@@ -1,5 +1,5 @@
 // lowkiq dashboard (no inline script; CSP-safe): htmx request failures in the #flash banner,
-// and the checked rows of a list.
+// the checked rows of a list, and the Move action's question.
 (function () {
   "use strict";
   function flash(text) {
@@ -59,8 +59,20 @@
     }
     if (target.matches('[data-check-all], input[form="checked"]')) updateChecked();
   });
+  // Move: the question names the worker chosen.
+  function moveQuestion(form, question) {
+    var target = form.querySelector("[data-move-target]");
+    return question.replace("{to}", target ? target.value : "");
+  }
   document.addEventListener("htmx:confirm", function (event) {
     var form = event.detail.elt;
+    if (form.hasAttribute && form.hasAttribute("data-move-form")) {
+      event.preventDefault();
+      if (window.confirm(moveQuestion(form, form.getAttribute("data-question")))) {
+        event.detail.issueRequest(true);
+      }
+      return;
+    }
     if (!form.hasAttribute || !form.hasAttribute("data-checked-form")) return;
     event.preventDefault();
     var count = updateChecked();
@@ -74,7 +86,9 @@
         question = button.getAttribute("data-question") || question;
       }
     });
-    if (window.confirm(question.replace("{n}", String(count)))) event.detail.issueRequest(true);
+    if (window.confirm(moveQuestion(form, question.replace("{n}", String(count))))) {
+      event.detail.issueRequest(true);
+    }
   });
   document.addEventListener("htmx:afterSettle", updateChecked);
   document.addEventListener("DOMContentLoaded", updateChecked);
