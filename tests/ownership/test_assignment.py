@@ -200,13 +200,10 @@ def shares(
     return result
 
 
-@PROPERTIES
-@given(fleets_with_previous())
-def test_each_shard_of_a_served_queue_has_one_owner_that_serves_it(
-    case: Case,
+def assert_served_by_servers(
+    listed: Sequence[Member], shards: Mapping[str, Sequence[int]], owners: Mapping[ShardKey, str]
 ) -> None:
-    listed, shards, previous = case
-    owners = assign(listed, shards, previous)
+    """Each shard of a served queue has one owner, a live member that serves the queue."""
     by_id = {m.id: m for m in listed}
     served = {q for q in shards if any(m.weight > 0 and q in m.queues for m in listed)}
     assert set(owners) == {(q, s) for q in served for s in shards[q]}
@@ -214,13 +211,10 @@ def test_each_shard_of_a_served_queue_has_one_owner_that_serves_it(
         assert by_id[owner].weight > 0 and queue in by_id[owner].queues
 
 
-@PROPERTIES
-@given(fleets_with_previous())
-def test_each_member_owns_its_share_rounded_per_queue_and_in_total(
-    case: Case,
+def assert_shares(
+    listed: Sequence[Member], shards: Mapping[str, Sequence[int]], owners: Mapping[ShardKey, str]
 ) -> None:
-    listed, shards, previous = case
-    owners = assign(listed, shards, previous)
+    """Each member owns its share, rounded, of each queue and in total."""
     per_queue = Counter((owner, queue) for (queue, _), owner in owners.items())
     fair = shares(listed, shards)
     for cell, share in fair.items():
@@ -229,6 +223,24 @@ def test_each_member_owns_its_share_rounded_per_queue_and_in_total(
     for m in listed:
         share = sum((s for (id, _), s in fair.items() if id == m.id), Fraction(0))
         assert math.floor(share) <= totals[m.id] <= math.ceil(share), m.id
+
+
+@PROPERTIES
+@given(fleets_with_previous())
+def test_each_shard_of_a_served_queue_has_one_owner_that_serves_it(
+    case: Case,
+) -> None:
+    listed, shards, previous = case
+    assert_served_by_servers(listed, shards, assign(listed, shards, previous))
+
+
+@PROPERTIES
+@given(fleets_with_previous())
+def test_each_member_owns_its_share_rounded_per_queue_and_in_total(
+    case: Case,
+) -> None:
+    listed, shards, previous = case
+    assert_shares(listed, shards, assign(listed, shards, previous))
 
 
 @PROPERTIES

@@ -7,10 +7,7 @@ random fleets with random join times.
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,10 +17,11 @@ from lowkiq.ownership.orphans import shelter
 from tests.ownership.test_assignment import (
     PROPERTIES,
     Case,
+    assert_served_by_servers,
+    assert_shares,
     fleets_with_previous,
     loads,
     moved,
-    shares,
 )
 
 ORDERS = {"Orders": range(60)}
@@ -132,19 +130,8 @@ def aged_fleets(draw: st.DrawFn) -> Case:
 def test_with_join_times_each_member_still_owns_its_share_of_served_queues(case: Case) -> None:
     listed, shards, previous = case
     owners = assign(listed, shards, previous)
-    by_id = {m.id: m for m in listed}
-    served = {q for q in shards if any(m.weight > 0 and q in m.queues for m in listed)}
-    assert set(owners) == {(q, s) for q in served for s in shards[q]}
-    for (queue, _), owner in owners.items():
-        assert by_id[owner].weight > 0 and queue in by_id[owner].queues
-    per_queue = Counter((owner, queue) for (queue, _), owner in owners.items())
-    fair = shares(listed, shards)
-    for cell, share in fair.items():
-        assert math.floor(share) <= per_queue[cell] <= math.ceil(share), cell
-    totals = loads(owners)
-    for m in listed:
-        share = sum((s for (id, _), s in fair.items() if id == m.id), Fraction(0))
-        assert math.floor(share) <= totals[m.id] <= math.ceil(share), m.id
+    assert_served_by_servers(listed, shards, owners)
+    assert_shares(listed, shards, owners)
 
 
 @PROPERTIES
