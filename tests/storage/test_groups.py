@@ -304,3 +304,18 @@ def test_a_batch_passes_over_groups_whose_next_job_is_not_due(worker, queue):
     # a and b go back as retries: A and B stay in the turns with nothing due.
     fail(queue, 0, batch, "boom", retry_in, worker.max_retry_count)
     assert [job.id for job in pop(queue, 0, 3, now=None)] == ["c0", "d1", "c1"]
+
+
+def test_a_perform_async_override_sets_the_group_from_the_payload(redis_client):
+    class Accounts(lowkiq.Worker):
+        shards_count = 1
+
+        @classmethod
+        def perform_async(cls, jobs):
+            super().perform_async([{**job, "group": job["payload"]["account"]} for job in jobs])
+
+    lowkiq.settings.workers = [Accounts]
+    Accounts.perform_async([{"id": "o1", "payload": {"account": "acme"}}])
+    queue = Accounts.queue()
+    assert redis_client.hget(queue.keys.group_of_hash(0), "o1") == b"acme"
+    assert [job["group"] for job in Accounts.queries().fetch(["o1"])] == ["acme"]

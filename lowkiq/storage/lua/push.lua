@@ -59,6 +59,11 @@ end
 
 local CHUNK = 1000
 
+-- The perform_in of the ids of each chunk (by its first argument) that check_groups
+-- read: the push reuses them (ids are unique within a call, so writing one chunk
+-- changes nothing another read).
+local known_of_chunk = {}
+
 -- An id may not change its group while queued: a job naming a group other than its
 -- queued id's refuses the whole push, before anything is written.
 local function check_groups()
@@ -71,6 +76,7 @@ local function check_groups()
         local ids = {}
         for j = start, math.min(start + CHUNK - 1, last) do ids[#ids + 1] = id_of(ARGV[j]) end
         local known = redis.call('zmscore', K.perform_in_zset, unpack(ids))
+        known_of_chunk[start] = known
         for n, id in ipairs(ids) do
           local queued = known[n] and (grouped() and groups().group_of(id) or '')
           if queued and queued ~= group then
@@ -100,7 +106,7 @@ while i <= #ARGV do
     local chunk_end = math.min(chunk_start + CHUNK - 1, first + count - 1)
     local ids = {}
     for j = chunk_start, chunk_end do ids[#ids + 1] = id_of(ARGV[j]) end
-    local known = redis.call('zmscore', K.perform_in_zset, unpack(ids))
+    local known = known_of_chunk[chunk_start] or redis.call('zmscore', K.perform_in_zset, unpack(ids))
     local lex_args, schedule_args, added = {}, {}, {}
     for n, id in ipairs(ids) do
       local member = stamped(ARGV[chunk_start + n - 1], id)
