@@ -8,6 +8,7 @@ its lease is the exception; ``current_batch().lease.fence`` fences your writes.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from lowkiq.errors import (
@@ -32,6 +33,7 @@ from lowkiq.serializers import Undecodable
 from lowkiq.settings import Settings, settings
 from lowkiq.splitters import build_by_node_splitter, build_default_splitter
 from lowkiq.storage.actions import Actions
+from lowkiq.storage.job_events import JobEvent, queue_events
 from lowkiq.storage.metrics import Overview, QueueMetrics
 from lowkiq.storage.metrics import overview as metrics_overview
 from lowkiq.storage.queries import Job, Queries
@@ -67,6 +69,22 @@ def paused_workers(config: Settings = settings) -> set[str]:
     return {worker.__name__ for worker in config.workers if worker.queue_name in paused}
 
 
+def events(
+    worker: type[Worker],
+    since: float | None = None,
+    follow: bool = False,
+    poll: float = 0.5,
+    config: Settings = settings,
+) -> Iterator[JobEvent]:
+    """The recorded job events of ``worker`` (``Worker.track``): those kept (from
+    ``since``, Unix seconds, when given), in time order; with ``follow``, then each new
+    one as it comes (read every ``poll`` seconds), without end.  Events of one id come
+    in their order; those of different shards in the order of Redis's clock."""
+    queue = worker.queue(config.client(), config)
+    queue.refresh_layout()
+    return queue_events(queue, since, follow, poll)
+
+
 def stats() -> dict[str, Any]:
     """The ``/api/v1/stats`` document over ``settings.workers``: ``length``,
     ``morgue_length`` and ``lag`` in total (lag: the largest) and by worker."""
@@ -86,6 +104,7 @@ __all__ = [
     "IterableWorker",
     "BatchLease",
     "Job",
+    "JobEvent",
     "Kill",
     "LeaseLost",
     "LowkiqError",
@@ -111,6 +130,7 @@ __all__ = [
     "build_seq_scheduler",
     "command_process",
     "current_batch",
+    "events",
     "history",
     "overview",
     "paused_workers",

@@ -27,6 +27,7 @@ from lowkiq.rate_limit import (
 from lowkiq.settings import Settings, settings
 from lowkiq.storage.actions import Actions
 from lowkiq.storage.enqueueing import max_bulk_len
+from lowkiq.storage.job_events import JobEvent, job_history
 from lowkiq.storage.metrics import QueueMetrics, queue_metrics
 from lowkiq.storage.push_plan import NewJob
 from lowkiq.storage.queries import Queries
@@ -71,6 +72,12 @@ class Worker:
     #: weighs 1): jobs of a job's ``"group"`` are taken in turn across groups, a group
     #: of weight 2 getting two jobs for one of a group of weight 1.
     group_weights: ClassVar[Mapping[str, float]] = {}
+    #: Record each job's events (enqueued, popped, done, failed, yielded, discarded,
+    #: buried, restored, deleted, moved) in a capped stream per shard, in the script
+    #: that makes the change: :meth:`history`, :func:`lowkiq.events`.
+    track: ClassVar[bool] = False
+    #: About how many events each shard's stream keeps (``MAXLEN ~``), with ``track``.
+    track_length: ClassVar[int] = 10_000
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -86,6 +93,7 @@ class Worker:
             ("batch_size", 1),
             ("max_retry_count", 0),
             ("max_restores", 1),
+            ("track_length", 1),
         ):
             value = getattr(cls, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
@@ -101,6 +109,10 @@ class Worker:
         check_perform_timeout(cls.__name__, cls.perform_timeout)
         check_merge_perform_in(cls.__name__, cls.merge_perform_in)
         check_group_weights(cls.__name__, cls.group_weights)
+        if not isinstance(cls.track, bool):
+            raise ConfigurationError(
+                f"{cls.__name__}.track must be True or False, got {cls.track!r}"
+            )
         seconds = cls.max_perform_seconds
         if seconds is not None and (
             isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0
@@ -241,6 +253,7 @@ class Worker:
             config.codec,
             config.replication,
             max_restores=cls.max_restores,
+            track_length=cls.track_length if cls.track else 0,
         )
         if cls.group_weights:
             queue.set_group_weights(cls.group_weights)
@@ -264,6 +277,13 @@ class Worker:
     def actions(cls) -> Actions:
         """Bulk operations on the queue and its morgue."""
         return Actions(cls._current_queue(), restore_orphaned=_restore_orphaned)
+
+    @classmethod
+    def history(cls, job_id: Any) -> list[JobEvent]:
+        """The recorded events of job ``job_id``, oldest first (``[]`` unless
+        :attr:`track` was on; the oldest go once the shard's stream holds about
+        :attr:`track_length` events)."""
+        return job_history(cls._current_queue(), str(job_id))
 
     @classmethod
     def metrics(cls) -> QueueMetrics:

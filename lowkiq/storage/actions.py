@@ -200,8 +200,9 @@ class Actions:
             for job_id, packed, error, group in pending:
                 wire = b"" if error is None else b"+" + error
                 groups.setdefault(target.shard_of(job_id), []).append((job_id, packed, wire, group))
+            source = self.queue.name
             calls = [
-                ("move_put", to_shard, ["", *(arg for job in group for arg in job)])
+                ("move_put", to_shard, ["", source, *(arg for job in group for arg in job)])
                 for to_shard, group in groups.items()
             ]
             replies = target.run_pipelined(calls)
@@ -215,7 +216,8 @@ class Actions:
                 f"{len(pending)} job(s) stay in {self.queue.name}"
             )
         if jobs:
-            self.queue.run("move_take", shard, *(arg for job in jobs for arg in job[:2]))
+            taken = (arg for job in jobs for arg in job[:2])
+            self.queue.run("move_take", shard, target.name, *taken)
         return len(jobs)
 
     def _by_shard(self, ids: Iterable[Any], handle: Callable[[int, list[str]], int]) -> int:

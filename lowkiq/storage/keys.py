@@ -48,6 +48,9 @@ S group_turns                 zset   group -> turn (a virtual time): groups with
                                      pop serves the smallest turn (see ``_common.lua``)
 S group_waits                 zset   group -> when its first job is due, groups not yet due
 S morgue_group_of             hash   id -> group, dead jobs of a group
+S events                      stream with ``Worker.track``: each job event of the shard
+                                     (``event``, ``id``, then details), capped at about
+                                     ``Worker.track_length`` entries (``MAXLEN ~``)
 S schedule:<id>               hash   a periodic job's ticks (:mod:`lowkiq.periodic`): ``last``
                                      tick passed, ``enqueued`` tick, ``enqueued_at``, ``runs``,
                                      ``run_now_at`` (ms; Redis's clock), in its job id's shard
@@ -158,6 +161,7 @@ SUFFIXES = {
     "group_turns_zset": "group_turns",
     "group_waits_zset": "group_waits",
     "morgue_group_of_hash": "morgue_group_of",
+    "events_stream": "events",
     "schedule_hash": "schedule:",
     "schedule_log_list": "schedule_log:",
     "schedules_set": "schedules",
@@ -326,6 +330,10 @@ class QueueKeys:
     def morgue_group_of_hash(self, shard: int) -> str:
         """id -> group of the shard's dead jobs of a group."""
         return self._key("morgue_group_of_hash", shard)
+
+    def events_stream(self, shard: int) -> str:
+        """The shard's job events, with ``Worker.track`` (a capped stream)."""
+        return self._key("events_stream", shard)
 
     @property
     def rate_bucket_hash(self) -> str:

@@ -68,6 +68,7 @@ class QueueBase:
         replication: Replication | None = None,
         layout: Layout | None = None,
         max_restores: int = 0,
+        track_length: int = 0,
     ) -> None:
         self.client = client
         self.name = name
@@ -76,7 +77,10 @@ class QueueBase:
         self._layout = layout
         self.codec = codec or Codec()
         self.keys = QueueKeys(name)
-        self.scripts = Scripts.for_client(client)
+        #: With ``Worker.track``, its ``track_length``: the scripts record each job event
+        #: in the shard's events stream, capped at about that many entries (0: off).
+        self.track_length = track_length
+        self.scripts = Scripts.for_client(client, track_length)
         self._prefixes = _Prefixes(self.keys)
         #: Whether ``client`` talks to a Redis Cluster (each shard a slot of its own).
         self.cluster = is_cluster(client)

@@ -76,8 +76,10 @@ def _helpers() -> list[tuple[str, str, frozenset[str]]]:
 
 
 @functools.cache
-def source(name: str) -> str:
-    """The full Lua source of one script, as sent to Redis."""
+def source(name: str, track_length: int = 0) -> str:
+    """The full Lua source of one script, as sent to Redis; with ``track_length``
+    (``Worker.track``), the script records its job events in the shard's events stream
+    capped at about that many entries (``TRACK``, false without tracking)."""
     own = (LUA_DIR / f"{name}.lua").read_text()
     blocks = _helpers()
     used: set[str] = set()
@@ -92,23 +94,29 @@ def source(name: str) -> str:
         for constant in blob.LUA_CONSTANTS
         if constant in referred
     )
+    if "TRACK" in referred:
+        constants += f"local TRACK = {track_length or 'false'}\n"
     return f"{lua_prelude(helpers + own)}{constants}\n{helpers}\n-- {name}.lua\n{own}"
 
 
 class Scripts:
     """The lowkiq scripts registered on one client, as attributes named after their files."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, track_length: int = 0) -> None:
         for name in SCRIPT_NAMES:
-            setattr(self, name, client.register_script(source(name)))
+            setattr(self, name, client.register_script(source(name, track_length)))
 
     @classmethod
-    def for_client(cls, client: Client) -> Scripts:
-        """The scripts registered on ``client``, made once per client."""
+    def for_client(cls, client: Client, track_length: int = 0) -> Scripts:
+        """The scripts registered on ``client``, made once per client (and per
+        ``track_length``: a tracked worker's scripts record its job events)."""
         with _LOCK:
-            scripts = _BY_CLIENT.get(client)
+            by_length = _BY_CLIENT.get(client)
+            if by_length is None:
+                by_length = _BY_CLIENT[client] = {}
+            scripts = by_length.get(track_length)
             if scripts is None:
-                scripts = _BY_CLIENT[client] = cls(client)
+                scripts = by_length[track_length] = cls(client, track_length)
             return scripts
 
     push: Script
@@ -296,4 +304,4 @@ def _execute(client: Client, calls: Sequence[ScriptCall], transaction: bool) -> 
 
 
 _LOCK = threading.Lock()
-_BY_CLIENT: weakref.WeakKeyDictionary[Client, Scripts] = weakref.WeakKeyDictionary()
+_BY_CLIENT: weakref.WeakKeyDictionary[Client, dict[int, Scripts]] = weakref.WeakKeyDictionary()

@@ -68,14 +68,16 @@ def test_every_script_compiled_by_redis_uses_only_defined_helpers(redis_client):
     if isinstance(redis_client, redis.RedisCluster):
         node = redis_client.get_primaries()[0].redis_connection
     for name in SCRIPT_NAMES:
-        assert globals_of(node, source(name)) <= REDIS_GLOBALS | LUA_GLOBALS, name
+        for track_length in (0, 100):  # a tracked worker's scripts too (Worker.track)
+            used = globals_of(node, source(name, track_length))
+            assert used <= REDIS_GLOBALS | LUA_GLOBALS, (name, track_length)
 
 
 def test_a_misspelt_or_later_defined_helper_is_a_global(redis_client):
     node = redis_client
     if isinstance(redis_client, redis.RedisCluster):
         node = redis_client.get_primaries()[0].redis_connection
-    misspelt = source("ack").replace("return ack_processing(K)", "return ack_procesing(K)")
+    misspelt = source("ack").replace("return ack_processing(", "return ack_procesing(")
     assert "ack_procesing" in globals_of(node, misspelt)
     later = "local function a() return b() end\nlocal function b() return 1 end\nreturn a()"
     assert globals_of(node, later) == {"b"}

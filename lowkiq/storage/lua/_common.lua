@@ -26,6 +26,21 @@ local function clock(given)
   return time[1] .. '.' .. string.rep('0', 6 - #micros) .. micros
 end
 
+-- Worker.track: one event of job `id` (its name, then field, value pairs) in the events
+-- stream of the shard whose keys are `keys`, capped at about TRACK entries.  TRACK is
+-- the worker's track_length, or false: a script calls this only `if TRACK`, so a
+-- worker without tracking pays nothing.
+local function track(keys, event, id, ...)
+  redis.call('xadd', keys.events_stream, 'maxlen', '~', TRACK, '*', 'event', event, 'id', id, ...)
+end
+
+-- An error's first line (its class and message), at most 200 bytes, for an event.
+local function error_summary(error)
+  if not error then return '' end
+  local stop = string.find(error, '\n', 1, true) or (#error + 1)
+  return string.sub(error, 1, math.min(stop - 1, 200))
+end
+
 local HEADER = '>dI4'
 local HEADER_SIZE = 12
 
@@ -617,11 +632,17 @@ end
 
 -- Clear the processing area of the shard whose keys are `keys` (K, or
 -- keys_at(another prefix)) as done; returns how many jobs it held.  `restores`:
--- false when the caller knows keys.restores_hash does not exist.
-local function ack_processing(keys, restores)
+-- false when the caller knows keys.restores_hash does not exist.  `token`: the
+-- lease the batch ran under (for its events).
+local function ack_processing(keys, restores, token)
   local processing = keys.processing_hash
   local count = redis.call('hlen', processing)
   if count > 0 then
+    if TRACK then
+      for _, id in ipairs(redis.call('hkeys', processing)) do
+        track(keys, 'done', id, 'fence', token)
+      end
+    end
     if restores ~= false and redis.call('exists', keys.restores_hash) == 1 then
       forget_counts(keys, redis.call('hkeys', processing))
     end
@@ -658,8 +679,9 @@ end
 -- move a job restored `max_restores` times to the morgue with `death_error`
 -- instead: a job that kills its process is not run forever.
 -- Returns how many jobs went back to the queue, and the flat list id, blob of
--- those moved to the morgue.
-local function restore_processing(now, max_restores, death_error)
+-- those moved to the morgue.  `token`: the lease of the restoring owner (for the
+-- events).
+local function restore_processing(now, max_restores, death_error, token)
   local processing = K.processing_hash
   local entries = redis.call('hgetall', processing)
   local dead = {}
@@ -669,11 +691,13 @@ local function restore_processing(now, max_restores, death_error)
     if max_restores and redis.call('hincrby', K.restores_hash, id, 1) >= max_restores then
       redis.call('hdel', K.restores_hash, id)
       morgue_merge(id, blob, death_error, now, nil, group)
+      if TRACK then track(K, 'buried', id, 'fence', token, 'error', error_summary(death_error)) end
       dead[#dead + 1] = id
       dead[#dead + 1] = blob
     else
       error = error or redis.call('hget', K.errors_hash, id) or nil
       queue_merge(id, blob, perform_in, retry_count, error, false, now, nil, group)
+      if TRACK then track(K, 'restored', id, 'fence', token) end
     end
   end
   redis.call('del', processing)

@@ -4,4 +4,4 @@
 -- Writes: processing_hash, processed_counter (+= jobs in the batch)
 -- Returns: the number of jobs acked; error FENCED when the lease is not held
 if not lease_held(K, ARGV[1]) then return fenced() end
-return ack_processing(K)
+return ack_processing(K, nil, ARGV[1])

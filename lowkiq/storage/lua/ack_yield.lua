@@ -32,8 +32,11 @@ while i <= #ARGV do
       queue_merge(id, blob_pack(rest), now, retry_count, error, false, now, nil, group)
       redis.call('hincrby', K.restores_hash, '\0' .. id, 1)
       yielded = yielded + 1
+      if TRACK then track(K, 'yielded', id, 'fence', ARGV[1], 'left', #rest) end
+    elseif TRACK then
+      track(K, 'done', id, 'fence', ARGV[1])
     end
   end
   i = i + 2 + count
 end
-return {ack_processing(K), yielded}
+return {ack_processing(K, nil, ARGV[1]), yielded}

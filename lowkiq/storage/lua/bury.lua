@@ -19,6 +19,7 @@ for i = 3, #ARGV, 2 do
   if value then
     local _, _, _, blob, group = processing_unpack(value)
     morgue_merge(id, blob, ARGV[i + 1], now, nil, group)
+    if TRACK then track(K, 'buried', id, 'fence', token, 'error', error_summary(ARGV[i + 1])) end
     redis.call('hdel', processing, id)
     buried = buried + 1
   end

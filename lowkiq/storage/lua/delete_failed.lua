@@ -10,6 +10,7 @@ for i = 1, #ARGV do
   local member = find_member(K.retry_lex_zset, id)
   if member then
     delete_queued(id, member, true)
+    if TRACK then track(K, 'deleted', id, 'from', 'queue') end
     deleted = deleted + 1
   end
 end

@@ -43,6 +43,7 @@ for i = first_job, #ARGV, 4 do
     local _, retry_count, _, blob, group = processing_unpack(value)
     if fate == 'kill' then
       morgue_merge(id, blob, error, now, nil, group)
+      if TRACK then track(K, 'buried', id, 'fence', token, 'error', error_summary(error)) end
       dead[#dead + 1] = id
       dead[#dead + 1] = blob
     elseif fate == 'retry' then
@@ -50,13 +51,20 @@ for i = first_job, #ARGV, 4 do
       if retry_count >= max_retry_count then
         local first, rest = blob_split_first(blob)
         morgue_merge(id, first, error, now, nil, group)
+        if TRACK then track(K, 'buried', id, 'fence', token, 'error', error_summary(error)) end
         dead[#dead + 1] = id
         dead[#dead + 1] = first
         if rest ~= '' then queue_merge(id, rest, now, -1, nil, false, now, nil, group) end
       else
         local retry_at = tonumber(now) + tonumber(ARGV[i + 3])
         queue_merge(id, blob, retry_at, retry_count, error, false, now, nil, group)
+        if TRACK then
+          track(K, 'failed', id, 'fence', token, 'retry_count', retry_count,
+            'perform_in', string.format('%.6f', retry_at), 'error', error_summary(error))
+        end
       end
+    elseif TRACK then
+      track(K, fate == 'discard' and 'discarded' or 'done', id, 'fence', token)
     end
   end
 end

@@ -15,6 +15,7 @@ for _, lex in ipairs({K.fresh_lex_zset, K.retry_lex_zset}) do
   for _, member in ipairs(members) do
     local id = string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
     delete_queued(id, member, lex == K.retry_lex_zset)
+    if TRACK then track(K, 'deleted', id, 'from', 'queue') end
   end
   cleared = cleared + #members
 end

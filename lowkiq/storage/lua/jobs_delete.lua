@@ -13,6 +13,7 @@ for i = 1, #ARGV do
   local member, is_retry = find_queued(id)
   if member then
     delete_queued(id, member, is_retry)
+    if TRACK then track(K, 'deleted', id, 'from', 'queue') end
     deleted = deleted + 1
   end
 end

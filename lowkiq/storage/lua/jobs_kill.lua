@@ -19,6 +19,7 @@ for i = 3, #ARGV do
     local error = redis.call('hget', K.errors_hash, id) or ARGV[2]
     local group = remove_queued(id, member, is_retry)
     morgue_merge(id, blob_of(member, id), error, now, K.payloads_zset(id), group)
+    if TRACK then track(K, 'buried', id, 'error', error_summary(error)) end
     killed = killed + 1
   end
 end

@@ -46,5 +46,5 @@ if redis.call('get', K.stopping_flag) then
   redis.call('del', K.stopping_flag)
   max_restores = nil
 end
-local restored, dead = restore_processing(now, max_restores, ARGV[5])
+local restored, dead = restore_processing(now, max_restores, ARGV[5], token)
 return {token, restored, dead}

@@ -7,6 +7,9 @@
 if retired() then return 0 end  -- its jobs moved to the new shards
 local deleted = 0
 for i = 1, #ARGV do
-  if delete_dead(ARGV[i]) then deleted = deleted + 1 end
+  if delete_dead(ARGV[i]) then
+    deleted = deleted + 1
+    if TRACK then track(K, 'deleted', ARGV[i], 'from', 'morgue') end
+  end
 end
 return deleted

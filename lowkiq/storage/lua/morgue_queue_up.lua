@@ -15,6 +15,7 @@ for i = 2, #ARGV do
   local blob, error, group = morgue_remove(id)
   if blob then
     queue_merge(id, blob, now, -1, error, false, now, K.morgue_payloads_zset(id), group)
+    if TRACK then track(K, 'enqueued', id, 'perform_in', now, 'from', 'morgue') end
     moved = moved + 1
   end
 end

@@ -5,7 +5,8 @@
 -- perform_in, retry_count and error.  A job popped meanwhile is not touched
 -- (it runs here and in the target: a move duplicates at worst, never loses).
 -- KEYS[1]  the shard's prefix
--- ARGV[1..]  pairs id, blob (as move_read returned them)
+-- ARGV[1]  the name of the queue the jobs moved to (for the events)
+-- ARGV[2..]  pairs id, blob (as move_read returned them)
 -- Writes: queue keys (with payloads_zset(id) of hot ids)
 -- Returns: the number of jobs removed whole
 if retired() then return 0 end  -- its jobs moved to the new shards
@@ -23,10 +24,11 @@ local function kept_pairs(blob, copied)
   return kept
 end
 
-for i = 1, #ARGV, 2 do
+for i = 2, #ARGV, 2 do
   local id, copied = ARGV[i], ARGV[i + 1]
   local member, is_retry = find_queued(id)
   if member then
+    if TRACK then track(K, 'moved', id, 'to', ARGV[1]) end
     local blob = blob_of(member, id)
     local left = 0  -- payloads the job keeps (none when it is as it was read)
     if blob ~= copied and blob ~= '' then

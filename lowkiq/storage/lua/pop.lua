@@ -111,7 +111,7 @@ if ack_prefix then
       end
       if extra == 0 then restores = false end
     end
-    acked = ack_processing(A, restores)
+    acked = ack_processing(A, restores, ARGV[4])
     -- A thread usually acks the shard it pops: its lease was just checked.
     if same and ARGV[4] == token then held = true end
   end
@@ -214,6 +214,7 @@ while not alone and taken < allowance do
     local retry_count = -1
     if is_retry then retry_count = tonumber(redis.call('zscore', K.retry_count_zset, id)) end
     local error = any_error and redis.call('hget', K.errors_hash, id) or nil
+    if TRACK then track(K, 'popped', id, 'fence', token, 'retry_count', retry_count) end
     local blob = blob_of(member, id)
     local leaves = true
     if blob == '' then

@@ -110,6 +110,9 @@ while i <= #ARGV do
     local lex_args, schedule_args, added = {}, {}, {}
     for n, id in ipairs(ids) do
       local member = stamped(ARGV[chunk_start + n - 1], id)
+      if TRACK then
+        track(K, 'enqueued', id, 'perform_in', perform_in, 'merged', known[n] and 1 or 0, 'group', group)
+      end
       if known[n] then
         queue_merge(id, blob_of(member, id), perform_in, -1, nil, true, now)
         reschedule(id, perform_in, tonumber(known[n]))

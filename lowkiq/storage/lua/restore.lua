@@ -7,4 +7,4 @@
 -- Writes: processing_hash, queue keys (with payloads_zset(id) of hot ids)
 -- Returns: the number of jobs restored; error FENCED when the lease is not held
 if not lease_held(K, ARGV[1]) then return fenced() end
-return (restore_processing(clock(ARGV[2])))
+return (restore_processing(clock(ARGV[2]), nil, nil, ARGV[1]))

@@ -36,6 +36,7 @@ local function enqueue(score, payload, tick, kind)
   else
     write_queued(id, blob, score, -1, nil, now)
   end
+  if TRACK then track(K, 'enqueued', id, 'perform_in', score, 'from', 'schedule') end
   redis.call('lpush', K.schedule_log_list(id), tick .. ' ' .. now_ms .. ' ' .. kind .. ' ' .. by)
 end
 

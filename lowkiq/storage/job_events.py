@@ -1,0 +1,132 @@
+"""The job events of a tracked worker (``Worker.track``), read back.
+
+Each shard's scripts append one entry per job event to the shard's events stream
+(``S events`` in :mod:`lowkiq.storage.keys`), in the script that makes the change, so
+an event is recorded exactly when its change is.  The stream is capped at about
+``Worker.track_length`` entries (``XADD MAXLEN ~``): the oldest events go first.
+
+Events: ``enqueued`` (``perform_in``; ``merged`` 1 when a job of that id was queued;
+``from`` ``morgue``, ``schedule`` or another queue's name when it did not come from an
+enqueue), ``popped`` (``retry_count``), ``done``, ``failed`` (``retry_count``,
+``perform_in`` of the retry, ``error``), ``yielded`` (``left``: payloads given back),
+``discarded``, ``buried`` (moved to the morgue; ``error``), ``restored`` (its process
+died or stopped running it: back in the queue), ``deleted`` (``from`` ``queue`` or
+``morgue``) and ``moved`` (``to``: the queue it moved to).  Events of a batch carry the
+lease it ran under: :attr:`JobEvent.fence` and :attr:`JobEvent.process`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from lowkiq.storage.queue import Queue
+
+#: Entries one read asks of a stream.
+READ_COUNT = 1000
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One event of one job, as its shard's events stream recorded it."""
+
+    #: The job's id.
+    id: str
+    #: What happened: ``enqueued``, ``popped``, ``done``, ``failed``, ``yielded``,
+    #: ``discarded``, ``buried``, ``restored``, ``deleted`` or ``moved``.
+    event: str
+    #: When, Unix seconds on Redis's clock (milliseconds).
+    at: float
+    #: The queue (worker) and shard it happened in.
+    queue: str
+    shard: int
+    #: The fencing token of the lease a batch ran under (``None``: not a batch's event).
+    fence: int | None = None
+    #: The process that held that lease.
+    process: str | None = None
+    #: The event's other fields (``perform_in``, ``error``, ``retry_count``, ...).
+    details: dict[str, str] = field(default_factory=dict)
+    #: The stream entry's id (``ms-seq``).
+    entry: str = ""
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _key(entry: str) -> tuple[int, int]:
+    ms, _, seq = entry.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def _event(queue: str, shard: int, entry: Any, fields: dict[Any, Any]) -> JobEvent:
+    details = {_text(k): _text(v) for k, v in fields.items()}
+    job_id, name = details.pop("id", ""), details.pop("event", "")
+    fence = process = None
+    token = details.pop("fence", None)
+    if token:
+        epoch, _, process = token.partition(" ")
+        fence = int(epoch) if epoch.isdigit() else None
+    entry = _text(entry)
+    return JobEvent(
+        job_id, name, _key(entry)[0] / 1000, queue, shard, fence, process or None, details, entry
+    )
+
+
+def _read(queue: Queue, after: dict[int, str]) -> dict[int, list[JobEvent]]:
+    """Up to :data:`READ_COUNT` events of each shard of ``after`` that come after the
+    entry id it gives (``(ms-seq``, or ``-`` for the first kept), in one round trip."""
+    pipe = queue.client.pipeline(transaction=False)
+    shards = list(after)
+    for shard in shards:
+        pipe.xrange(queue.keys.events_stream(shard), after[shard], "+", count=READ_COUNT)
+    read: dict[int, list[JobEvent]] = {}
+    for shard, entries in zip(shards, pipe.execute(), strict=True):
+        read[shard] = [_event(queue.name, shard, entry, fields) for entry, fields in entries]
+    return read
+
+
+def _drain(queue: Queue, after: dict[int, str]) -> list[list[JobEvent]]:
+    """Every event after ``after`` (updated in place) of each shard, oldest first."""
+    found: dict[int, list[JobEvent]] = {shard: [] for shard in after}
+    pending = dict(after)
+    while pending:
+        read = _read(queue, pending)
+        for shard, events in read.items():
+            found[shard].extend(events)
+            if events:
+                after[shard] = pending[shard] = "(" + events[-1].entry
+            if len(events) < READ_COUNT:
+                del pending[shard]
+    return list(found.values())
+
+
+def job_history(queue: Queue, job_id: str) -> list[JobEvent]:
+    """The kept events of ``job_id``, oldest first (one shard's stream, read whole)."""
+    shard = queue.shard_of(job_id)
+    (events,) = _drain(queue, {shard: "-"})
+    return [event for event in events if event.id == job_id]
+
+
+def queue_events(
+    queue: Queue, since: float | None = None, follow: bool = False, poll: float = 0.5
+) -> Iterator[JobEvent]:
+    """The kept events of every shard of ``queue`` (from ``since``, Unix seconds, when
+    given) in time order; with ``follow``, then each new event as it comes (read every
+    ``poll`` seconds), without end."""
+    start = "-" if since is None else str(max(0, math.ceil(round(since * 1000, 3))))
+    after = dict.fromkeys(queue.shards, start)
+    while True:
+        yield from _merged(_drain(queue, after))
+        if not follow:
+            return
+        time.sleep(poll)
+
+
+def _merged(per_shard: Iterable[list[JobEvent]]) -> Iterator[JobEvent]:
+    """Events of several shards, each oldest first, in one time order."""
+    return heapq.merge(*per_shard, key=lambda event: (_key(event.entry), event.shard))
