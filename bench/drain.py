@@ -3,7 +3,8 @@ CPU µs per job of the worker process and of Redis (``INFO cpu``), a figure far 
 than jobs/s on a shared host.
 
 Runs against a private Redis (lowkiq.embedded.start_server), never REDIS_URL.
-Usage: python bench/drain.py [--jobs 100000] [--threads 5] [--shards 5]
+Usage: python bench/drain.py [--jobs 100000] [--threads 5] [--shards 5] [--track]
+(``--track``: each batch size with ``Worker.track`` off, then on, ``--rounds`` times).
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ from lowkiq.embedded import start_server
 from lowkiq.runtime.server import Server
 
 
-def make_worker(shards: int, batch: int) -> type[lowkiq.Worker]:
-    """A worker with a blank perform, named after its shape."""
+def make_worker(shards: int, batch: int, tracked: bool = False) -> type[lowkiq.Worker]:
+    """A worker with a blank perform, named after its shape (``t``: with ``track``)."""
 
     class Blank(lowkiq.Worker):
         shards_count = shards
         batch_size = batch
-        queue_name = f"Blank{shards}x{batch}"
+        track = tracked
+        queue_name = f"Blank{shards}x{batch}{'t' if tracked else ''}"
 
         @classmethod
         def perform(cls, payloads_by_id: dict) -> None:
@@ -38,7 +40,13 @@ def make_worker(shards: int, batch: int) -> type[lowkiq.Worker]:
 
 
 def drain(
-    make: Callable[[], Client], jobs: int, threads: int, shards: int, batch: int, wait: int = 0
+    make: Callable[[], Client],
+    jobs: int,
+    threads: int,
+    shards: int,
+    batch: int,
+    wait: int = 0,
+    track: bool = False,
 ) -> tuple[float, float, float]:
     """Enqueue ``jobs`` blank jobs into the Redis ``make`` connects to (a server or a
     cluster), then time a server until all are processed (``wait``: settings.wait_replicas);
@@ -48,7 +56,7 @@ def drain(
     lowkiq.settings.redis = make
     lowkiq.settings.threads_per_node = threads
     lowkiq.settings.wait_replicas = wait
-    worker = make_worker(shards, batch)
+    worker = make_worker(shards, batch, track)
     lowkiq.settings.workers = [worker]
     client = lowkiq.settings.client()
     flush(client)
@@ -74,26 +82,33 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=5)
     parser.add_argument("--shards", type=int, default=5)
     parser.add_argument("--batch", type=int, nargs="*", default=[1, 10])
+    parser.add_argument("--track", action="store_true", help="A/B: Worker.track off, on")
+    parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
+    tracking = [False, True] if args.track else [False]
     server = start_server(tempfile.mkdtemp(prefix="lowkiq-bench-"))
     try:
         print(machine())
         print(
-            f"{'jobs':>8} {'threads':>7} {'shards':>6} {'batch':>5} {'jobs/s':>9} "
+            f"{'jobs':>8} {'threads':>7} {'shards':>6} {'batch':>5} {'track':>5} {'jobs/s':>9} "
             f"{'worker µs/job':>14} {'Redis µs/job':>13} {'ratio':>6}"
         )
-        for batch in args.batch:
-            rate, worker_us, redis_us = drain(
-                lambda: redis.Redis.from_url(server.url),
-                args.jobs,
-                args.threads,
-                args.shards,
-                batch,
-            )
-            print(
-                f"{args.jobs:>8} {args.threads:>7} {args.shards:>6} {batch:>5} {rate:>9,.0f} "
-                f"{worker_us:>14.1f} {redis_us:>13.1f} {worker_us / redis_us:>6.2f}"
-            )
+        for _ in range(args.rounds):
+            for batch in args.batch:
+                for track in tracking:
+                    rate, worker_us, redis_us = drain(
+                        lambda: redis.Redis.from_url(server.url),
+                        args.jobs,
+                        args.threads,
+                        args.shards,
+                        batch,
+                        track=track,
+                    )
+                    print(
+                        f"{args.jobs:>8} {args.threads:>7} {args.shards:>6} {batch:>5} "
+                        f"{'on' if track else 'off':>5} {rate:>9,.0f} {worker_us:>14.1f} "
+                        f"{redis_us:>13.1f} {worker_us / redis_us:>6.2f}"
+                    )
     finally:
         server.stop()
 

@@ -63,18 +63,26 @@ def _key(entry: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
-def _event(queue: str, shard: int, entry: Any, fields: dict[Any, Any]) -> JobEvent:
+def _events(queue: str, shard: int, entry: Any, fields: dict[Any, Any]) -> list[JobEvent]:
+    """The events of one stream entry: one per id it names (a batch's ``popped`` and
+    ``done``, an enqueue's ``enqueued``, a clear's ``deleted`` name every id, joined by
+    NUL; an ``enqueued`` entry's ``merged`` names those merged onto a queued job)."""
     details = {_text(k): _text(v) for k, v in fields.items()}
-    job_id, name = details.pop("id", ""), details.pop("event", "")
+    ids, name = details.pop("id", ""), details.pop("event", "")
     fence = process = None
     token = details.pop("fence", None)
     if token:
         epoch, _, process = token.partition(" ")
         fence = int(epoch) if epoch.isdigit() else None
+    merged = details.pop("merged", None)
+    merged_ids = set(merged.split("\0")) if merged else set()
     entry = _text(entry)
-    return JobEvent(
-        job_id, name, _key(entry)[0] / 1000, queue, shard, fence, process or None, details, entry
-    )
+    at = _key(entry)[0] / 1000
+    events = []
+    for job_id in ids.split("\0"):
+        own = details if merged is None else {**details, "merged": str(int(job_id in merged_ids))}
+        events.append(JobEvent(job_id, name, at, queue, shard, fence, process or None, own, entry))
+    return events
 
 
 def _read(queue: Queue, after: dict[int, str]) -> dict[int, list[JobEvent]]:
@@ -86,7 +94,11 @@ def _read(queue: Queue, after: dict[int, str]) -> dict[int, list[JobEvent]]:
         pipe.xrange(queue.keys.events_stream(shard), after[shard], "+", count=READ_COUNT)
     read: dict[int, list[JobEvent]] = {}
     for shard, entries in zip(shards, pipe.execute(), strict=True):
-        read[shard] = [_event(queue.name, shard, entry, fields) for entry, fields in entries]
+        read[shard] = [
+            event
+            for entry, fields in entries
+            for event in _events(queue.name, shard, entry, fields)
+        ]
     return read
 
 
@@ -100,7 +112,7 @@ def _drain(queue: Queue, after: dict[int, str]) -> list[list[JobEvent]]:
             found[shard].extend(events)
             if events:
                 after[shard] = pending[shard] = "(" + events[-1].entry
-            if len(events) < READ_COUNT:
+            if len({event.entry for event in events}) < READ_COUNT:
                 del pending[shard]
     return list(found.values())
 

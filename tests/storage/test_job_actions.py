@@ -222,7 +222,8 @@ def test_move_takes_out_only_what_it_put_in_the_target(worker, queue):
     shard = target.shard_of("a")
     assert target.run("move_put", shard, "", queue.name, found[0], found[1], b"", b"") == 1
     worker.perform_async([{"id": "a", "payload": "late", "score": 3}])
-    assert queue.run("move_take", 0, target.name, found[0], found[1]) == 0  # the job stays, with "late"
+    # The job stays, with "late".
+    assert queue.run("move_take", 0, target.name, found[0], found[1]) == 0
     [left] = worker.queries().fetch(["a"])
     assert left["payloads"] == [["late", 3.0]]
     [moved] = Target.queries().fetch(["a"])

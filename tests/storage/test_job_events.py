@@ -80,7 +80,6 @@ def test_a_jobs_life_is_recorded_in_order_with_the_lease_it_ran_under() -> None:
     assert enqueued.details["merged"] == "0" and merged.details["merged"] == "1"
     assert popped.fence is not None and popped.fence == done.fence
     assert popped.process is not None and popped.process.startswith("drain-")
-    assert popped.details["retry_count"] == "-1"
     assert enqueued.fence is None
     assert enqueued.at <= popped.at <= done.at
     assert abs(done.at - time.time()) < 60
@@ -187,12 +186,42 @@ def test_the_stream_is_capped_at_about_track_length(redis_client: redis.Redis) -
         track = True
         track_length = 100
 
-    for chunk in range(10):
-        Short.perform_async([{"id": f"s{chunk}-{n}", "payload": n} for n in range(100)])
+    for n in range(1000):  # an entry per enqueue call
+        Short.perform_async([{"id": f"s{n}", "payload": n}])
     length = redis_client.xlen(Short.queue().keys.events_stream(0))
     assert 100 <= length < 300
-    assert names("s9-99", Short) == ["enqueued"]
-    assert names("s0-0", Short) == []
+    assert names("s999", Short) == ["enqueued"]
+    assert names("s0", Short) == []
+
+
+def test_one_entry_holds_the_events_of_a_batch_and_of_an_enqueue(
+    redis_client: redis.Redis,
+) -> None:
+    queue = Tracked.queue()
+    ids = [f"b{n}" for n in range(40)]
+    Tracked.perform_async([{"id": i, "payload": 1, "perform_in": NOW} for i in ids])
+    Tracked.perform_async([{"id": i, "payload": 2, "perform_in": NOW} for i in ids[:5]])
+    shard = queue.shard_of("b0")
+    batch = pop(queue, shard, 10, now=NOW)
+    assert batch is not None and len(batch) == 10
+    ack(queue, shard)
+    entries = redis_client.xrange(queue.keys.events_stream(shard))
+    assert [fields[b"event"] for _, fields in entries] == [
+        b"enqueued",
+        b"enqueued",
+        b"popped",
+        b"done",
+    ]
+    events = Tracked.history("b0")
+    assert [(e.event, e.details.get("merged")) for e in events] == [
+        ("enqueued", "0"),
+        ("enqueued", "1"),
+        ("popped", None),
+        ("done", None),
+    ]
+    in_shard = [i for i in ids if queue.shard_of(i) == shard]
+    popped = {e.id for e in lowkiq.events(Tracked) if e.event == "popped"}
+    assert popped == {job.id for job in batch} and popped <= set(in_shard)
 
 
 def test_an_untracked_worker_writes_no_stream_and_bad_settings_are_refused(

@@ -26,12 +26,13 @@ local function clock(given)
   return time[1] .. '.' .. string.rep('0', 6 - #micros) .. micros
 end
 
--- Worker.track: one event of job `id` (its name, then field, value pairs) in the events
--- stream of the shard whose keys are `keys`, capped at about TRACK entries.  TRACK is
--- the worker's track_length, or false: a script calls this only `if TRACK`, so a
--- worker without tracking pays nothing.
-local function track(keys, event, id, ...)
-  redis.call('xadd', keys.events_stream, 'maxlen', '~', TRACK, '*', 'event', event, 'id', id, ...)
+-- Worker.track: one event (its name, then field, value pairs) of the job `id`, or of
+-- each job of a batch or an enqueue (`ids`: their ids joined by NUL, which no id holds:
+-- one entry for them all), in the events stream of the shard whose keys are `keys`,
+-- capped at about TRACK entries.  TRACK is the worker's track_length, or false: a
+-- script calls this only `if TRACK`, so a worker without tracking pays nothing.
+local function track(keys, event, ids, ...)
+  redis.call('xadd', keys.events_stream, 'maxlen', '~', TRACK, '*', 'event', event, 'id', ids, ...)
 end
 
 -- An error's first line (its class and message), at most 200 bytes, for an event.
@@ -639,9 +640,7 @@ local function ack_processing(keys, restores, token)
   local count = redis.call('hlen', processing)
   if count > 0 then
     if TRACK then
-      for _, id in ipairs(redis.call('hkeys', processing)) do
-        track(keys, 'done', id, 'fence', token)
-      end
+      track(keys, 'done', table.concat(redis.call('hkeys', processing), '\0'), 'fence', token)
     end
     if restores ~= false and redis.call('exists', keys.restores_hash) == 1 then
       forget_counts(keys, redis.call('hkeys', processing))

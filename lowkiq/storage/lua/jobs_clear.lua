@@ -9,14 +9,18 @@
 if retired() then return 0 end  -- its jobs moved to the new shards
 local limit = tonumber(ARGV[1])
 local cleared = 0
+local deleted_ids = {}  -- with Worker.track
 for _, lex in ipairs({K.fresh_lex_zset, K.retry_lex_zset}) do
   if cleared >= limit then break end
   local members = redis.call('zrange', lex, 0, limit - cleared - 1)
   for _, member in ipairs(members) do
     local id = string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
     delete_queued(id, member, lex == K.retry_lex_zset)
-    if TRACK then track(K, 'deleted', id, 'from', 'queue') end
+    if TRACK then deleted_ids[#deleted_ids + 1] = id end
   end
   cleared = cleared + #members
+end
+if TRACK and #deleted_ids > 0 then
+  track(K, 'deleted', table.concat(deleted_ids, '\0'), 'from', 'queue')
 end
 return cleared

@@ -186,6 +186,7 @@ local retry_gone, counts_gone, errors_gone = nil, nil, nil
 -- Ids of a group other than the default one leaving the queue leave K.group_of_hash.
 local yielding, yielded_gone, grouped_gone = nil, nil, nil
 local taken, alone = 0, false
+local popped_ids = {}  -- with Worker.track
 local next_due = -1  -- in `due`
 while not alone and taken < allowance do
   -- Each batch of the pop has a payload budget of its own; one that runs out ends the pop.
@@ -214,7 +215,6 @@ while not alone and taken < allowance do
     local retry_count = -1
     if is_retry then retry_count = tonumber(redis.call('zscore', K.retry_count_zset, id)) end
     local error = any_error and redis.call('hget', K.errors_hash, id) or nil
-    if TRACK then track(K, 'popped', id, 'fence', token, 'retry_count', retry_count) end
     local blob = blob_of(member, id)
     local leaves = true
     if blob == '' then
@@ -252,6 +252,7 @@ while not alone and taken < allowance do
     end
     entries[#entries + 1] = id
     entries[#entries + 1] = processing_pack(perform_in, retry_count, error, blob, group)
+    if TRACK then popped_ids[#popped_ids + 1] = id end
     out[#out + 1] = id
     out[#out + 1] = retry_count
     out[#out + 1] = perform_in
@@ -294,6 +295,7 @@ if yielding then
   end
 end
 call_many('hset', processing, entries)
+if TRACK and taken > 0 then track(K, 'popped', table.concat(popped_ids, '\0'), 'fence', token) end
 if alone then out[2] = 2 end
 if rate_args then
   local backlog = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now, 'limit', 0, 1)[1] ~= nil

@@ -107,15 +107,13 @@ while i <= #ARGV do
     local ids = {}
     for j = chunk_start, chunk_end do ids[#ids + 1] = id_of(ARGV[j]) end
     local known = known_of_chunk[chunk_start] or redis.call('zmscore', K.perform_in_zset, unpack(ids))
-    local lex_args, schedule_args, added = {}, {}, {}
+    local lex_args, schedule_args, added, merged = {}, {}, {}, {}
     for n, id in ipairs(ids) do
       local member = stamped(ARGV[chunk_start + n - 1], id)
-      if TRACK then
-        track(K, 'enqueued', id, 'perform_in', perform_in, 'merged', known[n] and 1 or 0, 'group', group)
-      end
       if known[n] then
         queue_merge(id, blob_of(member, id), perform_in, -1, nil, true, now)
         reschedule(id, perform_in, tonumber(known[n]))
+        if TRACK then merged[#merged + 1] = id end
       else
         lex_args[#lex_args + 1] = 0
         lex_args[#lex_args + 1] = member
@@ -129,6 +127,10 @@ while i <= #ARGV do
       if group ~= '' or grouped() then groups().add(added, group, perform_in, now) end
       redis.call('zadd', K.fresh_lex_zset, unpack(lex_args))
       redis.call('zadd', K.perform_in_zset, unpack(schedule_args))
+    end
+    if TRACK then
+      track(K, 'enqueued', table.concat(ids, '\0'), 'perform_in', perform_in, 'group', group,
+        'merged', table.concat(merged, '\0'))
     end
   end
   total = total + count
