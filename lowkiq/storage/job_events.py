@@ -66,7 +66,9 @@ def _key(entry: str) -> tuple[int, int]:
 def _events(queue: str, shard: int, entry: Any, fields: dict[Any, Any]) -> list[JobEvent]:
     """The events of one stream entry: one per id it names (a batch's ``popped`` and
     ``done``, an enqueue's ``enqueued``, a clear's ``deleted`` name every id, joined by
-    NUL; an ``enqueued`` entry's ``merged`` names those merged onto a queued job)."""
+    NUL; an ``enqueued`` entry's ``merged`` names those merged onto a queued job).  A
+    pop that acked the shard's previous batch records its ``done`` and, in ``popped``,
+    the ids it took, in one entry."""
     details = {_text(k): _text(v) for k, v in fields.items()}
     ids, name = details.pop("id", ""), details.pop("event", "")
     fence = process = None
@@ -74,6 +76,7 @@ def _events(queue: str, shard: int, entry: Any, fields: dict[Any, Any]) -> list[
     if token:
         epoch, _, process = token.partition(" ")
         fence = int(epoch) if epoch.isdigit() else None
+    popped = details.pop("popped", None)
     merged = details.pop("merged", None)
     merged_ids = set(merged.split("\0")) if merged else set()
     entry = _text(entry)
@@ -82,6 +85,10 @@ def _events(queue: str, shard: int, entry: Any, fields: dict[Any, Any]) -> list[
     for job_id in ids.split("\0"):
         own = details if merged is None else {**details, "merged": str(int(job_id in merged_ids))}
         events.append(JobEvent(job_id, name, at, queue, shard, fence, process or None, own, entry))
+    for job_id in popped.split("\0") if popped else ():
+        events.append(
+            JobEvent(job_id, "popped", at, queue, shard, fence, process or None, {}, entry)
+        )
     return events
 
 

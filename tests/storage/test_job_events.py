@@ -219,9 +219,21 @@ def test_one_entry_holds_the_events_of_a_batch_and_of_an_enqueue(
         ("popped", None),
         ("done", None),
     ]
+    second = pop(queue, shard, 10, now=NOW)
+    assert second
+    assert names(second[0].id)[-1] == "popped"
+    third = pop(queue, shard, 10, now=NOW, ack_shard=shard)  # acks the second batch
+    assert third
+    *_, (_, both) = redis_client.xrange(queue.keys.events_stream(shard))
+    assert both[b"event"] == b"done" and b"popped" in both  # one entry for the two
+    assert names(second[0].id)[-1] == "done"
+    assert names(third[0].id)[-1] == "popped"
+    fences = {e.fence for e in Tracked.history(third[0].id)} - {None}
+    assert fences == {Tracked.history(second[0].id)[-1].fence}
     in_shard = [i for i in ids if queue.shard_of(i) == shard]
     popped = {e.id for e in lowkiq.events(Tracked) if e.event == "popped"}
-    assert popped == {job.id for job in batch} and popped <= set(in_shard)
+    taken = {job.id for jobs in (batch, second, third) for job in jobs}
+    assert popped == taken and popped <= set(in_shard)
 
 
 def test_an_untracked_worker_writes_no_stream_and_bad_settings_are_refused(

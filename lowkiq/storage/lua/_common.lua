@@ -634,13 +634,16 @@ end
 -- Clear the processing area of the shard whose keys are `keys` (K, or
 -- keys_at(another prefix)) as done; returns how many jobs it held.  `restores`:
 -- false when the caller knows keys.restores_hash does not exist.  `token`: the
--- lease the batch ran under (for its events).
+-- lease the batch ran under, for its `done` event; false: the caller records it, and
+-- gets the acked ids (joined by NUL) as a second value.
 local function ack_processing(keys, restores, token)
   local processing = keys.processing_hash
   local count = redis.call('hlen', processing)
+  local done = nil
   if count > 0 then
     if TRACK then
-      track(keys, 'done', table.concat(redis.call('hkeys', processing), '\0'), 'fence', token)
+      done = table.concat(redis.call('hkeys', processing), '\0')
+      if token then track(keys, 'done', done, 'fence', token) end
     end
     if restores ~= false and redis.call('exists', keys.restores_hash) == 1 then
       forget_counts(keys, redis.call('hkeys', processing))
@@ -648,7 +651,7 @@ local function ack_processing(keys, restores, token)
     redis.call('del', processing)
     redis.call('incrby', keys.processed_counter, count)
   end
-  return count
+  return count, done
 end
 
 -- Whether a reshard emptied the shard (its jobs live in the new shards now):

@@ -97,6 +97,19 @@ local function without_groups(count)
   grouped_known = found > 0
   return count - found
 end
+-- With Worker.track, the ids of the shard's own batch acked above, whose `done` event
+-- is recorded by track_done(popped) in one entry with the ids the pop takes, if any.
+local done_ids, track_done = nil, nil
+if TRACK then
+  track_done = function(popped)
+    if popped then
+      track(K, 'done', done_ids, 'fence', token, 'popped', popped)
+    else
+      track(K, 'done', done_ids, 'fence', token)
+    end
+    done_ids = nil
+  end
+end
 if ack_prefix then
   acked = -1
   local A = same and K or keys_at(ack_prefix)
@@ -111,9 +124,14 @@ if ack_prefix then
       end
       if extra == 0 then restores = false end
     end
-    acked = ack_processing(A, restores, ARGV[4])
     -- A thread usually acks the shard it pops: its lease was just checked.
     if same and ARGV[4] == token then held = true end
+    if TRACK and held then
+      -- The batch's `done` goes in one entry with what this pop takes (see below).
+      acked, done_ids = ack_processing(A, restores, false)
+    else
+      acked = ack_processing(A, restores, ARGV[4])
+    end
   end
 end
 if not held and not lease_held(K, token) then return {acked, -1, 0} end
@@ -125,7 +143,10 @@ elseif extra == nil then
     K.group_turns_zset, K.group_waits_zset))
 end
 if extra > 0 then
-  if redis.call('exists', K.hold) == 1 then return {acked, -2, 0} end
+  if redis.call('exists', K.hold) == 1 then
+    if done_ids then track_done() end
+    return {acked, -2, 0}
+  end
   if not same and redis.call('exists', processing) == 1 then return {acked, 0, 0} end
 end
 -- The due jobs: in a shard with groups, picker() -> id, perform_in and group of the
@@ -158,8 +179,9 @@ elseif rate then
   rate_args = {tonumber(ARGV[7]), rate, tonumber(ARGV[6]), pace, KEYS[3]}
   tokens, from, now_ms = R.budget_open(rate_args[1], rate, rate_args[3], tonumber(ARGV[8]),
     KEYS[3], pace)
-  if tokens <= 0 then return {acked, -3, -1} end
-  if from > now_ms then
+  if tokens <= 0 or from > now_ms then
+    if done_ids then track_done() end
+    if tokens <= 0 then return {acked, -3, -1} end
     R.budget_keep(tokens, from, now_ms)
     return {acked, -3, math.ceil(from - now_ms)}
   end
@@ -295,7 +317,14 @@ if yielding then
   end
 end
 call_many('hset', processing, entries)
-if TRACK and taken > 0 then track(K, 'popped', table.concat(popped_ids, '\0'), 'fence', token) end
+if TRACK then
+  local popped = taken > 0 and table.concat(popped_ids, '\0') or nil
+  if done_ids then
+    track_done(popped)
+  elseif popped then
+    track(K, 'popped', popped, 'fence', token)
+  end
+end
 if alone then out[2] = 2 end
 if rate_args then
   local backlog = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now, 'limit', 0, 1)[1] ~= nil
