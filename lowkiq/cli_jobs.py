@@ -4,7 +4,9 @@ one of them runs."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +23,7 @@ from lowkiq.errors import LowkiqError
 
 if TYPE_CHECKING:
     from lowkiq.storage.actions import Actions
+    from lowkiq.storage.job_events import JobEvent
     from lowkiq.worker import Worker
 
 _APP_HELP = "The app that defines WORKER: a .py file or a dotted module name."
@@ -80,7 +83,8 @@ def _report(worker: type[Worker], count: int, done: str, ids: Sequence[str], whe
 
 @click.group("jobs")
 def jobs() -> None:
-    """Act on the jobs of one worker: delete, kill, perform now, retry, move, clear.
+    """Act on the jobs of one worker: delete, kill, perform now, retry, move, clear;
+    read a tracked worker's job events (history, events).
 
     Queued jobs are changed, never a batch being performed (a running id's queued
     part is, its running batch is not).  IDS may be `-` to read ids from stdin.
@@ -174,3 +178,59 @@ def clear(worker_name: str, app: str, yes: bool) -> None:
         )
     count = _run(worker, lambda actions: actions.clear())
     _report(worker, count, "deleted", (), "")
+
+
+def _event_line(event: JobEvent) -> str:
+    """One event as a line: UTC time, id, event, details, process and fence."""
+    at = (
+        time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(event.at))
+        + f".{int(event.at * 1000) % 1000:03d}"
+    )
+    details = " ".join(f"{key}={value}" for key, value in event.details.items() if value != "")
+    lease = f" by {event.process} (fence {event.fence})" if event.process else ""
+    return f"{at} {event.id} {event.event}{' ' + details if details else ''}{lease}"
+
+
+def _untracked(worker: type[Worker]) -> None:
+    if not worker.track:
+        fail(f"{worker.__name__} records no events: set track = True on it")
+
+
+@jobs.command("history")
+@_options
+@click.argument("job_id", metavar="ID")
+def history(worker_name: str, job_id: str, app: str) -> None:
+    """Print the recorded events of job ID of WORKER, oldest first (Worker.track)."""
+    worker = find_worker_or_exit(app, worker_name)
+    _untracked(worker)
+    events = redis_call_or_exit(lambda: worker.history(job_id))
+    if not events:
+        click.echo(f"{worker.__name__}: no events of {job_id!r} are kept")
+    for event in events:
+        click.echo(_event_line(event))
+
+
+@jobs.command("events")
+@_options
+@click.option(
+    "--since",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Only the events of the last SECONDS seconds.",
+)
+@click.option("--follow", "-f", is_flag=True, help="Then print each new event as it comes.")
+def events(worker_name: str, app: str, since: float | None, follow: bool) -> None:
+    """Print the recorded events of every job of WORKER in time order (Worker.track)."""
+    from lowkiq import events as read_events
+
+    worker = find_worker_or_exit(app, worker_name)
+    _untracked(worker)
+    start = None if since is None else time.time() - since
+
+    def echo_all() -> None:
+        for event in read_events(worker, start, follow):
+            click.echo(_event_line(event))
+
+    with contextlib.suppress(KeyboardInterrupt):  # --follow ends on Ctrl-C
+        redis_call_or_exit(echo_all)

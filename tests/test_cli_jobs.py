@@ -136,3 +136,46 @@ def test_bad_use_is_a_one_line_error_that_changes_nothing(
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr, done.stderr
     assert queued() == ["a", "b", "c"] and dead() == ["x", "y"]
+
+
+TRACKED_APP = """
+import lowkiq
+
+class TrackedWorker(lowkiq.Worker):
+    shards_count = 2
+    track = True
+
+class OrderWorker(lowkiq.Worker):
+    shards_count = 3
+
+lowkiq.settings.workers = [TrackedWorker, OrderWorker]
+"""
+
+
+class TrackedWorker(lowkiq.Worker):
+    """The queue of TRACKED_APP's TrackedWorker."""
+
+    shards_count = 2
+    track = True
+
+
+def test_history_and_events_print_a_tracked_workers_events(
+    tmp_path: Path, redis_client: redis.Redis, redis_url: str
+) -> None:
+    (tmp_path / "app.py").write_text(TRACKED_APP)
+    lowkiq.settings.workers = [TrackedWorker, OrderWorker]
+    TrackedWorker.perform_async([{"id": "o-1", "payload": 1}, {"id": "o-2", "payload": 2}])
+    TrackedWorker.actions().kill(["o-1"])
+    done = jobs(tmp_path, redis_url, "history", "TrackedWorker", "o-1")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split(" ")[3] for line in lines] == ["enqueued", "buried"]
+    assert all(line.split(" ")[2] == "o-1" for line in lines)
+    every = jobs(tmp_path, redis_url, "events", "TrackedWorker", "--since", "600")
+    assert every.returncode == 0, every.stderr
+    assert sorted(line.split(" ")[2] for line in every.stdout.splitlines()) == ["o-1", "o-1", "o-2"]
+    none = jobs(tmp_path, redis_url, "history", "TrackedWorker", "never")
+    assert none.returncode == 0 and "no events of 'never' are kept" in none.stdout
+    untracked = jobs(tmp_path, redis_url, "history", "OrderWorker", "a")
+    assert untracked.returncode != 0
+    assert "OrderWorker records no events: set track = True" in untracked.stderr
