@@ -81,6 +81,12 @@ slot of its own): ``R bucket``, a hash: ``tokens`` (below 0 while reservations r
 the refill), ``at`` (ms on Redis's clock of the last refill), ``taken`` (tokens reserved so
 far), ``waited`` (reservations that had to wait for the refill).
 
+The batches of each group in flight (``Worker.group_concurrency``,
+:mod:`lowkiq.storage.group_claims`; ``C`` = ``lowkiq:{name:groups}:``, a slot of its own):
+``C held:<group>``, a zset: ``shard epoch`` of each batch running jobs of the group ->
+when its claim expires (ms on Redis's clock; renewed while it runs); ``C full``, a set:
+the groups at the cap.
+
 Metrics history of a queue (:mod:`lowkiq.telemetry`; one hash tag per queue,
 ``T`` = ``lowkiq:{name:metrics}:``, so a queue's metrics are one slot apart from its shards):
 
@@ -340,6 +346,11 @@ class QueueKeys:
         """The queue's rate-limit token bucket (a slot of its own): ``tokens``, ``at``,
         ``taken``, ``waited``."""
         return f"{NAMESPACE}:{{{self.queue_name}:rate}}:bucket"
+
+    @property
+    def group_claims_prefix(self) -> str:
+        """``lowkiq:{queue_name:groups}:``: the claims of ``Worker.group_concurrency``."""
+        return f"{NAMESPACE}:{{{self.queue_name}:groups}}:"
 
     @property
     def metrics_prefix(self) -> str:

@@ -158,6 +158,7 @@ class Scripts:
     layout_lock: Script
     rate_take: Script
     schedule_tick: Script
+    group_claims: Script
 
 
 #: One script call: the script, its keys, its arguments.
