@@ -90,6 +90,8 @@ class Popped:
     ``needs_tokens``: on a Redis Cluster, the shard's rate-limit budget ran out and
     due jobs remain: reserve tokens (:func:`~lowkiq.storage.rate_bucket.take`) for its
     next pop.
+    ``groups``: with ``capped`` groups given, the groups of the jobs taken (the default
+    one not named), whose places the batch claims (:mod:`lowkiq.storage.group_claims`).
     """
 
     acked: int
@@ -101,14 +103,22 @@ class Popped:
     wait: float = 0.0
     needs_tokens: bool = False
     suspect: bool = False
+    groups: frozenset[str] = frozenset()
 
 
 def _tail_args(
-    throttle: Throttle | None, batches: int, weights: tuple[Any, ...]
+    throttle: Throttle | None,
+    batches: int,
+    weights: tuple[Any, ...],
+    capped: frozenset[str] | None = None,
 ) -> tuple[Any, ...]:
     """A pop's arguments after its ack token: the rate limit's (which say how many
     batches it takes), or, for more than one batch without a limit, empty ones and the
-    number of batches; then the groups' ``weights`` (pairs group, weight)."""
+    number of batches; then the groups' ``weights`` (pairs group, weight).  With
+    ``capped`` (``Worker.group_concurrency``: the groups at their cap, maybe none), a
+    NUL first, and those groups weigh 0: the pop skips them and names the groups it took."""
+    if capped is not None:
+        weights = ("\0", *weights, *(arg for group in capped for arg in (group, 0)))
     if throttle is not None:
         return throttle.args() + weights
     if batches > 1 or weights:
@@ -139,6 +149,7 @@ class Processing(QueueBase):
         ack_token: str = "",
         throttle: Throttle | None = None,
         batches: int = 1,
+        capped: frozenset[str] | None = None,
     ) -> Popped:
         """Move up to ``limit`` due jobs of ``shard`` into its processing area.
 
@@ -149,19 +160,22 @@ class Processing(QueueBase):
         another shard's ack is a call of its own, first).  The popped jobs come
         earliest ``perform_in`` first (none when nothing is due).  With a ``throttle``
         (the worker's rate limit) it pops at most the tokens the shard may spend.
+        ``capped``: see :meth:`pop_command`.
         """
         if ack_shard is not None and ack_shard != shard and self.cluster:
             return self._pop_acking_apart(shard, token, limit, now, ack_shard, ack_token, throttle)
         if self.pipelines_pops and now is None:
             # A processing thread's client: the pop's command is packed once.
             client: Any = self.client
-            command = self.pop_command(shard, token, limit, ack_shard, ack_token, throttle, batches)
+            command = self.pop_command(
+                shard, token, limit, ack_shard, ack_token, throttle, batches, capped
+            )
             reply = client.run_command(command)
         else:
             keys = self._pop_keys(shard, ack_shard, throttle)
-            rate = _tail_args(throttle, batches, self.group_weight_args)
+            rate = _tail_args(throttle, batches, self.group_weight_args, capped)
             reply = self.write("pop", list(keys), token, _now(now), limit, ack_token, *rate)
-        return self.read_popped(reply)
+        return self.read_popped(reply, capped is not None)
 
     def pop_command(
         self,
@@ -172,15 +186,18 @@ class Processing(QueueBase):
         ack_token: str,
         throttle: Throttle | None = None,
         batches: int = 1,
+        capped: frozenset[str] | None = None,
     ) -> KeyedCommand:
         """:meth:`pop`'s command, packed, for the processing thread's client to send alone
         (``run_command``) or with others in one write (``run_keyed``); its reply is read
         by :meth:`read_popped`.
         Only when :attr:`pipelines_pops`; on a Redis Cluster, ``ack_shard`` is ``None`` or
-        ``shard``."""
+        ``shard``.  ``capped`` (``Worker.group_concurrency``): the groups at their cap,
+        which the pop skips; the reply then names the groups of the jobs taken."""
         keys = self._pop_keys(shard, ack_shard, throttle)
         client: Any = self.client
-        args = (token, "", limit, ack_token, *_tail_args(throttle, batches, self.group_weight_args))
+        tail = _tail_args(throttle, batches, self.group_weight_args, capped)
+        args = (token, "", limit, ack_token, *tail)
         packed = client.pack_script(self.scripts.pop, keys, args)
         return (keys[0], packed, self.scripts.pop)
 
@@ -221,9 +238,9 @@ class Processing(QueueBase):
         popped.acked = acked
         return popped
 
-    def read_popped(self, reply: list[Any]) -> Popped:
-        """A pop's reply, read (its ack's result, status, the rate limit's wait, then the
-        jobs)."""
+    def read_popped(self, reply: list[Any], capping: bool = False) -> Popped:
+        """A pop's reply, read (its ack's result, status, the rate limit's wait, with
+        ``capping`` the groups taken, then the jobs)."""
         acked, status, wait = reply[0], reply[1], reply[2]
         if status not in (1, 2):
             if status == -3:
@@ -235,14 +252,20 @@ class Processing(QueueBase):
             self._popped_job(
                 reply[i].decode(), int(reply[i + 1]), float(reply[i + 2]), reply[i + 3]
             )
-            for i in range(3, len(reply), 4)
+            for i in range(4 if capping else 3, len(reply), 4)
         ]
         suspect = status == 2
+        groups = frozenset(g.decode() for g in reply[3]) if capping else frozenset()
         if wait:
             return Popped(
-                acked, jobs, wait=max(wait, 0) / 1000, needs_tokens=wait < 0, suspect=suspect
+                acked,
+                jobs,
+                wait=max(wait, 0) / 1000,
+                needs_tokens=wait < 0,
+                suspect=suspect,
+                groups=groups,
             )
-        return Popped(acked, jobs, suspect=suspect)
+        return Popped(acked, jobs, suspect=suspect, groups=groups)
 
     def _popped_job(
         self, job_id: str, retry_count: int, perform_in: float, data: bytes

@@ -332,7 +332,8 @@ end
 -- `first_wait` are the first entries of the turns and the waits when already read
 -- (or nil).  The pop takes at most `limit` jobs, so it reads at most the first
 -- `limit` groups of the turns and `limit` + 1 ids of each group it serves, and
--- writes what it took once, in finish().  Returns next_due() -> id, perform_in,
+-- writes what it took once, in finish().  A group of weight 0 is at its cap
+-- (Worker.group_concurrency): it keeps its turn and gives no job.  Returns next_due() -> id, perform_in,
 -- group or nil; unpick(group): the job next_due just returned was not taken;
 -- finish(); any_due() -> whether a group is in the turns.
 local function group_picker(now, limit, weights, first_turn, first_wait)
@@ -353,11 +354,15 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
   -- served), pos (of the next head), out (its next job is not due)}, in `order`.
   local pool, order = nil, {}
   local left = limit
+  local capped = 0  -- groups of the pool at their cap
 
   local function add_rows(rows)
     for i = 1, #rows, 2 do
-      pool[rows[i]] = {turn = tonumber(rows[i + 1]), pos = 1}
-      order[#order + 1] = rows[i]
+      local g = rows[i]
+      local at_cap = weights[g] == 0
+      pool[g] = {turn = tonumber(rows[i + 1]), pos = 1, out = at_cap}
+      order[#order + 1] = g
+      if at_cap then capped = capped + 1 end
     end
   end
 
@@ -365,7 +370,7 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
     local rows = first_turn
     if not rows or left > 1 then rows = redis.call('zrange', turns, 0, left - 1, 'withscores') end
     first_turn = nil
-    pool, order = {}, {}
+    pool, order, capped = {}, {}, 0
     add_rows(rows)
   end
 
@@ -408,7 +413,15 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
           best, state = g, candidate
         end
       end
-      if not best then
+      if not best and capped > 0 then
+        -- Groups at their cap stay in the turns: read the turns past the pool, or stop.
+        local rows = redis.call('zrange', turns, #order, #order + left - 1, 'withscores')
+        if #rows == 0 then
+          finish()
+          return nil
+        end
+        add_rows(rows)
+      elseif not best then
         finish()  -- every group read is out: read the turns again
       else
         state.heads = state.heads or redis.call('zrange', K.group_ids_zset(best), 0, left, 'withscores')

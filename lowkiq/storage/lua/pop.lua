@@ -16,7 +16,9 @@
 --          ARGV[3] jobs each, each batch's hot ids giving it at most
 --          BATCH_PAYLOADS payloads (the caller performs them one batch at a time)
 -- ARGV[11..] optional (ARGV[5..10] then given, '' when unused): pairs group, weight
---          (Worker.group_weights; a group not named weighs 1)
+--          (Worker.group_weights; a group not named weighs 1); first a NUL
+--          (Worker.group_concurrency): a group of weight 0 is at its cap and gives
+--          no job, and the reply names the groups of the jobs popped
 -- Reads/writes: lease (of both shards), perform_in_zset, due_since_zset, fresh/retry lex
 --   zsets, retry_count_zset, errors_hash, payloads_zset(id) of hot ids,
 --   processing_hash (of both shards), processed_counter (of the acked shard),
@@ -29,7 +31,9 @@
 --   the shard: it is new and waits for its old shards, or retired; -3 the rate
 --   limit gives no token now, nothing was popped), ms to wait before the next
 --   pop of the shard (0 without a rate limit; -1: reserve tokens with rate_take
---   first), then id, retry_count, perform_in, blob of each popped job, earliest
+--   first), then (after a NUL of ARGV[11]) the list of the groups of the popped jobs
+--   (the default group not named), then id, retry_count, perform_in, blob of each
+--   popped job, earliest
 --   perform_in first; in a shard holding jobs of groups, due jobs are taken in turn
 --   across groups (see _common.lua), earliest perform_in first inside a group.
 --   Hot ids give at most BATCH_PAYLOADS payloads to a batch, smallest scores
@@ -44,6 +48,9 @@ local limit = batch_size * batches
 -- snprintf, and takes a string as it is.
 local limit_arg = limit
 if batches == 1 and not string.find(ARGV[3], '.', 1, true) then limit_arg = ARGV[3] end
+-- Worker.group_concurrency: the pop skips the groups at their cap, and names the groups
+-- of the jobs it takes.
+local capping = ARGV[11] == '\0'
 local ack_prefix = KEYS[2]
 if ack_prefix == '' then ack_prefix = nil end
 local acked = -2
@@ -156,7 +163,7 @@ end
 local picker, unpick, finish, any_grouped_due, due
 if grouped_known then
   local weights = {}
-  for i = 11, #ARGV, 2 do weights[ARGV[i]] = tonumber(ARGV[i + 1]) end
+  for i = capping and 12 or 11, #ARGV, 2 do weights[ARGV[i]] = tonumber(ARGV[i + 1]) end
   picker, unpick, finish, any_grouped_due = group_picker(now, limit, weights, first_turn, first_wait)
 else
   due = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now,
@@ -188,6 +195,13 @@ elseif rate then
   allowance = tokens
 end
 local out = {acked, 1, 0}
+-- With Worker.group_concurrency, the groups of the jobs taken (the default one not
+-- named): the caller claims their places before the batch runs.
+local taken_groups, seen_groups = nil, nil
+if capping then
+  taken_groups, seen_groups = {}, {}
+  out[4] = taken_groups
+end
 local budget = BATCH_PAYLOADS
 -- Most pops find no error and no restored job (`extra` counts the errors and
 -- restores hashes that exist): then no job's error or restores is read or deleted.
@@ -275,6 +289,10 @@ while not alone and taken < allowance do
     entries[#entries + 1] = id
     entries[#entries + 1] = processing_pack(perform_in, retry_count, error, blob, group)
     if TRACK then popped_ids[#popped_ids + 1] = id end
+    if taken_groups and group and group ~= '' and not seen_groups[group] then
+      seen_groups[group] = true
+      taken_groups[#taken_groups + 1] = group
+    end
     out[#out + 1] = id
     out[#out + 1] = retry_count
     out[#out + 1] = perform_in
