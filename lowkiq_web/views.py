@@ -9,7 +9,7 @@ from flask import Response, jsonify, render_template, request
 
 import lowkiq
 from lowkiq.telemetry import prometheus
-from lowkiq_web import chart, listing, rate_limits
+from lowkiq_web import chart, job_events, listing, rate_limits
 from lowkiq_web.blueprint import lowkiq_web
 from lowkiq_web.bulk import bulk_actions, job_actions
 from lowkiq_web.busy import busy_details
@@ -184,7 +184,8 @@ def dead(worker: str) -> str:
 
 @lowkiq_web.get("/<worker>/job")
 def job(worker: str) -> tuple[str, int]:
-    """One job by exact id: wherever it is (processing, queue, morgue)."""
+    """One job by exact id: wherever it is (processing, queue, morgue), and the events a
+    tracked worker recorded of it (shown, with a 200, when the job is gone too)."""
     found = find_worker(worker)
     job_id = request.args.get("id", "")
     if not job_id or "\0" in job_id:
@@ -201,7 +202,8 @@ def job(worker: str) -> tuple[str, int]:
             job["payloads"] = queries.payloads(job_id, start, JOB_PAYLOADS)
         for job in places["dead"]:
             job["payloads"] = queries.morgue_payloads(job_id, start, JOB_PAYLOADS)
-    status = 200 if any(places.values()) else 404
+    timeline = job_events.timeline(found, job_id)
+    status = 200 if any(places.values()) or timeline.events else 404
     context = {
         "worker": found.__name__,
         "job_id": job_id,
@@ -210,6 +212,8 @@ def job(worker: str) -> tuple[str, int]:
         "payloads_per_page": JOB_PAYLOADS,
         "worker_paused": found.paused(),
         "yields": queries.yields(job_id),
+        "timeline": timeline,
+        "job_events": job_events,
     }
     return render_template("lowkiq/job.html", metrics=found.metrics(), **context), status
 

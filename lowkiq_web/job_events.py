@@ -1,0 +1,121 @@
+"""The job page's Events: what a tracked worker (``Worker.track``) recorded of one id,
+newest first, in plain words (see :mod:`lowkiq.storage.job_events` for the events)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import lowkiq
+from lowkiq import JobEvent
+
+#: Events shown on a job page: the newest ones.
+EVENTS_SHOWN = 200
+
+#: Detail fields an event row shows in its own way (the rest show as ``name=value``).
+SHOWN_DETAILS = frozenset(
+    {"perform_in", "retry_count", "error", "from", "to", "left", "merged", "group"}
+)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The events of one id the page shows, newest first, and how many are kept."""
+
+    #: Whether the worker records events (``Worker.track``); no events are read otherwise.
+    tracked: bool
+    #: The newest :data:`EVENTS_SHOWN` events, newest first.
+    events: list[JobEvent]
+    #: How many events of the id its shard's stream keeps.
+    kept: int
+    #: About how many entries each shard's stream keeps (``Worker.track_length``).
+    track_length: int
+
+    @property
+    def capped(self) -> bool:
+        """Whether older kept events are left out."""
+        return self.kept > len(self.events)
+
+
+def timeline(worker: type[lowkiq.Worker], job_id: str) -> Timeline:
+    """The newest :data:`EVENTS_SHOWN` events of ``job_id``, newest first (none read for
+    an untracked worker)."""
+    if not worker.track:
+        return Timeline(False, [], 0, worker.track_length)
+    kept = worker.history(job_id)
+    return Timeline(True, kept[::-1][:EVENTS_SHOWN], len(kept), worker.track_length)
+
+
+def worker_of_queue(queue: str) -> str | None:
+    """The name of the registered worker whose queue is ``queue`` (``moved``'s ``to``,
+    ``enqueued``'s ``from``), for a link to the job's page there."""
+    for worker in lowkiq.settings.workers:
+        if worker.queue_name == queue:
+            return worker.__name__
+    return None
+
+
+def event_words(event: JobEvent) -> str:
+    """What happened, in plain words: ``"Failed"``, ``"Moved to the morgue"``, ..."""
+    details = event.details
+    origin = details.get("from", "")
+    match event.event:
+        case "enqueued" if origin == "morgue":
+            return "Queued up from the morgue"
+        case "enqueued" if origin == "schedule":
+            return "Enqueued by its schedule"
+        case "enqueued" if origin:
+            return f"Moved here from {origin}"
+        case "enqueued" if details.get("merged") == "1":
+            return "Enqueued, merged into the queued job"
+        case "deleted" if origin == "morgue":
+            return "Deleted from the morgue"
+        case "moved":
+            return f"Moved to {details.get('to') or 'another queue'}"
+        case "yielded":
+            left = details.get("left", "")
+            payloads = "payload" if left == "1" else "payloads"
+            return f"Gave {left or 'its'} {payloads} back (yield_rest)"
+    return WORDS.get(event.event, event.event)
+
+
+#: Each event in plain words (the default of :func:`event_words`).
+WORDS = {
+    "enqueued": "Enqueued",
+    "popped": "Taken into a batch",
+    "done": "Done (its batch succeeded)",
+    "failed": "Failed",
+    "discarded": "Discarded (lowkiq.Discard)",
+    "buried": "Moved to the morgue",
+    "restored": "Back in the queue (its process died or stopped running it)",
+    "deleted": "Deleted from the queue",
+}
+
+#: How an event's marker looks: ``ok`` (green), ``bad`` (red) or plain.
+TONES = {"done": "ok", "failed": "bad", "buried": "bad", "discarded": "bad", "deleted": "bad"}
+
+
+def retry_number(event: JobEvent) -> int | None:
+    """A ``failed`` event's retry_count (its retry is retry ``n + 1``), or ``None``."""
+    text = event.details.get("retry_count", "")
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def due_time(event: JobEvent) -> float | None:
+    """When the event made the job due (``perform_in``: an enqueue's, a failure's retry),
+    Unix seconds; ``None`` when it has none, or when an enqueue made it due at once."""
+    try:
+        due = float(event.details["perform_in"])
+    except (KeyError, ValueError):
+        return None
+    if event.event == "enqueued" and due <= event.at + 1:
+        return None
+    return due
+
+
+def other_details(event: JobEvent) -> dict[str, str]:
+    """The event's details not shown in their own way (fields a later version may add),
+    without empty ones."""
+    return {k: v for k, v in event.details.items() if k not in SHOWN_DETAILS and v != ""}
