@@ -72,6 +72,9 @@ class Worker:
     #: weighs 1): jobs of a job's ``"group"`` are taken in turn across groups, a group
     #: of weight 2 getting two jobs for one of a group of weight 1.
     group_weights: ClassVar[Mapping[str, float]] = {}
+    #: At most so many batches running jobs of one group at once, over every process
+    #: and host (``None``: no cap); the default group, jobs without one, is not capped.
+    group_concurrency: ClassVar[int | None] = None
     #: Record each job's events (enqueued, popped, done, failed, yielded, discarded,
     #: buried, restored, deleted, moved) in a capped stream per shard, in the script
     #: that makes the change: :meth:`history`, :func:`lowkiq.events`.
@@ -109,6 +112,11 @@ class Worker:
         check_perform_timeout(cls.__name__, cls.perform_timeout)
         check_merge_perform_in(cls.__name__, cls.merge_perform_in)
         check_group_weights(cls.__name__, cls.group_weights)
+        cap = cls.group_concurrency
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise ConfigurationError(
+                f"{cls.__name__}.group_concurrency must be an integer >= 1 or None, got {cap!r}"
+            )
         if not isinstance(cls.track, bool):
             raise ConfigurationError(
                 f"{cls.__name__}.track must be True or False, got {cls.track!r}"

@@ -46,6 +46,7 @@ from lowkiq.ownership.assignment import ShardKey
 from lowkiq.ownership.leases import Lease
 from lowkiq.runtime.backoff import backoff
 from lowkiq.runtime.executor import Executor, Work
+from lowkiq.runtime.group_caps import FULL_REFRESH, Call, GroupCaps
 from lowkiq.runtime.lifecycle import State, state_of
 from lowkiq.runtime.shard_handler import ShardHandler, Taken
 from lowkiq.schedulers import Scheduler
@@ -159,6 +160,9 @@ class Dispatcher:
         self.paused: frozenset[str] = frozenset()
         #: The work of each shard with a batch in flight.
         self.in_flight: dict[ShardKey, Work] = {}
+        #: ``Worker.group_concurrency`` of each capped worker (by queue name), shared by
+        #: its shards' handlers (:mod:`lowkiq.runtime.group_caps`).
+        self.group_caps: dict[str, GroupCaps] = {}
         #: Shards asked back while their batch was in flight: given up once it is settled.
         self.leaving: dict[ShardKey, ShardHandler] = {}
         # Shards whose perform raised a BaseException that is not an Exception: their
@@ -299,6 +303,8 @@ class Dispatcher:
         self._kick.clear()
         self.apply()
         self.collect()
+        if self.group_caps:
+            self._keep_claims()
         if self.round() == 0 and not self._kick.is_set():
             self.wait()
 
@@ -374,6 +380,8 @@ class Dispatcher:
         if work.fatal is not None:
             self._broken.add(handler.key)
         served = handler in self.handlers or handler in self.parked
+        if handler.group_caps is not None:
+            handler.group_caps.release(handler.key)
         try:
             if work.fatal is None:
                 handler.settle(work.outcomes, work.unrun)
@@ -480,14 +488,23 @@ class Dispatcher:
                 handler.acked(reply)
             except redis.RedisError as exc:
                 failure = failure or exc
-        worked = 0
+        popped: list[tuple[ShardHandler, Taken]] = []
         for pop, reply in zip(pops, replies[: len(pops)], strict=True):
+            handler = pop.handler
             if isinstance(reply, Exception):
-                pop.handler.interrupted()
+                handler.interrupted()
                 failure = failure or (reply if isinstance(reply, redis.RedisError) else None)
                 continue
-            taken = pop.handler.take(pop.handler.queue.read_popped(reply), pop.acking, pop.throttle)
-            worked += self._dispatch(pop.handler, taken)
+            capping = handler.group_caps is not None
+            popped.append(
+                (
+                    handler,
+                    handler.take(
+                        handler.queue.read_popped(reply, capping), pop.acking, pop.throttle
+                    ),
+                )
+            )
+        worked = sum(self._dispatch(handler, taken) for handler, taken in self._claim(popped))
         if failure is not None:
             raise failure
         return worked
@@ -497,10 +514,64 @@ class Dispatcher:
         one that waits for replicas after each write)."""
         for handler in acks:
             handler.ack_now()
-        worked = 0
-        for handler in chosen:
-            worked += self._dispatch(handler, handler.take(*handler.pop()))
-        return worked
+        popped = [(handler, handler.take(*handler.pop())) for handler in chosen]
+        return sum(self._dispatch(handler, taken) for handler, taken in self._claim(popped))
+
+    # -- Worker.group_concurrency -----------------------------------------------------
+
+    def _claim(self, popped: list[tuple[ShardHandler, Taken]]) -> list[tuple[ShardHandler, Taken]]:
+        """Claim the places of the groups of each capped batch popped (one write); a
+        refused batch goes back to its queue unrun.  Returns the pops to dispatch."""
+        claims = [
+            (handler, taken, handler.group_caps)
+            for handler, taken in popped
+            if handler.group_caps is not None and taken.batches and taken.groups
+        ]
+        if not claims:
+            return popped
+        calls = [(caps, caps.claim_call(h.shard, h.token, t.groups)) for h, t, caps in claims]
+        try:
+            replies = self._run_claims(calls)
+        except redis.RedisError:
+            for handler, _, _ in claims:
+                handler.interrupted()  # its batch is restored before its next pop
+            raise
+        refused: set[ShardKey] = set()
+        for (handler, taken, caps), reply in zip(claims, replies, strict=True):
+            if isinstance(reply, Exception) or not caps.answer(reply):
+                refused.add(handler.key)
+                handler.restore()
+            else:
+                caps.granted(handler.key, handler.shard, handler.token, taken.groups)
+        return [(handler, taken) for handler, taken in popped if handler.key not in refused]
+
+    def _run_claims(self, calls: Sequence[tuple[GroupCaps, Call]]) -> list[Any]:
+        """The replies of claims calls: in one write when the client packs commands."""
+        if self._packs:
+            client: Any = self.client
+            return list(client.run_keyed([caps.command(call) for caps, call in calls]))
+        return [caps.run(call) for caps, call in calls]
+
+    def _keep_claims(self) -> None:
+        """Send the claims' releases and renewals due, and ask which groups are at their
+        cap while some are, in one write."""
+        calls = [(caps, call) for caps in self.group_caps.values() for call in caps.upkeep()]
+        if not calls:
+            return
+        try:
+            replies = self._run_claims(calls)
+        except redis.RedisError:
+            for caps in self.group_caps.values():
+                caps.unsent([call for owner, call in calls if owner is caps])
+            raise
+        for (caps, call), reply in zip(calls, replies, strict=True):
+            if isinstance(reply, Exception):
+                caps.unsent([call])
+            elif not caps.answer(reply) and call[0] == "renew":
+                log.warning(
+                    "%s: the group places of batch %s lapsed and were taken meanwhile",
+                    caps.claims.queue.name, call[1],
+                )  # fmt: skip
 
     def _dispatch(self, handler: ShardHandler, taken: Taken) -> int:
         """Hand a pop's batches to the executor (a suspect waits to run alone)."""
@@ -511,6 +582,8 @@ class Dispatcher:
             return 1 if taken.again else 0
         if taken.suspect and self._suspect is not None:
             # Another suspect goes first: this one waits in its queue, not in processing.
+            if handler.group_caps is not None:
+                handler.group_caps.release(key)
             handler.restore()
             handler.held_until = time.monotonic() + suspects.RETRY
             return 0
@@ -583,6 +656,8 @@ class Dispatcher:
         now = self.clock()
         due = now + min(scheduled) if scheduled else None
         end = now + self.max_block
+        if any(caps.waits_for_places() for caps in self.group_caps.values()):
+            end = now + min(self.max_block, FULL_REFRESH)  # a place may come free
         if due is not None and due > end:
             due = None  # beyond this wait
         if self.polls:

@@ -51,9 +51,11 @@ from lowkiq.ownership.membership import (
 from lowkiq.periodic.runner import ScheduleRunner
 from lowkiq.runtime.backoff import backoff
 from lowkiq.runtime.dispatcher import Dispatcher
+from lowkiq.runtime.group_caps import GroupCaps
 from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.settings import Settings, pooled_client, settings
 from lowkiq.splitters import build_default_splitter, with_threads
+from lowkiq.storage.group_claims import GroupClaims
 from lowkiq.telemetry import prometheus
 from lowkiq.telemetry.recorder import Recorder
 from lowkiq.throttling import RateLimits
@@ -191,9 +193,19 @@ class Server:
             shutdown_timeout=config.shutdown_timeout,
         )
 
+        dispatcher.group_caps = {
+            name: GroupCaps(
+                GroupClaims(
+                    w.queue(dispatcher.client, config), w.group_concurrency, config.lease_ttl
+                )
+            )
+            for name, w in workers.items()
+            if w.group_concurrency is not None
+        }
+
         def make_handler(lane: int, queue_name: str, shard: int, token: str) -> ShardHandler:
             worker = workers[queue_name]
-            return ShardHandler(
+            handler = ShardHandler(
                 worker,
                 shard,
                 worker.queue(dispatcher.client, config),
@@ -203,6 +215,8 @@ class Server:
                 on_lost=coordinator.holdings.lost,
                 rate_limits=self.rate_limits,
             )
+            handler.group_caps = dispatcher.group_caps.get(queue_name)
+            return handler
 
         if config.schedules:
             periodic_client = pooled_client(self.template, 2, config.pool_timeout)

@@ -42,6 +42,7 @@ from lowkiq.middleware import Batch, Next, ServerMiddleware, chain
 from lowkiq.outcomes import Fate, Verdict, judge, log_failure
 from lowkiq.ownership.leases import Term
 from lowkiq.running import Running, RunningBatch, running
+from lowkiq.runtime.group_caps import FULL_REFRESH, GroupCaps
 from lowkiq.serializers import format_error as default_format_error
 from lowkiq.storage.processing import JobEnd
 from lowkiq.storage.queue import ACK_FENCED, Popped, PoppedJob, Queue
@@ -105,6 +106,8 @@ class Taken:
     batches: list[list[PoppedJob]] = field(default_factory=list)
     suspect: bool = False
     again: bool = False
+    #: The groups of its jobs (``Worker.group_concurrency``: their places are claimed).
+    groups: frozenset[str] = frozenset()
 
 
 class ShardHandler:
@@ -151,6 +154,9 @@ class ShardHandler:
         self.stopping = False
         #: Until when (time.monotonic) a reshard holds the shard: no pop is tried.
         self.held_until = 0.0
+        #: ``Worker.group_concurrency`` in this process: its pops skip the groups at
+        #: their cap (``None``: the worker has none).
+        self.group_caps: GroupCaps | None = None
         #: The worker's rate limit, as this shard applies it (``None``: never limited).
         self.throttle = (
             None
@@ -235,6 +241,7 @@ class ShardHandler:
                 self.token if acking else "",
                 throttle,
                 self._quick_batches(throttle),
+                self.capped(),
             )
         except redis.RedisError:
             self.interrupted()
@@ -254,8 +261,13 @@ class ShardHandler:
             self.token if acking else "",
             throttle,
             self._quick_batches(throttle),
+            self.capped(),
         )
         return command, acking, throttle
+
+    def capped(self) -> frozenset[str] | None:
+        """The groups a pop skips, at their cap (``None``: the worker caps none)."""
+        return None if self.group_caps is None else self.group_caps.full
 
     def _throttle_args(self) -> Throttle | None:
         """The next pop's rate-limit arguments (``None``: no limit in force now)."""
@@ -310,6 +322,9 @@ class ShardHandler:
             return Taken(again=True)
         jobs = popped.jobs
         if not jobs:
+            if self.group_caps is not None and self.group_caps.waits_for_places():
+                # Its due jobs may all be of groups at their cap: look again soon.
+                self.held_until = time.monotonic() + FULL_REFRESH
             return Taken()
         undecodable = [job for job in jobs if job.undecodable is not None]
         if undecodable:
@@ -322,7 +337,7 @@ class ShardHandler:
         batches = (
             [jobs] if len(jobs) <= size else [jobs[i : i + size] for i in range(0, len(jobs), size)]
         )
-        return Taken(batches, popped.suspect)
+        return Taken(batches, popped.suspect, groups=popped.groups)
 
     def settle(self, outcomes: Sequence[Outcome], unrun: bool = False) -> None:
         """Record what the batches of a pop did: each failed one fails (SPEC §4, one

@@ -55,8 +55,11 @@ class GroupClaims:
         self, op: Operation, who: str = "", groups: Iterable[str] = ()
     ) -> tuple[bool, frozenset[str]]:
         """Run ``op`` for the claimant ``who`` on ``groups`` now (see the module)."""
-        reply = self.queue.scripts.group_claims(keys=[self._key], args=self._args(op, who, groups))
-        return read_claims(reply)
+        return read_claims(self.reply(op, who, groups))
+
+    def reply(self, op: Operation, who: str = "", groups: Iterable[str] = ()) -> Any:
+        """:meth:`call`'s reply, unread (for :func:`read_claims`)."""
+        return self.queue.scripts.group_claims(keys=[self._key], args=self._args(op, who, groups))
 
     def command(self, op: Operation, who: str = "", groups: Iterable[str] = ()) -> KeyedCommand:
         """:meth:`call`'s command, packed to go out in one write with a round's pops and

@@ -1,0 +1,44 @@
+"""``Worker.group_concurrency`` on a 3-master Redis Cluster: the claims are in a slot of
+their own, claimed after each pop; at most N batches of a group still run at once across
+the processes."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+import lowkiq
+from lowkiq.embedded_cluster import EmbeddedCluster
+from tests.apps.runner import WorkerProcess, eventually
+from tests.conftest import lowkiq_on
+from tests.test_group_concurrency import GROUPS, JOBS, Capped, enqueue_groups, peaks
+
+
+def test_the_cap_holds_over_processes_on_a_cluster(
+    redis_cluster: EmbeddedCluster,
+    redis_url: str,
+    redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = redis_cluster.url.replace("redis://", "redis+cluster://")
+    processes: list[WorkerProcess] = []
+    with lowkiq_on(lambda: redis.RedisCluster.from_url(redis_cluster.url)):
+        lowkiq.settings.workers = [Capped]
+        env = {"REDIS_URL": url, "RECORD_URL": redis_url, "TEST_GROUP_CAP": "2"}
+        try:
+            for _ in range(2):
+                processes.append(
+                    WorkerProcess("-r", "tests/apps/capped.py", "--threads", "4", env=env)
+                )
+            for process in processes:
+                process.wait_started()
+            enqueue_groups()
+            total = len(GROUPS) * JOBS
+            eventually(lambda: redis_client.llen("test:finished") >= total, timeout=60)
+            assert Capped.metrics()["length"] == 0
+        finally:
+            for process in processes:
+                process.close()
+    found = peaks(redis_client)
+    assert max(found.values()) <= 2, found
+    assert 2 in found.values(), found
