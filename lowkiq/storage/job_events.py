@@ -7,7 +7,7 @@ an event is recorded exactly when its change is.  The stream is capped at about
 
 Events: ``enqueued`` (``perform_in``; ``merged`` 1 when a job of that id was queued;
 ``from`` ``morgue``, ``schedule`` or another queue's name when it did not come from an
-enqueue), ``popped`` (``retry_count``), ``done``, ``failed`` (``retry_count``,
+enqueue), ``popped``, ``done``, ``failed`` (``retry_count``,
 ``perform_in`` of the retry, ``error``), ``yielded`` (``left``: payloads given back),
 ``discarded``, ``buried`` (moved to the morgue; ``error``), ``restored`` (its process
 died or stopped running it: back in the queue), ``deleted`` (``from`` ``queue`` or
@@ -63,72 +63,93 @@ def _key(entry: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
-def _events(queue: str, shard: int, entry: Any, fields: dict[Any, Any]) -> list[JobEvent]:
-    """The events of one stream entry: one per id it names (a batch's ``popped`` and
-    ``done``, an enqueue's ``enqueued``, a clear's ``deleted`` name every id, joined by
-    NUL; an ``enqueued`` entry's ``merged`` names those merged onto a queued job).  A
-    pop that acked the shard's previous batch records its ``done`` and, in ``popped``,
-    the ids it took, in one entry."""
-    details = {_text(k): _text(v) for k, v in fields.items()}
-    ids, name = details.pop("id", ""), details.pop("event", "")
+def _ids(value: Any) -> list[str]:
+    """The ids of an entry's field (joined by NUL), as text."""
+    return _text(value).split("\0") if value else []
+
+
+def _events(
+    queue: str, shard: int, entry: Any, fields: dict[Any, Any], only: str | None = None
+) -> list[JobEvent]:
+    """The events of one stream entry (of the id ``only``, when given): one per id it
+    names (a batch's ``popped`` and ``done``, an enqueue's ``enqueued``, a clear's
+    ``deleted`` name every id, joined by NUL; an ``enqueued`` entry's ``merged`` names
+    those merged onto a queued job).  A pop that acked the shard's previous batch
+    records its ``done`` and, in ``popped``, the ids it took, in one entry."""
+    raw = {_text(k): v for k, v in fields.items()}
+    ids, popped = _ids(raw.pop("id", "")), _ids(raw.pop("popped", ""))
+    if only is not None:
+        ids, popped = [i for i in ids if i == only], [i for i in popped if i == only]
+        if not ids and not popped:
+            return []
+    details = {k: _text(v) for k, v in raw.items()}
+    name = details.pop("event", "")
     fence = process = None
     token = details.pop("fence", None)
     if token:
         epoch, _, process = token.partition(" ")
         fence = int(epoch) if epoch.isdigit() else None
-    popped = details.pop("popped", None)
     merged = details.pop("merged", None)
     merged_ids = set(merged.split("\0")) if merged else set()
     entry = _text(entry)
     at = _key(entry)[0] / 1000
+
+    def event(job_id: str, event_name: str, own: dict[str, str]) -> JobEvent:
+        return JobEvent(job_id, event_name, at, queue, shard, fence, process or None, own, entry)
+
     events = []
-    for job_id in ids.split("\0"):
-        own = details if merged is None else {**details, "merged": str(int(job_id in merged_ids))}
-        events.append(JobEvent(job_id, name, at, queue, shard, fence, process or None, own, entry))
-    for job_id in popped.split("\0") if popped else ():
-        events.append(
-            JobEvent(job_id, "popped", at, queue, shard, fence, process or None, {}, entry)
-        )
+    for job_id in ids:
+        own = dict(details)  # each event its own details
+        if merged is not None:
+            own["merged"] = str(int(job_id in merged_ids))
+        events.append(event(job_id, name, own))
+    events += [event(job_id, "popped", {}) for job_id in popped]
     return events
 
 
-def _read(queue: Queue, after: dict[int, str]) -> dict[int, list[JobEvent]]:
-    """Up to :data:`READ_COUNT` events of each shard of ``after`` that come after the
-    entry id it gives (``(ms-seq``, or ``-`` for the first kept), in one round trip."""
+def _read(
+    queue: Queue, after: dict[int, str], only: str | None = None
+) -> dict[int, tuple[list[JobEvent], str | None, int]]:
+    """The events (of the id ``only``, when given) of up to :data:`READ_COUNT` entries
+    of each shard of ``after`` that come after the entry id it gives (``(ms-seq``, or
+    ``-`` for the first kept), in one round trip: per shard, the events, the last
+    entry's id and how many entries were read."""
     pipe = queue.client.pipeline(transaction=False)
     shards = list(after)
     for shard in shards:
         pipe.xrange(queue.keys.events_stream(shard), after[shard], "+", count=READ_COUNT)
-    read: dict[int, list[JobEvent]] = {}
+    read: dict[int, tuple[list[JobEvent], str | None, int]] = {}
     for shard, entries in zip(shards, pipe.execute(), strict=True):
-        read[shard] = [
+        events = [
             event
             for entry, fields in entries
-            for event in _events(queue.name, shard, entry, fields)
+            for event in _events(queue.name, shard, entry, fields, only)
         ]
+        last = _text(entries[-1][0]) if entries else None
+        read[shard] = (events, last, len(entries))
     return read
 
 
-def _drain(queue: Queue, after: dict[int, str]) -> list[list[JobEvent]]:
-    """Every event after ``after`` (updated in place) of each shard, oldest first."""
+def _drain(queue: Queue, after: dict[int, str], only: str | None = None) -> list[list[JobEvent]]:
+    """Every event (of the id ``only``, when given) after ``after`` (updated in place)
+    of each shard, oldest first."""
     found: dict[int, list[JobEvent]] = {shard: [] for shard in after}
     pending = dict(after)
     while pending:
-        read = _read(queue, pending)
-        for shard, events in read.items():
+        for shard, (events, last, count) in _read(queue, pending, only).items():
             found[shard].extend(events)
-            if events:
-                after[shard] = pending[shard] = "(" + events[-1].entry
-            if len({event.entry for event in events}) < READ_COUNT:
+            if last is not None:
+                after[shard] = pending[shard] = "(" + last
+            if count < READ_COUNT:
                 del pending[shard]
     return list(found.values())
 
 
 def job_history(queue: Queue, job_id: str) -> list[JobEvent]:
-    """The kept events of ``job_id``, oldest first (one shard's stream, read whole)."""
-    shard = queue.shard_of(job_id)
-    (events,) = _drain(queue, {shard: "-"})
-    return [event for event in events if event.id == job_id]
+    """The kept events of ``job_id``, oldest first (its shard's stream, read whole; only
+    the entries naming it become events)."""
+    (events,) = _drain(queue, {queue.shard_of(job_id): "-"}, job_id)
+    return events
 
 
 def queue_events(

@@ -253,3 +253,15 @@ def test_an_untracked_worker_writes_no_stream_and_bad_settings_are_refused(
 
         class Short(lowkiq.Worker):
             track_length = 0
+
+
+def test_an_events_error_is_its_first_line_cut_at_a_character(redis_client: redis.Redis) -> None:
+    queue = Tracked.queue()
+    Tracked.perform_async([{"id": "e", "payload": 1, "perform_in": NOW}])
+    shard = queue.shard_of("e")
+    batch = pop(queue, shard, 10, now=NOW)
+    assert batch
+    long = "Error: " + "é" * 150 + "\n\nTraceback (most recent call last): ..."
+    fail(queue, shard, batch, long, lambda _: 10.0, 5, now=NOW)
+    error = Tracked.history("e")[-1].details["error"]
+    assert error == "Error: " + "é" * 96  # 200 bytes would cut the 97th in two

@@ -35,11 +35,17 @@ local function track(keys, event, ids, ...)
   redis.call('xadd', keys.events_stream, 'maxlen', '~', TRACK, '*', 'event', event, 'id', ids, ...)
 end
 
--- An error's first line (its class and message), at most 200 bytes, for an event.
+-- An error's first line (its class and message), at most 200 bytes (not cutting a
+-- UTF-8 character), for an event.
 local function error_summary(error)
   if not error then return '' end
-  local stop = string.find(error, '\n', 1, true) or (#error + 1)
-  return string.sub(error, 1, math.min(stop - 1, 200))
+  local stop = math.min((string.find(error, '\n', 1, true) or (#error + 1)) - 1, 200)
+  while stop > 0 and stop < #error do
+    local byte = string.byte(error, stop + 1)
+    if byte < 128 or byte >= 192 then break end  -- not inside a character
+    stop = stop - 1
+  end
+  return string.sub(error, 1, stop)
 end
 
 local HEADER = '>dI4'
