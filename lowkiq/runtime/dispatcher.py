@@ -558,6 +558,7 @@ class Dispatcher:
         calls = [(caps, call) for caps in self.group_caps.values() for call in caps.upkeep()]
         if not calls:
             return
+        full_before = {name: caps.full for name, caps in self.group_caps.items()}
         try:
             replies = self._run_claims(calls)
         except redis.RedisError:
@@ -572,6 +573,10 @@ class Dispatcher:
                     "%s: the group places of batch %s lapsed and were taken meanwhile",
                     caps.claims.queue.name, call[1],
                 )  # fmt: skip
+        freed = {name for name, caps in self.group_caps.items() if full_before[name] - caps.full}
+        for handler in self.handlers:
+            if handler.queue.name in freed:
+                handler.held_until = 0.0  # a shard that gave no job may give one now
 
     def _dispatch(self, handler: ShardHandler, taken: Taken) -> int:
         """Hand a pop's batches to the executor (a suspect waits to run alone)."""

@@ -25,7 +25,7 @@ from lowkiq.storage.group_claims import GroupClaims, Operation, claimant, read_c
 Call = tuple[Operation, str, tuple[str, ...]]
 
 #: Seconds between two questions "which groups are at their cap?" while some are.
-FULL_REFRESH = 0.2
+FULL_REFRESH = 0.1
 
 
 class GroupCaps:
