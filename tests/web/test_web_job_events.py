@@ -177,7 +177,10 @@ def event(name: str, **details: str) -> JobEvent:
         (event("yielded", left="1"), "Gave 1 payload back (yield_rest)"),
         (event("yielded", left="3"), "Gave 3 payloads back (yield_rest)"),
         (event("deleted", **{"from": "queue"}), "Deleted from the queue"),
-        (event("restored"), "Back in the queue (its process died or stopped running it)"),
+        (
+            event("restored"),
+            "Back in the queue (its process died or stopped, or its group was at its cap)",
+        ),
         (event("moved", to="Other"), "Moved to Other"),
         (event("renamed"), "renamed"),  # an event a later version may add
     ],
