@@ -1,6 +1,11 @@
 """The groups of a queue (SPEC §14) as the dashboard lists them: the groups with the
 most queued jobs across its shards, with their earliest ``perform_in`` and their jobs
-in flight."""
+in flight.
+
+The cost is bounded: each shard's groups are read up to :data:`SCANNED_GROUPS` of its
+turns (the groups with due jobs, next served first) and as many of its waits (the
+groups not yet due, soonest first); a queue with more groups is counted over those
+(:attr:`GroupRows.complete` is then ``False``)."""
 
 from __future__ import annotations
 
@@ -9,6 +14,19 @@ from typing import TypedDict
 
 from lowkiq.storage.processing import processing_group
 from lowkiq.storage.queue import Queue
+
+#: The most groups of each shard's turns, and of its waits, one reading counts.
+SCANNED_GROUPS = 1000
+
+
+class GroupRows(list["GroupRow"]):
+    """The rows of :func:`group_rows`, and whether every group of every shard was
+    counted (``False``: a shard had more than :data:`SCANNED_GROUPS` groups due or
+    waiting, and only those were)."""
+
+    complete: bool = True
+    #: How many groups of each shard's turns, and of its waits, were read at most.
+    scanned: int = SCANNED_GROUPS
 
 
 class GroupRow(TypedDict):
@@ -25,27 +43,34 @@ class GroupRow(TypedDict):
     in_flight: int
 
 
-def group_rows(queue: Queue, limit: int) -> list[GroupRow]:
+def group_rows(queue: Queue, limit: int, scan: int | None = None) -> GroupRows:
     """The ``limit`` groups of ``queue`` with the most queued jobs, most first.
 
     The default group (``name`` ``None``) is listed beside other groups only: a queue
     none of whose jobs has a group gives ``[]``.  Two pipelined round trips: the groups
-    of each shard (its turns and waits) and its processing area, then the size and head
-    of each group's index in each shard.
+    of each shard (up to ``scan``, default :data:`SCANNED_GROUPS`, of its turns and of
+    its waits) and its processing area, then the size and head of each group's index in
+    each shard.
     """
+    scan = SCANNED_GROUPS if scan is None else scan
     shards = queue.shards
     pipe = queue.client.pipeline(transaction=False)
     for shard in shards:
-        pipe.zrange(queue.keys.group_turns_zset(shard), 0, -1)
-        pipe.zrange(queue.keys.group_waits_zset(shard), 0, -1)
+        pipe.zrange(queue.keys.group_turns_zset(shard), 0, scan)
+        pipe.zrange(queue.keys.group_waits_zset(shard), 0, scan)
         pipe.hvals(queue.keys.processing_hash(shard))
     replies = pipe.execute()
+    found = GroupRows()
+    found.scanned = scan
     in_flight: Counter[str | None] = Counter()
     # The sorted sets id -> perform_in of each group in each shard, and their groups.
     indexes: list[tuple[str, str | None]] = []
     ungrouped: list[int] = []
     for n, shard in enumerate(shards):
         turns, waits, area = replies[3 * n : 3 * n + 3]
+        if len(turns) > scan or len(waits) > scan:  # one more read than counted
+            found.complete = False
+            turns, waits = turns[:scan], waits[:scan]
         in_flight.update(processing_group(value)[0] for value in area)
         if not turns and not waits:
             ungrouped.append(shard)
@@ -53,7 +78,7 @@ def group_rows(queue: Queue, limit: int) -> list[GroupRow]:
             group = name.decode()
             indexes.append((queue.keys.group_ids_zset(shard, group), group or None))
     if not indexes and set(in_flight) <= {None}:
-        return []
+        return found
     # A shard without groups holds jobs of the default group only.
     indexes += [(queue.keys.perform_in_zset(shard), None) for shard in ungrouped]
     pipe = queue.client.pipeline(transaction=False)
@@ -78,7 +103,8 @@ def group_rows(queue: Queue, limit: int) -> list[GroupRow]:
         for group in lengths.keys() | in_flight.keys()
     ]
     rows.sort(key=lambda row: (-row["length"], -row["in_flight"], _group_order(row["name"])))
-    return rows[:limit]
+    found.extend(rows[:limit])
+    return found
 
 
 def _group_order(name: str | None) -> tuple[bool, bytes]:

@@ -22,7 +22,7 @@ from typing import Any, TypedDict
 from lowkiq.errors import InvalidQuery
 from lowkiq.storage import blob
 from lowkiq.storage.bounds import check_limit, member_bound, score_bound
-from lowkiq.storage.group_rows import GroupRow, group_rows
+from lowkiq.storage.group_rows import GroupRows, group_rows
 from lowkiq.storage.processing import PROCESSING_HEADER, processing_group
 from lowkiq.storage.queue import Queue
 from lowkiq.storage.scripts import run_pipelined
@@ -250,10 +250,11 @@ class Queries:
 
     # -- groups ------------------------------------------------------------
 
-    def groups(self, limit: int = 20) -> list[GroupRow]:
+    def groups(self, limit: int = 20) -> GroupRows:
         """The ``limit`` groups with the most queued jobs across the queue's shards, most
-        first, with their earliest ``perform_in`` and their jobs in flight (see
-        :func:`lowkiq.storage.group_rows.group_rows`)."""
+        first, with their earliest ``perform_in`` and their jobs in flight; a list whose
+        ``complete`` is ``False`` when a shard had more groups than one reading counts
+        (see :func:`lowkiq.storage.group_rows.group_rows`)."""
         return group_rows(self.queue, check_limit(limit))
 
     # -- helpers -----------------------------------------------------------

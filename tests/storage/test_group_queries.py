@@ -124,3 +124,19 @@ def test_morgue_fetch_gives_dead_jobs_their_group(worker, queue):
     listed = queries.morgue_range_by_id("-", "+")
     assert [(job["id"], job.get("group")) for job in listed] == [("a0", "tenant-7"), ("x0", None)]
     assert [job["group"] for job in queries.fetch(["queued"])] == ["tenant-8"]
+
+
+def test_a_shard_with_more_groups_than_one_reading_counts_is_counted_over_those(worker, queue):
+    from lowkiq.storage.group_rows import group_rows
+
+    later = time.time() + 3600
+    for n in range(5):
+        enqueue(worker, f"due{n}", [f"d{n}a", f"d{n}b"][: 1 + n % 2], perform_in=NOW)
+        enqueue(worker, f"wait{n}", [f"w{n}"], perform_in=later + n)
+    every = group_rows(queue, 20, scan=5)
+    assert every.complete and len(every) == 10
+    some = group_rows(queue, 20, scan=3)
+    assert not some.complete
+    names = {row["name"] for row in some}
+    assert len(names) == 6 and {"wait0", "wait1", "wait2"} <= names  # the 3 due soonest
+    assert worker.queries().groups().complete

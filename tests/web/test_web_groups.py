@@ -115,3 +115,18 @@ def test_group_names_are_escaped(client):
     for url in ("/MailWorker/enqueued", "/MailWorker/job?id=j0000"):
         html = client.get(url).get_data(as_text=True)
         assert "<script>alert" not in html and "&lt;script&gt;alert" in html, url
+
+
+def test_a_shard_with_more_groups_than_counted_says_so(client, monkeypatch):
+    import lowkiq.storage.group_rows
+
+    enqueue(OrderWorker, 1, prefix="a", group="acme")
+    html = client.get("/OrderWorker/enqueued").get_data(as_text=True)
+    assert "partial-groups" not in html
+    OrderWorker.perform_async(
+        [{"id": f"t{n}", "payload": n, "group": f"tenant{n}"} for n in range(40)]
+    )
+    monkeypatch.setattr(lowkiq.storage.group_rows, "SCANNED_GROUPS", 3)
+    html = client.get("/OrderWorker/enqueued").get_data(as_text=True)
+    assert 'class="partial-groups"' in html and "some shards hold more groups" in html
+    assert "the first 3 groups of each shard" in html
