@@ -14,7 +14,8 @@ one of:
   shards move.
 
 With ``--groups N`` every id is in one of N groups (a tenant each): the shards take
-their due jobs in turn across groups, and the same checks hold.
+their due jobs in turn across groups, and the same checks hold; with ``--group-cap C``
+also at most C batches of a group run at once (``Worker.group_concurrency``).
 
 A quarter into the run, one job (id ``poison``) whose ``perform`` ends its process
 (``os._exit``) is enqueued; the bench starts a new worker for each process it ends.
@@ -185,6 +186,7 @@ class Run:
             "RECORD_URL": self.records.url,
             "CHAOS_LEASE_TTL": str(LEASE_TTL),
             "CHAOS_RATE": str(args.rate or 0),
+            "CHAOS_GROUP_CAP": str(args.group_cap or 0),
             "CHAOS_ITERATING": "1" if args.iterating else "0",
             "LOWKIQ_THREADS_PER_NODE": str(args.threads),
             "PYTHONPATH": str(ROOT),
@@ -813,6 +815,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--groups", type=int, default=0, help="the ids' groups (id n in group n %% N; 0: none)"
+    )
+    parser.add_argument(
+        "--group-cap", type=int, default=0, help="with --groups: Worker.group_concurrency"
     )
     args = parser.parse_args()
     run = Run(args, Path(tempfile.mkdtemp(prefix="lowkiq-chaos-")))

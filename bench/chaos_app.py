@@ -33,7 +33,8 @@ Records go to ``RECORD_URL``, a Redis the chaos run never kills nor disconnects:
 
 Environment: ``REDIS_URL``, ``RECORD_URL``, ``CHAOS_LEASE_TTL`` (seconds, default 2),
 ``CHAOS_RATE`` (the worker's rate limit in jobs per second; unset or 0: none),
-``CHAOS_ITERATING`` (``1``: :class:`ChaosSteps`).
+``CHAOS_ITERATING`` (``1``: :class:`ChaosSteps`), ``CHAOS_GROUP_CAP``
+(``Worker.group_concurrency``; unset or 0: none).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ POISON = "poison"
 POISON_EXIT = 77
 #: The worker's rate limit, jobs per second (0: none).
 RATE = float(os.environ.get("CHAOS_RATE") or 0)
+GROUP_CAP = int(os.environ.get("CHAOS_GROUP_CAP") or 0) or None
 #: Whether the run's worker is :class:`ChaosSteps`.
 ITERATING = os.environ.get("CHAOS_ITERATING") == "1"
 #: Seconds :meth:`ChaosSteps.perform_one` takes, at random between the two.
@@ -156,6 +158,7 @@ class Chaos(lowkiq.Worker):
     batch_size = 5
     max_restores = 3
     rate_limit = lowkiq.RateLimit(RATE) if RATE else None
+    group_concurrency = GROUP_CAP
 
     @classmethod
     def perform(cls, payloads_by_id: dict[str, list[dict[str, Any]]]) -> None:
@@ -199,6 +202,7 @@ class ChaosSteps(lowkiq.IterableWorker):
     max_restores = 3
     max_perform_seconds = MAX_PERFORM_SECONDS
     rate_limit = lowkiq.RateLimit(RATE) if RATE else None
+    group_concurrency = GROUP_CAP
 
     @classmethod
     def perform(cls, payloads_by_id: dict[str, list[dict[str, Any]]]) -> None:
