@@ -5,6 +5,12 @@ every process and host: each popped id spends a token of a token bucket kept in
 Redis, on Redis's clock (:mod:`lowkiq.storage.rate_bucket`).  ``burst`` is the
 bucket's size, how many jobs may start at once after a quiet spell.
 
+``per_group=True`` limits each group of the worker's jobs instead (the jobs without
+a group are one group): at most ``jobs`` jobs of one group start per ``per`` seconds
+over the fleet, and the worker as a whole has no limit.  A batch takes its groups'
+tokens in the worker's claims slot after its pop, all or none
+(:mod:`lowkiq.storage.group_claims`); a pop skips the groups out of tokens.
+
 A limit set at run time (:func:`set_rate_limit`, ``lowkiq rate-limit``, the
 dashboard) overrides the class's on every process within a heartbeat, without a
 restart, until it is cleared (:func:`clear_rate_limit`); it lives in a hash in
@@ -32,18 +38,20 @@ UNLIMITED = "none"
 
 _UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0}
 _UNITS |= {"h": 3600.0, "hour": 3600.0}
-_TEXT = re.compile(r"^\s*([0-9.]+)\s*/\s*([0-9.]*)\s*([a-z]+)\s*$")
+_TEXT = re.compile(r"^\s*([0-9.]+)\s*/\s*([0-9.]*)\s*([a-z]+)(\s+per\s+group)?\s*$")
 
 
 @dataclass(frozen=True)
 class RateLimit:
     """At most ``jobs`` jobs (ids) started per ``per`` seconds across the fleet;
     ``burst`` jobs may start at once after a quiet spell (default: the jobs of
-    :data:`DEFAULT_BURST_SECONDS` of the rate, at least one batch)."""
+    :data:`DEFAULT_BURST_SECONDS` of the rate, at least one batch); with
+    ``per_group``, so many of each group of the worker's jobs (see the module)."""
 
     jobs: float
     per: float = 1.0
     burst: int | None = None
+    per_group: bool = False
 
     def __post_init__(self) -> None:
         for name in ("jobs", "per"):
@@ -57,6 +65,10 @@ class RateLimit:
             isinstance(burst, bool) or not isinstance(burst, int) or burst < 1
         ):
             raise ConfigurationError(f"RateLimit burst must be an integer >= 1, got {burst!r}")
+        if not isinstance(self.per_group, bool):
+            raise ConfigurationError(
+                f"RateLimit per_group must be True or False, got {self.per_group!r}"
+            )
 
     @property
     def per_second(self) -> float:
@@ -74,29 +86,32 @@ class RateLimit:
         """``100/s``, ``6/min (burst 2)``, ``5/1.5s``: the limit for people (and
         :meth:`parse`)."""
         per = {1.0: "s", 60.0: "min", 3600.0: "h"}.get(self.per, f"{self.per:g}s")
-        text = f"{self.jobs:g}/{per}"
+        text = f"{self.jobs:g}/{per}" + (" per group" if self.per_group else "")
         return text if self.burst is None else f"{text} (burst {self.burst})"
 
     def encode(self) -> str:
-        """The limit as stored in Redis: ``jobs per burst`` (``burst`` empty: default)."""
-        return f"{self.jobs!r} {self.per!r} {'' if self.burst is None else self.burst}"
+        """The limit as stored in Redis: ``jobs per burst`` (``burst`` empty: default),
+        then `` group`` for a per-group limit."""
+        text = f"{self.jobs!r} {self.per!r} {'' if self.burst is None else self.burst}"
+        return text + " group" if self.per_group else text
 
     @classmethod
     def decode(cls, text: str) -> RateLimit | None:
         """A limit :meth:`encode` stored, or ``None`` for :data:`UNLIMITED`."""
         if text == UNLIMITED:
             return None
-        jobs, per, burst = (text.split(" ") + ["", ""])[:3]
-        return cls(float(jobs), float(per), int(burst) if burst else None)
+        jobs, per, burst, group = (text.split(" ") + ["", "", ""])[:4]
+        return cls(float(jobs), float(per), int(burst) if burst else None, group == "group")
 
     @classmethod
     def parse(cls, text: str, burst: int | None = None) -> RateLimit:
-        """``100/s``, ``100/1.5s``, ``6000/min``, ``10/h``: a limit typed by a person;
-        :class:`ConfigurationError` when it is not one."""
+        """``100/s``, ``100/1.5s``, ``6000/min``, ``10/h``, ``10/s per group``: a limit
+        typed by a person; :class:`ConfigurationError` when it is not one."""
         match = _TEXT.match(text.lower())
         if not match or match.group(3) not in _UNITS:
             raise ConfigurationError(
-                f"a rate limit is jobs/period, such as 100/s, 100/1.5s, 6000/min or 10/h; "
+                f"a rate limit is jobs/period, such as 100/s, 100/1.5s, 6000/min, 10/h or "
+                f"10/s per group; "
                 f"got {text!r}"
             )
         try:
@@ -106,7 +121,7 @@ class RateLimit:
             raise ConfigurationError(f"not a rate limit: {text!r}") from None
         if jobs.is_integer():
             jobs = int(jobs)
-        return cls(jobs, count * _UNITS[match.group(3)], burst)
+        return cls(jobs, count * _UNITS[match.group(3)], burst, match.group(4) is not None)
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,7 @@ class ShardThrottle:
         ``batches`` batches (at most the tokens a reservation holds); they carry the tokens
         reserved for it, once."""
         limit = self.limits.get(self.queue.name)
-        if limit is None:
+        if limit is None or limit.per_group:  # a group's tokens are its batches' claims
             self._grant = 0
             return None
         made = self._made

@@ -91,3 +91,28 @@ def test_without_a_cap_the_same_jobs_run_more_of_a_group_at_once(
 ) -> None:
     peaks = run(redis_client, start)
     assert max(peaks.values()) > 2, peaks
+
+
+def starts(redis_client: redis.Redis, group: str) -> list[float]:
+    """When each job of ``group`` started (Redis's clock), in order."""
+    return sorted(float(t) for t in redis_client.lrange(f"test:starts:{group}", 0, -1))
+
+
+def test_a_per_group_rate_limit_holds_each_group_to_its_rate(
+    redis_client: redis.Redis, start: Callable[..., list[WorkerProcess]]
+) -> None:
+    start(2, TEST_GROUP_RATE="10")
+    Capped.perform_async(
+        [{"id": f"{g}{n}", "group": g, "payload": {"g": g}} for g in GROUPS for n in range(25)]
+        + [{"id": f"plain{n}", "payload": {"g": "none"}} for n in range(25)]
+    )
+    eventually(lambda: redis_client.llen("test:finished") >= 4 * 25, timeout=60)
+    every = []
+    for group in (*GROUPS, "none"):  # the jobs without a group are one group too
+        times = starts(redis_client, group)
+        every += times
+        assert len(times) == 25
+        for first in times:  # any second holds at most 10 starts, and the burst of 1
+            assert sum(1 for t in times if first <= t < first + 1.0) <= 11, (group, times)
+    busiest = max(sum(1 for t in every if first <= t < first + 1.0) for first in every)
+    assert busiest > 11  # the worker as a whole is not limited

@@ -46,7 +46,7 @@ from lowkiq.ownership.assignment import ShardKey
 from lowkiq.ownership.leases import Lease
 from lowkiq.runtime.backoff import backoff
 from lowkiq.runtime.executor import Executor, Work
-from lowkiq.runtime.group_caps import FULL_REFRESH, Call, GroupCaps
+from lowkiq.runtime.group_caps import Call, GroupCaps
 from lowkiq.runtime.lifecycle import State, state_of
 from lowkiq.runtime.shard_handler import ShardHandler, Taken
 from lowkiq.schedulers import Scheduler
@@ -495,15 +495,8 @@ class Dispatcher:
                 handler.interrupted()
                 failure = failure or (reply if isinstance(reply, redis.RedisError) else None)
                 continue
-            capping = handler.group_caps is not None
-            popped.append(
-                (
-                    handler,
-                    handler.take(
-                        handler.queue.read_popped(reply, capping), pop.acking, pop.throttle
-                    ),
-                )
-            )
+            read = handler.queue.read_popped(reply, handler.pops_groups)
+            popped.append((handler, handler.take(read, pop.acking, pop.throttle)))
         worked = sum(self._dispatch(handler, taken) for handler, taken in self._claim(popped))
         if failure is not None:
             raise failure
@@ -522,14 +515,16 @@ class Dispatcher:
     def _claim(self, popped: list[tuple[ShardHandler, Taken]]) -> list[tuple[ShardHandler, Taken]]:
         """Claim the places of the groups of each capped batch popped (one write); a
         refused batch goes back to its queue unrun.  Returns the pops to dispatch."""
-        claims = [
-            (handler, taken, handler.group_caps)
-            for handler, taken in popped
-            if handler.group_caps is not None and taken.batches and taken.groups
-        ]
+        claims: list[tuple[ShardHandler, GroupCaps, Call]] = []
+        for handler, taken in popped:
+            caps = handler.group_caps
+            if caps is not None and taken.batches and taken.groups:
+                call = caps.claim_call(handler.shard, handler.token, taken.groups)
+                if call is not None:
+                    claims.append((handler, caps, call))
         if not claims:
             return popped
-        calls = [(caps, caps.claim_call(h.shard, h.token, t.groups)) for h, t, caps in claims]
+        calls = [(caps, call) for _, caps, call in claims]
         try:
             replies = self._run_claims(calls)
         except redis.RedisError:
@@ -537,12 +532,12 @@ class Dispatcher:
                 handler.interrupted()  # its batch is restored before its next pop
             raise
         refused: set[ShardKey] = set()
-        for (handler, taken, caps), reply in zip(claims, replies, strict=True):
+        for (handler, caps, call), reply in zip(claims, replies, strict=True):
             if isinstance(reply, Exception) or not caps.answer(reply):
                 refused.add(handler.key)
                 handler.restore()
             else:
-                caps.granted(handler.key, handler.shard, handler.token, taken.groups)
+                caps.granted(handler.key, call)
         return [(handler, taken) for handler, taken in popped if handler.key not in refused]
 
     def _run_claims(self, calls: Sequence[tuple[GroupCaps, Call]]) -> list[Any]:
@@ -661,8 +656,12 @@ class Dispatcher:
         now = self.clock()
         due = now + min(scheduled) if scheduled else None
         end = now + self.max_block
-        if any(caps.waits_for_places() for caps in self.group_caps.values()):
-            end = now + min(self.max_block, FULL_REFRESH)  # a place may come free
+        # A group at its cap or out of tokens may be served again: look then.
+        retry = min(
+            (c.retry_in() for c in self.group_caps.values() if c.waits_for_places()), default=None
+        )
+        if retry is not None:
+            due = now + retry if due is None else min(due, now + retry)
         if due is not None and due > end:
             due = None  # beyond this wait
         if self.polls:

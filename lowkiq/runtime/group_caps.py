@@ -1,41 +1,52 @@
-"""``Worker.group_concurrency`` in one process: what its dispatcher knows of a capped
-worker's groups, and the places its running batches hold.
+"""``Worker.group_concurrency`` and per-group rate limits in one process: what its
+dispatcher knows of a worker's groups, and the places its running batches hold.
 
-The dispatcher (:mod:`lowkiq.runtime.dispatcher`) pops a capped worker's shards skipping
-the groups at their cap (:attr:`GroupCaps.full`, as Redis last said), claims the places
-of the groups of each batch it popped before the batch runs (one write for the round;
-a refused batch goes back to its queue unrun), renews the places of its running batches
-every quarter of the lease TTL, and releases a batch's places once it is settled
-(:mod:`lowkiq.storage.group_claims`).  While a group is at its cap the process asks
-again which groups are every :data:`FULL_REFRESH` seconds, and a shard that gave no
-job waits that long before its next pop: a place freed by another process is seen
-within about that time.
+The dispatcher (:mod:`lowkiq.runtime.dispatcher`) pops the worker's shards skipping the
+groups at their cap or out of tokens (:attr:`GroupCaps.full`, as Redis last said),
+claims each batch's places and tokens before it runs (one write for the round; a
+refused batch goes back to its queue unrun), renews the places of its running
+batches every quarter of the lease TTL, and releases a batch's places once it is
+settled (:mod:`lowkiq.storage.group_claims`).  While a group is at its cap or out of
+tokens the process asks again which groups are every :data:`FULL_REFRESH` seconds, and
+a shard that gave no job waits that long before its next pop: a place freed by another
+process, or a bucket refilled, is seen within about that time.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from lowkiq.clients.connection import KeyedCommand
+from lowkiq.rate_limit import RateLimit
 from lowkiq.storage.group_claims import GroupClaims, Operation, claimant, read_claims
+from lowkiq.throttling import RateLimits
 
-#: One claims call: the operation, the claimant, the groups.
-Call = tuple[Operation, str, tuple[str, ...]]
+#: One claims call: the operation, the claimant, each group's jobs, the per-group rate.
+Call = tuple[Operation, str, Mapping[str, int], RateLimit | None]
 
-#: Seconds between two questions "which groups are at their cap?" while some are.
+#: Seconds between two questions "which groups are at their cap, or out of tokens?"
+#: while some are.
 FULL_REFRESH = 0.1
 
 
 class GroupCaps:
-    """One capped worker's groups in this process (see the module)."""
+    """One worker's group caps and per-group rate in this process (see the module)."""
 
-    def __init__(self, claims: GroupClaims, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        claims: GroupClaims,
+        rate_limits: RateLimits | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.claims = claims
+        self.rate_limits = rate_limits
         self.clock = clock
         #: The groups at their cap, as the last answer said.
         self.full: frozenset[str] = frozenset()
+        #: The groups out of tokens, and until when (``clock``), as the last answer said.
+        self.dry: dict[str, float] = {}
         self._answered_at = 0.0
         #: The places held by each running batch: shard key -> (claimant, groups).
         self.held: dict[Hashable, tuple[str, frozenset[str]]] = {}
@@ -43,15 +54,44 @@ class GroupCaps:
         #: Places to release (of settled batches), sent with the next write.
         self.releases: list[tuple[str, frozenset[str]]] = []
 
+    def rate(self) -> RateLimit | None:
+        """The worker's per-group rate limit in force now (``None``: none)."""
+        if self.rate_limits is None:
+            return None
+        limit = self.rate_limits.get(self.claims.queue.name)
+        return limit if limit is not None and limit.per_group else None
+
+    def active(self) -> bool:
+        """Whether the worker's groups are capped or rate-limited now."""
+        return self.claims.cap is not None or self.rate() is not None
+
+    def skipped(self) -> frozenset[str] | None:
+        """The groups a pop skips now, at their cap or out of tokens (``None``: its
+        groups need no claim)."""
+        if not self.active():
+            return None
+        if not self.dry:
+            return self.full
+        now = self.clock()
+        return self.full | {group for group, until in self.dry.items() if until > now}
+
     def answer(self, reply: Any) -> bool:
-        """Read a claims call's reply: whether it was granted; it says the groups full."""
-        granted, self.full = read_claims(reply)
-        self._answered_at = self.clock()
+        """Read a claims call's reply: whether it was granted; it says the groups at
+        their cap and those out of tokens, with when they have one again."""
+        granted, self.full, waits = read_claims(reply)
+        now = self._answered_at = self.clock()
+        self.dry = {group: now + wait for group, wait in waits.items()}
         return granted
 
-    def claim_call(self, shard: int, token: str, groups: frozenset[str]) -> Call:
-        """The claim of a batch popped from ``shard`` under ``token`` on ``groups``."""
-        return ("claim", claimant(shard, token), tuple(sorted(groups)))
+    def claim_call(self, shard: int, token: str, jobs: Mapping[str, int]) -> Call | None:
+        """The claim of a batch popped from ``shard`` under ``token`` with ``jobs`` of
+        each group, or ``None`` when it needs none (only jobs of the default group, and
+        no per-group rate)."""
+        rate = self.rate()
+        wanted = dict(jobs) if rate is not None else {g: n for g, n in jobs.items() if g}
+        if not wanted:
+            return None
+        return ("claim", claimant(shard, token), wanted, rate)
 
     def command(self, call: Call) -> KeyedCommand:
         """``call`` packed, to go out in one write with others."""
@@ -59,12 +99,14 @@ class GroupCaps:
 
     def run(self, call: Call) -> Any:
         """``call`` in a round trip of its own; its reply (for :meth:`answer`)."""
-        op, who, groups = call
-        return self.claims.reply(op, who, groups)
+        return self.claims.reply(*call)
 
-    def granted(self, key: Hashable, shard: int, token: str, groups: frozenset[str]) -> None:
-        """The batch of shard ``key`` holds places of ``groups`` now."""
-        self.held[key] = (claimant(shard, token), groups)
+    def granted(self, key: Hashable, call: Call) -> None:
+        """The claim ``call`` of shard ``key``'s batch was granted: its places are held
+        (the default group has none)."""
+        groups = frozenset(g for g in call[2] if g)
+        if self.claims.cap is not None and groups:
+            self.held[key] = (call[1], groups)
 
     def release(self, key: Hashable) -> None:
         """The batch of shard ``key`` is settled (or given back): its places go."""
@@ -73,26 +115,36 @@ class GroupCaps:
             self.releases.append(held)
 
     def upkeep(self) -> list[Call]:
-        """The calls due now: releases, renewals (every quarter of the claims' life), and
+        """The calls due now: releases, renewals (every quarter of the places' life), and
         the question which groups are full while some are (every FULL_REFRESH).  The
         releases are taken: give them back (:meth:`unsent`) when the calls fail."""
         calls: list[Call] = [
-            ("release", who, tuple(sorted(groups))) for who, groups in self.releases
+            ("release", who, dict.fromkeys(groups, 0), None) for who, groups in self.releases
         ]
         self.releases = []
         now = self.clock()
         if self.held and now - self._renewed_at > self.claims.ttl_ms / 4000:
             self._renewed_at = now
-            calls += [("renew", who, tuple(sorted(groups))) for who, groups in self.held.values()]
+            calls += [
+                ("renew", who, dict.fromkeys(groups, 0), None) for who, groups in self.held.values()
+            ]
         if not calls and self.full and now - self._answered_at > FULL_REFRESH:
-            calls.append(("full", "", ()))
+            calls.append(("full", "", {}, self.rate()))
         return calls
+
+    def retry_in(self) -> float:
+        """Seconds before a shard that gave no job is popped again: until the first group
+        out of tokens has one, at most FULL_REFRESH."""
+        now = self.clock()
+        soonest = min((until - now for until in self.dry.values() if until > now), default=None)
+        return FULL_REFRESH if soonest is None else min(FULL_REFRESH, soonest)
 
     def unsent(self, calls: list[Call]) -> None:
         """``calls`` of :meth:`upkeep` failed: their releases go with the next ones (a
-        place not released lapses with its claim at the latest)."""
-        self.releases += [(who, frozenset(groups)) for op, who, groups in calls if op == "release"]
+        place not released lapses at the latest with its claim)."""
+        self.releases += [(c[1], frozenset(c[2])) for c in calls if c[0] == "release"]
 
     def waits_for_places(self) -> bool:
-        """Whether some group is at its cap (the process then looks again soon)."""
-        return bool(self.full)
+        """Whether some group is at its cap or out of tokens (the process then looks
+        again soon)."""
+        return bool(self.full or self.dry) and self.active()

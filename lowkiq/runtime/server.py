@@ -193,14 +193,18 @@ class Server:
             shutdown_timeout=config.shutdown_timeout,
         )
 
+        # Every worker's: a per-group rate limit may also be set at run time.
         dispatcher.group_caps = {
             name: GroupCaps(
                 GroupClaims(
-                    w.queue(dispatcher.client, config), w.group_concurrency, config.lease_ttl
-                )
+                    w.queue(dispatcher.client, config),
+                    w.group_concurrency,
+                    config.lease_ttl,
+                    w.batch_size,
+                ),
+                self.rate_limits,
             )
             for name, w in workers.items()
-            if w.group_concurrency is not None
         }
 
         def make_handler(lane: int, queue_name: str, shard: int, token: str) -> ShardHandler:

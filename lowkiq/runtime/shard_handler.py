@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +42,7 @@ from lowkiq.middleware import Batch, Next, ServerMiddleware, chain
 from lowkiq.outcomes import Fate, Verdict, judge, log_failure
 from lowkiq.ownership.leases import Term
 from lowkiq.running import Running, RunningBatch, running
-from lowkiq.runtime.group_caps import FULL_REFRESH, GroupCaps
+from lowkiq.runtime.group_caps import GroupCaps
 from lowkiq.serializers import format_error as default_format_error
 from lowkiq.storage.processing import JobEnd
 from lowkiq.storage.queue import ACK_FENCED, Popped, PoppedJob, Queue
@@ -106,8 +106,9 @@ class Taken:
     batches: list[list[PoppedJob]] = field(default_factory=list)
     suspect: bool = False
     again: bool = False
-    #: The groups of its jobs (``Worker.group_concurrency``: their places are claimed).
-    groups: frozenset[str] = frozenset()
+    #: Its jobs of each group (``Worker.group_concurrency``, a per-group rate limit: their
+    #: places and tokens are claimed).
+    groups: Mapping[str, int] = field(default_factory=dict)
 
 
 class ShardHandler:
@@ -157,6 +158,9 @@ class ShardHandler:
         #: ``Worker.group_concurrency`` in this process: its pops skip the groups at
         #: their cap (``None``: the worker has none).
         self.group_caps: GroupCaps | None = None
+        #: Whether the last :meth:`pop_command` asks for the jobs of each group (its
+        #: reply is read so).
+        self.pops_groups = False
         #: The worker's rate limit, as this shard applies it (``None``: never limited).
         self.throttle = (
             None
@@ -253,6 +257,8 @@ class ShardHandler:
         whether it carries the ack, and its rate-limit arguments (for :meth:`take`)."""
         acking = self.unacked
         throttle = self._throttle_args()
+        capped = self.capped()
+        self.pops_groups = capped is not None
         command = self.queue.pop_command(
             self.shard,
             self.token,
@@ -261,13 +267,14 @@ class ShardHandler:
             self.token if acking else "",
             throttle,
             self._quick_batches(throttle),
-            self.capped(),
+            capped,
         )
         return command, acking, throttle
 
     def capped(self) -> frozenset[str] | None:
-        """The groups a pop skips, at their cap (``None``: the worker caps none)."""
-        return None if self.group_caps is None else self.group_caps.full
+        """The groups a pop skips, at their cap or out of tokens (``None``: the worker's
+        groups need no claim)."""
+        return None if self.group_caps is None else self.group_caps.skipped()
 
     def _throttle_args(self) -> Throttle | None:
         """The next pop's rate-limit arguments (``None``: no limit in force now)."""
@@ -277,8 +284,11 @@ class ShardHandler:
 
     def _quick_batches(self, throttle: Throttle | None) -> int:
         """Batches a pop without rate-limit arguments takes (with them, the arguments
-        say: see :meth:`batches`)."""
-        return 1 if throttle is not None else self.batches()
+        say: see :meth:`batches`); one under a per-group rate limit, whose tokens a
+        batch claims after its pop (a group's bucket holds at least one batch)."""
+        if throttle is not None or (self.group_caps is not None and self.group_caps.rate()):
+            return 1
+        return self.batches()
 
     def batches(self) -> int:
         """How many batches a pop of the shard may take: as many as it performs in
@@ -324,7 +334,7 @@ class ShardHandler:
         if not jobs:
             if self.group_caps is not None and self.group_caps.waits_for_places():
                 # Its due jobs may all be of groups at their cap: look again soon.
-                self.held_until = time.monotonic() + FULL_REFRESH
+                self.held_until = time.monotonic() + self.group_caps.retry_in()
             return Taken()
         undecodable = [job for job in jobs if job.undecodable is not None]
         if undecodable:

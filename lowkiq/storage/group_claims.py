@@ -1,13 +1,15 @@
-"""``Worker.group_concurrency``: at most N batches running jobs of one group across every
-process and host.
+"""Per group of a worker: at most N batches running at once (``Worker.group_concurrency``)
+and at most so many jobs started per second (``RateLimit(..., per_group=True)``), across
+every process and host.
 
-A batch claims a place of each group of its jobs (the default group, jobs without one,
-is never capped) in the worker's claims slot (``lowkiq:{name:groups}:``), after its pop
-and before it runs, all places or none: a refused batch goes back to its queue unrun.
-A claim lives the lease TTL unless its process renews it, so the places of a process
-that died come back with its leases; a finished batch releases its places.  Every
-answer also names the groups at the cap, which the process's pops then skip
-(``lowkiq/storage/lua/group_claims.lua``).
+A batch claims, for each group of its jobs, a place (not for the default group, jobs
+without one) and a token per job, in the worker's claims slot
+(``lowkiq:{name:groups}:``), after its pop and before it runs: all or none, so a
+refused batch goes back to its queue unrun.  A place lives the lease TTL unless its
+process renews it, so the places of a process that died come back with its leases; a
+finished batch releases its places.  Each group's tokens are a bucket refilled at the
+rate.  Every answer also names the groups at their cap or out of tokens, which the
+process's pops then skip (``lowkiq/storage/lua/group_claims.lua``).
 
 A claimant is ``"shard epoch"``: the epoch of the lease the batch was popped under, so a
 process whose lease lapsed never releases the places of the shard's next owner.
@@ -15,10 +17,11 @@ process whose lease lapsed never releases the places of the shard's next owner.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from lowkiq.clients.connection import KeyedCommand
+from lowkiq.rate_limit import RateLimit
 from lowkiq.storage.queue import Queue
 
 Operation = Literal["claim", "release", "renew", "full"]
@@ -29,43 +32,77 @@ def claimant(shard: int, token: str) -> str:
     return f"{shard} {token.partition(' ')[0]}"
 
 
-def read_claims(reply: list[Any]) -> tuple[bool, frozenset[str]]:
-    """A call's answer: whether its claims were granted (or renewed), and the groups at
-    the cap now."""
-    granted, full = reply
-    return bool(granted), frozenset(g.decode() if isinstance(g, bytes) else g for g in full)
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def read_claims(reply: list[Any]) -> tuple[bool, frozenset[str], dict[str, float]]:
+    """A call's answer: whether its claim was granted (or its places renewed), the
+    groups at their cap, and the groups out of tokens with the seconds until their
+    bucket holds one again."""
+    granted, capped, dry = reply
+    waits = {_text(dry[i]): int(dry[i + 1]) / 1000 for i in range(0, len(dry), 2)}
+    return bool(granted), frozenset(_text(g) for g in capped), waits
 
 
 class GroupClaims:
-    """The claims of one worker's batches on its groups' places."""
+    """The claims of one worker's batches on its groups' places and tokens."""
 
-    def __init__(self, queue: Queue, cap: int, ttl: float) -> None:
+    def __init__(self, queue: Queue, cap: int | None, ttl: float, batch_size: int = 1) -> None:
         #: The worker's queue (its claims slot and scripts).
         self.queue = queue
-        #: ``Worker.group_concurrency``.
+        #: ``Worker.group_concurrency`` (``None``: no cap).
         self.cap = cap
-        #: How long a claim lives unless renewed, milliseconds (the lease TTL).
+        #: How long a place lives unless renewed, milliseconds (the lease TTL).
         self.ttl_ms = max(1, round(ttl * 1000))
+        #: The worker's batch size (a group's bucket holds at least a batch).
+        self.batch_size = batch_size
         self._key = queue.keys.group_claims_prefix
 
-    def _args(self, op: Operation, who: str, groups: Iterable[str]) -> tuple[Any, ...]:
-        return (op, self.cap, self.ttl_ms, who, *groups)
+    def _args(
+        self, op: Operation, who: str, jobs: Mapping[str, int], rate: RateLimit | None
+    ) -> tuple[Any, ...]:
+        cap = "" if self.cap is None else self.cap
+        if rate is None:
+            tokens: tuple[Any, ...] = ("", "")
+        else:
+            tokens = (repr(rate.per_second / 1000), rate.capacity(self.batch_size))
+        pairs = (arg for group, count in jobs.items() for arg in (group, count))
+        return (op, cap, self.ttl_ms, who, *tokens, *pairs)
 
     def call(
-        self, op: Operation, who: str = "", groups: Iterable[str] = ()
-    ) -> tuple[bool, frozenset[str]]:
-        """Run ``op`` for the claimant ``who`` on ``groups`` now (see the module)."""
-        return read_claims(self.reply(op, who, groups))
+        self,
+        op: Operation,
+        who: str = "",
+        jobs: Mapping[str, int] | None = None,
+        rate: RateLimit | None = None,
+    ) -> tuple[bool, frozenset[str], dict[str, float]]:
+        """Run ``op`` for the claimant ``who`` on ``jobs`` (group -> jobs of it in the
+        batch), under the per-group ``rate`` (see the module)."""
+        return read_claims(self.reply(op, who, jobs, rate))
 
-    def reply(self, op: Operation, who: str = "", groups: Iterable[str] = ()) -> Any:
+    def reply(
+        self,
+        op: Operation,
+        who: str = "",
+        jobs: Mapping[str, int] | None = None,
+        rate: RateLimit | None = None,
+    ) -> Any:
         """:meth:`call`'s reply, unread (for :func:`read_claims`)."""
-        return self.queue.scripts.group_claims(keys=[self._key], args=self._args(op, who, groups))
+        args = self._args(op, who, jobs or {}, rate)
+        return self.queue.scripts.group_claims(keys=[self._key], args=args)
 
-    def command(self, op: Operation, who: str = "", groups: Iterable[str] = ()) -> KeyedCommand:
+    def command(
+        self,
+        op: Operation,
+        who: str = "",
+        jobs: Mapping[str, int] | None = None,
+        rate: RateLimit | None = None,
+    ) -> KeyedCommand:
         """:meth:`call`'s command, packed to go out in one write with a round's pops and
         acks (a processing client's ``run_keyed``); its reply is read by
         :func:`read_claims`."""
         client: Any = self.queue.client
         script = self.queue.scripts.group_claims
-        packed = client.pack_script(script, (self._key,), self._args(op, who, groups))
+        packed = client.pack_script(script, (self._key,), self._args(op, who, jobs or {}, rate))
         return (self._key, packed, script)

@@ -90,8 +90,9 @@ class Popped:
     ``needs_tokens``: on a Redis Cluster, the shard's rate-limit budget ran out and
     due jobs remain: reserve tokens (:func:`~lowkiq.storage.rate_bucket.take`) for its
     next pop.
-    ``groups``: with ``capped`` groups given, the groups of the jobs taken (the default
-    one not named), whose places the batch claims (:mod:`lowkiq.storage.group_claims`).
+    ``groups``: with ``capped`` groups given, the jobs taken of each group (the default
+    one ``""``), whose places and tokens the batch claims
+    (:mod:`lowkiq.storage.group_claims`).
     """
 
     acked: int
@@ -103,7 +104,7 @@ class Popped:
     wait: float = 0.0
     needs_tokens: bool = False
     suspect: bool = False
-    groups: frozenset[str] = frozenset()
+    groups: Mapping[str, int] = field(default_factory=dict)
 
 
 def _tail_args(
@@ -255,7 +256,8 @@ class Processing(QueueBase):
             for i in range(4 if capping else 3, len(reply), 4)
         ]
         suspect = status == 2
-        groups = frozenset(g.decode() for g in reply[3]) if capping else frozenset()
+        counts = reply[3] if capping else []
+        groups = {counts[i].decode(): int(counts[i + 1]) for i in range(0, len(counts), 2)}
         if wait:
             return Popped(
                 acked,

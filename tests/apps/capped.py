@@ -1,8 +1,11 @@
-"""A worker app for ``Worker.group_concurrency`` tests: each perform counts, per group,
-the batches running it (``test:running:<group>``, its peaks in ``test:peaks:<group>``).
+"""A worker app for ``Worker.group_concurrency`` and per-group rate limit tests: each
+perform counts, per group, the batches running it (``test:running:<group>``, its peaks
+in ``test:peaks:<group>``), and records when each of its jobs started on Redis's clock
+(``test:starts:<group>``).
 
 Environment: ``REDIS_URL``, ``RECORD_URL`` (where performs are counted; default the
-same), ``TEST_GROUP_CAP`` (unset: no cap), ``TEST_SHARDS``.
+same), ``TEST_GROUP_CAP`` (unset: no cap), ``TEST_GROUP_RATE`` (jobs per second per
+group; unset: none), ``TEST_SHARDS``.
 Payloads: ``{"g": group, "sleep": seconds}``.
 """
 
@@ -29,11 +32,19 @@ class Capped(lowkiq.Worker):
     group_concurrency = (
         int(os.environ["TEST_GROUP_CAP"]) if "TEST_GROUP_CAP" in os.environ else None
     )
+    rate_limit = (
+        lowkiq.RateLimit(float(os.environ["TEST_GROUP_RATE"]), per_group=True)
+        if "TEST_GROUP_RATE" in os.environ
+        else None
+    )
 
     @classmethod
     def perform(cls, payloads_by_id: dict) -> None:
         payloads = [p for ps in payloads_by_id.values() for p in ps]
         groups = sorted({p["g"] for p in payloads})
+        seconds, micros = record.time()
+        for payload in payloads:
+            record.rpush(f"test:starts:{payload['g']}", seconds + micros / 1e6)
         for group in groups:
             record.rpush(f"test:peaks:{group}", record.incr(f"test:running:{group}"))
         try:

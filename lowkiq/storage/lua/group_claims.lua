@@ -1,25 +1,32 @@
--- group_claims: Worker.group_concurrency, at most `cap` batches running jobs of one
--- group across the fleet.  A batch claims each group of its jobs (not the default
--- group) before it runs, all or none; a claim lives `ttl` ms unless renewed, so the
--- claims of a process that died come back with its leases; a finished batch releases
--- its claims.  Every call also says which groups are at the cap now: a pop skips them.
+-- group_claims: per group of a worker, at most `cap` batches running at once
+-- (Worker.group_concurrency) and at most `rate` jobs started per ms (a per-group rate
+-- limit), across the fleet.  A batch claims, for each group of its jobs, a place (not
+-- for the default group, '') and a token per job, before it runs: all or none.  A
+-- place lives `ttl` ms unless renewed, so the places of a process that died come back
+-- with its leases; a finished batch releases its places.  Every call also says which
+-- groups are at their cap or out of tokens now: a pop skips them.
 -- KEYS[1]  the worker's claims prefix `lowkiq:{name:groups}:`
--- ARGV[1]  'claim', 'release', 'renew' (claims the claimant still holds, or may hold
+-- ARGV[1]  'claim', 'release', 'renew' (places the claimant still holds, or may hold
 --          again) or 'full' (only the answer)
--- ARGV[2]  the cap, ARGV[3] the claims' life (ms), ARGV[4] the claimant (`shard epoch`)
--- ARGV[5..]  groups
+-- ARGV[2]  the cap ('' for none), ARGV[3] the places' life (ms), ARGV[4] the claimant
+--          (`shard epoch`), ARGV[5] the rate (tokens per ms; '' for none), ARGV[6] each
+--          group's bucket size (burst)
+-- ARGV[7..]  pairs group, jobs of it in the batch
 -- Keys: held:<group>, a zset claimant -> expiry (ms on Redis's clock), gone with its
---   last claim; full, a set: the groups at the cap (a group leaves it when a call finds
---   it below)
--- Returns: {1, or 0 when a claim was refused (and nothing written), the groups at the cap}
+--   last place; full, a set: the groups at the cap (a group leaves it when a call finds
+--   it below); bucket:<group>, a hash `tokens`, `at` (ms), gone once full again;
+--   dry, a zset group -> when its bucket holds a token again (ms)
+-- Returns: {1, or 0 when the claim was refused (and nothing written), the groups at
+--   their cap, a flat list group, ms until its bucket holds a token again}
 local op, cap, ttl, claimant = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local rate, burst = tonumber(ARGV[5]), tonumber(ARGV[6])
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local full_key = KEYS[1] .. 'full'
+local full_key, dry_key = KEYS[1] .. 'full', KEYS[1] .. 'dry'
 
 local function held(group) return KEYS[1] .. 'held:' .. group end
 
--- The live claims of `group` (the expired ones removed).
+-- The live places of `group` (the expired ones removed).
 local function count(group)
   local key = held(group)
   redis.call('zremrangebyscore', key, '-inf', now)
@@ -34,20 +41,50 @@ local function add(group)
   if redis.call('zcard', key) >= cap then redis.call('sadd', full_key, group) end
 end
 
+-- The tokens of `group`'s bucket now (refilled since its last use; full when it has none).
+local function tokens(group)
+  local bucket = redis.call('hmget', KEYS[1] .. 'bucket:' .. group, 'tokens', 'at')
+  if not bucket[1] then return burst end
+  return math.min(burst, tonumber(bucket[1]) + (now - tonumber(bucket[2])) * rate)
+end
+
+local function spend(group, left)
+  local key = KEYS[1] .. 'bucket:' .. group
+  redis.call('hset', key, 'tokens', left, 'at', now)
+  redis.call('pexpire', key, math.ceil((burst - left) / rate) + 1)  -- gone when full
+  if left < 1 then
+    redis.call('zadd', dry_key, now + math.ceil((1 - left) / rate), group)
+  end
+end
+
 local granted = 1
 if op == 'claim' then
-  for i = 5, #ARGV do
-    if not redis.call('zscore', held(ARGV[i]), claimant) and count(ARGV[i]) >= cap then
+  local left = {}
+  for i = 7, #ARGV, 2 do
+    local group, jobs = ARGV[i], tonumber(ARGV[i + 1])
+    if cap and group ~= '' and not redis.call('zscore', held(group), claimant)
+        and count(group) >= cap then
       granted = 0
+    end
+    if rate then
+      left[group] = tokens(group) - jobs
+      if left[group] < 0 then
+        granted = 0
+        redis.call('zadd', dry_key, now + math.ceil(-left[group] / rate), group)
+      end
     end
   end
   if granted == 1 then
-    for i = 5, #ARGV do add(ARGV[i]) end
+    for i = 7, #ARGV, 2 do
+      local group = ARGV[i]
+      if cap and group ~= '' then add(group) end
+      if rate then spend(group, left[group]) end
+    end
   end
 elseif op == 'release' then
-  for i = 5, #ARGV do redis.call('zrem', held(ARGV[i]), claimant) end
-elseif op == 'renew' then
-  for i = 5, #ARGV do
+  for i = 7, #ARGV, 2 do redis.call('zrem', held(ARGV[i]), claimant) end
+elseif op == 'renew' and cap then
+  for i = 7, #ARGV, 2 do
     local group = ARGV[i]
     if redis.call('zscore', held(group), claimant) or count(group) < cap then
       add(group)
@@ -56,12 +93,20 @@ elseif op == 'renew' then
     end
   end
 end
-local full = {}
-for _, group in ipairs(redis.call('smembers', full_key)) do
-  if count(group) >= cap then
-    full[#full + 1] = group
-  else
-    redis.call('srem', full_key, group)
+local capped, dry = {}, {}
+if cap then
+  for _, group in ipairs(redis.call('smembers', full_key)) do
+    if count(group) >= cap then
+      capped[#capped + 1] = group
+    else
+      redis.call('srem', full_key, group)
+    end
   end
 end
-return {granted, full}
+redis.call('zremrangebyscore', dry_key, '-inf', now)
+local rows = redis.call('zrange', dry_key, 0, -1, 'withscores')
+for i = 1, #rows, 2 do
+  dry[#dry + 1] = rows[i]
+  dry[#dry + 1] = tonumber(rows[i + 1]) - now
+end
+return {granted, capped, dry}
