@@ -17,8 +17,9 @@
 --          BATCH_PAYLOADS payloads (the caller performs them one batch at a time)
 -- ARGV[11..] optional (ARGV[5..10] then given, '' when unused): pairs group, weight
 --          (Worker.group_weights; a group not named weighs 1); first a NUL
---          (Worker.group_concurrency): a group of weight 0 is at its cap and gives
---          no job, and the reply names the groups of the jobs popped
+--          (Worker.group_concurrency, a per-group rate limit): a group of weight 0
+--          (the default one: '') is at its cap or out of tokens and gives no job, and
+--          the reply counts the jobs popped of each group
 -- Reads/writes: lease (of both shards), perform_in_zset, due_since_zset, fresh/retry lex
 --   zsets, retry_count_zset, errors_hash, payloads_zset(id) of hot ids,
 --   processing_hash (of both shards), processed_counter (of the acked shard),
@@ -31,9 +32,9 @@
 --   the shard: it is new and waits for its old shards, or retired; -3 the rate
 --   limit gives no token now, nothing was popped), ms to wait before the next
 --   pop of the shard (0 without a rate limit; -1: reserve tokens with rate_take
---   first), then (after a NUL of ARGV[11]) the list of the groups of the popped jobs
---   (the default group not named), then id, retry_count, perform_in, blob of each
---   popped job, earliest
+--   first), then (after a NUL of ARGV[11]) a flat list group, jobs popped of it (the
+--   default group ''), then id, retry_count, perform_in, blob of each popped job,
+--   earliest
 --   perform_in first; in a shard holding jobs of groups, due jobs are taken in turn
 --   across groups (see _common.lua), earliest perform_in first inside a group.
 --   Hot ids give at most BATCH_PAYLOADS payloads to a batch, smallest scores
@@ -166,7 +167,14 @@ if grouped_known then
   for i = capping and 12 or 11, #ARGV, 2 do weights[ARGV[i]] = tonumber(ARGV[i + 1]) end
   picker, unpick, finish, any_grouped_due = group_picker(now, limit, weights, first_turn, first_wait)
 else
-  due = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now,
+  -- A shard of the default group only gives nothing while that group is out of tokens.
+  local default_out = false
+  if capping then
+    for i = 12, #ARGV, 2 do
+      if ARGV[i] == '' and ARGV[i + 1] == '0' then default_out = true end
+    end
+  end
+  due = default_out and {} or redis.call('zrangebyscore', K.perform_in_zset, '-inf', now,
     'withscores', 'limit', '0', limit_arg)
 end
 local function any_due()
@@ -195,8 +203,9 @@ elseif rate then
   allowance = tokens
 end
 local out = {acked, 1, 0}
--- With Worker.group_concurrency, the groups of the jobs taken (the default one not
--- named): the caller claims their places before the batch runs.
+-- With Worker.group_concurrency or a per-group rate limit, the jobs taken of each group
+-- (flat group, count; its index in `seen_groups`): the caller claims their places and
+-- tokens before the batch runs.
 local taken_groups, seen_groups = nil, nil
 if capping then
   taken_groups, seen_groups = {}, {}
@@ -289,9 +298,16 @@ while not alone and taken < allowance do
     entries[#entries + 1] = id
     entries[#entries + 1] = processing_pack(perform_in, retry_count, error, blob, group)
     if TRACK then popped_ids[#popped_ids + 1] = id end
-    if taken_groups and group and group ~= '' and not seen_groups[group] then
-      seen_groups[group] = true
-      taken_groups[#taken_groups + 1] = group
+    if taken_groups then
+      local g = group or ''
+      local at = seen_groups[g]
+      if at then
+        taken_groups[at + 1] = taken_groups[at + 1] + 1
+      else
+        seen_groups[g] = #taken_groups + 1
+        taken_groups[#taken_groups + 1] = g
+        taken_groups[#taken_groups + 1] = 1
+      end
     end
     out[#out + 1] = id
     out[#out + 1] = retry_count
