@@ -24,7 +24,10 @@ def test_the_default_burst_is_a_twentieth_of_a_second_and_at_least_a_batch():
 
 @pytest.mark.parametrize(
     "args",
-    [(0,), (-1,), ("100",), (True,), (float("inf"),), (100, 0), (100, 1.0, 0), (100, 1.0, 2.5)],
+    [
+        *[(0,), (-1,), ("100",), (True,), (float("inf"),), (100, 0), (100, 1.0, 0)],
+        *[(100, 1.0, 2.5), (100, 1.0, None, "yes")],
+    ],
 )
 def test_bad_values_are_refused(args):
     with pytest.raises(ConfigurationError):
@@ -39,25 +42,29 @@ def test_bad_values_are_refused(args):
         ("6000/min", RateLimit(6000, 60.0)),
         ("10/h", RateLimit(10, 3600.0)),
         ("2.5/s", RateLimit(2.5, 1.0)),
+        ("10/s per group", RateLimit(10, 1.0, per_group=True)),
+        ("10 / min  PER  Group", RateLimit(10, 60.0, per_group=True)),
     ],
 )
 def test_a_limit_is_parsed_from_text(text, limit):
     assert RateLimit.parse(text) == limit
 
 
-@pytest.mark.parametrize("text", ["", "100", "100/", "100/day", "0/s", "x/s", "1.2.3/s", "100/0s"])
+@pytest.mark.parametrize(
+    "text", ["", "100", "100/", "100/day", "0/s", "x/s", "1.2.3/s", "100/0s", "10/s per"]
+)
 def test_bad_text_is_refused_with_a_clear_error(text):
     with pytest.raises(ConfigurationError):
         RateLimit.parse(text)
 
 
 def test_a_limit_is_described_as_it_is_typed():
-    for text in ("100/s", "6/min", "10/h", "5/1.5s", "2.5/s"):
+    for text in ("100/s", "6/min", "10/h", "5/1.5s", "2.5/s", "10/s per group"):
         assert RateLimit.parse(text).describe() == text
 
 
 def test_a_limit_round_trips_through_its_stored_form():
-    for limit in (RateLimit(100), RateLimit(2.5, per=0.5, burst=3)):
+    for limit in (RateLimit(100), RateLimit(2.5, per=0.5, burst=3), RateLimit(7, per_group=True)):
         assert RateLimit.decode(limit.encode()) == limit
     assert RateLimit.decode("none") is None
 
