@@ -6,7 +6,12 @@ the peak must not exceed the cap.  It also times B and C with A's flood against 
 C alone (the other groups keep their speed).
 
 Runs against a private Redis (lowkiq.embedded.start_server), never REDIS_URL.
+With ``--group-rate R`` (and ``--cap 0``) each group is rate-limited to R jobs per second
+instead (``RateLimit(R, per_group=True)``): the per-group figures then show each group at
+its rate beside A's flood.
+
 Usage: python bench/group_concurrency.py [--seconds 60] [--cap 2] [--kill-every 3]
+       [--group-rate R]
 """
 
 from __future__ import annotations
@@ -29,10 +34,13 @@ from lowkiq.embedded import start_server
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUPS = ("A", "B", "C")
+#: ``--group-rate``: jobs per second of each group (0: no per-group limit).
+GROUP_RATE = 0.0
 
 
 def start_worker(url: str, cap: int, logs: Path, number: int) -> subprocess.Popen[bytes]:
     env = {**os.environ, "REDIS_URL": url, "BENCH_CAP": str(cap), "PYTHONPATH": str(ROOT)}
+    env["BENCH_GROUP_RATE"] = str(GROUP_RATE)
     with (logs / f"worker-{number}.log").open("w") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "lowkiq", "worker", "-r", "group_concurrency_app",
@@ -127,7 +135,10 @@ def main() -> None:
     parser.add_argument("--cap", type=int, default=2)
     parser.add_argument("--kill-every", type=float, default=3.0)
     parser.add_argument("--sleep", type=float, default=0.01, help="seconds a job sleeps")
+    parser.add_argument("--group-rate", type=float, default=0.0, help="jobs/s per group")
     args = parser.parse_args()
+    global GROUP_RATE
+    GROUP_RATE = args.group_rate
     logs = Path(tempfile.mkdtemp(prefix="lowkiq-group-cap-"))
     server = start_server(str(logs / "redis"))
     try:

@@ -3,6 +3,7 @@ each perform adds ``pid:thread:n`` to ``bench:running:<group>`` while it runs, a
 records its start, end and group in ``bench:done``.
 
 Environment: ``REDIS_URL``, ``BENCH_CAP`` (``Worker.group_concurrency``; 0: none),
+``BENCH_GROUP_RATE`` (a per-group rate limit, jobs per second; 0: none),
 ``BENCH_SHARDS`` (default 12).
 """
 
@@ -28,6 +29,8 @@ class Tenants(lowkiq.Worker):
 
     shards_count = int(os.environ.get("BENCH_SHARDS", "12"))
     group_concurrency = int(os.environ.get("BENCH_CAP", "0")) or None
+    _rate = float(os.environ.get("BENCH_GROUP_RATE", "0"))
+    rate_limit = lowkiq.RateLimit(_rate, per_group=True) if _rate else None
 
     @classmethod
     def perform(cls, payloads_by_id: dict) -> None:
