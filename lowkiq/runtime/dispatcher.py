@@ -160,8 +160,8 @@ class Dispatcher:
         self.paused: frozenset[str] = frozenset()
         #: The work of each shard with a batch in flight.
         self.in_flight: dict[ShardKey, Work] = {}
-        #: ``Worker.group_concurrency`` of each capped worker (by queue name), shared by
-        #: its shards' handlers (:mod:`lowkiq.runtime.group_caps`).
+        #: Each worker's group caps and per-group rate (by queue name), shared by its
+        #: shards' handlers (:mod:`lowkiq.runtime.group_caps`).
         self.group_caps: dict[str, GroupCaps] = {}
         #: Shards asked back while their batch was in flight: given up once it is settled.
         self.leaving: dict[ShardKey, ShardHandler] = {}
@@ -510,11 +510,12 @@ class Dispatcher:
         popped = [(handler, handler.take(*handler.pop())) for handler in chosen]
         return sum(self._dispatch(handler, taken) for handler, taken in self._claim(popped))
 
-    # -- Worker.group_concurrency -----------------------------------------------------
+    # -- group caps and per-group rates --------------------------------------------------
 
     def _claim(self, popped: list[tuple[ShardHandler, Taken]]) -> list[tuple[ShardHandler, Taken]]:
-        """Claim the places of the groups of each capped batch popped (one write); a
-        refused batch goes back to its queue unrun.  Returns the pops to dispatch."""
+        """Claim the places and tokens of the groups of each batch popped that needs them
+        (one write); a refused batch goes back to its queue unrun.  Returns the pops to
+        dispatch."""
         claims: list[tuple[ShardHandler, GroupCaps, Call]] = []
         for handler, taken in popped:
             caps = handler.group_caps
@@ -535,7 +536,7 @@ class Dispatcher:
         for (handler, caps, call), reply in zip(claims, replies, strict=True):
             if isinstance(reply, Exception) or not caps.answer(reply):
                 refused.add(handler.key)
-                handler.restore()
+                handler.give_back()
             else:
                 caps.granted(handler.key, call)
         return [(handler, taken) for handler, taken in popped if handler.key not in refused]
@@ -549,7 +550,8 @@ class Dispatcher:
 
     def _keep_claims(self) -> None:
         """Send the claims' releases and renewals due, and ask which groups are at their
-        cap while some are, in one write."""
+        cap while some are, in one write; the shards that gave no job while a group was
+        at its cap may pop at once when its place came free."""
         calls = [(caps, call) for caps in self.group_caps.values() for call in caps.upkeep()]
         if not calls:
             return

@@ -27,6 +27,7 @@ batch is never dropped, at worst performed twice (at-least-once).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -422,8 +423,16 @@ class ShardHandler:
         term = self.term
         return term is not None and term.remaining() < term.ttl / 4
 
-    def restore(self) -> bool:
-        """Put the shard's processing area back into the queue; ``False`` when the lease is lost."""
+    def give_back(self) -> None:
+        """Put a batch not run back into the queue (its group was at its cap or out of
+        tokens); a Redis error leaves the shard unsure: it is restored before its next
+        pop."""
+        with contextlib.suppress(redis.RedisError):
+            self.restore(quiet=True)
+
+    def restore(self, quiet: bool = False) -> bool:
+        """Put the shard's processing area back into the queue; ``False`` when the lease is
+        lost.  ``quiet``: the batch was never run (no log line)."""
         self.unacked = False
         try:
             count = self._guarded(lambda: self.queue.restore(self.shard, self.token))
@@ -432,7 +441,7 @@ class ShardHandler:
             self.lease_lost("its processing area was not restored")
             return False
         self.unsure = False
-        if count:
+        if count and not quiet:
             log.info("%s: restored %d job(s) left in processing", self.name, count)
         return True
 
