@@ -1,6 +1,6 @@
-"""``Worker.group_concurrency`` on a 3-master Redis Cluster: the claims are in a slot of
-their own, claimed after each pop; at most N batches of a group still run at once across
-the processes."""
+"""``Worker.group_concurrency`` and per-group rate limits on a 3-master Redis Cluster: the
+claims are in a slot of their own, claimed after each pop; at most N batches of a group
+still run at once across the processes, and each group keeps to its rate."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import lowkiq
 from lowkiq.embedded_cluster import EmbeddedCluster
 from tests.apps.runner import WorkerProcess, eventually
 from tests.conftest import lowkiq_on
-from tests.test_group_concurrency import GROUPS, JOBS, Capped, enqueue_groups, peaks
+from tests.test_group_concurrency import GROUPS, JOBS, Capped, enqueue_groups, peaks, starts
 
 
 def test_the_cap_holds_over_processes_on_a_cluster(
@@ -42,3 +42,36 @@ def test_the_cap_holds_over_processes_on_a_cluster(
     found = peaks(redis_client)
     assert max(found.values()) <= 2, found
     assert 2 in found.values(), found
+
+
+def test_a_per_group_rate_holds_over_processes_on_a_cluster(
+    redis_cluster: EmbeddedCluster, redis_url: str, redis_client: redis.Redis
+) -> None:
+    url = redis_cluster.url.replace("redis://", "redis+cluster://")
+    processes: list[WorkerProcess] = []
+    with lowkiq_on(lambda: redis.RedisCluster.from_url(redis_cluster.url)):
+        lowkiq.settings.workers = [Capped]
+        env = {"REDIS_URL": url, "RECORD_URL": redis_url, "TEST_GROUP_RATE": "10"}
+        try:
+            for _ in range(2):
+                processes.append(
+                    WorkerProcess("-r", "tests/apps/capped.py", "--threads", "4", env=env)
+                )
+            for process in processes:
+                process.wait_started()
+            Capped.perform_async(
+                [
+                    {"id": f"{g}{n}", "group": g, "payload": {"g": g}}
+                    for g in GROUPS
+                    for n in range(20)
+                ]
+            )
+            eventually(lambda: redis_client.llen("test:finished") >= 60, timeout=60)
+        finally:
+            for process in processes:
+                process.close()
+    for group in GROUPS:
+        times = starts(redis_client, group)
+        assert len(times) == 20
+        for first in times:  # any second holds at most 10 starts, and the burst of 1
+            assert sum(1 for t in times if first <= t < first + 1.0) <= 11, (group, times)
