@@ -278,7 +278,8 @@ def test_worker_only_serves_the_named_workers_and_info_lists_it(
             info = json.loads(lowkiq_command(two_workers, redis_url, "info", "-r", "app.py",
                                              "--json").stdout)  # fmt: skip
             mail = info["workers"][1]
-            return info if mail["served_shards"] == 2 else None
+            told = info["processes"] and info["processes"][0]["pid"]  # its first beat's info
+            return info if mail["served_shards"] == 2 and told else None
 
         info = eventually(served)
         [live] = info["processes"]
