@@ -11,9 +11,11 @@ is taken at most ``1 + weight(a) / weight(b)`` times.
 That bound follows from the start-time fair queue of ``lowkiq/storage/lua/_common.lua``:
 the group served has the smallest turn, a group joins at the smallest turn and a served
 group's turn moves on by ``1 / weight``, so every due group's turn is at most
-``1 / its weight`` above the smallest.  A group that leaves the turns (none of its jobs
-queued and due) and comes back is given no turn it has not had: a queue that lets it
-start again at the smallest turn, ahead of a group that waited, breaks the bound.  It
+``1 / its weight`` above the smallest.  A group that runs out of due jobs and comes back
+is given no turn it has not had: it keeps its turn until the turn comes round, and a
+queued id a retry or restore merges into keeps its group in the turns.  A queue that
+lets it start again just after the smallest turn, ahead of a group that waited, breaks
+the bound.  It
 is checked for pops of one job only: a pop of several reads as many groups of the
 turns as it may take jobs, and one of those whose next job is not due takes up a
 place without giving a job, so the pop may pass over a group whose turn it was.
@@ -288,8 +290,9 @@ class GroupMachine(RuleBasedStateMachine):
             assert restore(self.queue, shard, now=self.clock) == len(batch)
             for job_id, job in batch:
                 self.merge_back(model, job_id, job)
-            # The batch was not performed: its groups rejoin the turns at the smallest
-            # (a turn given back), so the groups waiting start counting again.
+            # The batch was not performed: those of its groups that left the turns
+            # rejoin them just after the smallest (a turn given back), so the groups
+            # waiting start counting again.
             model.waiting.clear()
         model.log.append(outcome)
         model.batch = None

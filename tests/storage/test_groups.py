@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+import redis
 from storage_support import NOW, hot_layout, retry_in
 
 import lowkiq
@@ -319,3 +320,113 @@ def test_a_perform_async_override_sets_the_group_from_the_payload(redis_client):
     queue = Accounts.queue()
     assert redis_client.hget(queue.keys.group_of_hash(0), "o1") == b"acme"
     assert [job["group"] for job in Accounts.queries().fetch(["o1"])] == ["acme"]
+
+
+def test_a_group_given_one_job_at_a_time_gets_no_more_turns_than_with_a_backlog(redis_client):
+    """The default group is given its next job each time its last one is popped, and
+    A (weight 2) has a backlog: A still takes two turns for each of the default
+    group's, as it would if the default group had queued them all at once."""
+
+    class Weighted(lowkiq.Worker):
+        shards_count = 1
+        group_weights = {"A": 2}
+
+    lowkiq.settings.workers = [Weighted]
+    queue = Weighted.queue()
+    enqueue(Weighted, "A", [f"a{n}" for n in range(8)])
+    enqueue(Weighted, None, ["x0"])
+    order = []
+    for n in range(1, 10):
+        [job] = pop(queue, 0, 1, now=NOW)
+        order.append(job.id)
+        ack(queue, 0)
+        if job.id.startswith("x"):
+            enqueue(Weighted, None, [f"x{n}"])
+    assert order == ["a0", "x0", "a1", "a2", "x2", "a3", "a4", "x5", "a5"]
+
+
+def test_a_group_back_with_due_work_is_not_ahead_of_a_group_it_was_served_before(redis_client):
+    """A waits all along; the default group is served and has nothing more queued
+    while B, not served yet, has the smallest turn.  Given a job then, the default
+    group does not start just after B's turn, ahead of A: it goes on from its own."""
+
+    class Weighted(lowkiq.Worker):
+        shards_count = 1
+        group_weights = {"A": 2, "B": 0.5}
+
+    lowkiq.settings.workers = [Weighted]
+    queue = Weighted.queue()
+    enqueue(Weighted, "A", ["a0", "a1", "a2"])
+
+    def pop_one():
+        [job] = pop(queue, 0, 1, now=NOW)
+        ack(queue, 0)
+        return job.id
+
+    assert pop_one() == "a0"
+    enqueue(Weighted, None, ["x0"])
+    enqueue(Weighted, "B", ["b0", "b1"])  # both just after A's turn; "" sorts first
+    assert [pop_one(), pop_one()] == ["a1", "x0"]
+    enqueue(Weighted, None, ["x1"])
+    # A's turn came before the default group's second one: B, then A, then x1.
+    assert [pop_one(), pop_one(), pop_one()] == ["b0", "a2", "x1"]
+
+
+def test_a_failed_job_merging_into_its_queued_id_keeps_its_groups_turn(redis_client):
+    """B's only job fails while the same id is queued again: the retry merges into the
+    queued job (SPEC §3 rule 3), and B, which never left the queue, keeps the turn it
+    had instead of starting again just after the smallest one, ahead of A."""
+
+    class Weighted(lowkiq.Worker):
+        shards_count = 1
+        group_weights = {"A": 2, "B": 0.5}
+
+    lowkiq.settings.workers = [Weighted]
+    queue = Weighted.queue()
+    enqueue(Weighted, "A", ["a0", "a1", "a2"])
+    assert [job.id for job in pop(queue, 0, 1, now=NOW)] == ["a0"]
+    ack(queue, 0)
+    enqueue(Weighted, "B", ["b"])
+    enqueue(Weighted, "C", ["c0", "c1"])
+    assert [job.id for job in pop(queue, 0, 1, now=NOW)] == ["a1"]
+    ack(queue, 0)
+    batch = pop(queue, 0, 1, now=NOW)
+    assert [job.id for job in batch] == ["b"]
+    enqueue(Weighted, "B", ["b"])
+    fail(queue, 0, batch, "boom", retry_in, Weighted.max_retry_count, now=NOW)
+    assert drain_order(queue, now=NOW + 10) == ["c0", "a2", "c1", "b"]
+
+
+def redis_commands(client):
+    """Commands the server (every master of a cluster) has run, scripts' own included,
+    INFO not counted."""
+    if isinstance(client, redis.RedisCluster):
+        infos = list(client.info("commandstats", target_nodes=client.PRIMARIES).values())
+    else:
+        infos = [client.info("commandstats")]
+    return sum(s["calls"] for info in infos for name, s in info.items() if name != "cmdstat_info")
+
+
+def test_groups_kept_with_nothing_queued_are_passed_over_a_chunk_at_a_time(
+    worker, queue, redis_client
+):
+    """300 groups of one job each are served after A's first job, each keeping its turn
+    behind A's; the pop whose turn they reach passes over them a chunk at a time (not
+    two reads a group), and they leave the turns."""
+    enqueue(worker, "A", ["a0", "a1", "a2"])
+    jobs = [{"id": f"j{n}", "group": f"g{n:03}", "perform_in": NOW} for n in range(300)]
+    worker.perform_async(jobs)
+    enqueue(worker, "Z", ["z"], perform_in=time.time() + 3600)  # the queue does not empty
+    order, costs = [], []
+    while True:
+        before = redis_commands(redis_client)
+        batch = pop(queue, 0, 1, now=NOW)
+        costs.append(redis_commands(redis_client) - before)
+        ack(queue, 0)
+        if not batch:
+            break
+        order.append(batch[0].id)
+    assert order == ["a0", *(f"j{n}" for n in range(300)), "a1", "a2"]
+    assert max(costs) < 40, costs
+    assert redis_client.zrange(queue.keys.group_turns_zset(0), 0, -1) == []
+    assert redis_client.zrange(queue.keys.group_waits_zset(0), 0, -1) == [b"Z"]

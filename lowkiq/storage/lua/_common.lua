@@ -221,8 +221,10 @@ end
 --                       when it was put there; pop serves the smallest turn
 --                       and moves it on by 1 / weight a job (a start-time
 --                       fair queue: a group that gets due work starts just
---                       after the smallest turn, behind the groups there, so
---                       a group given one job at a time gets one job a round)
+--                       after the smallest turn, behind the groups there, and
+--                       one served until nothing of it is due keeps its turn
+--                       until the turn comes round, so a group given one job at
+--                       a time gets one job a round; see group_picker)
 --   K.group_waits_zset  group -> at most the perform_in of its head, not due
 --                       then; pop moves it to the turns once due
 -- so the shard is grouped while either exists, and ungrouped again once its
@@ -300,12 +302,18 @@ local function groups()
     place(g, at, now)
   end
 
-  -- A group whose index may have emptied leaves the turns and the waits.
+  -- A group whose index may have emptied leaves the turns and the waits; a shard
+  -- whose queue emptied drops its turns (pop may keep a group with nothing queued in
+  -- them: see group_picker).
   local function forget_if_empty(g)
     if redis.call('exists', K.group_ids_zset(g)) == 0 then
       redis.call('zrem', turns, g)
       redis.call('zrem', waits, g)
       in_turns[g] = nil
+      if redis.call('exists', K.perform_in_zset) == 0 then
+        redis.call('del', turns)
+        for other in pairs(in_turns) do in_turns[other] = nil end
+      end
     end
   end
 
@@ -380,11 +388,22 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
     add_rows(rows)
   end
 
+  -- Whether finish() kept a group with nothing due in the turns (see below).
+  local kept_idle = false
+
   -- Write the pool's changes: the ids taken leave their group's index; a group
-  -- keeps its turn while its next job is due, else leaves for the waits (or for
-  -- good, empty).
+  -- keeps its turn while its next job is due.  A group whose turn came with nothing
+  -- due leaves for the waits (or for good, empty).  A group served until nothing of
+  -- it is due keeps its new turn while a smaller turn stays, and leaves when its
+  -- turn comes round: given due work before then, it would otherwise start just
+  -- after the smallest turn, ahead of the groups it was served before, and take
+  -- more turns given one job at a time than with a backlog.  Returns whether a
+  -- group was kept so (the caller drops the turns of a shard left with no job).
   local function finish()
-    if not pool then return end
+    if not pool then return kept_idle end
+    -- The new turns (flat turn, group), the groups read with nothing due now, and
+    -- the smallest turn of the groups staying.
+    local moved, idle, staying = {}, {}, math.huge
     for _, g in ipairs(order) do
       local state = pool[g]
       local heads = state.heads
@@ -395,16 +414,86 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
           redis.call('zrem', K.group_ids_zset(g), unpack(gone))
         end
         local next_at = heads[2 * state.pos]
+        state.next_at = next_at
         if next_at and tonumber(next_at) <= at then
-          redis.call('zadd', turns, state.turn, g)
+          moved[#moved + 1] = state.turn
+          moved[#moved + 1] = g
+          staying = math.min(staying, state.turn)
         else
-          redis.call('zrem', turns, g)
-          if group_helpers then group_helpers.in_turns[g] = nil end
-          if next_at then redis.call('zadd', waits, next_at, g) end
+          idle[#idle + 1] = g
         end
+      else
+        staying = math.min(staying, state.turn)  -- not served, or at its cap
       end
     end
+    -- The pool is the first groups of the turns: those past it have turns from the
+    -- first one's on (read, before the turns change, when the pool does not settle it).
+    local beyond, gone = nil, {}
+    for _, g in ipairs(idle) do
+      local state = pool[g]
+      local keep = false
+      if not state.out then
+        keep = state.turn > staying
+        if not keep then
+          beyond = beyond
+            or tonumber(redis.call('zrange', turns, #order, #order, 'withscores')[2] or math.huge)
+          keep = state.turn > beyond
+        end
+      end
+      if keep then
+        moved[#moved + 1] = state.turn
+        moved[#moved + 1] = g
+        kept_idle = true
+      else
+        gone[#gone + 1] = g
+        if group_helpers then group_helpers.in_turns[g] = nil end
+        if state.next_at then redis.call('zadd', waits, state.next_at, g) end
+      end
+    end
+    call_many('zadd', turns, moved)
+    call_many('zrem', turns, gone)
     pool = nil
+    return kept_idle
+  end
+
+  -- Groups kept in the turns with nothing queued (see finish) come in runs, those
+  -- served one after another.  Past a few of them found empty in a row, the turns
+  -- are read RUN_CHUNK groups at a time: those whose index does not exist (one
+  -- EXISTS a chunk, and a bisection to the first that does) leave at once, each out
+  -- with nothing read, and the first group holding ids joins the pool.
+  local RUN_CHUNK, RUN_START = 100, 3
+  local empties = 0  -- groups found empty in a row
+
+  local function pass_empty()
+    empties = empties + 1
+    if empties < RUN_START then
+      add_rows(redis.call('zrange', turns, #order, #order, 'withscores'))
+      return
+    end
+    while true do
+      local rows = redis.call('zrange', turns, #order, #order + RUN_CHUNK - 1, 'withscores')
+      local keys = {}
+      for i = 1, #rows, 2 do keys[#keys + 1] = K.group_ids_zset(rows[i]) end
+      if #keys == 0 then return end
+      local empty = #keys  -- the first `empty` keys do not exist
+      if redis.call('exists', unpack(keys)) > 0 then
+        local holds = #keys  -- one of the first `holds` keys exists
+        empty = 0
+        while holds - empty > 1 do
+          local mid = math.floor((empty + holds) / 2)
+          if redis.call('exists', unpack(keys, empty + 1, mid)) > 0 then holds = mid else empty = mid end
+        end
+      end
+      for i = 1, empty do
+        local g = rows[2 * i - 1]
+        pool[g] = {turn = tonumber(rows[2 * i]), pos = 1, out = true, heads = {}}
+        order[#order + 1] = g
+      end
+      if empty < #keys then
+        add_rows({rows[2 * empty + 1], rows[2 * empty + 2]})
+        return
+      end
+    end
   end
 
   local function next_due()
@@ -433,6 +522,7 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
         state.heads = state.heads or redis.call('zrange', K.group_ids_zset(best), 0, left, 'withscores')
         local id, perform_in = state.heads[2 * state.pos - 1], state.heads[2 * state.pos]
         if id and tonumber(perform_in) <= at then
+          empties = 0
           state.pos = state.pos + 1
           state.turn = state.turn + 1 / (weights[best] or 1)
           left = left - 1
@@ -440,7 +530,11 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
         end
         -- Its next job is not due: the next group of the turns takes its place.
         state.out = true
-        add_rows(redis.call('zrange', turns, #order, #order, 'withscores'))
+        if #state.heads == 0 then
+          pass_empty()
+        else
+          add_rows(redis.call('zrange', turns, #order, #order, 'withscores'))
+        end
       end
     end
     return nil
@@ -470,12 +564,17 @@ local function reschedule_queued(id, at, now)
 end
 
 
--- without_error: the caller knows the job has no error (skips an HDEL).  Returns the
--- job's group ('': the default one), or nil in a shard without groups.
-local function remove_queued(id, member, is_retry, without_error)
+-- without_error: the caller knows the job has no error (skips an HDEL).  requeued: the
+-- caller queues the id again at once, in its group, whose index it stays in (so the
+-- group, not gone from the queue, keeps its turn).  Returns the job's group ('': the
+-- default one), or nil in a shard without groups.
+local function remove_queued(id, member, is_retry, without_error, requeued)
   redis.call('zrem', K.perform_in_zset, id)
   local group = nil
-  if grouped() then group = groups().remove(id) end
+  if grouped() then
+    local G = groups()
+    if requeued then group = G.group_of(id) else group = G.remove(id) end
+  end
   -- Only a hot id (empty blob) may have yielded to the due ids (see pop.lua).
   if #member == #id + 1 then redis.call('zrem', K.due_since_zset, id) end
   if not without_error then redis.call('hdel', K.errors_hash, id) end
@@ -551,7 +650,7 @@ local function queue_merge(id, blob, perform_in, retry_count, error, keep_schedu
       end
       return
     end
-    group = remove_queued(id, member, is_retry) or ''  -- nil: a shard without groups
+    group = remove_queued(id, member, is_retry, false, true) or ''  -- nil: a shard without groups
   end
   write_queued(id, merged, perform_in, retry_count, error, now, group)
 end

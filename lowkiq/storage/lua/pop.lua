@@ -321,8 +321,13 @@ while not alone and taken < allowance do
     end
   end
 end
-if finish then finish() end
+local kept_idle = finish and finish()
 call_many('zrem', K.perform_in_zset, unscheduled)
+-- A group kept in the turns with nothing due waits for a smaller turn: in a shard this
+-- pop left with no queued job, every group is such a one, and the shard keeps no turns.
+if kept_idle and redis.call('exists', K.perform_in_zset) == 0 then
+  redis.call('del', K.group_turns_zset, K.group_waits_zset)
+end
 call_many('zrem', K.fresh_lex_zset, fresh_gone)
 if retry_gone then
   call_many('zrem', K.retry_lex_zset, retry_gone)
