@@ -156,8 +156,9 @@ class ShardHandler:
         self.stopping = False
         #: Until when (time.monotonic) a reshard holds the shard: no pop is tried.
         self.held_until = 0.0
-        #: ``Worker.group_concurrency`` in this process: its pops skip the groups at
-        #: their cap (``None``: the worker has none).
+        #: The worker's group cap and per-group rate in this process: its pops skip the
+        #: groups at their cap or out of tokens (``None``: none are applied, e.g. in
+        #: ``lowkiq.testing.drain``).
         self.group_caps: GroupCaps | None = None
         #: Whether the last :meth:`pop_command` asks for the jobs of each group (its
         #: reply is read so).
