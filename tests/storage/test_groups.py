@@ -12,6 +12,7 @@ from storage_support import NOW, hot_layout, retry_in
 
 import lowkiq
 from lowkiq.errors import ConfigurationError, InvalidJob
+from lowkiq.storage.queue import Queue
 from tests.leasing import ack, fail, pop, restore
 
 
@@ -345,17 +346,23 @@ def test_a_group_given_one_job_at_a_time_gets_no_more_turns_than_with_a_backlog(
     assert order == ["a0", "x0", "a1", "a2", "x2", "a3", "a4", "x5", "a5"]
 
 
-def test_a_group_back_with_due_work_is_not_ahead_of_a_group_it_was_served_before(redis_client):
-    """A waits all along; the default group is served and has nothing more queued
-    while B, not served yet, has the smallest turn.  Given a job then, the default
-    group does not start just after B's turn, ahead of A: it goes on from its own."""
+def weighted_worker() -> tuple[type[lowkiq.Worker], Queue]:
+    """A one-shard worker whose group A weighs 2 and B 0.5, registered, and its queue."""
 
     class Weighted(lowkiq.Worker):
         shards_count = 1
         group_weights = {"A": 2, "B": 0.5}
 
     lowkiq.settings.workers = [Weighted]
-    queue = Weighted.queue()
+    return Weighted, Weighted.queue()
+
+
+def test_a_group_back_with_due_work_is_not_ahead_of_a_group_it_was_served_before(redis_client):
+    """A waits all along; the default group is served and has nothing more queued
+    while B, not served yet, has the smallest turn.  Given a job then, the default
+    group does not start just after B's turn, ahead of A: it goes on from its own."""
+
+    Weighted, queue = weighted_worker()
     enqueue(Weighted, "A", ["a0", "a1", "a2"])
 
     def pop_one():
@@ -377,12 +384,7 @@ def test_a_failed_job_merging_into_its_queued_id_keeps_its_groups_turn(redis_cli
     queued job (SPEC §3 rule 3), and B, which never left the queue, keeps the turn it
     had instead of starting again just after the smallest one, ahead of A."""
 
-    class Weighted(lowkiq.Worker):
-        shards_count = 1
-        group_weights = {"A": 2, "B": 0.5}
-
-    lowkiq.settings.workers = [Weighted]
-    queue = Weighted.queue()
+    Weighted, queue = weighted_worker()
     enqueue(Weighted, "A", ["a0", "a1", "a2"])
     assert [job.id for job in pop(queue, 0, 1, now=NOW)] == ["a0"]
     ack(queue, 0)
