@@ -86,7 +86,7 @@ WORDS = {
     "failed": "Failed",
     "discarded": "Discarded (lowkiq.Discard)",
     "buried": "Moved to the morgue",
-    "restored": "Back in the queue (its process died or stopped, or its group was at its cap)",
+    "restored": "Back in the queue (its process died or stopped, or its group had no place)",
     "deleted": "Deleted from the queue",
 }
 

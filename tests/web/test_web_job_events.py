@@ -179,7 +179,7 @@ def event(name: str, **details: str) -> JobEvent:
         (event("deleted", **{"from": "queue"}), "Deleted from the queue"),
         (
             event("restored"),
-            "Back in the queue (its process died or stopped, or its group was at its cap)",
+            "Back in the queue (its process died or stopped, or its group had no place)",
         ),
         (event("moved", to="Other"), "Moved to Other"),
         (event("renamed"), "renamed"),  # an event a later version may add
