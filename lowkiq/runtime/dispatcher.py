@@ -46,10 +46,11 @@ from lowkiq.ownership.assignment import ShardKey
 from lowkiq.ownership.leases import Lease
 from lowkiq.runtime.backoff import backoff
 from lowkiq.runtime.executor import Executor, Work
-from lowkiq.runtime.group_caps import Call, GroupCaps
+from lowkiq.runtime.group_caps import GroupCaps
 from lowkiq.runtime.lifecycle import State, state_of
 from lowkiq.runtime.shard_handler import ShardHandler, Taken
 from lowkiq.schedulers import Scheduler
+from lowkiq.storage.group_claims import ClaimCall
 from lowkiq.storage.rate_bucket import Throttle
 from lowkiq.telemetry.recorder import Recorder
 
@@ -495,7 +496,7 @@ class Dispatcher:
                 handler.interrupted()
                 failure = failure or (reply if isinstance(reply, redis.RedisError) else None)
                 continue
-            read = handler.queue.read_popped(reply, handler.pops_groups)
+            read = handler.queue.read_popped(reply)
             popped.append((handler, handler.take(read, pop.acking, pop.throttle)))
         worked = sum(self._dispatch(handler, taken) for handler, taken in self._claim(popped))
         if failure is not None:
@@ -516,7 +517,7 @@ class Dispatcher:
         """Claim the places and tokens of the groups of each batch popped that needs them
         (one write); a refused batch goes back to its queue unrun.  Returns the pops to
         dispatch."""
-        claims: list[tuple[ShardHandler, GroupCaps, Call]] = []
+        claims: list[tuple[ShardHandler, GroupCaps, ClaimCall]] = []
         for handler, taken in popped:
             caps = handler.group_caps
             if caps is not None and taken.batches and taken.groups:
@@ -541,7 +542,7 @@ class Dispatcher:
                 caps.granted(handler.key, call)
         return [(handler, taken) for handler, taken in popped if handler.key not in refused]
 
-    def _run_claims(self, calls: Sequence[tuple[GroupCaps, Call]]) -> list[Any]:
+    def _run_claims(self, calls: Sequence[tuple[GroupCaps, ClaimCall]]) -> list[Any]:
         """The replies of claims calls: in one write when the client packs commands."""
         if self._packs:
             client: Any = self.client
@@ -565,10 +566,10 @@ class Dispatcher:
         for (caps, call), reply in zip(calls, replies, strict=True):
             if isinstance(reply, Exception):
                 caps.unsent([call])
-            elif not caps.answer(reply) and call[0] == "renew":
+            elif not caps.answer(reply) and call.op == "renew":
                 log.warning(
                     "%s: the group places of batch %s lapsed and were taken meanwhile",
-                    caps.claims.queue.name, call[1],
+                    caps.claims.queue.name, call.who,
                 )  # fmt: skip
         freed = {name for name, caps in self.group_caps.items() if full_before[name] - caps.full}
         for handler in self.handlers:

@@ -20,11 +20,8 @@ from typing import Any
 
 from lowkiq.clients.connection import KeyedCommand
 from lowkiq.rate_limit import RateLimit
-from lowkiq.storage.group_claims import GroupClaims, Operation, claimant, read_claims
+from lowkiq.storage.group_claims import ClaimCall, GroupClaims, claimant, read_claims
 from lowkiq.throttling import RateLimits
-
-#: One claims call: the operation, the claimant, each group's jobs, the per-group rate.
-Call = tuple[Operation, str, Mapping[str, int], RateLimit | None]
 
 #: Seconds between two questions "which groups are at their cap, or out of tokens?"
 #: while some are.
@@ -83,7 +80,7 @@ class GroupCaps:
         self.dry = {group: now + wait for group, wait in waits.items()}
         return granted
 
-    def claim_call(self, shard: int, token: str, jobs: Mapping[str, int]) -> Call | None:
+    def claim_call(self, shard: int, token: str, jobs: Mapping[str, int]) -> ClaimCall | None:
         """The claim of a batch popped from ``shard`` under ``token`` with ``jobs`` of
         each group, or ``None`` when it needs none (only jobs of the default group, and
         no per-group rate)."""
@@ -91,22 +88,22 @@ class GroupCaps:
         wanted = dict(jobs) if rate is not None else {g: n for g, n in jobs.items() if g}
         if not wanted:
             return None
-        return ("claim", claimant(shard, token), wanted, rate)
+        return ClaimCall("claim", claimant(shard, token), wanted, rate)
 
-    def command(self, call: Call) -> KeyedCommand:
+    def command(self, call: ClaimCall) -> KeyedCommand:
         """``call`` packed, to go out in one write with others."""
-        return self.claims.command(*call)
+        return self.claims.command(call)
 
-    def run(self, call: Call) -> Any:
+    def run(self, call: ClaimCall) -> Any:
         """``call`` in a round trip of its own; its reply (for :meth:`answer`)."""
-        return self.claims.reply(*call)
+        return self.claims.reply(call)
 
-    def granted(self, key: Hashable, call: Call) -> None:
+    def granted(self, key: Hashable, call: ClaimCall) -> None:
         """The claim ``call`` of shard ``key``'s batch was granted: its places are held
         (the default group has none)."""
-        groups = frozenset(g for g in call[2] if g)
+        groups = frozenset(g for g in call.jobs if g)
         if self.claims.cap is not None and groups:
-            self.held[key] = (call[1], groups)
+            self.held[key] = (call.who, groups)
 
     def release(self, key: Hashable) -> None:
         """The batch of shard ``key`` is settled (or given back): its places go."""
@@ -114,22 +111,24 @@ class GroupCaps:
         if held is not None:
             self.releases.append(held)
 
-    def upkeep(self) -> list[Call]:
+    def upkeep(self) -> list[ClaimCall]:
         """The calls due now: releases, renewals (every quarter of the places' life), and
         the question which groups are full while some are (every FULL_REFRESH).  The
         releases are taken: give them back (:meth:`unsent`) when the calls fail."""
-        calls: list[Call] = [
-            ("release", who, dict.fromkeys(groups, 0), None) for who, groups in self.releases
+        calls: list[ClaimCall] = [
+            ClaimCall("release", who, dict.fromkeys(groups, 0), None)
+            for who, groups in self.releases
         ]
         self.releases = []
         now = self.clock()
         if self.held and now - self._renewed_at > self.claims.ttl_ms / 4000:
             self._renewed_at = now
             calls += [
-                ("renew", who, dict.fromkeys(groups, 0), None) for who, groups in self.held.values()
+                ClaimCall("renew", who, dict.fromkeys(groups, 0), None)
+                for who, groups in self.held.values()
             ]
         if not calls and self.full and now - self._answered_at > FULL_REFRESH:
-            calls.append(("full", "", {}, self.rate()))
+            calls.append(ClaimCall("full", "", {}, self.rate()))
         return calls
 
     def retry_in(self) -> float:
@@ -139,10 +138,10 @@ class GroupCaps:
         soonest = min((until - now for until in self.dry.values() if until > now), default=None)
         return FULL_REFRESH if soonest is None else min(FULL_REFRESH, soonest)
 
-    def unsent(self, calls: list[Call]) -> None:
+    def unsent(self, calls: list[ClaimCall]) -> None:
         """``calls`` of :meth:`upkeep` failed: their releases go with the next ones (a
         place not released lapses at the latest with its claim)."""
-        self.releases += [(c[1], frozenset(c[2])) for c in calls if c[0] == "release"]
+        self.releases += [(c.who, frozenset(c.jobs)) for c in calls if c.op == "release"]
 
     def waits_for_places(self) -> bool:
         """Whether some group is at its cap or out of tokens (the process then looks

@@ -160,9 +160,6 @@ class ShardHandler:
         #: groups at their cap or out of tokens (``None``: none are applied, e.g. in
         #: ``lowkiq.testing.drain``).
         self.group_caps: GroupCaps | None = None
-        #: Whether the last :meth:`pop_command` asks for the jobs of each group (its
-        #: reply is read so).
-        self.pops_groups = False
         #: The worker's rate limit, as this shard applies it (``None``: never limited).
         self.throttle = (
             None
@@ -259,8 +256,6 @@ class ShardHandler:
         whether it carries the ack, and its rate-limit arguments (for :meth:`take`)."""
         acking = self.unacked
         throttle = self._throttle_args()
-        capped = self.capped()
-        self.pops_groups = capped is not None
         command = self.queue.pop_command(
             self.shard,
             self.token,
@@ -269,7 +264,7 @@ class ShardHandler:
             self.token if acking else "",
             throttle,
             self._quick_batches(throttle),
-            capped,
+            self.capped(),
         )
         return command, acking, throttle
 

@@ -18,13 +18,23 @@ process whose lease lapsed never releases the places of the shard's next owner.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from lowkiq.clients.connection import KeyedCommand
 from lowkiq.rate_limit import RateLimit
 from lowkiq.storage.queue import Queue
 
 Operation = Literal["claim", "release", "renew", "full"]
+
+
+class ClaimCall(NamedTuple):
+    """One call of the claims script: the operation, the claimant, the jobs of each
+    group (a release or renewal: any count), the per-group rate in force."""
+
+    op: Operation
+    who: str
+    jobs: Mapping[str, int]
+    rate: RateLimit | None
 
 
 def claimant(shard: int, token: str) -> str:
@@ -59,9 +69,8 @@ class GroupClaims:
         self.batch_size = batch_size
         self._key = queue.keys.group_claims_prefix
 
-    def _args(
-        self, op: Operation, who: str, jobs: Mapping[str, int], rate: RateLimit | None
-    ) -> tuple[Any, ...]:
+    def _args(self, call: ClaimCall) -> tuple[Any, ...]:
+        op, who, jobs, rate = call
         cap = "" if self.cap is None else self.cap
         if rate is None:
             tokens: tuple[Any, ...] = ("", "")
@@ -79,30 +88,15 @@ class GroupClaims:
     ) -> tuple[bool, frozenset[str], dict[str, float]]:
         """Run ``op`` for the claimant ``who`` on ``jobs`` (group -> jobs of it in the
         batch), under the per-group ``rate`` (see the module)."""
-        return read_claims(self.reply(op, who, jobs, rate))
+        return read_claims(self.reply(ClaimCall(op, who, jobs or {}, rate)))
 
-    def reply(
-        self,
-        op: Operation,
-        who: str = "",
-        jobs: Mapping[str, int] | None = None,
-        rate: RateLimit | None = None,
-    ) -> Any:
-        """:meth:`call`'s reply, unread (for :func:`read_claims`)."""
-        args = self._args(op, who, jobs or {}, rate)
-        return self.queue.scripts.group_claims(keys=[self._key], args=args)
+    def reply(self, call: ClaimCall) -> Any:
+        """``call``'s reply, in a round trip of its own, unread (for :func:`read_claims`)."""
+        return self.queue.scripts.group_claims(keys=[self._key], args=self._args(call))
 
-    def command(
-        self,
-        op: Operation,
-        who: str = "",
-        jobs: Mapping[str, int] | None = None,
-        rate: RateLimit | None = None,
-    ) -> KeyedCommand:
-        """:meth:`call`'s command, packed to go out in one write with a round's pops and
-        acks (a processing client's ``run_keyed``); its reply is read by
-        :func:`read_claims`."""
+    def command(self, call: ClaimCall) -> KeyedCommand:
+        """``call``'s command, packed to go out in one write with a round's pops and acks
+        (a processing client's ``run_keyed``); its reply is read by :func:`read_claims`."""
         client: Any = self.queue.client
         script = self.queue.scripts.group_claims
-        packed = client.pack_script(script, (self._key,), self._args(op, who, jobs or {}, rate))
-        return (self._key, packed, script)
+        return (self._key, client.pack_script(script, (self._key,), self._args(call)), script)

@@ -176,7 +176,7 @@ class Processing(QueueBase):
             keys = self._pop_keys(shard, ack_shard, throttle)
             rate = _tail_args(throttle, batches, self.group_weight_args, capped)
             reply = self.write("pop", list(keys), token, _now(now), limit, ack_token, *rate)
-        return self.read_popped(reply, capped is not None)
+        return self.read_popped(reply)
 
     def pop_command(
         self,
@@ -239,9 +239,9 @@ class Processing(QueueBase):
         popped.acked = acked
         return popped
 
-    def read_popped(self, reply: list[Any], capping: bool = False) -> Popped:
-        """A pop's reply, read (its ack's result, status, the rate limit's wait, with
-        ``capping`` the groups taken, then the jobs)."""
+    def read_popped(self, reply: list[Any]) -> Popped:
+        """A pop's reply, read (its ack's result, status, the rate limit's wait, after a
+        pop given ``capped`` groups the jobs taken of each group, a list, then the jobs)."""
         acked, status, wait = reply[0], reply[1], reply[2]
         if status not in (1, 2):
             if status == -3:
@@ -249,14 +249,16 @@ class Processing(QueueBase):
                     acked, [], limited=True, wait=max(wait, 0) / 1000, needs_tokens=wait < 0
                 )
             return Popped(acked, [], status == 0, status == -1, status == -2)
+        # A job's id is a string: a list there is the jobs taken of each group.
+        counted = len(reply) > 3 and isinstance(reply[3], list)
         jobs = [
             self._popped_job(
                 reply[i].decode(), int(reply[i + 1]), float(reply[i + 2]), reply[i + 3]
             )
-            for i in range(4 if capping else 3, len(reply), 4)
+            for i in range(4 if counted else 3, len(reply), 4)
         ]
         suspect = status == 2
-        counts = reply[3] if capping else []
+        counts = reply[3] if counted else []
         groups = {counts[i].decode(): int(counts[i + 1]) for i in range(0, len(counts), 2)}
         if wait:
             return Popped(

@@ -5,6 +5,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import RuleBasedStateMachine
+
 from lowkiq.storage import blob, scripts
 
 #: A fixed clock for tests that pass ``now`` explicitly (2023-11-14T22:13:20Z).
@@ -36,3 +39,25 @@ def hot_layout(**constants: int) -> Iterator[None]:
         for name, value in saved.items():
             setattr(blob, name, value)
         reload()
+
+
+def run_machine(
+    machine: type[RuleBasedStateMachine],
+    max_examples: int,
+    steps: int = 40,
+    shrink: bool = True,
+) -> None:
+    """Run a Hypothesis state machine of the storage tests: ``max_examples`` random runs
+    of up to ``steps`` steps, no deadline, no example database (each run makes Redis
+    round trips; a function-scoped Redis fixture is reused on purpose).  ``shrink=False``
+    skips shrinking a failure (slow when an example makes hundreds of round trips)."""
+    test = machine.TestCase
+    test.settings = settings(
+        max_examples=max_examples,
+        stateful_step_count=steps,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+        **({} if shrink else {"phases": [Phase.explicit, Phase.generate]}),
+    )
+    test().runTest()

@@ -7,9 +7,9 @@ groups said to be at their cap are exactly those the model has full."""
 from __future__ import annotations
 
 import redis
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from storage_support import run_machine
 
 import lowkiq
 from lowkiq.storage.group_claims import GroupClaims
@@ -82,12 +82,4 @@ class ClaimsMachine(RuleBasedStateMachine):
 
 def test_claims_follow_the_model(redis_client: redis.Redis) -> None:
     ClaimsMachine.client = redis_client
-    machine = ClaimsMachine.TestCase
-    machine.settings = settings(
-        max_examples=40,
-        stateful_step_count=30,
-        deadline=None,
-        database=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )
-    machine().runTest()
+    run_machine(ClaimsMachine, max_examples=40, steps=30)

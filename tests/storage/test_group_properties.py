@@ -31,10 +31,9 @@ from typing import Any
 
 import pytest
 import redis
-from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from storage_support import NOW, retry_in
+from storage_support import NOW, retry_in, run_machine
 
 import lowkiq
 from lowkiq.errors import InvalidJob
@@ -365,19 +364,10 @@ class GroupMachine(RuleBasedStateMachine):
 
 def test_groups_perform_every_payload_once_in_order_and_in_turn(redis_client: redis.Redis) -> None:
     GroupMachine.client = redis_client
-    machine = GroupMachine.TestCase
-    machine.settings = settings(
-        max_examples=60,
-        stateful_step_count=40,
-        deadline=None,
-        database=None,
-        # Not shrunk: an example is some hundred Redis round trips, and shrinking a
-        # failure takes minutes (the suite has ten).  A failure's message carries the
-        # shard's batches; add Phase.shrink to shrink one by hand.
-        phases=[Phase.explicit, Phase.generate],
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )
-    machine().runTest()
+    # Not shrunk: an example is some hundred Redis round trips, and shrinking a failure
+    # takes minutes (the suite has ten).  A failure's message carries the shard's
+    # batches; shrink one by hand with shrink=True.
+    run_machine(GroupMachine, max_examples=60, shrink=False)
 
 
 # -- the smallest cases the machine found -------------------------------------

@@ -16,7 +16,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from storage_support import hot_layout
+from storage_support import hot_layout, run_machine
 
 import lowkiq
 from lowkiq.errors import InvalidJob
@@ -455,12 +455,4 @@ def test_random_operations_keep_the_storage_equal_to_the_model(
     redis_client: redis.Redis, machine_layout: None
 ) -> None:
     StorageMachine.client = redis_client
-    machine = StorageMachine.TestCase
-    machine.settings = settings(
-        max_examples=50,
-        stateful_step_count=40,
-        deadline=None,
-        database=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )
-    machine().runTest()
+    run_machine(StorageMachine, max_examples=50)

@@ -757,14 +757,15 @@ end
 local function ack_processing(keys, restores, token)
   local processing = keys.processing_hash
   local count = redis.call('hlen', processing)
-  local done = nil
+  local done, ids = nil, nil
   if count > 0 then
     if TRACK then
-      done = table.concat(redis.call('hkeys', processing), '\0')
+      ids = redis.call('hkeys', processing)
+      done = table.concat(ids, '\0')
       if token then track(keys, 'done', done, 'fence', token) end
     end
     if restores ~= false and redis.call('exists', keys.restores_hash) == 1 then
-      forget_counts(keys, redis.call('hkeys', processing))
+      forget_counts(keys, ids or redis.call('hkeys', processing))
     end
     redis.call('del', processing)
     redis.call('incrby', keys.processed_counter, count)

@@ -231,7 +231,7 @@ local retry_gone, counts_gone, errors_gone = nil, nil, nil
 -- Ids of a group other than the default one leaving the queue leave K.group_of_hash.
 local yielding, yielded_gone, grouped_gone = nil, nil, nil
 local taken, alone = 0, false
-local popped_ids = {}  -- with Worker.track
+local popped_ids = TRACK and {}  -- with Worker.track
 local next_due = -1  -- in `due`
 while not alone and taken < allowance do
   -- Each batch of the pop has a payload budget of its own; one that runs out ends the pop.
