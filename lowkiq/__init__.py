@@ -80,9 +80,7 @@ def events(
     ``since``, Unix seconds, when given), in time order; with ``follow``, then each new
     one as it comes (read every ``poll`` seconds), without end.  Events of one id come
     in their order; those of different shards in the order of Redis's clock."""
-    queue = worker.queue(config.client(), config)
-    queue.refresh_layout()
-    return queue_events(queue, since, follow, poll)
+    return queue_events(worker._current_queue(config), since, follow, poll)
 
 
 def stats() -> dict[str, Any]:

@@ -268,9 +268,10 @@ class Worker:
         return queue
 
     @classmethod
-    def _current_queue(cls) -> Queue:
-        """:meth:`queue`, with its layout read from Redis now (a reshard may have run)."""
-        queue = cls.queue()
+    def _current_queue(cls, config: Settings | None = None) -> Queue:
+        """:meth:`queue` (of ``config``, default the global settings), with its layout
+        read from Redis now (a reshard may have run)."""
+        queue = cls.queue(config=config)
         queue.refresh_layout()
         return queue
 
