@@ -34,13 +34,10 @@ from lowkiq.embedded import start_server
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUPS = ("A", "B", "C")
-#: ``--group-rate``: jobs per second of each group (0: no per-group limit).
-GROUP_RATE = 0.0
 
 
 def start_worker(url: str, cap: int, logs: Path, number: int) -> subprocess.Popen[bytes]:
     env = {**os.environ, "REDIS_URL": url, "BENCH_CAP": str(cap), "PYTHONPATH": str(ROOT)}
-    env["BENCH_GROUP_RATE"] = str(GROUP_RATE)
     with (logs / f"worker-{number}.log").open("w") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "lowkiq", "worker", "-r", "group_concurrency_app",
@@ -137,8 +134,7 @@ def main() -> None:
     parser.add_argument("--sleep", type=float, default=0.01, help="seconds a job sleeps")
     parser.add_argument("--group-rate", type=float, default=0.0, help="jobs/s per group")
     args = parser.parse_args()
-    global GROUP_RATE
-    GROUP_RATE = args.group_rate
+    os.environ["BENCH_GROUP_RATE"] = str(args.group_rate)  # the workers' environment
     logs = Path(tempfile.mkdtemp(prefix="lowkiq-group-cap-"))
     server = start_server(str(logs / "redis"))
     try:
