@@ -154,7 +154,8 @@ class ShardHandler:
         #: The process stops, or the shard is handed over: a running perform is asked to
         #: end (``current_batch().should_stop()``).
         self.stopping = False
-        #: Until when (time.monotonic) a reshard holds the shard: no pop is tried.
+        #: Until when (time.monotonic) no pop is tried: a reshard holds the shard, or its
+        #: due jobs may all be of groups at their cap or out of tokens.
         self.held_until = 0.0
         #: The worker's group cap and per-group rate in this process: its pops skip the
         #: groups at their cap or out of tokens (``None``: none are applied, e.g. in
