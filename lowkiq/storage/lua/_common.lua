@@ -282,20 +282,16 @@ local function groups()
     return redis.call('hget', K.group_of_hash, id) or ''
   end
 
-  -- Index the ids `ids` of group `g` (not yet in any), all scheduled at `at`.
-  local function add(ids, g, at, now)
+  -- Index ids of group `g` (not yet in any), all scheduled at `at`: `scheduled` is
+  -- the flat list at, id (as ZADD takes it).
+  local function add(scheduled, g, at, now)
     if not grouped() then begin(now) end
-    local scheduled = {}
-    for _, id in ipairs(ids) do
-      scheduled[#scheduled + 1] = at
-      scheduled[#scheduled + 1] = id
-    end
     call_many('zadd', K.group_ids_zset(g), scheduled)
     if g ~= '' then
       local of = {}
-      for _, id in ipairs(ids) do
-        of[#of + 1] = id
-        of[#of + 1] = g
+      for i = 2, #scheduled, 2 do
+        of[i - 1] = scheduled[i]
+        of[i] = g
       end
       call_many('hset', K.group_of_hash, of)
     end
@@ -343,8 +339,8 @@ end
 -- The choice of due jobs of a grouped shard, for pop.lua: the group with the
 -- smallest turn gives its earliest due job, and its turn moves on by 1 / its
 -- weight (`weights`: group -> weight; 1 when not named).  `first_turn` and
--- `first_wait` are the first entries of the turns and the waits when already read
--- (or nil).  The pop takes at most `limit` jobs, so it reads at most the first
+-- `first_wait` are the first two entries of the turns and the first of the waits
+-- when already read (or nil).  The pop takes at most `limit` jobs, so it reads at most the first
 -- `limit` groups of the turns and `limit` + 1 ids of each group it serves, and
 -- writes what it took once, in finish().  A group of weight 0 is at its cap
 -- (Worker.group_concurrency): it keeps its turn and gives no job.  Returns next_due() -> id, perform_in,
@@ -380,11 +376,19 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
     end
   end
 
+  -- Whether the pool holds the one group of the turns: its turn then orders it
+  -- against no other (a group joining starts just after it, whatever it is), and
+  -- finish() does not write it.
+  local lone = false
+
   local function load()
-    local rows = first_turn
-    if not rows or left > 1 then rows = redis.call('zrange', turns, 0, left - 1, 'withscores') end
+    local rows = first_turn  -- the first two, when given
+    if not rows or left > 2 then
+      rows = redis.call('zrange', turns, 0, math.max(left, 2) - 1, 'withscores')
+    end
     first_turn = nil
     pool, order, capped = {}, {}, 0
+    lone = #rows == 2
     add_rows(rows)
   end
 
@@ -450,7 +454,7 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
         if state.next_at then redis.call('zadd', waits, state.next_at, g) end
       end
     end
-    call_many('zadd', turns, moved)
+    if not lone then call_many('zadd', turns, moved) end
     call_many('zrem', turns, gone)
     pool = nil
     return kept_idle
@@ -628,7 +632,7 @@ local function write_queued(id, blob, perform_in, retry_count, error, now, group
   end
   if error then redis.call('hset', K.errors_hash, id, error) end
   wake_if_sooner(perform_in, now)
-  if (group and group ~= '') or grouped() then groups().add({id}, group or '', perform_in, now) end
+  if (group and group ~= '') or grouped() then groups().add({perform_in, id}, group or '', perform_in, now) end
   redis.call('zadd', K.perform_in_zset, perform_in, id)
 end
 

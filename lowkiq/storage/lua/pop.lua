@@ -91,19 +91,24 @@ local function requeue_yielded(at)
     end
   end
 end
--- How many of the keys an EXISTS counted were not the group keys (K.group_turns_zset and
--- K.group_waits_zset, counted too): a shard without groups asks no more.  A shard with
--- groups reads the first of each, which the choice of its jobs below starts from.
+-- The group keys, for the EXISTS below: K.group_turns_zset named 5 times and
+-- K.group_waits_zset 10 times (EXISTS counts a key each time it is named), so the
+-- count says which of them exist besides how many of the (at most 4) other keys do.
+local GROUP_KEYS = {}
+for n = 1, 15 do GROUP_KEYS[n] = n <= 5 and K.group_turns_zset or K.group_waits_zset end
+-- How many of the keys an EXISTS of some keys and GROUP_KEYS counted were not the
+-- group keys: a shard without groups asks no more.  A shard with groups reads the
+-- first two entries of its turns and the first of its waits (when they exist), which
+-- the choice of its jobs below starts from.
 local function without_groups(count)
-  if count == 0 then
-    grouped_known = false
-    return 0
-  end
-  first_turn = redis.call('zrange', K.group_turns_zset, 0, 0, 'withscores')
-  first_wait = redis.call('zrange', K.group_waits_zset, 0, 0, 'withscores')
-  local found = (first_turn[1] and 1 or 0) + (first_wait[1] and 1 or 0)
-  grouped_known = found > 0
-  return count - found
+  local waits = count >= 10
+  if waits then count = count - 10 end
+  local turns = count >= 5
+  if turns then count = count - 5 end
+  grouped_known = turns or waits
+  first_turn = turns and redis.call('zrange', K.group_turns_zset, 0, 1, 'withscores') or {}
+  first_wait = waits and redis.call('zrange', K.group_waits_zset, 0, 0, 'withscores') or {}
+  return count
 end
 -- With Worker.track, the ids of the shard's own batch acked above, whose `done` event
 -- is recorded by track_done(popped) in one entry with the ids the pop takes, if any.
@@ -125,7 +130,7 @@ if ack_prefix then
     local restores = nil
     if same then
       extra = without_groups(redis.call('exists', K.hold, K.errors_hash, K.restores_hash,
-        K.due_since_zset, K.group_turns_zset, K.group_waits_zset))
+        K.due_since_zset, unpack(GROUP_KEYS)))
       if extra > 0 and redis.call('exists', K.due_since_zset) == 1 then
         extra = extra - 1
         requeue_yielded(now)
@@ -145,10 +150,10 @@ end
 if not held and not lease_held(K, token) then return {acked, -1, 0} end
 if not same then
   extra = without_groups(redis.call('exists', K.hold, K.errors_hash, K.restores_hash, processing,
-    K.group_turns_zset, K.group_waits_zset))
+    unpack(GROUP_KEYS)))
 elseif extra == nil then
   extra = without_groups(redis.call('exists', K.hold, K.errors_hash, K.restores_hash,
-    K.group_turns_zset, K.group_waits_zset))
+    unpack(GROUP_KEYS)))
 end
 if extra > 0 then
   if redis.call('exists', K.hold) == 1 then

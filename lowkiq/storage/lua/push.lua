@@ -59,10 +59,10 @@ end
 
 local CHUNK = 1000
 
--- The perform_in of the ids of each chunk (by its first argument) that check_groups
--- read: the push reuses them (ids are unique within a call, so writing one chunk
--- changes nothing another read).
-local known_of_chunk = {}
+-- The ids of each chunk (by its first argument) that check_groups read, and their
+-- perform_in: the push reuses them (ids are unique within a call, so writing one
+-- chunk changes nothing another read).
+local ids_of_chunk, known_of_chunk = {}, {}
 
 -- An id may not change its group while queued: a job naming a group other than its
 -- queued id's refuses the whole push, before anything is written.
@@ -76,7 +76,7 @@ local function check_groups()
         local ids = {}
         for j = start, math.min(start + CHUNK - 1, last) do ids[#ids + 1] = id_of(ARGV[j]) end
         local known = redis.call('zmscore', K.perform_in_zset, unpack(ids))
-        known_of_chunk[start] = known
+        ids_of_chunk[start], known_of_chunk[start] = ids, known
         for n, id in ipairs(ids) do
           local queued = known[n] and (grouped() and groups().group_of(id) or '')
           if queued and queued ~= group then
@@ -104,10 +104,13 @@ while i <= #ARGV do
   local first = i + 3
   for chunk_start = first, first + count - 1, CHUNK do
     local chunk_end = math.min(chunk_start + CHUNK - 1, first + count - 1)
-    local ids = {}
-    for j = chunk_start, chunk_end do ids[#ids + 1] = id_of(ARGV[j]) end
-    local known = known_of_chunk[chunk_start] or redis.call('zmscore', K.perform_in_zset, unpack(ids))
-    local lex_args, schedule_args, added, merged = {}, {}, {}, {}
+    local ids, known = ids_of_chunk[chunk_start], known_of_chunk[chunk_start]
+    if not ids then
+      ids = {}
+      for j = chunk_start, chunk_end do ids[#ids + 1] = id_of(ARGV[j]) end
+      known = redis.call('zmscore', K.perform_in_zset, unpack(ids))
+    end
+    local lex_args, schedule_args, merged = {}, {}, {}
     for n, id in ipairs(ids) do
       local member = stamped(ARGV[chunk_start + n - 1], id)
       if known[n] then
@@ -119,12 +122,11 @@ while i <= #ARGV do
         lex_args[#lex_args + 1] = member
         schedule_args[#schedule_args + 1] = perform_in
         schedule_args[#schedule_args + 1] = id
-        added[#added + 1] = id
       end
     end
     if #lex_args > 0 then
       wake_if_sooner(perform_in, now)
-      if group ~= '' or grouped() then groups().add(added, group, perform_in, now) end
+      if group ~= '' or grouped() then groups().add(schedule_args, group, perform_in, now) end
       redis.call('zadd', K.fresh_lex_zset, unpack(lex_args))
       redis.call('zadd', K.perform_in_zset, unpack(schedule_args))
     end
