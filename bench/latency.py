@@ -152,16 +152,18 @@ def main() -> None:
     finally:
         server.stop()
     print(machine())
-    p50, p99, worst = percentiles(samples)
-    print(
-        f"{len(samples)} idle enqueue -> perform start: "
-        f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {worst:.2f} ms"
-    )
-    p50, p99, worst = percentiles(late)
-    print(
-        f"{len(late)} jobs scheduled {AHEAD[0] * 1000:.0f} ms-{AHEAD[1]:.0f} s ahead, "
-        f"perform start - perform_in: p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {worst:.2f} ms"
-    )
+    if samples:
+        p50, p99, worst = percentiles(samples)
+        print(
+            f"{len(samples)} idle enqueue -> perform start: "
+            f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {worst:.2f} ms"
+        )
+    if late:
+        p50, p99, worst = percentiles(late)
+        print(
+            f"{len(late)} jobs scheduled {AHEAD[0] * 1000:.0f} ms-{AHEAD[1]:.0f} s ahead, "
+            f"perform start - perform_in: p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {worst:.2f} ms"
+        )
 
 
 if __name__ == "__main__":
