@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from lowkiq.clients.connection import Client
 from lowkiq.errors import ConfigurationError
 from lowkiq.storage.keys import OwnershipKeys
-from lowkiq.storage.rate_bucket import bucket_state
+from lowkiq.storage.rate_bucket import bucket_state, group_buckets_state
 from lowkiq.storage.scripts import Scripts
 
 _KEYS = OwnershipKeys()
@@ -140,6 +140,10 @@ class RateLimitStatus:
     taken: int
     #: Seconds the shards' reservations run ahead of the refill now (0: tokens are free).
     ahead: float
+    #: Under a per-group limit (whose counts ``waited`` and ``taken`` are then, over
+    #: every group: claims refused for a group out of tokens, tokens spent), the groups
+    #: out of tokens now.
+    dry_groups: int = 0
 
 
 def rate_limit_status(
@@ -148,11 +152,18 @@ def rate_limit_status(
     code: RateLimit | None,
     overrides: dict[str, RateLimit | None] | None = None,
 ) -> RateLimitStatus:
-    """The rate limit of ``queue_name`` (whose class declares ``code``) and its bucket;
-    ``overrides``: :func:`rate_limit_overrides`, when just read."""
+    """The rate limit of ``queue_name`` (whose class declares ``code``) and its bucket
+    (a per-group limit: its groups' buckets); ``overrides``: :func:`rate_limit_overrides`,
+    when just read."""
     if overrides is None:
         overrides = rate_limit_overrides(client)
     limit = overrides.get(queue_name, code)
+    if limit is not None and limit.per_group:
+        groups = group_buckets_state(client, queue_name)
+        overridden = queue_name in overrides
+        return RateLimitStatus(
+            limit, code, overridden, groups.waited, groups.taken, 0.0, groups.dry
+        )
     per_second = limit.per_second if limit is not None else None
     state = bucket_state(client, queue_name, per_second)
     ahead = -state.tokens / per_second if per_second and state.tokens < 0 else 0.0

@@ -85,7 +85,10 @@ The batches of each group in flight (``Worker.group_concurrency``,
 :mod:`lowkiq.storage.group_claims`; ``C`` = ``lowkiq:{name:groups}:``, a slot of its own):
 ``C held:<group>``, a zset: ``shard epoch`` of each batch running jobs of the group ->
 when its claim expires (ms on Redis's clock; renewed while it runs); ``C full``, a set:
-the groups at the cap.
+the groups at the cap. Under a per-group rate limit: ``C bucket:<group>``, a hash
+``tokens``, ``at`` (gone once full again); ``C dry``, a zset: group -> when its bucket
+holds a token again (ms); ``C rate``, a hash: ``taken`` (tokens spent so far),
+``waited`` (claims refused for a group out of tokens).
 
 Metrics history of a queue (:mod:`lowkiq.telemetry`; one hash tag per queue,
 ``T`` = ``lowkiq:{name:metrics}:``, so a queue's metrics are one slot apart from its shards):

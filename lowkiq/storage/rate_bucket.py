@@ -133,3 +133,27 @@ def bucket_state(
         elapsed_ms = (time.time() if now is None else now) * 1000 - float(at)
         level += max(0.0, elapsed_ms) * per_second / 1000.0
     return BucketState(level, int(taken or 0), int(waited or 0))
+
+
+@dataclass
+class GroupBucketsState:
+    """What a per-group rate limit's buckets say (in the worker's claims slot, see
+    :mod:`lowkiq.storage.group_claims`): ``taken`` tokens spent so far, ``waited``:
+    how many claims were refused for a group out of tokens, and ``dry``: the groups
+    out of tokens now."""
+
+    taken: int
+    waited: int
+    dry: int
+
+
+def group_buckets_state(
+    client: Client, queue_name: str, now: float | None = None
+) -> GroupBucketsState:
+    """The counters of ``queue_name``'s per-group buckets; ``dry`` by ``now`` (default
+    this host's clock, which only approximates Redis's)."""
+    prefix = QueueKeys(queue_name).group_claims_prefix
+    taken, waited = client.hmget(prefix + "rate", "taken", "waited")
+    now_ms = (time.time() if now is None else now) * 1000
+    dry = client.zcount(prefix + "dry", f"({now_ms:.0f}", "+inf")
+    return GroupBucketsState(int(taken or 0), int(waited or 0), int(dry))

@@ -11,6 +11,7 @@ import pytest
 import redis
 
 import lowkiq
+from lowkiq.rate_limit import rate_limit_status
 from lowkiq.storage.group_claims import GroupClaims, claimant
 from tests.leasing import token
 
@@ -142,6 +143,9 @@ def test_a_per_group_rate_gives_each_group_its_own_tokens(
     assert answer(rated, "full", rate=ten) == (True, frozenset())
     assert answer(rated, "claim", "3 1", {"A": 1}, ten)[0]
     assert not answer(rated, "claim", "4 1", {"A": 3}, ten)[0]  # at most 2 of 3 left
+    # What the dashboard and Prometheus show: tokens spent, claims refused, groups dry.
+    status = rate_limit_status(redis_client, claims.queue.name, ten)
+    assert (status.taken, status.waited, status.dry_groups) == (10, 2, 1)
     assert not redis_client.keys(claims.queue.keys.group_claims_prefix + "held:*")  # no cap
     time.sleep(0.35)  # every bucket full again: none is kept
     assert answer(rated, "full", rate=ten) == (True, frozenset())

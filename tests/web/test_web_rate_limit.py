@@ -10,6 +10,7 @@ from test_web_prometheus import scrape, value
 from web_support import MailWorker, OrderWorker, post
 
 from lowkiq.rate_limit import RateLimit
+from lowkiq.storage.group_claims import GroupClaims
 from lowkiq.storage.rate_bucket import Throttle
 from lowkiq_web import create_app
 from tests.leasing import ack, token
@@ -62,6 +63,20 @@ def test_the_rate_limited_count_is_shown_and_exported(client):
     assert value(samples, "lowkiq_rate_limited_total", worker="OrderWorker") == 2
     assert value(samples, "lowkiq_rate_limit_jobs_per_second", worker="OrderWorker") == 0.1
     assert ("lowkiq_rate_limit_jobs_per_second", (("worker", "MailWorker"),)) not in samples
+
+
+def test_a_per_group_limit_shows_its_groups_refusals_and_dry_groups(client):
+    """The counts of a per-group limit are its groups' buckets', not the worker bucket's."""
+    limit = RateLimit(1, per=10, per_group=True)
+    OrderWorker.set_rate_limit(limit)
+    claims = GroupClaims(OrderWorker.queue(), cap=None, ttl=30.0)
+    for who in ("0 1", "1 1"):  # the second finds group A out of tokens
+        claims.call("claim", who, {"A": 1}, limit)
+    page = client.get("/OrderWorker/enqueued").get_data(as_text=True)
+    assert 'data-rate-limit="1/10s per group"' in page
+    assert "data-rate-limited>1<" in page and "groups out of tokens: 1" in page
+    samples = scrape(client.get("/metrics").get_data(as_text=True))
+    assert value(samples, "lowkiq_rate_limited_total", worker="OrderWorker") == 1
 
 
 def test_bad_values_are_a_400_that_changes_nothing(client):

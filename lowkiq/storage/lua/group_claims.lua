@@ -15,7 +15,8 @@
 -- Keys: held:<group>, a zset claimant -> expiry (ms on Redis's clock), gone with its
 --   last place; full, a set: the groups at the cap (a group leaves it when a call finds
 --   it below); bucket:<group>, a hash `tokens`, `at` (ms), gone once full again;
---   dry, a zset group -> when its bucket holds a token again (ms)
+--   dry, a zset group -> when its bucket holds a token again (ms); rate, a hash: `taken`
+--   (tokens spent so far), `waited` (claims refused for a group out of tokens)
 -- Returns: {1, or 0 when the claim was refused (and nothing written), the groups at
 --   their cap, a flat list group, ms until its bucket holds a token again}
 local op, cap, ttl, claimant = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
@@ -60,6 +61,7 @@ end
 local granted = 1
 if op == 'claim' then
   local left = {}
+  local short, spent = false, 0  -- whether a group is out of tokens; the tokens asked
   for i = 7, #ARGV, 2 do
     local group, jobs = ARGV[i], tonumber(ARGV[i + 1])
     if cap and group ~= '' and not redis.call('zscore', held(group), claimant)
@@ -68,8 +70,9 @@ if op == 'claim' then
     end
     if rate then
       left[group] = tokens(group) - jobs
+      spent = spent + jobs
       if left[group] < 0 then
-        granted = 0
+        granted, short = 0, true
         redis.call('zadd', dry_key, now + math.ceil(-left[group] / rate), group)
       end
     end
@@ -80,6 +83,9 @@ if op == 'claim' then
       if cap and group ~= '' then add(group) end
       if rate then spend(group, left[group]) end
     end
+    if spent > 0 then redis.call('hincrby', KEYS[1] .. 'rate', 'taken', spent) end
+  elseif short then
+    redis.call('hincrby', KEYS[1] .. 'rate', 'waited', 1)
   end
 elseif op == 'release' then
   for i = 7, #ARGV, 2 do redis.call('zrem', held(ARGV[i]), claimant) end
