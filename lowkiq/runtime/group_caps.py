@@ -6,10 +6,14 @@ groups at their cap or out of tokens (:attr:`GroupCaps.full`, as Redis last said
 claims each batch's places and tokens before it runs (one write for the round; a
 refused batch goes back to its queue unrun), renews the places of its running
 batches every quarter of the lease TTL, and releases a batch's places once it is
-settled (:mod:`lowkiq.storage.group_claims`).  While a group is at its cap or out of
-tokens the process asks again which groups are every :data:`FULL_REFRESH` seconds, and
-a shard that gave no job waits that long before its next pop: a place freed by another
-process, or a bucket refilled, is seen within about that time.
+settled (:mod:`lowkiq.storage.group_claims`).  While a group is at its cap the process
+asks again which groups are, first :data:`FULL_REFRESH` seconds after the last answer,
+then twice as long after each answer that changed nothing, up to
+:data:`FULL_REFRESH_MAX` (an answer that changes them starts again from the shortest):
+a place freed by another process is seen within that time, and a fleet whose group
+stays at its cap asks about once a second per process, not ten times.  A shard that
+gave no job waits as long before its next pop, or until the first group out of tokens
+has one again (known from the answer).
 """
 
 from __future__ import annotations
@@ -24,8 +28,11 @@ from lowkiq.storage.group_claims import ClaimCall, GroupClaims, claimant, read_c
 from lowkiq.throttling import RateLimits
 
 #: Seconds between two questions "which groups are at their cap, or out of tokens?"
-#: while some are.
+#: while some are, at first and after an answer that changed them.
 FULL_REFRESH = 0.1
+#: The most seconds between two such questions (each answer that changed nothing
+#: doubles the time to the next).
+FULL_REFRESH_MAX = 1.6
 
 
 class GroupCaps:
@@ -45,6 +52,8 @@ class GroupCaps:
         #: The groups out of tokens, and until when (``clock``), as the last answer said.
         self.dry: dict[str, float] = {}
         self._answered_at = 0.0
+        #: Seconds from an answer to the next question while some group is full.
+        self.refresh = FULL_REFRESH
         #: The places held by each running batch: shard key -> (claimant, groups).
         self.held: dict[Hashable, tuple[str, frozenset[str]]] = {}
         self._renewed_at = clock()
@@ -75,7 +84,10 @@ class GroupCaps:
     def answer(self, reply: Any) -> bool:
         """Read a claims call's reply: whether it was granted; it says the groups at
         their cap and those out of tokens, with when they have one again."""
-        granted, self.full, waits = read_claims(reply)
+        granted, full, waits = read_claims(reply)
+        if full != self.full:
+            self.refresh = FULL_REFRESH  # places move: look again soon
+        self.full = full
         now = self._answered_at = self.clock()
         self.dry = {group: now + wait for group, wait in waits.items()}
         return granted
@@ -127,16 +139,20 @@ class GroupCaps:
                 ClaimCall("renew", who, dict.fromkeys(groups, 0), None)
                 for who, groups in self.held.values()
             ]
-        if not calls and self.full and now - self._answered_at > FULL_REFRESH:
+        if not calls and self.full and now - self._answered_at > self.refresh:
             calls.append(ClaimCall("full", "", {}, self.rate()))
+            self.refresh = min(self.refresh * 2, FULL_REFRESH_MAX)  # unless the answer changes
         return calls
 
     def retry_in(self) -> float:
         """Seconds before a shard that gave no job is popped again: until the first group
-        out of tokens has one, at most FULL_REFRESH."""
+        out of tokens has one, or the next question which groups are full is due."""
         now = self.clock()
         soonest = min((until - now for until in self.dry.values() if until > now), default=None)
-        return FULL_REFRESH if soonest is None else min(FULL_REFRESH, soonest)
+        asked = FULL_REFRESH
+        if self.full:  # the next question, due now at the earliest (the next turn asks it)
+            asked = max(self._answered_at + self.refresh - now, FULL_REFRESH / 10)
+        return asked if soonest is None else min(asked, soonest)
 
     def unsent(self, calls: list[ClaimCall]) -> None:
         """``calls`` of :meth:`upkeep` failed: their releases go with the next ones (a
