@@ -6,6 +6,8 @@ process) enqueues, the worker's ``perform`` notes when it started (the host's mo
 clock, which both processes share; wall-clock time for the scheduled jobs) in a Redis
 list this process waits on.  Runs against a private Redis (lowkiq.embedded.start_server),
 never REDIS_URL.
+It also prints the floor on this host, in the same run: a bare ``RPUSH`` waking a
+``BLPOP`` in another process (which notes when it woke), with no lowkiq in between.
 Usage: python bench/latency.py [--jobs 300] [--scheduled 300] [--threads 5] [--shards 5]
 """
 
@@ -131,6 +133,44 @@ def measure_scheduled(client: redis.Redis, jobs: int) -> list[float]:
     return [(started[job_id] - at) * 1000 for job_id, at in due.items()]
 
 
+#: The list the floor's producer pushes to, and the one its consumer notes wake-ups in.
+FLOOR_WAKE, FLOOR_WOKEN = "bench:floor:wake", "bench:floor:woken"
+
+
+def wake_consumer(url: str, wakes: int) -> None:
+    """The floor's consumer: ``wakes`` times, block on FLOOR_WAKE and note when it woke."""
+    client = redis.Redis.from_url(url)
+    for _ in range(wakes):
+        client.blpop([FLOOR_WAKE], timeout=10)
+        client.rpush(FLOOR_WOKEN, time.perf_counter())
+
+
+def measure_floor(url: str, wakes: int) -> list[float]:
+    """Milliseconds from an ``RPUSH`` to the ``BLPOP`` it wakes in another process."""
+    client = redis.Redis.from_url(url)
+    process = multiprocessing.get_context("spawn").Process(
+        target=wake_consumer, args=(url, wakes + 1)
+    )
+    process.start()
+    try:
+        client.rpush(FLOOR_WAKE, "warm-up")
+        client.blpop([FLOOR_WOKEN], timeout=30)
+        samples = []
+        for _ in range(wakes):
+            time.sleep(0.02)
+            sent = time.perf_counter()
+            client.rpush(FLOOR_WAKE, "wake")
+            woken = client.blpop([FLOOR_WOKEN], timeout=10)
+            if woken is None:
+                raise RuntimeError("the floor's consumer did not wake within 10 s")
+            samples.append((float(woken[1]) - sent) * 1000)
+        return samples
+    finally:
+        process.join(10)
+        if process.is_alive():
+            process.kill()
+
+
 def percentiles(samples: list[float]) -> tuple[float, float, float]:
     """p50, p99 and max of ``samples``."""
     ordered = sorted(samples)
@@ -149,6 +189,7 @@ def main() -> None:
     server = start_server(tempfile.mkdtemp(prefix="lowkiq-bench-"))
     try:
         samples, late = measure(server.url, args.jobs, args.scheduled, args.threads, args.shards)
+        floor = measure_floor(server.url, args.jobs) if args.jobs else []
     finally:
         server.stop()
     print(machine())
@@ -156,6 +197,12 @@ def main() -> None:
         p50, p99, worst = percentiles(samples)
         print(
             f"{len(samples)} idle enqueue -> perform start: "
+            f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {worst:.2f} ms"
+        )
+    if floor:
+        p50, p99, worst = percentiles(floor)
+        print(
+            f"floor, {len(floor)} bare RPUSH -> BLPOP woken in another process: "
             f"p50 {p50:.2f} ms, p99 {p99:.2f} ms, max {worst:.2f} ms"
         )
     if late:
