@@ -11,17 +11,10 @@ from lowkiq.health.verdicts import Limits, ProcessState, live, ready, silent_aft
 from lowkiq.running import Running, running
 from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.settings import Settings
+from tests.moved_clock import Clock
 
 LIMITS = Limits(stuck_after=30.0, silent_after=60.0, connected_within=10.0)
 SERVING = ProcessState(process_id="h:1:x", shards=["q:0"], busy=0)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

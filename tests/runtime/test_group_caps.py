@@ -13,6 +13,7 @@ import redis
 import lowkiq
 from lowkiq.runtime.group_caps import FULL_REFRESH, FULL_REFRESH_MAX, GroupCaps
 from lowkiq.storage.group_claims import GroupClaims, claimant
+from tests.moved_clock import Clock
 
 
 class Tenanted(lowkiq.Worker):
@@ -20,16 +21,6 @@ class Tenanted(lowkiq.Worker):
 
     shards_count = 2
     group_concurrency = 1
-
-
-class Clock:
-    """A clock the test moves."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

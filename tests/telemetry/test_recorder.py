@@ -18,19 +18,10 @@ from lowkiq.telemetry.counts import bucket
 from lowkiq.telemetry.history import read
 from lowkiq.telemetry.recorder import Recorder, WorkerTally
 from tests.apps.runner import eventually
+from tests.moved_clock import Clock
 
 T0 = 1_800_000_000.0  # a minute boundary: 30,000,000 minutes
 MINUTE = int(T0 // 60)
-
-
-class Clock:
-    """A settable clock for the tallies."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def job(job_id: str, payloads: int, perform_in: float) -> PoppedJob:
