@@ -18,6 +18,12 @@ binary the tests use) on 127.0.0.1: DB 0 for lowkiq, DB 1 for Sidekiq, flushed
 before each run. Without `sidekiq` on PATH (apt-get install ruby-sidekiq) only the
 lowkiq runs are made. Not run in CI.
 
+Each round also times the job alone, with no queue at all: one Python process whose
+``--threads`` threads, each on a connection of its own, do the N ``INCR`` (and the two
+marks) back to back (DB 2). That is the most any Python worker running this job on
+that many threads can drain on the host in that round: the report says what it is
+against Sidekiq, and how close lowkiq at batch_size 10 comes to it.
+
 Usage: python bench/vs_sidekiq.py [--jobs 20000] [--rounds 3] [--threads 5]
 """
 
@@ -80,6 +86,25 @@ class IncrJob
     end
   end
 end
+"""
+
+#: The job alone: argv[1] threads, each on a connection of its own, share the N INCR.
+CEILING_WORKER = """
+import os, sys, threading, time
+import redis
+url, jobs, threads = os.environ["REDIS_URL"], int(os.environ["BENCH_JOBS"]), int(sys.argv[1])
+left = iter(range(jobs))  # one next() at a time under the GIL: each INCR is done once
+
+def run():
+    client = redis.Redis.from_url(url, single_connection_client=True)
+    for _ in left:
+        count = client.incr("bench:counter")
+        if count == 1 or count == jobs:
+            client.rpush("bench:marks", f"{count} {time.time()}")
+
+for thread in [threading.Thread(target=run) for _ in range(threads)]:
+    thread.start()
+time.sleep(3600)  # until stopped, as a worker would be
 """
 
 SIDEKIQ_ENQUEUE = """
@@ -257,6 +282,18 @@ def sidekiq_system(url: str, jobs: int, threads: int, directory: Path) -> System
     )
 
 
+def ceiling_system(url: str, jobs: int, threads: int) -> System:
+    """The job alone: ``threads`` threads doing the ``jobs`` INCR, no queue."""
+    return System(
+        name=f"the job alone, {threads} thr.",
+        db=2,
+        enqueue=[sys.executable, "-c", ""],
+        worker=[sys.executable, "-c", CEILING_WORKER, str(threads)],
+        env={**os.environ, "REDIS_URL": f"{url}/2", "BENCH_JOBS": str(jobs)},
+        cwd=BENCH,
+    )
+
+
 def sidekiq_description(system: System) -> str:
     """The line the Sidekiq enqueue prints: version, job module, how perform reaches Redis."""
     described = subprocess.run(
@@ -276,8 +313,9 @@ def ratio(runs: list[Run], name: str, base: str, field: str) -> list[float]:
     ]
 
 
-def report(runs: list[Run], names: list[str], sidekiq: str | None) -> None:
-    """The per-run table, the medians, then the targets and whether each is met."""
+def report(runs: list[Run], names: list[str], sidekiq: str | None, ceiling: str) -> None:
+    """The per-run table, the medians, then the targets and whether each is met, and
+    the job alone (``ceiling``) against Sidekiq and lowkiq at batch_size 10."""
     print(
         f"{'round':>6}  {'system':<25} {'drain s':>8} {'jobs/s':>8} {'worker µs/job':>14} "
         f"{'Redis µs/job':>13}  x Sidekiq (jobs/s, worker, Redis)"
@@ -294,7 +332,7 @@ def report(runs: list[Run], names: list[str], sidekiq: str | None) -> None:
             f"{run.round:>6}  {run.name:<25} {run.seconds:>8.3f} {run.rate:>8,.0f} "
             f"{run.worker_us:>14.1f} {run.redis_us:>13.1f}  {versus}"
         )
-    for name in names:
+    for name in [*names, ceiling]:
         mine = [run for run in runs if run.name == name]
         print(
             f"{'median':>6}  {name:<25} {statistics.median(r.seconds for r in mine):>8.3f} "
@@ -317,6 +355,13 @@ def report(runs: list[Run], names: list[str], sidekiq: str | None) -> None:
         value = statistics.median(ratio(runs, name, sidekiq, field))
         met = value >= bound if sense == ">=" else value <= bound
         print(f"  {text}: {value:.2f}x  {'met' if met else 'NOT met'}")
+    reached = statistics.median(ratio(runs, batched, ceiling, "rate"))
+    print(f"{batched}: {reached:.2f}x the job alone's jobs/s (median of the rounds)", end="")
+    if sidekiq is not None:
+        bound = statistics.median(ratio(runs, ceiling, sidekiq, "rate"))
+        print(f"; the job alone: {bound:.2f}x Sidekiq's (no Python worker of it drains more)")
+    else:
+        print()
 
 
 def main() -> None:
@@ -354,13 +399,15 @@ def main() -> None:
             systems.append(sidekiq)
         else:
             print("sidekiq not on PATH (apt-get install ruby-sidekiq): lowkiq runs only")
-        systems.append(lowkiq_batched)
+        ceiling = ceiling_system(url, args.jobs, args.threads)
+        systems += [lowkiq_batched, ceiling]
         runs = []
         for number in range(1, args.rounds + 1):
             for system in systems:
                 runs.append(drain(system, url, server.process.pid, args.jobs, number, directory))
                 print(f"  round {number}: {system.name}: {runs[-1].rate:,.0f} jobs/s", flush=True)
-        report(runs, [system.name for system in systems], sidekiq and sidekiq.name)
+        names = [system.name for system in systems if system is not ceiling]
+        report(runs, names, sidekiq and sidekiq.name, ceiling.name)
         print("load average after the runs: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     finally:
         server.stop()
