@@ -91,23 +91,27 @@ local function requeue_yielded(at)
     end
   end
 end
--- The group keys, for the EXISTS below: K.group_turns_zset named 5 times and
--- K.group_waits_zset 10 times (EXISTS counts a key each time it is named), so the
--- count says which of them exist besides how many of the (at most 4) other keys do.
-local GROUP_KEYS = {}
-for n = 1, 15 do GROUP_KEYS[n] = n <= 5 and K.group_turns_zset or K.group_waits_zset end
+-- The group keys, for the EXISTS below: K.group_turns_zset once and K.group_waits_zset
+-- 5 times (EXISTS counts a key each time it is named), so that once the turns are read
+-- the count says whether the waits exist too, besides how many of the (at most 4) other
+-- keys do.
+local GROUP_KEYS = {K.group_turns_zset}
+for n = 2, 6 do GROUP_KEYS[n] = K.group_waits_zset end
 -- How many of the keys an EXISTS of some keys and GROUP_KEYS counted were not the
--- group keys: a shard without groups asks no more.  A shard with groups reads the
--- first two entries of its turns and the first of its waits (when they exist), which
--- the choice of its jobs below starts from.
+-- group keys: a shard whose count is 0 asks no more.  Otherwise the first two entries
+-- of the turns are read, and the first of the waits when they exist: the choice of the
+-- shard's jobs below starts from them.
 local function without_groups(count)
-  local waits = count >= 10
-  if waits then count = count - 10 end
-  local turns = count >= 5
-  if turns then count = count - 5 end
-  grouped_known = turns or waits
-  first_turn = turns and redis.call('zrange', K.group_turns_zset, 0, 1, 'withscores') or {}
+  if count == 0 then
+    grouped_known = false
+    return 0
+  end
+  first_turn = redis.call('zrange', K.group_turns_zset, 0, 1, 'withscores')
+  if first_turn[1] then count = count - 1 end
+  local waits = count >= 5
+  if waits then count = count - 5 end
   first_wait = waits and redis.call('zrange', K.group_waits_zset, 0, 0, 'withscores') or {}
+  grouped_known = first_turn[1] ~= nil or waits
   return count
 end
 -- With Worker.track, the ids of the shard's own batch acked above, whose `done` event
