@@ -17,7 +17,9 @@ performed.  Printed, a row per run: A's drain (its first ``perform_async`` to th
 its last ``perform``; target with B: within +5 % of A alone), B's wait from
 ``perform_async`` to ``perform`` (p50/p99/max; target: p99 at most 0.1 s), and Redis
 CPU µs per job performed (``INFO cpu`` around the run, enqueues included; target: with
-``--groups`` within +10 % of an invocation without).
+``--groups`` within +10 % of an invocation without); under each run, the commands that
+took most of Redis's time, µs per job (``INFO commandstats``: a script's time includes
+the commands it ran, which are also listed on their own).
 
 The worker runs in a process of its own (the default worker: 5 shards, 5 threads,
 batch size 1); its ``perform`` notes when it starts (the host's monotonic clock,
@@ -163,6 +165,8 @@ B_AFTER = 0.05
 CHUNK = 1000
 #: How often the worker process pushes its notes to Redis, seconds.
 NOTES_EVERY = 0.02
+#: Commands shown under each tenants run (those that took most of Redis's time).
+COMMANDS_SHOWN = 10
 #: Targets: B's p99 wait, seconds; A's drain with B over A's alone.
 B_P99_TARGET = 0.1
 DRAIN_TARGET = 1.05
@@ -224,6 +228,9 @@ class TenantsRun:
     waits: list[float]
     #: Redis CPU µs per job performed, enqueues included.
     redis_cpu: float
+    #: ``INFO commandstats`` µs per job performed, by command (a script's and a
+    #: transaction's include the commands they ran, which count on their own too).
+    commands: dict[str, float]
 
 
 def account_jobs(prefix: str, count: int, cost: float, group: str | None) -> list[dict]:
@@ -272,6 +279,7 @@ def tenants_run(url: str, a_jobs: int, cost: float, groups: bool, with_b: bool) 
         )
         read_notes(client, set(warm_ids), 60)  # every shard is served
         cpu = redis_cpu(client)
+        client.config_resetstat()
         started = time.perf_counter()
         for first in range(0, len(a), CHUNK):
             Tenants.perform_async(a[first : first + CHUNK])
@@ -287,6 +295,7 @@ def tenants_run(url: str, a_jobs: int, cost: float, groups: bool, with_b: bool) 
                 raise RuntimeError(f"{total} jobs were not performed within 600 s")
             time.sleep(NOTES_EVERY)
         cpu = redis_cpu(client) - cpu
+        stats = client.info("commandstats")
         noted = read_notes(client, {job["id"] for job in a + b}, 60)
     finally:
         worker.stop(120)
@@ -295,7 +304,14 @@ def tenants_run(url: str, a_jobs: int, cost: float, groups: bool, with_b: bool) 
         drain=max(noted[job["id"]][1] for job in a) - started,
         waits=[noted[job["id"]][0] - sent for job in b],
         redis_cpu=cpu / total * 1e6,
+        commands={name[len("cmdstat_") :]: row["usec"] / total for name, row in stats.items()},
     )
+
+
+def commands_line(run: TenantsRun) -> str:
+    """The commands that took most of Redis's time, µs per job."""
+    busiest = sorted(run.commands.items(), key=lambda item: -item[1])[:COMMANDS_SHOWN]
+    return "    commandstats µs/job: " + ", ".join(f"{name} {us:.2f}" for name, us in busiest)
 
 
 def tenants(url: str, a_jobs: int, payload_ms: float, groups: bool, runs: int) -> None:
@@ -316,6 +332,7 @@ def tenants(url: str, a_jobs: int, payload_ms: float, groups: bool, runs: int) -
             f"{number:<4}{'A alone':<9}{alone.jobs:>7,}  {alone.drain:>6.2f} s  {'-':>8}  "
             f"{'-':>26}  {alone.redis_cpu:>10.1f} µs"
         )
+        print(commands_line(alone))
         mixed = tenants_run(url, a_jobs, payload_ms / 1000, groups, with_b=True)
         p50, p99, worst = percentiles(mixed.waits)
         slower = mixed.drain / alone.drain
@@ -326,6 +343,7 @@ def tenants(url: str, a_jobs: int, payload_ms: float, groups: bool, runs: int) -
             f"B p99 {'ok' if p99 <= B_P99_TARGET else 'over'}, "
             f"drain {'ok' if slower <= DRAIN_TARGET else 'over'}"
         )
+        print(commands_line(mixed))
     print(
         f"targets: B p99 <= {B_P99_TARGET:g} s; A drain with B within "
         f"+{(DRAIN_TARGET - 1) * 100:.0f} % of A alone; Redis CPU/job with --groups within "
