@@ -85,7 +85,7 @@ class SimProcess:
         queues = [worker.queue(client, config) for worker in workers]
         by_name = {worker.queue_name: worker for worker in workers}
 
-        def make_handler(lane: int, queue_name: str, shard: int, token: str) -> ShardHandler:
+        def make_handler(queue_name: str, shard: int, token: str) -> ShardHandler:
             worker = by_name[queue_name]
             return ShardHandler(worker, shard, queues_by_name[queue_name], token)
 
@@ -94,8 +94,8 @@ class SimProcess:
             client,
             Membership(client, self.id, config.lease_ttl),
             queues,
-            Plan(lanes=1),
-            [self.thread],
+            Plan(),
+            self.thread,
             make_handler,
             config.lease_ttl,
             config.heartbeat_interval,

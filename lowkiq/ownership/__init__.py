@@ -8,5 +8,5 @@
   shards and their previous owners to owners, balanced by threads per queue
   and in total, moving few shards when a process joins or leaves.
 * :mod:`~lowkiq.ownership.coordinator`: one process's heartbeat thread, which
-  ties the three together and tells its processing threads what to serve.
+  ties the three together and tells the process's dispatcher what to serve.
 """

@@ -424,56 +424,6 @@ class _Plan:
         return None if base is None else (base, base + (queue in self.fractions[i]))
 
 
-def deal_to_threads(
-    wanted: Sequence[ShardKey],
-    current: Mapping[ShardKey, int],
-    lanes: int,
-    group: Callable[[ShardKey], object] | None = None,
-) -> dict[ShardKey, int]:
-    """Deal ``wanted`` shards to ``lanes`` threads, keeping each one already placed where it is.
-
-    New shards go, in order, to the thread with the fewest shards (ties: the
-    lowest number), so dealing from scratch is the default splitter's
-    round-robin, and a shard never moves between threads of one process.
-
-    With ``group`` (on a Redis Cluster: the master of a shard's slot), a new
-    shard goes to the least loaded thread that serves only its group, else to
-    an empty thread, else to the least loaded one, never past the round-robin's
-    largest load: a thread whose shards share a master pops them all in one
-    write to it.  (A worker process has one such thread, its dispatcher.)
-    """
-    wanted_set = set(wanted)
-    thread_of = {shard: lane for shard, lane in current.items() if shard in wanted_set}
-    load = [0] * lanes
-    groups: list[set[object]] = [set() for _ in range(lanes)]
-    for shard, lane in thread_of.items():
-        load[lane] += 1
-        if group is not None:
-            groups[lane].add(group(shard))
-    cap = max(-(-len(wanted) // lanes), max(load, default=0))
-    for shard in wanted:
-        if shard in thread_of:
-            continue
-        if group is None:
-            lane = min(range(lanes), key=lambda index: (load[index], index))
-        else:
-            own = group(shard)
-            lane = min(
-                range(lanes),
-                key=lambda index: (
-                    load[index] >= cap,
-                    groups[index] != {own} and bool(groups[index]),
-                    groups[index] != {own},
-                    load[index],
-                    index,
-                ),
-            )
-            groups[lane].add(own)
-        thread_of[shard] = lane
-        load[lane] += 1
-    return thread_of
-
-
 def _ranks(live: Sequence[Member], key: Callable[[Member], tuple[int, str]]) -> list[int]:
     """Each member's position (by number) when ordered by ``key``."""
     ranks = [0] * len(live)

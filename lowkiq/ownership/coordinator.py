@@ -5,7 +5,7 @@ seconds, and at once when nudged, it beats (:mod:`~lowkiq.ownership.membership`,
 O(1) in Redis); when it holds the assigner role and the membership changed, it
 recomputes and publishes the assignment (:mod:`~lowkiq.ownership.assigner`);
 when the published assignment changed, it reads its own shards, asks the
-processing threads to give back the shards that moved away, and acquires the
+process's dispatcher to give back the shards that moved away, and acquires the
 ones that came to it once their previous owner released them (which wakes it)
 or their lease expired.  On a single server a beat carries the lease renewals
 in its round trip when they are due (:mod:`~lowkiq.ownership.renewer`), whose
@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic
+from typing import Generic
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -31,7 +31,7 @@ from lowkiq.clients.connection import Client
 from lowkiq.ownership import leases
 from lowkiq.ownership.assigner import Assigner, Published
 from lowkiq.ownership.assignment import ShardKey
-from lowkiq.ownership.holdings import Holdings, ServedShard, Shard, ThreadLike
+from lowkiq.ownership.holdings import DispatcherLike, Holdings, ServedShard, Shard
 from lowkiq.ownership.leases import HeldLease, Term
 from lowkiq.ownership.membership import Beat, Membership
 from lowkiq.ownership.renewer import Renewer
@@ -47,14 +47,14 @@ EXPIRY_MARGIN = 0.01
 
 @dataclass
 class Plan:
-    """Which shards this process wants and which thread serves each.
+    """Which shards this process wants.
 
-    ``static`` plans (a splitter chose each shard's thread) never change; automatic
-    plans follow the assignment of every beat.
+    A ``static`` plan (the shards a static splitter gave this process, in its order)
+    never changes; an automatic one (``static`` is ``None``) follows the assignment of
+    every beat.
     """
 
-    lanes: int
-    static: dict[ShardKey, int] | None = None
+    static: tuple[ShardKey, ...] | None = None
 
 
 class Coordinator(Generic[Shard]):
@@ -66,34 +66,38 @@ class Coordinator(Generic[Shard]):
         membership: Membership,
         queues: Sequence[Queue],
         plan: Plan,
-        lanes: Sequence[ThreadLike[Shard]],
-        make_handler: Callable[[int, str, int, str], Shard],
+        dispatcher: DispatcherLike[Shard],
+        make_handler: Callable[[str, int, str], Shard],
         lease_ttl: float,
         heartbeat_interval: float,
         threads: int,
         *,
         renewal_client: Client | None = None,
     ) -> None:
-        """``renewal_client``: the client the renewer's own rounds use (``None``: ``client``).
+        """``dispatcher`` serves every shard this process leases, each through the handler
+        ``make_handler(queue, shard, token)`` makes when its lease is acquired.
+        ``threads``: this process's weight in the assignment (its processing threads).
+
+        ``renewal_client``: the client the renewer's own rounds use (``None``: ``client``).
         Give it a connection of its own, so that neither the coordinator's blocking wait
         for a nudge nor a slow round on ``client``'s pool ever holds a renewal up."""
         self.client = client
         self.membership = membership
         self.queues = {queue.name: queue for queue in queues}
         self.plan = plan
-        self.lanes = list(lanes)
+        self.dispatcher = dispatcher
         self.make_handler = make_handler
         self.lease_ttl = lease_ttl
         self.heartbeat_interval = heartbeat_interval
         self.threads = threads
         self.report = InfoReport(threads, self.queues, plan.static is not None)
         #: Follows paused queues, layouts and the readers added to ``watcher.others``.
-        self.watcher = ConfigWatcher(client, self.queues, self.lanes, plan.static is not None)
+        self.watcher = ConfigWatcher(client, self.queues, dispatcher, plan.static is not None)
         self.quiet = False
         #: Set when the dashboard asked this process to stop.
         self.stop_requested = threading.Event()
-        #: The leases held, the threads serving them, the shards being given up.
-        self.holdings = Holdings(self.lanes, lease_ttl)
+        #: The leases held and the shards being given up.
+        self.holdings = Holdings(dispatcher, lease_ttl)
         self._retry_at = 0.0
         self.assigner = Assigner(membership)
         self.renewer = Renewer(
@@ -114,10 +118,10 @@ class Coordinator(Generic[Shard]):
         """Whether the process is stopping: it wants no shard and takes none."""
         return self.holdings.stopping
 
-    # -- what the processing threads and the renewer report --------------------
+    # -- what the dispatcher and the renewer report -----------------------------
 
     def released(self, handlers: Sequence[ServedShard]) -> None:
-        """A processing thread gave these leases up: wake their new owners."""
+        """The dispatcher gave these leases up: wake their new owners."""
         self.holdings.released(handlers)
         try:
             self.membership.handoff(handler.key for handler in handlers)
@@ -141,8 +145,8 @@ class Coordinator(Generic[Shard]):
         return {
             **self.report.static,
             "rss": rss_bytes(),
-            "busy": sum(lane.busy for lane in self.lanes),
-            "running": [batch for lane in self.lanes for batch in lane.running_batches()],
+            "busy": self.dispatcher.busy,
+            "running": self.dispatcher.running_batches(),
             "shards": [f"{queue}:{shard}" for queue, shard in self.holdings.owned()],
             "quiet": self.quiet,
         }
@@ -199,15 +203,11 @@ class Coordinator(Generic[Shard]):
         ]
 
     def _rebalance(self, wanted: list[ShardKey]) -> None:
-        # Threads to wake: those that gain a shard, and those asked to give one up (an idle
-        # thread would otherwise notice only when its wait ends).
+        # The dispatcher is woken when it gains a shard or is asked to give one up (idle,
+        # it would otherwise notice only when its wait ends).
         woken = self.holdings.give_up(set(wanted))
-        group = self._master_of if isinstance(self.client, redis.RedisCluster) else None
-        missing, thread_of = self.holdings.to_acquire(
-            wanted, self.plan.static, self.plan.lanes, group
-        )
         retry_in = None
-        for key in missing:
+        for key in self.holdings.to_acquire(wanted):
             if self.closing:
                 break
             queue = self.queues[key[0]]
@@ -228,31 +228,19 @@ class Coordinator(Generic[Shard]):
                     lease.epoch,
                     restored,
                 )
-            thread = thread_of[key]
-            held = HeldLease(lease, thread, Term(self.lease_ttl, sent))
-            handler = self.make_handler(thread, key[0], key[1], lease.token)
+            held = HeldLease(lease, Term(self.lease_ttl, sent))
+            handler = self.make_handler(key[0], key[1], lease.token)
             handler.term = held.term
-            handler.exhausted = list(lease.buried)  # reported on the handler's thread
+            handler.exhausted = list(lease.buried)  # reported before its first pop
             self.holdings.add(key, held, handler)
-            woken.add(thread)
-        for thread in woken:
-            # An idle thread blocked on its shards' wake lists takes the change now.
+            woken = True
+        if woken:
+            # A dispatcher blocked on its shards' wake lists takes the change now.
             try:
-                self.lanes[thread].wake(self.client)
+                self.dispatcher.wake(self.client)
             except (redis.RedisError, RedisClusterException) as exc:
-                log.debug("could not wake thread %d: %s", thread, exc)
+                log.debug("could not wake the dispatcher: %s", exc)
         self._retry_at = 0.0 if retry_in is None else time.monotonic() + retry_in
-
-    def _master_of(self, key: ShardKey) -> str | None:
-        """The master serving a shard's slot on a Redis Cluster (``None`` while the slot
-        has no master): the coordinator deals each thread shards of one master."""
-        cluster: Any = self.client  # redis-py's cluster client is untyped in parts
-        keys = self.queues[key[0]].keys
-        try:
-            name: str = cluster.get_node_from_key(keys.prefix(key[1])).name
-        except RedisClusterException:
-            return None
-        return name
 
     def next_wait(self) -> float:
         """Seconds until the next round: the heartbeat, or when a wanted lease expires."""
@@ -274,9 +262,9 @@ class Coordinator(Generic[Shard]):
             log.debug("could not announce the stop: %s", exc)
 
     def release_remaining(self) -> int:
-        """Give up any lease still held once the threads have stopped; returns how many."""
+        """Give up any lease still held once the dispatcher has stopped; returns how many."""
         return leases.release_many(self.holdings.forget_all())
 
     def leave(self) -> None:
-        """Deregister (after the threads released their leases) and nudge the others."""
+        """Deregister (after the dispatcher released its leases) and nudge the others."""
         self.membership.leave()

@@ -1,10 +1,9 @@
-"""The leases one process holds, which thread serves each shard, and the shards its
-threads were asked to give up.
+"""The leases one process holds and the shards its dispatcher was asked to give up.
 
-Three threads share it: the coordinator (acquires leases, asks threads to give
-shards up), the processing threads (report a lease released or found lost) and
-the renewer (reads the leases, reports those Redis says are gone).  One lock
-guards it; no Redis call is made under it.
+Three threads share it: the coordinator (acquires leases, asks the dispatcher to
+give shards up), the dispatcher (reports a lease released or found lost) and the
+renewer (reads the leases, reports those Redis says are gone).  One lock guards
+it; no Redis call is made under it.
 """
 
 from __future__ import annotations
@@ -12,11 +11,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any, Generic, Protocol, TypeVar
 
 from lowkiq.clients.connection import Client
-from lowkiq.ownership.assignment import ShardKey, deal_to_threads
+from lowkiq.ownership.assignment import ShardKey
 from lowkiq.ownership.leases import HeldLease, Lease, Term
 
 log = logging.getLogger("lowkiq.ownership")
@@ -36,7 +35,8 @@ class ServedShard(Protocol):
 
     #: When the lease runs out by this process's clock (given when the lease is granted).
     term: Term | None
-    #: Jobs the acquisition moved to the morgue, reported on the thread that serves it.
+    #: Jobs the acquisition moved to the morgue, reported (``retries_exhausted``) before its
+    #: first pop.
     exhausted: list[dict[str, Any]]
 
 
@@ -45,9 +45,10 @@ Shard = TypeVar("Shard", bound=ServedShard)
 Shard_contra = TypeVar("Shard_contra", bound=ServedShard, contravariant=True)
 
 
-class ThreadLike(Protocol[Shard_contra]):
+class DispatcherLike(Protocol[Shard_contra]):
     """What ownership asks of the process's dispatcher
-    (:class:`~lowkiq.runtime.dispatcher.Dispatcher`)."""
+    (:class:`~lowkiq.runtime.dispatcher.Dispatcher`): it serves every shard the process
+    leases."""
 
     def add(self, handler: Shard_contra) -> None:
         """Serve ``handler``'s shard from the next step on."""
@@ -59,11 +60,11 @@ class ThreadLike(Protocol[Shard_contra]):
         """Take no new batch of these queues' shards (all the paused ones), keeping them."""
 
     def wake(self, client: Client) -> None:
-        """Interrupt the thread's idle wait."""
+        """Interrupt the dispatcher's idle wait."""
 
     @property
     def busy(self) -> int:
-        """How many of the thread's shards are in ``perform`` now."""
+        """How many of its shards are in ``perform`` now."""
 
     def running_batches(self) -> list[dict[str, object]]:
         """The batches in ``perform`` now: ``shard``, ``thread``, ``started_at``,
@@ -71,19 +72,18 @@ class ThreadLike(Protocol[Shard_contra]):
 
 
 class Holdings(Generic[Shard]):
-    """One process's leases and the threads serving their shards."""
+    """One process's leases, whose shards its dispatcher serves."""
 
-    def __init__(self, threads: Sequence[ThreadLike[Shard]], lease_ttl: float) -> None:
-        self.threads = threads
+    def __init__(self, dispatcher: DispatcherLike[Shard], lease_ttl: float) -> None:
+        self.dispatcher = dispatcher
         self.lease_ttl = lease_ttl
-        #: Set when the process is stopping: its threads give every lease up, so a lease
-        #: a renewal finds gone was released, not lost.
+        #: Set when the process is stopping: its dispatcher gives every lease up, so a
+        #: lease a renewal finds gone was released, not lost.
         self.stopping = False
         self._lock = threading.Lock()
         self._held: dict[ShardKey, HeldLease] = {}
-        # Shards a thread was asked to give up, and when (time.monotonic).
+        # Shards the dispatcher was asked to give up, and when (time.monotonic).
         self._releasing: dict[ShardKey, float] = {}
-        self._thread_of: dict[ShardKey, int] = {}
 
     def leases(self) -> list[HeldLease]:
         """The leases held now (for the renewer)."""
@@ -96,21 +96,21 @@ class Holdings(Generic[Shard]):
             return sorted(self._held)
 
     def add(self, key: ShardKey, held: HeldLease, handler: Shard) -> None:
-        """A lease was acquired: its thread serves ``handler`` from its next step on."""
+        """A lease was acquired: the dispatcher serves ``handler`` from its next step on."""
         with self._lock:
             self._held[key] = held
-        self.threads[held.thread].add(handler)
+        self.dispatcher.add(handler)
 
     def lost(self, handler: ServedShard) -> None:
-        """A processing thread found ``handler``'s lease gone: forget it (maybe reacquire)."""
+        """The dispatcher found ``handler``'s lease gone: forget it (maybe reacquire)."""
         with self._lock:
             held = self._held.get(handler.key)
             if held and held.lease.token == handler.token:
                 del self._held[handler.key]
-                self.threads[held.thread].remove(handler.key, release=False)
+                self.dispatcher.remove(handler.key, release=False)
 
     def released(self, handlers: Iterable[ServedShard]) -> None:
-        """A processing thread gave these leases up."""
+        """The dispatcher gave these leases up."""
         with self._lock:
             for handler in handlers:
                 self._releasing.pop(handler.key, None)
@@ -119,56 +119,40 @@ class Holdings(Generic[Shard]):
                     del self._held[handler.key]
 
     def renewal_lost(self, held: HeldLease) -> bool:
-        """A renewal found ``held`` gone: forget it and take it from its thread; ``False``
-        when it was given up meanwhile (released, not lost) and nothing changed."""
+        """A renewal found ``held`` gone: forget it and take it from the dispatcher;
+        ``False`` when it was given up meanwhile (released, not lost) and nothing changed."""
         key = (held.lease.queue.name, held.lease.shard)
         with self._lock:
-            # A lease its thread gave up since the list was read (a hand-over, or the
+            # A lease the dispatcher gave up since the list was read (a hand-over, or the
             # process stopping) was released, not lost.
             if self.stopping or key in self._releasing or self._held.get(key) is not held:
                 return False
             del self._held[key]
-            self.threads[held.thread].remove(key, release=False)
+            self.dispatcher.remove(key, release=False)
         return True
 
-    def give_up(self, wanted: set[ShardKey]) -> set[int]:
-        """Ask the threads to give up the held shards not in ``wanted`` (once each);
-        returns the threads asked.  A shard whose batch is still running is given up once
-        that batch ends: its lease is renewed until then (its perform sees
+    def give_up(self, wanted: set[ShardKey]) -> bool:
+        """Ask the dispatcher to give up the held shards not in ``wanted`` (once each);
+        returns whether it was asked to.  A shard whose batch is still running is given up
+        once that batch ends: its lease is renewed until then (its perform sees
         ``should_stop()``), so the next owner never runs the batch beside it."""
-        asked: set[int] = set()
+        asked = False
         now = time.monotonic()
         with self._lock:
-            for key, held in self._held.items():
+            for key in self._held:
                 if key not in wanted and key not in self._releasing:
                     self._releasing[key] = now
-                    self.threads[held.thread].remove(key, release=True)
-                    asked.add(held.thread)
+                    self.dispatcher.remove(key, release=True)
+                    asked = True
         return asked
 
-    def to_acquire(
-        self,
-        wanted: list[ShardKey],
-        static: dict[ShardKey, int] | None,
-        threads: int,
-        group: Callable[[ShardKey], object] | None,
-    ) -> tuple[list[ShardKey], dict[ShardKey, int]]:
-        """The wanted shards neither held nor being given up, and the thread of every
-        wanted shard: ``static`` (a splitter's), else dealt to ``threads`` threads keeping
-        held shards in place (``group``: a shard's Redis Cluster master, see
-        :func:`~lowkiq.ownership.assignment.deal_to_threads`)."""
-        wanted_set = set(wanted)
+    def to_acquire(self, wanted: list[ShardKey]) -> list[ShardKey]:
+        """The wanted shards neither held nor being given up, in ``wanted``'s order."""
         with self._lock:
-            missing = [k for k in wanted if k not in self._held and k not in self._releasing]
-            if static is not None:
-                return missing, static
-            current = {key: held.thread for key, held in self._held.items() if key in wanted_set}
-            thread_of = deal_to_threads(wanted, {**self._thread_of, **current}, threads, group)
-            self._thread_of = dict(thread_of)
-        return missing, thread_of
+            return [k for k in wanted if k not in self._held and k not in self._releasing]
 
     def forget_all(self) -> list[Lease]:
-        """Forget every lease still held (the threads have stopped): to release them."""
+        """Forget every lease still held (the dispatcher has stopped): to release them."""
         with self._lock:
             held = [entry.lease for entry in self._held.values()]
             self._held.clear()

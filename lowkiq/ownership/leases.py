@@ -70,10 +70,9 @@ class Term:
 
 @dataclass
 class HeldLease:
-    """A lease this process holds, the thread that serves its shard, and its term."""
+    """A lease this process holds and its term."""
 
     lease: Lease
-    thread: int
     term: Term
 
 

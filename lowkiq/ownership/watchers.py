@@ -29,14 +29,14 @@ log = logging.getLogger("lowkiq.ownership")
 CONFIG_REFRESH = 30.0
 
 
-class PausableThread(Protocol):
-    """What the watcher asks of a processing thread."""
+class Pausable(Protocol):
+    """What the watcher asks of the process's dispatcher."""
 
     def pause(self, queues: frozenset[str]) -> None:
         """Take no new batch of these queues' shards (all the paused ones), keeping them."""
 
     def wake(self, client: Client) -> None:
-        """Interrupt the thread's idle wait."""
+        """Interrupt the dispatcher's idle wait."""
 
 
 class ConfigWatcher:
@@ -46,18 +46,18 @@ class ConfigWatcher:
         self,
         client: Client,
         queues: Mapping[str, Queue],
-        threads: Sequence[PausableThread],
+        dispatcher: Pausable,
         static: bool,
         others: Sequence[Callable[[Client], None]] = (),
     ) -> None:
         self.client = client
         self.queues = queues
-        self.threads = threads
+        self.dispatcher = dispatcher
         #: Whether a static splitter decides the shards (layouts are then not followed).
         self.static = static
         #: Further readers of run-time settings, called with the client on every change.
         self.others = list(others)
-        #: The paused queues among this process's, as last told to the threads.
+        #: The paused queues among this process's, as last told to the dispatcher.
         self.paused: frozenset[str] = frozenset()
         self._layouts: dict[str, Layout] = {}
         self._version = -1
@@ -75,7 +75,7 @@ class ConfigWatcher:
         self._version, self._read_at = version, now
 
     def _follow_pauses(self) -> None:
-        """Tell the threads which of this process's queues are paused, when that changed."""
+        """Tell the dispatcher which of this process's queues are paused, when that changed."""
         paused = paused_queues(self.client) & self.queues.keys()
         if paused == self.paused:
             return
@@ -84,10 +84,9 @@ class ConfigWatcher:
         for name in sorted(self.paused - paused):
             log.info("%s is resumed", name)
         self.paused = frozenset(paused)
-        for thread in self.threads:
-            thread.pause(self.paused)
-            # A thread blocked on its other shards' wake lists takes the change now.
-            thread.wake(self.client)
+        self.dispatcher.pause(self.paused)
+        # A dispatcher blocked on its other shards' wake lists takes the change now.
+        self.dispatcher.wake(self.client)
 
     def _follow_layouts(self) -> None:
         """Read where each queue's shards are, in one round trip (a reshard adds and

@@ -147,20 +147,20 @@ class Server:
         if not workers:
             raise ConfigurationError("settings.workers is empty: no queue to process")
         if config.build_splitter is build_default_splitter:
-            return Plan(lanes=1)
-        # The splitter's deal says which shards are this process's (every one is served
-        # by the one dispatcher, whatever thread the deal named).
+            return Plan()
+        # The splitter's groups say which shards are this process's (the one dispatcher
+        # serves them all, whatever group the splitter put each in).
         splitter = with_threads(config.build_splitter(), config.threads_per_node)
         groups = [group for group in splitter(all_shards(workers, config)) if group]
         seen: set[Shard] = set()
-        static: dict[tuple[str, int], int] = {}
+        static: list[tuple[str, int]] = []
         for group in groups:
             for shard in group:
                 if not isinstance(shard, Shard) or shard in seen:
                     raise ConfigurationError(f"the splitter gave out {shard!r} twice or made it up")
                 seen.add(shard)
-                static[(shard.worker.queue_name, shard.index)] = 0
-        return Plan(lanes=1, static=static)
+                static.append((shard.worker.queue_name, shard.index))
+        return Plan(static=tuple(static))
 
     def build(self) -> Coordinator[ShardHandler]:
         """Make the dispatcher, on its own connection, and the coordinator."""
@@ -207,7 +207,7 @@ class Server:
             for name, w in workers.items()
         }
 
-        def make_handler(lane: int, queue_name: str, shard: int, token: str) -> ShardHandler:
+        def make_handler(queue_name: str, shard: int, token: str) -> ShardHandler:
             worker = workers[queue_name]
             handler = ShardHandler(
                 worker,
@@ -237,7 +237,7 @@ class Server:
             ),
             [worker.queue(client, config) for worker in workers.values()],
             plan,
-            [dispatcher],
+            dispatcher,
             make_handler,
             config.lease_ttl,
             config.heartbeat_interval,

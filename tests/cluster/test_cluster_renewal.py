@@ -54,7 +54,7 @@ def held_leases(client: redis.RedisCluster) -> list[HeldLease]:
     for shard in queue.shards:
         lease, _, _ = leases.acquire(queue, shard, "host:1:renewing", TTL)
         assert lease is not None
-        held.append(HeldLease(lease, 0, Term(TTL, time.monotonic())))
+        held.append(HeldLease(lease, Term(TTL, time.monotonic())))
     return held
 
 

@@ -1,5 +1,5 @@
-"""A real coordinator whose processing threads are stand-ins: ownership tests drive it
-by hand without the processing runtime."""
+"""A real coordinator whose dispatcher is a stand-in: ownership tests drive it by hand
+without the processing runtime."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from lowkiq.ownership.membership import Membership, membership_ttl
 from lowkiq.runtime.shard_handler import ShardHandler
 
 
-class StandInThread:
-    """A processing thread that serves nothing; a shard asked back is given up at once."""
+class StandInDispatcher:
+    """A dispatcher that serves nothing; a shard asked back is given up at once."""
 
     busy = 0
 
@@ -45,16 +45,16 @@ def coordinator_of(
     heartbeat_interval: float,
     **options: Any,
 ) -> Coordinator:
-    """A coordinator of one stand-in thread serving ``worker``'s queue on ``client``;
+    """A coordinator whose stand-in dispatcher serves ``worker``'s queue on ``client``;
     ``options`` go to :class:`Coordinator` (``renewal_client``)."""
     queue = worker.queue(client)
     return Coordinator(
         client,
         Membership(client, process_id, membership_ttl(lease_ttl, heartbeat_interval)),
         [queue],
-        Plan(lanes=1),
-        [StandInThread()],
-        lambda lane, name, shard, token: ShardHandler(worker, shard, queue, token),
+        Plan(),
+        StandInDispatcher(),
+        lambda name, shard, token: ShardHandler(worker, shard, queue, token),
         lease_ttl,
         heartbeat_interval,
         1,

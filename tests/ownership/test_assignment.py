@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lowkiq.ownership.assignment import Member, ShardKey, assign, deal_to_threads
+from lowkiq.ownership.assignment import Member, ShardKey, assign
 
 QUEUES = {"Orders": range(24), "Shipments": range(8)}
 
@@ -335,39 +335,3 @@ def test_a_rolling_deploy_moves_each_shard_about_twice(
     listed, shards, owners = history(data, equal=True)
     total = rolling_deploy_moves(listed, shards, owners, join_first)
     assert total <= 2 * len(owners) + 2 * len(listed)
-
-
-# -- dealing a process's shards to its threads --------------------------------
-
-
-def test_dealing_to_threads_is_round_robin_and_never_moves_a_dealt_shard() -> None:
-    wanted = [("A", s) for s in range(5)]
-    thread_of = deal_to_threads(wanted, {}, 3)
-    assert thread_of == {("A", 0): 0, ("A", 1): 1, ("A", 2): 2, ("A", 3): 0, ("A", 4): 1}
-    fewer = deal_to_threads([("A", 0), ("A", 2), ("A", 4), ("B", 0)], thread_of, 3)
-    assert fewer == {("A", 0): 0, ("A", 2): 2, ("A", 4): 1, ("B", 0): 0}
-
-
-def test_on_a_cluster_each_thread_is_dealt_shards_of_one_master_when_it_can() -> None:
-    # 12 shards over 3 masters (5, 4 and 3 of them), thread_of to 5 threads.
-    master = {s: "m1" if s % 3 == 0 or s == 11 else "m2" if s % 3 == 1 else "m3" for s in range(12)}
-    wanted = [("A", s) for s in range(12)]
-    thread_of = deal_to_threads(wanted, {}, 5, lambda key: master[key[1]])
-    lanes: dict[int, set[str]] = {}
-    for key, lane in thread_of.items():
-        lanes.setdefault(lane, set()).add(master[key[1]])
-    assert len(lanes) == 5 and all(len(masters) == 1 for masters in lanes.values())
-    loads = Counter(thread_of.values())
-    assert max(loads.values()) == 3  # no thread holds more than round-robin would give it
-    # A thread_of shard stays put; a new one joins the thread of its master that has room.
-    grown = deal_to_threads(
-        [*wanted, ("A", 12)], thread_of, 5, lambda key: "m1" if key[1] == 12 else master[key[1]]
-    )
-    assert {k: v for k, v in grown.items() if k != ("A", 12)} == thread_of
-    assert master[next(k[1] for k, v in thread_of.items() if v == grown[("A", 12)])] == "m1"
-
-
-def test_a_thread_takes_another_masters_shard_rather_than_exceed_its_fair_load() -> None:
-    wanted = [("A", s) for s in range(4)]
-    thread_of = deal_to_threads(wanted, {}, 2, lambda key: "one master")
-    assert Counter(thread_of.values()) == {0: 2, 1: 2}

@@ -1,6 +1,6 @@
 """Lease renewals: a heartbeat carries them when they are due, the renewer's own timer
-renews when no heartbeat comes, and a renewal tells a lease lost from one its own thread
-gave up (only the first is logged and taken from the thread)."""
+renews when no heartbeat comes, and a renewal tells a lease lost from one its own dispatcher
+gave up (only the first is logged and taken from the dispatcher)."""
 
 from __future__ import annotations
 
@@ -33,35 +33,35 @@ def built(redis_url: str, redis_client: redis.Redis) -> Iterator[tuple[Server, C
         yield server, coordinator
 
 
-def test_leases_the_threads_released_while_stopping_are_not_reported_lost(
+def test_leases_the_dispatcher_released_while_stopping_are_not_reported_lost(
     built: tuple[Server, Coordinator], caplog: pytest.LogCaptureFixture
 ) -> None:
     server, coordinator = built
-    lane = server.dispatcher
-    assert lane is not None
+    dispatcher = server.dispatcher
+    assert dispatcher is not None
     coordinator.close()
-    # The thread gave its leases up at stop; the heartbeat read its list just before.
-    leases.release_many(leases.Lease(h.queue, h.shard, h.token) for h in lane.handlers)
+    # The dispatcher gave its leases up at stop; the heartbeat read its list just before.
+    leases.release_many(leases.Lease(h.queue, h.shard, h.token) for h in dispatcher.handlers)
     with caplog.at_level(logging.WARNING, logger="lowkiq"):
         assert coordinator.renewer.renew() == 0
     assert EXPIRED not in caplog.text
 
 
-def test_a_lease_lost_while_held_is_reported_and_taken_from_its_thread(
+def test_a_lease_lost_while_held_is_reported_and_taken_from_the_dispatcher(
     built: tuple[Server, Coordinator], redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
     server, coordinator = built
-    lane = server.dispatcher
-    assert lane is not None
-    old = next(h for h in lane.handlers if h.shard == 0)
+    dispatcher = server.dispatcher
+    assert dispatcher is not None
+    old = next(h for h in dispatcher.handlers if h.shard == 0)
     redis_client.delete(OrderWorker.queue().keys.lease(0))  # it expired
     with caplog.at_level(logging.WARNING, logger="lowkiq"):
         assert coordinator.renewer.renew() == 1
     assert f"OrderWorker:0: lease epoch {old.token.split()[0]} " + EXPIRED in caplog.text
     coordinator.beat()
-    lane.apply()
-    # The thread serves shard 0 under the lease the same heartbeat acquired again.
-    (again,) = [h for h in lane.handlers if h.shard == 0]
+    dispatcher.apply()
+    # The dispatcher serves shard 0 under the lease the same heartbeat acquired again.
+    (again,) = [h for h in dispatcher.handlers if h.shard == 0]
     assert again is not old and again.token != old.token
 
 

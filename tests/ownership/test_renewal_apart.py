@@ -100,7 +100,7 @@ def test_the_renewer_stops_at_once_while_redis_does_not_answer(
     queue = Orders.queue(client)
     lease, _, _ = leases.acquire(queue, 0, "host:1:renewing", 0.6)
     assert lease is not None
-    held = HeldLease(lease, 0, Term(0.6, time.monotonic()))
+    held = HeldLease(lease, Term(0.6, time.monotonic()))
     renewer = Renewer(client, 0.6, lambda: [held], lambda lost: None)
     client.execute_command("CLIENT", "PAUSE", 10_000, "ALL")  # Redis hangs
     stop = threading.Event()
