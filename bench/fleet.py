@@ -3,9 +3,9 @@
 Every simulated process runs the real control plane: its own
 :class:`~lowkiq.ownership.coordinator.Coordinator` (versioned beat, the elected
 assigner, lease acquisition and hand-off wake-ups) and its renewer, on one
-shared client of a private Redis.  Only the processing threads are stand-ins:
-they give a shard back (release its lease) as soon as they are asked, as an
-idle thread does.  The simulation runs every process's heartbeat at its
+shared client of a private Redis.  Only the dispatcher is a stand-in: it gives a
+shard back (releases its lease) as soon as it is asked, as an idle dispatcher
+does.  The simulation runs every process's heartbeat at its
 interval, staggered, and its renewals every ``lease_ttl / 3``.
 
 It prints, for 1 and for 10 queues:
@@ -46,8 +46,8 @@ from lowkiq.storage.keys import OwnershipKeys
 KEYS = OwnershipKeys()
 
 
-class StandInThread:
-    """A processing thread that serves nothing and gives a shard back at once."""
+class StandInDispatcher:
+    """A dispatcher that serves nothing and gives a shard back at once."""
 
     busy = 0
 
@@ -74,11 +74,11 @@ class StandInThread:
 
 
 class SimProcess:
-    """One simulated ``lowkiq worker`` process: the real coordinator, stand-in threads."""
+    """One simulated ``lowkiq worker`` process: the real coordinator, a stand-in dispatcher."""
 
     def __init__(self, client: redis.Redis, workers: list[type[lowkiq.Worker]], config: Settings):
         self.id = new_process_id(suffix=os.urandom(4).hex())
-        self.thread = StandInThread()
+        self.dispatcher = StandInDispatcher()
         #: When its next heartbeat is due (time.monotonic), and how many it sent.
         self.beat_at = 0.0
         self.beats = 0
@@ -95,7 +95,7 @@ class SimProcess:
             Membership(client, self.id, config.lease_ttl),
             queues,
             Plan(),
-            self.thread,
+            self.dispatcher,
             make_handler,
             config.lease_ttl,
             config.heartbeat_interval,
@@ -103,7 +103,7 @@ class SimProcess:
         )
 
     def beat(self) -> None:
-        """One coordinator round, then the stand-in thread gives back what it was asked."""
+        """One coordinator round, then the stand-in dispatcher gives back what it was asked."""
         self.beat_at = time.monotonic() + self.coordinator.heartbeat_interval
         self.beats += 1
         self.coordinator.beat()
@@ -121,8 +121,8 @@ class SimProcess:
             self.coordinator.renewer.renew()
 
     def flush(self) -> None:
-        if self.thread.to_release:
-            released, self.thread.to_release = self.thread.to_release, []
+        if self.dispatcher.to_release:
+            released, self.dispatcher.to_release = self.dispatcher.to_release, []
             from lowkiq.ownership import leases
 
             leases.release_many(leases.Lease(h.queue, h.shard, h.token) for h in released)
@@ -131,8 +131,8 @@ class SimProcess:
     def stop(self) -> None:
         """TERM: announce the stop, give every shard back, deregister."""
         self.coordinator.close()
-        for key in list(self.thread.handlers):
-            self.thread.remove(key, release=True)
+        for key in list(self.dispatcher.handlers):
+            self.dispatcher.remove(key, release=True)
         self.flush()
         self.coordinator.release_remaining()
         self.coordinator.leave()

@@ -314,7 +314,7 @@ def reshard(worker_name: str, app: str, shards: int | None) -> None:
 
 
 def _static_processes(worker: type[Worker]) -> list[str]:
-    """The live processes serving ``worker`` whose shards a static splitter thread_of."""
+    """The live processes serving ``worker`` whose shards a static splitter gave out."""
     from lowkiq.ownership.status import processes
 
     return [

@@ -1,5 +1,5 @@
 """A worker process on a Redis Cluster loads the cluster's slot map once at start,
-however many threads it runs: they share it; each thread is thread_of shards of one master."""
+however many threads it runs: its dispatcher and the threads share it."""
 
 from __future__ import annotations
 

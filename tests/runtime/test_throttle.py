@@ -34,12 +34,12 @@ def calls(client: redis.Redis) -> int:
 
 
 def test_a_dispatcher_waits_for_its_shards_tokens_without_calling_redis(redis_url, redis_client):
-    with built_server(redis_url, Paced) as (_, _, lane):
-        (handler,) = lane.handlers
+    with built_server(redis_url, Paced) as (_, _, dispatcher):
+        (handler,) = dispatcher.handlers
         Paced.perform_async([{"id": n} for n in range(5)])
         assert handler.process()  # the bucket's one token; the next one is reserved
         assert not handler.ready()  # not popped before the reserved token is due
-        (delay,) = lane.due_in(lane.handlers)
+        (delay,) = dispatcher.due_in(dispatcher.handlers)
         # 200 ms of refill, paid on the next step of the 50 ms grid (PACE_SECONDS).
         assert delay is not None and 0.1 < delay <= 0.25
         assert handler.throttle is not None and handler.throttle.waiting()
@@ -47,7 +47,7 @@ def test_a_dispatcher_waits_for_its_shards_tokens_without_calling_redis(redis_ur
 
         before = calls(redis_client)
         started = time.monotonic()
-        lane.turn()
+        dispatcher.turn()
         slept = time.monotonic() - started
         assert calls(redis_client) - before == 1  # the INFO above: nothing from the thread
         assert 0.1 < slept < 0.3
@@ -65,8 +65,8 @@ class Slow(lowkiq.Worker):
 
 
 def test_a_long_wait_for_tokens_is_napped_in_steps_after_acking(redis_url, redis_client):
-    with built_server(redis_url, Slow) as (_, _, lane):
-        (handler,) = lane.handlers
+    with built_server(redis_url, Slow) as (_, _, dispatcher):
+        (handler,) = dispatcher.handlers
         Slow.perform_async([{"id": n} for n in range(3)])
         assert handler.process()  # the bucket's token; the next one is due in a second
         assert handler.throttle is not None and handler.throttle.waiting()
@@ -74,7 +74,7 @@ def test_a_long_wait_for_tokens_is_napped_in_steps_after_acking(redis_url, redis
         redis_client.script_load(handler.queue.scripts.ack.script)  # as after a first ack
         before = commands(redis_client)
         started = time.monotonic()
-        lane.turn()  # the shard waits for tokens: its finished batch is acked, then a nap
+        dispatcher.turn()  # the shard waits for tokens: its finished batch is acked, then a nap
         slept = time.monotonic() - started
         after = commands(redis_client)
         # The ack of the finished batch (a DEL inside); no blocking read, no polling for
@@ -88,7 +88,7 @@ def test_a_long_wait_for_tokens_is_napped_in_steps_after_acking(redis_url, redis
         for _ in range(5):
             if handler.ready():
                 break
-            lane.wait()
+            dispatcher.wait()
         assert handler.ready() and handler.process()
         assert Slow.metrics()["length"] == 1
 
@@ -122,8 +122,8 @@ def group(failing: set[str] = frozenset(), seconds: float = 0.0) -> type[Grouped
 
 def test_a_limited_pop_takes_several_quick_batches_in_one_script(redis_url, redis_client):
     worker = group()
-    with built_server(redis_url, worker) as (_, _, lane):
-        (handler,) = lane.handlers
+    with built_server(redis_url, worker) as (_, _, dispatcher):
+        (handler,) = dispatcher.handlers
         worker.perform_async([{"id": f"{n:02}"} for n in range(15)])
         assert handler.process()  # one batch: the shard has not timed one yet
         before = commands(redis_client)
@@ -140,8 +140,8 @@ def test_a_limited_pop_takes_several_quick_batches_in_one_script(redis_url, redi
 
 def test_a_failed_batch_of_a_pop_is_retried_alone(redis_url, redis_client):
     worker = group(failing={"07"})
-    with built_server(redis_url, worker) as (_, _, lane):
-        (handler,) = lane.handlers
+    with built_server(redis_url, worker) as (_, _, dispatcher):
+        (handler,) = dispatcher.handlers
         worker.perform_async([{"id": f"{n:02}"} for n in range(12)])
         assert handler.process() and handler.process()
         assert len(worker.performed) == 6  # the batches after the failed one ran too
@@ -154,8 +154,8 @@ def test_a_failed_batch_of_a_pop_is_retried_alone(redis_url, redis_client):
 
 def test_slow_batches_are_popped_one_at_a_time(redis_url, redis_client):
     worker = group(seconds=0.03)  # more than half of GROUP_SECONDS each
-    with built_server(redis_url, worker) as (_, _, lane):
-        (handler,) = lane.handlers
+    with built_server(redis_url, worker) as (_, _, dispatcher):
+        (handler,) = dispatcher.handlers
         worker.perform_async([{"id": f"{n:02}"} for n in range(6)])
         for done in range(1, 4):
             assert handler.process()
@@ -166,13 +166,13 @@ def test_the_batches_of_a_pop_run_to_their_end_when_the_process_is_told_to_stop(
     redis_url, redis_client
 ):
     worker = group()
-    with built_server(redis_url, worker) as (_, _, lane):
-        (handler,) = lane.handlers
+    with built_server(redis_url, worker) as (_, _, dispatcher):
+        (handler,) = dispatcher.handlers
         worker.perform_async([{"id": f"{n:02}"} for n in range(9)])
         assert handler.process()  # one batch: the shard has not timed one yet
-        worker.on_perform = staticmethod(lane.stop.set)  # stop during the next batch
+        worker.on_perform = staticmethod(dispatcher.stop.set)  # stop during the next batch
         assert handler.process()
         assert len(worker.performed) == 5  # the four batches of the second pop
-        lane.shutdown()
+        dispatcher.shutdown()
         metrics = worker.metrics()
         assert (metrics["processed"], metrics["length"], metrics["busy"]) == (9, 0, 0)
