@@ -340,9 +340,9 @@ end
 -- smallest turn gives its earliest due job, and its turn moves on by 1 / its
 -- weight (`weights`: group -> weight; 1 when not named).  `first_turn` and
 -- `first_wait` are the first two entries of the turns and the first of the waits
--- when already read (or nil).  The pop takes at most `limit` jobs, so it reads at most the first
--- `limit` groups of the turns and `limit` + 1 ids of each group it serves, and
--- writes what it took once, in finish().  A group of weight 0 is at its cap
+-- when already read (or nil).  The pop takes at most `limit` jobs, so it reads at
+-- most the first `limit` (at least two) groups of the turns and `limit` + 1 ids of
+-- each group it serves, and writes what it took once, in finish().  A group of weight 0 is at its cap
 -- (Worker.group_concurrency): it keeps its turn and gives no job.  Returns next_due() -> id, perform_in,
 -- group or nil; unpick(group): the job next_due just returned was not taken;
 -- finish(); any_due() -> whether a group is in the turns.
