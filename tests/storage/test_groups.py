@@ -432,3 +432,28 @@ def test_groups_kept_with_nothing_queued_are_passed_over_a_chunk_at_a_time(
     assert max(costs) < 40, costs
     assert redis_client.zrange(queue.keys.group_turns_zset(0), 0, -1) == []
     assert redis_client.zrange(queue.keys.group_waits_zset(0), 0, -1) == [b"Z"]
+
+
+def test_a_grouped_pop_runs_three_more_commands_with_one_group_and_four_with_two(
+    worker, queue, redis_client
+):
+    """SPEC §14's cost of groups, in commands: a one-job pop of a shard whose jobs have a
+    group runs 3 more Redis commands than one without groups while one group holds the
+    turns (its turn is not written, the waits, absent, are not read), 4 with two groups
+    (a group that runs out of due jobs costs one more, once)."""
+
+    def pop_cost() -> int:
+        before = redis_commands(redis_client)
+        assert len(pop(queue, 0, 1, now=NOW)) == 1
+        cost = redis_commands(redis_client) - before
+        ack(queue, 0)
+        return cost
+
+    enqueue(worker, None, ["u0", "u1", "u2"])
+    pop_cost()  # the first pop takes the shard's lease
+    plain = [pop_cost() for _ in range(2)]
+    enqueue(worker, "A", [f"a{n}" for n in range(6)])
+    lone = [pop_cost() for _ in range(2)]
+    enqueue(worker, "B", [f"b{n}" for n in range(4)])
+    two = [pop_cost() for _ in range(4)]  # neither group runs out of due jobs
+    assert (plain, lone, two) == ([plain[0]] * 2, [plain[0] + 3] * 2, [plain[0] + 4] * 4)

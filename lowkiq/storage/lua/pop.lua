@@ -95,8 +95,8 @@ end
 -- 5 times (EXISTS counts a key each time it is named), so that once the turns are read
 -- the count says whether the waits exist too, besides how many of the (at most 4) other
 -- keys do.
-local GROUP_KEYS = {K.group_turns_zset}
-for n = 2, 6 do GROUP_KEYS[n] = K.group_waits_zset end
+local waits_key = K.group_waits_zset
+local GROUP_KEYS = {K.group_turns_zset, waits_key, waits_key, waits_key, waits_key, waits_key}
 -- How many of the keys an EXISTS of some keys and GROUP_KEYS counted were not the
 -- group keys: a shard whose count is 0 asks no more.  Otherwise the first two entries
 -- of the turns are read, and the first of the waits when they exist: the choice of the
