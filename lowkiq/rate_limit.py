@@ -158,16 +158,16 @@ def rate_limit_status(
     if overrides is None:
         overrides = rate_limit_overrides(client)
     limit = overrides.get(queue_name, code)
+    overridden = queue_name in overrides
     if limit is not None and limit.per_group:
         groups = group_buckets_state(client, queue_name)
-        overridden = queue_name in overrides
         return RateLimitStatus(
             limit, code, overridden, groups.waited, groups.taken, 0.0, groups.dry
         )
     per_second = limit.per_second if limit is not None else None
     state = bucket_state(client, queue_name, per_second)
     ahead = -state.tokens / per_second if per_second and state.tokens < 0 else 0.0
-    return RateLimitStatus(limit, code, queue_name in overrides, state.waited, state.taken, ahead)
+    return RateLimitStatus(limit, code, overridden, state.waited, state.taken, ahead)
 
 
 def check_rate_limit(owner: str, value: object) -> RateLimit | None:
