@@ -1,12 +1,17 @@
 """List pages: their query parameters and cursor pagination over the engine's range queries.
 
-Id order pages on the exclusive lex bound ``(last_id``; a search by id prefix
-is a lex range too (``[prefix`` to ``[prefix`` + U+10FFFF, above any id that
-starts with the prefix), so it costs what a page does.  Score orders
+Id order pages on the exclusive lex bound ``(last_id``.  Score orders
 (perform_in, retry_count, updated_at) have ties — a ``perform_async`` call
 gives a thousand jobs the same perform_in — so their cursor is the last score
 shown and the last id shown (``after`` and ``after_id``): the engine's
 ``after_id`` ranges continue inside the tie in id order, at any depth.
+
+A search lists, by id, the jobs whose id contains a text (``prefix``): the ids
+of the list are read with ``ZSCAN … MATCH *text*``, at most :data:`SEARCH_READS`
+of them per page, so a search costs the same on any size of list.  The ids that
+start with the text are also a lex range (``[text`` to ``[text`` + U+10FFFF),
+read as a page is, so a search that stops early still lists every one of them
+(on Scheduled, kept by time only, the bounded read is all there is).
 """
 
 from __future__ import annotations
@@ -52,6 +57,13 @@ TITLES = {
 }
 #: Above every id that starts with a given prefix (the last code point).
 PREFIX_END = "\U0010ffff"
+#: The longest search text, characters.
+SEARCH_MAX = 200
+#: Ids one ``ZSCAN`` step of a search asks Redis to read in each shard (a hint).
+SEARCH_STEP = 1000
+#: Ids a search reads at most, over all the shards of a list, for one page; past it
+#: the page says the search stopped early.
+SEARCH_READS = 200_000
 
 
 class BadParameter(BadRequest):
@@ -61,7 +73,7 @@ class BadParameter(BadRequest):
 @dataclass(frozen=True)
 class ListQuery:
     """What a list page shows: order, direction, start value, page size, cursor and the
-    id prefix searched for (which lists by id)."""
+    text searched for in ids (``prefix``: a search lists by id)."""
 
     by: str
     direction: str
@@ -95,6 +107,9 @@ class Page:
     jobs: list[Job]
     next_after: str | None = None
     next_after_id: str | None = None
+    #: ``False`` when a search stopped after :data:`SEARCH_READS` ids: some ids that
+    #: contain the text further in than at their start may be missing.
+    searched_all: bool = True
 
 
 def _number(name: str, text: str) -> float:
@@ -131,13 +146,15 @@ def _time(text: str) -> float:
 def parse_query(kind: str, args: Mapping[str, str]) -> ListQuery:
     """The :class:`ListQuery` of a request's arguments; :class:`BadParameter` names a bad one."""
     orders = ORDERS[kind]
-    prefix = args.get("prefix") or ""
+    prefix = (args.get("prefix") or "").strip()
     if "\0" in prefix or PREFIX_END in prefix:
-        raise BadParameter("prefix must not contain NUL or U+10FFFF")
-    if prefix and "id" not in orders:
-        raise BadParameter(f"the {kind} list cannot be searched by id")
+        raise BadParameter("prefix (the id search) must not contain NUL or U+10FFFF")
+    if len(prefix) > SEARCH_MAX:
+        raise BadParameter(
+            f"prefix (the id search) must be at most {SEARCH_MAX} characters, got {len(prefix)}"
+        )
     by = "id" if prefix else (args.get("by") or orders[0])
-    if by not in orders:
+    if by not in orders and not prefix:
         raise BadParameter(f"by must be one of {', '.join(orders)}, got {by!r}")
     direction = args.get("dir") or DEFAULT_DIRECTION[kind]
     if direction not in ("asc", "desc"):
@@ -164,11 +181,21 @@ def parse_query(kind: str, args: Mapping[str, str]) -> ListQuery:
     return ListQuery(by, direction, start, int(per_text), after, after_id, prefix)
 
 
-def _id_page(
-    forward: Callable[[str, str, int], list[Job]],
-    backward: Callable[[str, str, int], list[Job]],
-    query: ListQuery,
-) -> Page:
+#: ``range_by_id``-like reads: jobs with ids between two lex bounds, at most a limit.
+IdRange = Callable[[str, str, int], list[Job]]
+
+
+def _id_page(forward: IdRange, backward: IdRange, query: ListQuery) -> Page:
+    """A page in id order, from the query's start or cursor."""
+    jobs = _id_jobs(forward, backward, query)
+    if len(jobs) <= query.per:
+        return Page(jobs)
+    return Page(jobs[: query.per], jobs[query.per - 1]["id"])
+
+
+def _id_jobs(forward: IdRange, backward: IdRange, query: ListQuery) -> list[Job]:
+    """The page's jobs and the next one (``per + 1`` at most), in id order from the query's
+    start or cursor; only ids starting with the searched text when there is one."""
     limit = query.per + 1
     asc = query.direction == "asc"
     low, high = ("-", "+")
@@ -180,10 +207,7 @@ def _id_page(
         bound = f"[{query.start}"
     else:
         bound = low if asc else high
-    jobs = forward(bound, high, limit) if asc else backward(bound, low, limit)
-    if len(jobs) <= query.per:
-        return Page(jobs)
-    return Page(jobs[: query.per], jobs[query.per - 1]["id"])
+    return forward(bound, high, limit) if asc else backward(bound, low, limit)
 
 
 def _inside(start: str, prefix: str, asc: bool) -> bool:
@@ -238,8 +262,78 @@ def _score(job: Job, by: str) -> float:
     return job["updated_at"]
 
 
+def _scan_ids(
+    queries: Queries, key: Callable[[int], str], text: str
+) -> tuple[dict[str, float], bool]:
+    """The ids containing ``text`` in the sorted sets ``key(shard)`` of every shard, with
+    their scores, and whether every shard was read to its end: ``ZSCAN … MATCH`` in rounds
+    of one pipelined step per shard, until about :data:`SEARCH_READS` ids are read."""
+    pattern = "*" + "".join("\\" + c if c in "*?[]\\" else c for c in text) + "*"
+    cursors = {shard: 0 for shard in queries.queue.shards}
+    found: dict[str, float] = {}
+    reads = 0
+    while cursors and reads < SEARCH_READS:
+        shards = list(cursors)
+        pipe = queries.client.pipeline(transaction=False)
+        for shard in shards:
+            pipe.zscan(key(shard), cursors[shard], match=pattern, count=SEARCH_STEP)
+        for shard, (cursor, pairs) in zip(shards, pipe.execute(), strict=True):
+            found.update((member.decode(), score) for member, score in pairs)
+            if int(cursor) == 0:
+                del cursors[shard]
+            else:
+                cursors[shard] = cursor
+        reads += SEARCH_STEP * len(shards)
+    return found, not cursors
+
+
+def _on_page(job_id: str, query: ListQuery) -> bool:
+    """Whether ``job_id`` comes after the query's cursor, or at or after its start, in its
+    direction (ids in byte order)."""
+    key, asc = job_id.encode(), query.direction == "asc"
+    if query.after is not None:
+        mark = query.after.encode()
+        return key > mark if asc else key < mark
+    if query.start:
+        mark = query.start.encode()
+        return key >= mark if asc else key <= mark
+    return True
+
+
+def _search_page(
+    queries: Queries,
+    query: ListQuery,
+    key: Callable[[int], str],
+    fetch: Callable[[list[str]], list[Job]],
+    by_id: tuple[IdRange, IdRange] | None = None,
+    after_score: float | None = None,
+) -> Page:
+    """A page of the jobs whose id contains the searched text, by id: the ids of the sorted
+    sets ``key(shard)`` (only those scored above ``after_score`` when given) read by
+    :func:`_scan_ids`, then ``fetch``-ed; when the read stopped early, with the ids that
+    start with the text from the lex range ``by_id`` (forward, backward)."""
+    scores, searched_all = _scan_ids(queries, key, query.prefix)
+    ids = {
+        job_id
+        for job_id, score in scores.items()
+        if (after_score is None or score > after_score) and _on_page(job_id, query)
+    }
+    known: dict[str, Job] = {}
+    if by_id is not None and not searched_all:
+        known = {job["id"]: job for job in _id_jobs(*by_id, query)}
+    ordered = sorted(ids | known.keys(), key=str.encode, reverse=query.direction == "desc")
+    shown = ordered[: query.per]
+    known.update((job["id"], job) for job in fetch([i for i in shown if i not in known]))
+    jobs = [known[job_id] for job_id in shown if job_id in known]  # gone since: skipped
+    next_after = shown[-1] if len(ordered) > query.per else None
+    return Page(jobs, next_after, searched_all=searched_all)
+
+
 def enqueued_page(queries: Queries, query: ListQuery) -> Page:
     """A page of queued jobs."""
+    if query.prefix:
+        by_id = (queries.range_by_id, queries.rev_range_by_id)
+        return _search_page(queries, query, queries.keys.perform_in_zset, queries.fetch, by_id)
     if query.by == "id":
         return _id_page(queries.range_by_id, queries.rev_range_by_id, query)
     if query.by == "perform_in":
@@ -249,8 +343,11 @@ def enqueued_page(queries: Queries, query: ListQuery) -> Page:
 
 def retries_page(queries: Queries, query: ListQuery) -> Page:
     """A page of the queued jobs with ``retry_count >= 0``."""
+    by_id = (queries.retries_range_by_id, queries.retries_rev_range_by_id)
+    if query.prefix:
+        return _search_page(queries, query, queries.keys.retry_count_zset, queries.fetch, by_id)
     if query.by == "id":
-        return _id_page(queries.retries_range_by_id, queries.retries_rev_range_by_id, query)
+        return _id_page(*by_id, query)
     return _score_page(
         queries.range_by_retry_count, queries.rev_range_by_retry_count, query, low="0"
     )
@@ -258,14 +355,22 @@ def retries_page(queries: Queries, query: ListQuery) -> Page:
 
 def scheduled_page(queries: Queries, query: ListQuery) -> Page:
     """A page of the queued jobs not yet due (``perform_in`` after now on Redis's clock)."""
-    low = f"({queries.redis_time()!r}"
+    now = queries.redis_time()
+    if query.prefix:
+        key = queries.keys.perform_in_zset
+        return _search_page(queries, query, key, queries.fetch, after_score=now)
+    low = f"({now!r}"
     return _score_page(queries.range_by_perform_in, queries.rev_range_by_perform_in, query, low)
 
 
 def dead_page(queries: Queries, query: ListQuery) -> Page:
     """A page of dead jobs."""
+    by_id = (queries.morgue_range_by_id, queries.morgue_rev_range_by_id)
+    if query.prefix:
+        key = queries.keys.morgue_updated_at_zset
+        return _search_page(queries, query, key, queries.morgue_fetch, by_id)
     if query.by == "id":
-        return _id_page(queries.morgue_range_by_id, queries.morgue_rev_range_by_id, query)
+        return _id_page(*by_id, query)
     return _score_page(
         queries.morgue_range_by_updated_at, queries.morgue_rev_range_by_updated_at, query
     )
@@ -274,22 +379,9 @@ def dead_page(queries: Queries, query: ListQuery) -> Page:
 def busy_page(queries: Queries, query: ListQuery) -> Page:
     """A page of the jobs in processing areas (a few per shard: sorted in memory)."""
     jobs = sorted(queries.processing_data(), key=lambda job: job["id"].encode())
-    if query.prefix:
-        jobs = [job for job in jobs if job["id"].startswith(query.prefix)]
     if query.direction == "desc":
         jobs.reverse()
-    if query.after is not None:
-        mark = query.after.encode()
-        if query.direction == "asc":
-            jobs = [job for job in jobs if job["id"].encode() > mark]
-        else:
-            jobs = [job for job in jobs if job["id"].encode() < mark]
-    elif query.start:
-        mark = query.start.encode()
-        if query.direction == "asc":
-            jobs = [job for job in jobs if job["id"].encode() >= mark]
-        else:
-            jobs = [job for job in jobs if job["id"].encode() <= mark]
+    jobs = [job for job in jobs if query.prefix in job["id"] and _on_page(job["id"], query)]
     if len(jobs) <= query.per:
         return Page(jobs)
     return Page(jobs[: query.per], jobs[query.per - 1]["id"])

@@ -132,6 +132,8 @@ def list_context(worker_name: str, kind: str, args: Any) -> dict[str, Any]:
         "page": page,
         "orders": listing.ORDERS[kind],
         "per_page": listing.PER_PAGE,
+        "search_max": listing.SEARCH_MAX,
+        "search_reads": listing.SEARCH_READS,
         "metrics": metrics,
         "counts": list_counts(worker, cast(Mapping[str, float], metrics)),
         "job_actions": job_actions(kind),

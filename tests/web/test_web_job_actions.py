@@ -1,6 +1,7 @@
-"""The Retries and Scheduled lists, search by id prefix, and the actions on checked rows, on one
-row, on the job page and on whole lists: effects, fragments, questions with counts; every new
-form refuses bad input with a 400 that changes nothing, every POST needs the CSRF token."""
+"""The Retries and Scheduled lists, search by a part of an id, and the actions on checked
+rows, on one row, on the job page and on whole lists: effects, fragments, questions with
+counts; every new form refuses bad input with a 400 that changes nothing, every POST needs
+the CSRF token."""
 
 from __future__ import annotations
 
@@ -93,6 +94,72 @@ def test_search_by_id_prefix(client, mixed):
     assert ids_on(busy) == ["n0001"]
     nothing = client.get("/OrderWorker/enqueued?prefix=zz").get_data(as_text=True)
     assert ids_on(nothing) == []
+
+
+def test_search_finds_a_part_of_an_id_on_every_list(client, mixed):
+    """Users type part of an order number: the ids containing it are listed, by id."""
+    enqueue(OrderWorker, 2, prefix="order-4711-")
+    enqueue(OrderWorker, 1, prefix="x-4711")
+    enqueue(OrderWorker, 1, prefix="4711-", perform_in=time.time() + 60)
+    html = client.get("/OrderWorker/enqueued?prefix=4711").get_data(as_text=True)
+    assert ids_on(html) == ["4711-0000", "order-4711-0000", "order-4711-0001", "x-47110000"]
+    assert 'name="prefix" value="4711"' in html
+    desc = client.get("/OrderWorker/enqueued?prefix=4711&dir=desc").get_data(as_text=True)
+    assert ids_on(desc) == ids_on(html)[::-1]
+    start = client.get("/OrderWorker/enqueued?prefix=4711&from=o").get_data(as_text=True)
+    assert ids_on(start) == ["order-4711-0000", "order-4711-0001", "x-47110000"]
+    scheduled = client.get("/OrderWorker/scheduled?prefix=0001").get_data(as_text=True)
+    assert ids_on(scheduled) == ["j0001", "order-4711-0001", "r0001"]  # not n0001: it is due
+    assert 'name="prefix" value="0001"' in scheduled
+    retries = client.get("/OrderWorker/retries?prefix=002").get_data(as_text=True)
+    assert ids_on(retries) == ["r0002"]
+    dead = client.get("/OrderWorker/dead?prefix=0001").get_data(as_text=True)
+    assert ids_on(dead) == ["d0001"]
+    hold(OrderWorker, OrderWorker.queue().shard_of("n0002"))
+    busy = client.get("/OrderWorker/busy?prefix=002").get_data(as_text=True)
+    assert ids_on(busy) == ["n0002"]
+    spaced = client.get("/OrderWorker/scheduled?prefix=+4711+").get_data(as_text=True)
+    assert ids_on(spaced) == ["4711-0000", "order-4711-0000", "order-4711-0001", "x-47110000"]
+
+
+def test_search_text_is_literal_not_a_pattern(client, workers):
+    OrderWorker.perform_async(
+        [{"id": i, "payload": 1, "perform_in": time.time() + 60} for i in ("a*b", "axb", "a?c")]
+    )
+    assert ids_on(client.get("/OrderWorker/scheduled?prefix=*").get_data(as_text=True)) == ["a*b"]
+    assert ids_on(client.get("/OrderWorker/enqueued?prefix=a?").get_data(as_text=True)) == ["a?c"]
+    assert ids_on(client.get("/OrderWorker/enqueued?prefix=[").get_data(as_text=True)) == []
+
+
+def test_search_pages_by_id(client, workers):
+    enqueue(OrderWorker, 20, prefix="p-")
+    enqueue(OrderWorker, 20, prefix="q-")
+    enqueue(OrderWorker, 20, prefix="p+")
+    first = client.get("/OrderWorker/scheduled?prefix=-00").get_data(as_text=True)
+    after = re.search(r'rel="next" href="([^"]+)"', first).group(1).replace("&amp;", "&")
+    assert "prefix=-00" in after and "by=id" in after
+    second = client.get(after).get_data(as_text=True)
+    expected = [f"{p}-{n:04d}" for p in "pq" for n in range(20)]
+    assert ids_on(first) + ids_on(second) == expected and 'rel="next"' not in second
+
+
+def test_a_search_stopped_early_still_lists_the_ids_starting_with_the_text(
+    client, workers, monkeypatch
+):
+    from lowkiq_web import listing
+
+    monkeypatch.setattr(listing, "SEARCH_STEP", 10)
+    monkeypatch.setattr(listing, "SEARCH_READS", 20)
+    enqueue(MailWorker, 300)  # one shard, past Redis's small (listpack) sorted sets
+    enqueue(MailWorker, 2, prefix="x-j0")
+    html = client.get("/MailWorker/enqueued?prefix=j0").get_data(as_text=True)
+    assert "The search stopped after reading about 20 ids: every id starting with" in html
+    assert ids_on(html)[:25] == [f"j{n:04d}" for n in range(25)]
+    scheduled = client.get("/MailWorker/scheduled?prefix=j0").get_data(as_text=True)
+    assert "The search stopped after reading about 20 ids: ids with it further in" in scheduled
+    monkeypatch.setattr(listing, "SEARCH_READS", 1_000)
+    complete = client.get("/MailWorker/enqueued?prefix=x-").get_data(as_text=True)
+    assert ids_on(complete) == ["x-j00000", "x-j00001"] and "data-search-stopped" not in complete
 
 
 def test_list_rows_have_checkboxes_and_buttons(client, mixed):
@@ -204,7 +271,7 @@ BAD_INPUT = [
     ("/OrderWorker/dead/selected/delete", {"id": [f"d{n}" for n in range(1001)]}),
     ("/OrderWorker/enqueued/selected/delete", {"id": ["j0000"], "prefix": "a\0"}),
     ("/OrderWorker/enqueued/clear", {"per": "7"}),
-    ("/OrderWorker/scheduled/delete_all", {"prefix": "j"}),
+    ("/OrderWorker/scheduled/delete_all", {"prefix": "j" * 201}),
 ]
 
 
@@ -217,7 +284,12 @@ def test_bad_input_is_a_400_that_changes_nothing(client, mixed, url, data):
 
 
 def test_lists_refuse_bad_parameters(client, mixed):
-    assert client.get("/OrderWorker/scheduled?prefix=j").status_code == 400
+    for kind in ("enqueued", "retries", "scheduled", "dead", "busy"):
+        for search in ("j%00", "j" * 201, "j%F4%8F%BF%BF"):
+            response = client.get(f"/OrderWorker/{kind}?prefix={search}")
+            assert response.status_code == 400, (kind, search)
+            assert "prefix (the id search) must" in response.get_data(as_text=True)
+    assert client.get("/OrderWorker/scheduled?by=id").status_code == 400
     assert client.get("/OrderWorker/retries?by=perform_in").status_code == 400
     assert client.get("/OrderWorker/retries?prefix=%00").status_code == 400
     assert client.get("/OrderWorker/scheduled?from=soon").status_code == 400
