@@ -1,7 +1,7 @@
 """The Retries and Scheduled lists, search by a part of an id, and the actions on checked
 rows, on one row, on the job page and on whole lists: effects, fragments, questions with
-counts; every new form refuses bad input with a 400 that changes nothing, every POST needs
-the CSRF token."""
+counts; every new form refuses bad input with a 400 that changes nothing, every POST (Move
+included) needs the CSRF token."""
 
 from __future__ import annotations
 
@@ -321,6 +321,8 @@ NEW_POSTS = [
     ("/OrderWorker/retries/delete_all", {}),
     ("/OrderWorker/scheduled/perform_all_now", {}),
     ("/OrderWorker/scheduled/delete_all", {}),
+    ("/OrderWorker/retries/selected/move", {"id": ["r0000", "j0000"], "to": "MailWorker"}),
+    ("/OrderWorker/enqueued/selected/move", {"id": "j0001", "to": "MailWorker", "back": "job"}),
 ]
 
 

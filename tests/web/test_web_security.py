@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from flask import Flask
-from web_support import OrderWorker, bury, csrf_token, post
+from web_support import MailWorker, OrderWorker, bury, csrf_token, enqueue, post
 
 from lowkiq_web import lowkiq_web
 
@@ -55,6 +55,20 @@ def test_missing_or_wrong_token_is_refused(client):
     )
     assert response.status_code == 403
     assert OrderWorker.metrics()["morgue_length"] == 1
+
+
+def test_move_without_the_token_or_from_another_origin_is_refused(client):
+    """Move, from checked rows or the job page, changes two queues: refused, it touches none."""
+    ids = enqueue(OrderWorker, 3)
+    checked_rows = {"id": ids[:2], "to": "MailWorker"}
+    job_page = {"id": ids[2], "to": "MailWorker", "back": "job"}
+    for data in (checked_rows, job_page):
+        for refused in ({"token": ""}, {"token": "x" * 43}, {"origin": "https://evil.example"}):
+            response = post(client, "/OrderWorker/enqueued/selected/move", data, **refused)
+            assert response.status_code == 403, refused
+        assert OrderWorker.metrics()["length"] == 3 and MailWorker.metrics()["length"] == 0
+    assert post(client, "/OrderWorker/enqueued/selected/move", job_page).status_code == 200
+    assert MailWorker.metrics()["length"] == 1
 
 
 def test_token_in_header_is_accepted(client):
