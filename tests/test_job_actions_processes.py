@@ -1,5 +1,6 @@
-"""Job actions under a real ``lowkiq worker`` draining the queue: the deleted ids never run,
-every other one does, on one server and on a Redis Cluster."""
+"""Job actions under a real ``lowkiq worker`` draining the queue: the deleted ids never run
+(unless a worker had taken them before the delete), every other one runs exactly once, on
+one server and on a Redis Cluster."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from tests.conftest import lowkiq_on
 #: the delete runs while the worker drains the rest.
 IDS = [f"job{n:04d}" for n in range(1000)]
 DELETED = IDS[500:1000:50]
+#: Ids deleted while due, spread over the whole drain: the worker has taken the first
+#: ones when the delete runs, not the others.
+DUE_DELETED = IDS[::20]
 
 
 @contextlib.contextmanager
@@ -66,3 +70,42 @@ def test_deleted_ids_never_run_and_the_others_all_do(
         assert started.isdisjoint(DELETED)
         assert finished == set(IDS) - set(DELETED)
         assert Recorder.metrics()["length"] == 0
+
+
+@pytest.mark.parametrize("kind", ["server", "cluster"])
+def test_due_ids_deleted_mid_drain_run_only_if_taken_before_the_delete(
+    kind: str,
+    request: pytest.FixtureRequest,
+    redis_client: redis.Redis,
+    redis_url: str,
+    workers: Callable[..., WorkerProcess],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A deleted id runs (once) only when the worker had taken it before the delete returned
+    (it had started, or was in a processing area); the ones deleted never run; every id not
+    deleted runs exactly once."""
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    from tests.apps.recorder import Recorder
+
+    with queue_on(kind, request, redis_url) as env:
+        lowkiq.settings.workers = [Recorder]
+        workers("--threads", "2", **env, TEST_BATCH="5")
+        Recorder.perform_async([{"id": i, "payload": {"v": 1, "sleep": 0.005}} for i in IDS])
+        eventually(lambda: redis_client.llen("test:started") >= 300)
+        deleted = Recorder.actions().delete(DUE_DELETED)
+        # Taken before the delete returned: in a processing area now, or started (read in
+        # this order, so a batch acked between the two reads is seen as started).
+        taken = {job["id"] for job in Recorder.queries().processing_data()}
+        taken |= {i.decode() for i in redis_client.lrange("test:started", 0, -1)}
+        assert len(taken) < len(IDS) - len(DUE_DELETED), "still draining"
+        taken_deleted = taken & set(DUE_DELETED)
+        assert 0 < deleted < len(DUE_DELETED), "some were taken already, some still queued"
+        assert len(taken_deleted) == len(DUE_DELETED) - deleted
+
+        drained = lambda: Recorder.metrics()["length"] + Recorder.metrics()["busy"] == 0  # noqa: E731
+        eventually(drained, 60)
+        started = [i.decode() for i in redis_client.lrange("test:started", 0, -1)]
+        finished = [i.decode() for i in redis_client.lrange("test:finished", 0, -1)]
+        expected = (set(IDS) - set(DUE_DELETED)) | taken_deleted
+        assert sorted(started) == sorted(finished) == sorted(expected)  # each exactly once
+        assert redis_client.llen("test:overlaps") == 0
