@@ -587,9 +587,13 @@ class ShardHandler:
         self._batch_seconds = seconds if kept is None else max(seconds, kept * BATCH_TIME_DECAY)
         if failure is not None:
             verdict = self.judge(jobs, failure)
-            recorder.performed(jobs, started, verdict.failed)
+            # Each job as the fail script counts it: failed, discarded, or done (processed).
+            failed = len(verdict.ids(Fate.RETRY)) + len(verdict.ids(Fate.KILL))
+            recorder.performed(jobs, started, failed, len(verdict.ids(Fate.DISCARD)))
             fields = RunningBatch.popped(self.worker, self.shard, jobs).log_fields()
             log_failure(self.name, len(jobs), failure, verdict, fields)
             return Outcome(jobs, failure, verdict=verdict)
-        recorder.performed(jobs, started, False)
+        # A job that gave payloads back is not processed yet: a later run settles it.
+        yielded = sum(1 for positions in (record.yields or {}).values() if positions)
+        recorder.performed(jobs, started, yielded=yielded)
         return Outcome(jobs, None, record.yields)

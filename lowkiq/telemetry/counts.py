@@ -4,7 +4,10 @@ A span's counts are a flat list of integers (:data:`FIELDS` gives each one's
 Redis hash field): cheap to add to on the hot path, and summed field by field
 when minutes or processes are combined.  Perform time is counted per batch
 (one ``perform`` call), queue wait per job (perform start minus the job's
-``perform_in``, never below 0).
+``perform_in``, never below 0).  Jobs are counted as the worker settled them,
+as Redis's counters count them (``Worker.metrics()``): processed, failed (retried
+or killed) and discarded; a job that gave payloads back (``yield_rest``) is none
+of these until a later run settles it.
 """
 
 from __future__ import annotations
@@ -42,13 +45,15 @@ SLOTS = len(BUCKETS) + 1
 
 # Positions in a counts list.
 PERFORMS = 0  # perform calls (batches)
-FAILURES = 1  # perform calls that raised
+FAILURES = 1  # perform calls in which a job failed
 JOBS = 2  # jobs handed to perform
-FAILED_JOBS = 3  # jobs of the batches that raised
-PAYLOADS = 4  # payloads handed to perform
-DURATION_US = 5  # perform time, microseconds, summed
-WAIT_US = 6  # queue wait, microseconds, summed over jobs
-DURATION_BUCKETS = 7  # SLOTS perform-time bucket counts from here
+FAILED_JOBS = 3  # jobs that failed: retried or killed
+DISCARDED_JOBS = 4  # jobs dropped by lowkiq.Discard
+YIELDED_JOBS = 5  # jobs that gave payloads back to the queue (yield_rest)
+PAYLOADS = 6  # payloads handed to perform
+DURATION_US = 7  # perform time, microseconds, summed
+WAIT_US = 8  # queue wait, microseconds, summed over jobs
+DURATION_BUCKETS = 9  # SLOTS perform-time bucket counts from here
 WAIT_BUCKETS = DURATION_BUCKETS + SLOTS  # SLOTS queue-wait bucket counts from here
 SIZE = WAIT_BUCKETS + SLOTS
 
@@ -58,6 +63,8 @@ FIELDS: tuple[str, ...] = (
     "f",
     "j",
     "fj",
+    "dj",
+    "yj",
     "p",
     "t",
     "w",
@@ -124,23 +131,34 @@ class Counts:
 
     @property
     def failures(self) -> int:
-        """``perform`` calls that raised."""
+        """``perform`` calls in which a job failed (not those that only discarded)."""
         return self.values[FAILURES]
 
     @property
     def jobs(self) -> int:
-        """Jobs handed to ``perform``, in batches that succeeded or failed."""
+        """Jobs handed to ``perform``, whatever became of them."""
         return self.values[JOBS]
 
     @property
     def failed_jobs(self) -> int:
-        """Jobs of the batches that raised."""
+        """Jobs that failed: retried or sent to the morgue (every job of a batch that
+        raised, or those ``lowkiq.BatchFailed`` named); Redis's ``failed``."""
         return self.values[FAILED_JOBS]
 
     @property
+    def discarded_jobs(self) -> int:
+        """Jobs ``lowkiq.Discard`` dropped; Redis's ``discarded``."""
+        return self.values[DISCARDED_JOBS]
+
+    @property
+    def yielded_jobs(self) -> int:
+        """Jobs that gave payloads back to the queue (``yield_rest``): not settled yet."""
+        return self.values[YIELDED_JOBS]
+
+    @property
     def processed_jobs(self) -> int:
-        """Jobs of the batches that succeeded."""
-        return self.jobs - self.failed_jobs
+        """Jobs that succeeded (acked); Redis's ``processed``."""
+        return self.jobs - self.failed_jobs - self.discarded_jobs - self.yielded_jobs
 
     @property
     def payloads(self) -> int:

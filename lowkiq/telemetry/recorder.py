@@ -1,16 +1,18 @@
 """Per-process aggregation of what the processing threads did, flushed to Redis every few seconds.
 
 The hot path is :meth:`WorkerTally.performed`, called once per batch by the
-shard handler: a few additions to the current minute's list of counts, with no
-lock (a lock guards only the adding and forgetting of minutes). Each processing
-thread has a tally of its own per worker (only it writes there), and the counts
-only grow, so the :class:`Recorder`'s thread never stops them: every
-:data:`FLUSH_INTERVAL` seconds it reads each minute's counts, adds what grew
-since its last flush to Redis in one round trip
-(:func:`lowkiq.telemetry.store.add`), and remembers what it wrote. A count read
-half-way through a batch is completed by the next flush; counts it could not
-write are written by the next one; the last ones are written when the process
-stops. A process that dies without stopping loses at most its last interval.
+shard handler: a few additions to the current minute's and the current second's
+lists of counts, with no lock (a lock guards only the adding and forgetting of
+minutes and seconds). Each processing thread has a tally of its own per worker
+(only it writes there), and the counts only grow, so the :class:`Recorder`'s
+thread never stops them: every :data:`FLUSH_INTERVAL` seconds it reads each
+minute's and second's counts, adds what grew since its last flush to Redis (the
+minutes in one round trip, :func:`lowkiq.telemetry.store.add`, the seconds in
+another, :func:`lowkiq.telemetry.recent.add`), and remembers what it wrote. A
+count read half-way through a batch is completed by the next flush; counts it
+could not write are written by the next one (seconds older than the kept few
+minutes are dropped instead); the last ones are written when the process stops.
+A process that dies without stopping loses at most its last interval.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ import redis
 
 from lowkiq.clients.connection import Client
 from lowkiq.storage.processing import PoppedJob
-from lowkiq.telemetry import store
+from lowkiq.telemetry import recent, store
 from lowkiq.telemetry.counts import (
     BUCKETS,
+    DISCARDED_JOBS,
     DURATION_BUCKETS,
     DURATION_US,
     FAILED_JOBS,
@@ -38,7 +41,9 @@ from lowkiq.telemetry.counts import (
     SIZE,
     WAIT_BUCKETS,
     WAIT_US,
+    YIELDED_JOBS,
 )
+from lowkiq.telemetry.periods import CountsByPeriod
 
 log = logging.getLogger("lowkiq.telemetry")
 
@@ -47,6 +52,8 @@ FLUSH_INTERVAL = 5.0
 #: Minutes a tally keeps a past minute's counts after writing them all: a
 #: thread that read the clock just before a minute ended may still add to it.
 KEEP_MINUTES = 2
+#: The same for a past second, in seconds.
+KEEP_SECONDS = 10
 
 
 class BatchRecorder:
@@ -54,8 +61,18 @@ class BatchRecorder:
 
     __slots__ = ()
 
-    def performed(self, jobs: Sequence[PoppedJob], started: float, failed: bool) -> None:
-        """``perform`` ran ``jobs`` from ``started`` (unix time) until now; ``failed``: raised."""
+    def performed(
+        self,
+        jobs: Sequence[PoppedJob],
+        started: float,
+        failed: int = 0,
+        discarded: int = 0,
+        yielded: int = 0,
+    ) -> None:
+        """``perform`` ran ``jobs`` from ``started`` (unix time) until now, and of them
+        ``failed`` failed (retried or killed), ``discarded`` were dropped
+        (``lowkiq.Discard``) and ``yielded`` gave payloads back (``yield_rest``); the
+        rest succeeded.  These are the jobs Redis's counters count."""
 
 
 #: The recorder of handlers made without one (tests, tools).
@@ -63,32 +80,58 @@ NO_RECORDER = BatchRecorder()
 
 
 class WorkerTally(BatchRecorder):
-    """One worker's counts on one thread of this process, by minute.
+    """One worker's counts on one thread of this process, by minute (the history) and by
+    second (the last minutes, :mod:`~lowkiq.telemetry.recent`).
 
-    Only that thread calls :meth:`performed`; the flush thread reads the counts
-    with :meth:`unwritten` and :meth:`written`.  Perform time and queue wait
-    are summed in seconds here and stored in microseconds.
+    Only that thread calls :meth:`performed`; the flush thread reads :attr:`minutes`
+    and :attr:`seconds`.  Perform time and queue wait are summed in seconds here and
+    stored in microseconds.
     """
 
-    __slots__ = ("_minutes", "_written", "_row", "_row_start", "_row_end", "_clock", "_lock")
+    __slots__ = (
+        "minutes",
+        "seconds",
+        "_minute",
+        "_minute_start",
+        "_minute_end",
+        "_second",
+        "_second_start",
+        "_second_end",
+        "_clock",
+    )
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        # minute -> counts since the tally began; minute -> the part already written.
-        self._minutes: dict[int, list[float]] = {}
-        self._written: dict[int, list[int]] = {}
-        # The current minute's counts, and the unix times the minute spans.
-        self._row: list[float] = []
-        self._row_start = self._row_end = 0.0
+        #: Counts lists of :mod:`~lowkiq.telemetry.counts`, by minute.
+        self.minutes = CountsByPeriod(60, SIZE, KEEP_MINUTES * 60, micro=(DURATION_US, WAIT_US))
+        #: Counts lists of :mod:`~lowkiq.telemetry.recent`, by second.
+        self.seconds = CountsByPeriod(1, recent.SIZE, KEEP_SECONDS)
+        # The current minute's and second's counts, and the unix times each spans.
+        self._minute: list[float] = []
+        self._minute_start = self._minute_end = 0.0
+        self._second: list[float] = []
+        self._second_start = self._second_end = 0.0
         self._clock = clock
-        # Guards adding and removing minutes (once a minute), never the counting itself.
-        self._lock = threading.Lock()
 
-    def performed(self, jobs: Sequence[PoppedJob], started: float, failed: bool) -> None:
-        """Count one batch in the current minute: perform time, jobs, payloads, queue waits."""
+    def performed(
+        self,
+        jobs: Sequence[PoppedJob],
+        started: float,
+        failed: int = 0,
+        discarded: int = 0,
+        yielded: int = 0,
+    ) -> None:
+        """Count one batch in the current minute (perform time, jobs as settled, payloads,
+        queue waits) and second (jobs processed and failed)."""
         now = self._clock()
-        if not self._row_start <= now < self._row_end:
-            self._switch_row(now)
-        row = self._row
+        if not self._minute_start <= now < self._minute_end:
+            minute = int(now // 60)
+            self._minute = self.minutes.row(minute)
+            self._minute_start, self._minute_end = minute * 60.0, minute * 60.0 + 60.0
+        if not self._second_start <= now < self._second_end:
+            second = int(now)
+            self._second = self.seconds.row(second)
+            self._second_start, self._second_end = float(second), second + 1.0
+        row = self._minute
         elapsed = now - started
         row[PERFORMS] += 1
         row[DURATION_US] += elapsed
@@ -102,45 +145,14 @@ class WorkerTally(BatchRecorder):
         row[JOBS] += len(jobs)
         if failed:
             row[FAILURES] += 1
-            row[FAILED_JOBS] += len(jobs)
-
-    def _switch_row(self, now: float) -> None:
-        minute = int(now // 60)
-        with self._lock:
-            row = self._minutes.get(minute)
-            if row is None:
-                row = [0.0] * SIZE
-                self._minutes[minute] = row
-        self._row, self._row_start, self._row_end = row, minute * 60.0, minute * 60.0 + 60.0
-
-    def unwritten(self) -> dict[int, list[int]]:
-        """By minute, what was counted and not written yet (times in µs); see :meth:`written`."""
-        result = {}
-        with self._lock:
-            rows = list(self._minutes.items())
-        for minute, row in rows:
-            total = [
-                round(v * 1e6) if p in (DURATION_US, WAIT_US) else int(v) for p, v in enumerate(row)
-            ]
-            done = self._written.get(minute)
-            delta = total if done is None else [t - d for t, d in zip(total, done, strict=True)]
-            if any(delta):
-                result[minute] = delta
-        return result
-
-    def written(self, minutes: dict[int, list[int]], now: float) -> None:
-        """``minutes`` (from :meth:`unwritten`) are stored; forget minutes long past."""
-        for minute, delta in minutes.items():
-            done = self._written.get(minute)
-            self._written[minute] = (
-                delta if done is None else [d + x for d, x in zip(done, delta, strict=True)]
-            )
-        oldest = int(now // 60) - KEEP_MINUTES
-        with self._lock:  # the counting thread may be adding a minute
-            for minute in [m for m in self._minutes if m < oldest]:
-                if minute not in minutes:  # fully written by an earlier flush
-                    del self._minutes[minute]
-                    self._written.pop(minute, None)
+            row[FAILED_JOBS] += failed
+        if discarded:
+            row[DISCARDED_JOBS] += discarded
+        if yielded:
+            row[YIELDED_JOBS] += yielded
+        second_row = self._second
+        second_row[recent.PROCESSED] += len(jobs) - failed - discarded - yielded
+        second_row[recent.FAILED] += failed
 
 
 class Recorder:
@@ -176,23 +188,40 @@ class Recorder:
             return tally
 
     def flush(self) -> int:
-        """Write what every tally counted since the last flush, in one round trip; returns
-        the (queue, minute) rows written.  On a Redis error nothing is marked written
-        (the next flush writes it) and the error is raised."""
+        """Write what every tally counted since the last flush: the minutes in one round
+        trip, then the seconds in another; returns the (queue, minute) rows written.  On
+        a Redis error what was not written is not marked written (the next flush writes
+        it) and the error is raised."""
         with self._lock:
             tallies = list(self.tallies.items())
-        taken = [(key[0], tally, tally.unwritten()) for key, tally in tallies]
+        minutes = [(name, tally.minutes) for (name, _), tally in tallies]
+        written = self._write(minutes, lambda rows: store.add(self.client, rows))
+        oldest = int(self.clock()) - recent.KEPT_MINUTES * 60
+        seconds = [(name, tally.seconds) for (name, _), tally in tallies]
+        for _, counts in seconds:
+            counts.drop_before(oldest)
+        self._write(seconds, lambda rows: recent.add(self.client, rows))
+        return written
+
+    def _write(
+        self,
+        tallies: list[tuple[str, CountsByPeriod]],
+        add: Callable[[dict[tuple[str, int], list[int]]], None],
+    ) -> int:
+        """Sum what ``tallies`` (queue name, counts) did not write yet by queue and period,
+        ``add`` it to Redis and mark it written; returns the rows written."""
+        taken = [(name, counts, counts.unwritten()) for name, counts in tallies]
         rows: dict[tuple[str, int], list[int]] = {}
-        for name, _, minutes in taken:
-            for minute, values in minutes.items():
-                row = rows.get((name, minute))
-                rows[(name, minute)] = (
+        for name, _, periods in taken:
+            for period, values in periods.items():
+                row = rows.get((name, period))
+                rows[(name, period)] = (
                     values if row is None else [a + b for a, b in zip(row, values, strict=True)]
                 )
-        store.add(self.client, rows)
+        add(rows)
         now = self.clock()
-        for _, tally, minutes in taken:
-            tally.written(minutes, now)
+        for _, counts, periods in taken:
+            counts.written(periods, now)
         return len(rows)
 
     def start(self) -> None:

@@ -34,7 +34,7 @@ def test_a_tally_counts_batches_jobs_payloads_time_and_wait_by_minute():
     tally.performed([job("a", 3, T0 + 5), job("b", 1, T0 + 10)], started=T0 + 10, failed=False)
     clock.now = T0 + 61
     tally.performed([job("c", 1, T0 + 50)], started=T0 + 60.99, failed=True)
-    minutes = tally.unwritten()
+    minutes = tally.minutes.unwritten()
     assert sorted(minutes) == [MINUTE, MINUTE + 1]
     first = lowkiq.Counts(tuple(minutes[MINUTE]))
     assert (first.performs, first.failures, first.jobs, first.payloads) == (1, 0, 2, 4)
@@ -46,16 +46,16 @@ def test_a_tally_counts_batches_jobs_payloads_time_and_wait_by_minute():
     second = lowkiq.Counts(tuple(minutes[MINUTE + 1]))
     assert (second.performs, second.failures, second.jobs, second.failed_jobs) == (1, 1, 1, 1)
     # Once written, only what is counted afterwards is unwritten.
-    tally.written(minutes, clock.now)
-    assert tally.unwritten() == {}
+    tally.minutes.written(minutes, clock.now)
+    assert tally.minutes.unwritten() == {}
     tally.performed([job("d", 2, T0 + 60)], started=T0 + 60.5, failed=False)
-    later = tally.unwritten()
-    assert list(later) == [MINUTE + 1] and later[MINUTE + 1][:5] == [1, 0, 1, 0, 2]
+    later = tally.minutes.unwritten()
+    assert list(later) == [MINUTE + 1] and later[MINUTE + 1][:7] == [1, 0, 1, 0, 0, 0, 2]
     # Minutes long past are forgotten once a flush found nothing new in them.
-    tally.written(later, T0 + 60 * 5)
-    assert tally.unwritten() == {} and len(tally._minutes) == 1
-    tally.written({}, T0 + 60 * 5)
-    assert len(tally._minutes) == 0
+    tally.minutes.written(later, T0 + 60 * 5)
+    assert tally.minutes.unwritten() == {} and len(tally.minutes) == 1
+    tally.minutes.written({}, T0 + 60 * 5)
+    assert len(tally.minutes) == 0
 
 
 def test_a_flush_adds_every_worker_and_minute_to_redis(redis_client: redis.Redis):
@@ -196,7 +196,7 @@ def test_flushing_while_a_thread_counts_into_new_minutes_never_fails():
     counter.start()
     try:
         for _ in range(3000):
-            tally.written(tally.unwritten(), clock.now)
+            tally.minutes.written(tally.minutes.unwritten(), clock.now)
     finally:
         stop.set()
         counter.join()

@@ -118,10 +118,12 @@ def record_history(
     seconds: float = 0.01,
     wait: float = 0.5,
     failed: bool = False,
+    discarded: bool = False,
 ) -> None:
     """Store ``batches`` performed batches of ``jobs`` jobs each in ``worker``'s metrics
     history, as a worker process would: ``perform`` took ``seconds``, ending at ``at``, and each
-    job had waited ``wait`` seconds.  Written through the engine's own recorder and flush."""
+    job had waited ``wait`` seconds; every job failed (``failed``), or was discarded
+    (``discarded``).  Written through the engine's own recorder and flush."""
     from lowkiq.storage.queue import PoppedJob
     from lowkiq.telemetry.recorder import Recorder
 
@@ -129,5 +131,7 @@ def record_history(
     started = at - seconds
     batch = [PoppedJob(f"h{n}", -1, ["p"], started - wait) for n in range(jobs)]
     for _ in range(batches):
-        recorder.for_queue(worker.queue_name).performed(batch, started, failed)
+        recorder.for_queue(worker.queue_name).performed(
+            batch, started, jobs if failed else 0, jobs if discarded else 0
+        )
     recorder.flush()
