@@ -27,19 +27,21 @@ def _bound(seconds: float) -> str:
 
 
 def throughput(spans: Sequence[Span]) -> Rates:
-    """Processed and failed jobs per minute in each span, across the spans' window."""
+    """Processed, failed and discarded jobs per minute in each span, across the spans'
+    window."""
     intervals = tuple(
         Interval(
             span.start,
             span.start + span.seconds,
             span.counts.processed_jobs * 60 / span.seconds,
             span.counts.failed_jobs * 60 / span.seconds,
+            span.counts.discarded_jobs * 60 / span.seconds,
         )
         for span in spans
     )
     start = intervals[0].start if intervals else 0.0
     end = intervals[-1].end if intervals else 0.0
-    return Rates(intervals, "min", start, end)
+    return Rates(intervals, "min", start, end, with_discarded=True)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""Processed and failed jobs per second or per minute over consecutive intervals: what a
-throughput chart shows, as JSON for the chart script and as rows for the table shown
-without JavaScript."""
+"""Processed and failed (and, on the History and Charts pages, discarded) jobs per second
+or per minute over consecutive intervals: what a throughput chart shows, as JSON for the
+chart script and as rows for the table shown without JavaScript."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ class Interval:
     end: float
     processed: float
     failed: float
+    discarded: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -27,11 +28,13 @@ class Rates:
     unit: str
     start: float
     end: float
+    #: Whether the chart shows discarded jobs too (the live chart does not).
+    with_discarded: bool = False
 
     @property
     def peak(self) -> float:
-        """The highest rate, processed or failed (0 without intervals)."""
-        return max((max(i.processed, i.failed) for i in self.intervals), default=0.0)
+        """The highest rate, processed, failed or discarded (0 without intervals)."""
+        return max((max(i.processed, i.failed, i.discarded) for i in self.intervals), default=0.0)
 
     @property
     def latest(self) -> Interval:
@@ -45,7 +48,7 @@ class Rates:
         interval's end with its rates again, so a stepped line ends where the time does."""
         intervals = self.intervals
         ends = [intervals[-1]] if intervals else []
-        return {
+        data: dict[str, Any] = {
             "unit": f"jobs/{self.unit}",
             "start": round(self.start, 3),
             "end": round(self.end, 3),
@@ -53,3 +56,6 @@ class Rates:
             "processed": [round(i.processed, 3) for i in (*intervals, *ends)],
             "failed": [round(i.failed, 3) for i in (*intervals, *ends)],
         }
+        if self.with_discarded:
+            data["discarded"] = [round(i.discarded, 3) for i in (*intervals, *ends)]
+        return data

@@ -47,8 +47,11 @@
     return source ? JSON.parse(source.dataset.series) : null;
   }
 
+  // Discarded jobs are drawn only on the charts whose data has them (History, Charts).
   function columns(data) {
-    return [data.x, data.processed, data.failed];
+    var result = [data.x, data.processed, data.failed];
+    if (data.discarded) result.push(data.discarded);
+    return result;
   }
 
   // The interval under the cursor, or the latest one when the cursor is elsewhere.
@@ -156,7 +159,21 @@
           },
           value: value,
         },
-      ],
+      ].concat(
+        chart.data.discarded
+          ? [
+              {
+                label: "discarded",
+                stroke: muted,
+                width: 2,
+                dash: [2, 3],
+                paths: steps,
+                points: { show: false },
+                value: value,
+              },
+            ]
+          : []
+      ),
       axes: [
         Object.assign({ label: "time (UTC)", labelSize: 18, size: 34, space: 80, values: timeTicks }, axis),
         Object.assign(
@@ -171,7 +188,10 @@
       ],
       legend: {
         markers: {
-          dash: function (plot, series) { return plot.series[series].dash ? "dashed" : "solid"; },
+          dash: function (plot, series) {
+            var dash = plot.series[series].dash;
+            return !dash ? "solid" : dash[0] < 4 ? "dotted" : "dashed";
+          },
         },
       },
       hooks: {

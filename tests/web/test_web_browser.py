@@ -306,6 +306,7 @@ def test_metrics_chart_reads_out_jobs_per_minute_on_hover(page, live_server):
     now = time.time()
     record_history(OrderWorker, now - 600, batches=30, jobs=10)
     record_history(OrderWorker, now - 600, batches=2, jobs=10, failed=True)
+    record_history(OrderWorker, now - 600, batches=1, jobs=5, discarded=True)
     page.goto(live_server + "/OrderWorker/history")
     expect(page.locator("#history-chart canvas")).to_have_count(1)
     state = chart_state(page, "history-chart")
@@ -313,10 +314,14 @@ def test_metrics_chart_reads_out_jobs_per_minute_on_hover(page, live_server):
     minute = int((now - 600) // 60) * 60.0
     index = state["data"][0].index(minute)
     assert state["data"][1][index] == 300 and state["data"][2][index] == 20
+    assert state["data"][3][index] == 5  # discarded, a series of its own
     hover(page, "history-chart", minute + 55)
     values = page.locator("#history-chart .u-legend .u-value")
     expect(values.nth(1)).to_have_text("300 jobs/min")
     expect(values.nth(2)).to_have_text("20.0 jobs/min")
+    expect(values.nth(3)).to_have_text("5.00 jobs/min")
+    labels = page.locator("#history-chart .u-legend .u-label")
+    assert labels.all_inner_texts()[1:] == ["processed", "failed", "discarded"]
     stroke = """() => {
         const plot = document.getElementById("history-chart").lowkiqChart.plot;
         return [plot.series[1].stroke(plot, 1), plot.series[2].stroke(plot, 2)];

@@ -81,6 +81,28 @@ def test_a_worker_page_shows_quantiles_histograms_and_throughput(client):
     assert re.search(r'aria-current="page" title="This worker[^"]*">Charts</a>', html)
 
 
+def test_the_history_pages_show_discarded_jobs_beside_processed_and_failed(client):
+    now = time.time()
+    record_history(OrderWorker, now - 30, batches=6, jobs=10)
+    record_history(OrderWorker, now - 30, batches=1, jobs=10, failed=True)
+    record_history(OrderWorker, now - 90, batches=2, jobs=10, discarded=True)
+    html = client.get("/history").get_data(as_text=True)
+    counts = [cell(html, "OrderWorker", kind) for kind in ("processed", "failed", "discarded")]
+    assert counts == ["60", "10", "20"]
+    assert re.search(r'<th title="Jobs dropped without a retry[^"]*">Discarded</th>', html)
+    data = chart_data(html, "history-chart")
+    assert sum(data["processed"][:-1]) == 60 and sum(data["discarded"][:-1]) == 20
+    assert len(data["discarded"]) == len(data["x"])
+    table = re.search(r"<noscript>(.*?)</noscript>", html, re.S).group(1)
+    assert '<th class="num">Discarded, jobs/min</th>' in table
+    worker = client.get("/OrderWorker/history").get_data(as_text=True)
+    assert re.search(r'id="history-discarded">\s*<span class="num" title="20"', worker)
+    assert re.search(r'id="history-processed">\s*<span class="num" title="60"', worker)
+    assert "Processed / failed / discarded, jobs per minute" in worker
+    # The live chart shows processed and failed only.
+    assert "discarded" not in chart_data(client.get("/").get_data(as_text=True), "live-chart")
+
+
 def test_an_idle_worker_page_says_nothing_was_performed(client):
     html = client.get("/MailWorker/history?window=72h").get_data(as_text=True)
     assert "Nothing performed in this window." in html
