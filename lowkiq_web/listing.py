@@ -59,7 +59,8 @@ TITLES = {
 PREFIX_END = "\U0010ffff"
 #: The longest search text, characters.
 SEARCH_MAX = 200
-#: Ids one ``ZSCAN`` step of a search asks Redis to read in each shard (a hint).
+#: Ids one ``ZSCAN`` step of a search asks Redis to read in each shard (a hint; less
+#: when the shards are many, to keep to :data:`SEARCH_READS`).
 SEARCH_STEP = 1000
 #: Ids a search reads at most, over all the shards of a list, for one page; past it
 #: the page says the search stopped early.
@@ -274,16 +275,17 @@ def _scan_ids(
     reads = 0
     while cursors and reads < SEARCH_READS:
         shards = list(cursors)
+        step = max(1, min(SEARCH_STEP, (SEARCH_READS - reads) // len(shards)))
         pipe = queries.client.pipeline(transaction=False)
         for shard in shards:
-            pipe.zscan(key(shard), cursors[shard], match=pattern, count=SEARCH_STEP)
+            pipe.zscan(key(shard), cursors[shard], match=pattern, count=step)
         for shard, (cursor, pairs) in zip(shards, pipe.execute(), strict=True):
             found.update((member.decode(), score) for member, score in pairs)
             if int(cursor) == 0:
                 del cursors[shard]
             else:
                 cursors[shard] = cursor
-        reads += SEARCH_STEP * len(shards)
+        reads += step * len(shards)
     return found, not cursors
 
 
