@@ -18,6 +18,7 @@ lease).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,10 +33,17 @@ from redis.exceptions import (
 )
 
 from lowkiq.clients.connection import Client, KeyedCommand
-from lowkiq.clients.thread import ThreadClient
+from lowkiq.clients.outages import MasterDown, Outages
+from lowkiq.clients.thread import ThreadClient, bounded_timeouts
 
 #: Redirections followed for one command before giving up (the slot map keeps moving).
 MAX_REDIRECTS = 5
+#: Seconds a call waits on a master that did not answer the last one (a pop or an ack
+#: takes milliseconds; a master that stalled longer than a socket timeout and is back
+#: answers in that time).
+PROBE_TIMEOUT = 0.5
+#: Seconds between reloads of the slot map while a master does not answer.
+RELOAD_WHILE_OUT = 1.0
 
 
 def _first_key(args: tuple[Any, ...]) -> Any:
@@ -60,17 +68,38 @@ class ClusterThreadClient(ThreadClient):
         first = cluster.get_primaries()[0]  # type: ignore[no-untyped-call]
         super().__init__(first.redis_connection)
         self._masters: dict[str, ThreadClient] = {first.name: self}
+        self._names: dict[ThreadClient, str] = {self: first.name}
+        #: Seconds a call waits on a master that answers (``None``: forever).
+        self.timeout = self.socket_timeout
+        #: The masters that did not answer, and when each is tried again.
+        self.outages = Outages()
         # key -> its master's client; forgotten on a MOVED (the slot map changed).
         self._routes: dict[Any, ThreadClient] = {}
         # Set by a connection error: reload the slot map before the next command.
         self._stale = False
+        self._reloaded_at = 0.0  # time.monotonic() of the last reload
 
     def _master(self, name: str) -> ThreadClient:
         client = self._masters.get(name)
         if client is None:
             node = self.topology.get_node(node_name=name)
             client = self._masters[name] = ThreadClient(node.redis_connection)
+            self._names[client] = name
         return client
+
+    def _silent(self, client: ThreadClient, error: Exception) -> MasterDown:
+        """``client``'s master did not answer a call (``error``): its connection is closed
+        (a reply may be left unread), the slot map reloaded before the next command (a
+        replica may take over), and the master tried again later, with a call that
+        waits at most PROBE_TIMEOUT."""
+        ThreadClient.set_timeout(client, min(PROBE_TIMEOUT, self.timeout or PROBE_TIMEOUT))
+        self.lost_connection()
+        return self.outages.failed(self._names[client], error)
+
+    def _answered(self, client: ThreadClient) -> None:
+        """``client``'s master answered: calls wait on it as long as before its outage."""
+        if self.outages.answered(self._names[client]):
+            ThreadClient.set_timeout(client, self.timeout)
 
     def route(self, key: Any) -> ThreadClient:
         """The client of the master serving ``key``'s slot."""
@@ -86,13 +115,32 @@ class ClusterThreadClient(ThreadClient):
         return client
 
     def _reload(self) -> None:
-        """Forget the routes and reload the slot map from the cluster."""
+        """Forget the routes and reload the slot map from the cluster, asking the masters
+        that did not answer last (:mod:`lowkiq.clients.outages`)."""
         self._routes.clear()
+        self._reloaded_at = time.monotonic()
+        manager = self.topology.nodes_manager
+        nodes = dict(manager.startup_nodes)
+        answering = {name: node for name, node in nodes.items() if name not in self.outages}
+        if answering and len(answering) < len(nodes):
+            manager.startup_nodes = answering
         try:
-            self.topology.nodes_manager.initialize()
+            manager.initialize()
         except RedisClusterException as exc:
             raise redis.ConnectionError(f"cannot load the cluster's slot map: {exc}") from exc
+        finally:
+            for name, node in nodes.items():
+                manager.startup_nodes.setdefault(name, node)
         self._stale = False
+
+    def _out(self, client: ThreadClient) -> MasterDown | None:
+        """The error of a call to ``client``'s master while its retry is not due (the slot
+        map is then reloaded every RELOAD_WHILE_OUT seconds, in case a replica took over);
+        ``None``: send it."""
+        error = self.outages.check(self._names[client])
+        if error is not None and time.monotonic() - self._reloaded_at >= RELOAD_WHILE_OUT:
+            self.lost_connection()
+        return error
 
     def _send(self, client: ThreadClient, args: tuple[Any, ...], options: dict[str, Any]) -> Any:
         if client is self:
@@ -104,6 +152,8 @@ class ClusterThreadClient(ThreadClient):
         to every master, returning the first reply."""
         try:
             return self._execute(args, options)
+        except MasterDown:
+            raise
         except (redis.ConnectionError, redis.TimeoutError):
             self.lost_connection()
             raise
@@ -129,8 +179,14 @@ class ClusterThreadClient(ThreadClient):
         """``call(client)`` on the client of the master of ``key``'s slot, following
         ``MOVED`` and ``ASK`` (the command did not run)."""
         for _ in range(MAX_REDIRECTS):
+            client = self.route(key)
+            down = self._out(client)
+            if down is not None:
+                raise down
             try:
-                return call(self.route(key))
+                reply = call(client)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                raise self._silent(client, exc) from exc
             except AskError as redirect:
                 target = self._master(f"{redirect.host}:{redirect.port}")
                 if isinstance(redirect, MovedError):
@@ -138,6 +194,8 @@ class ClusterThreadClient(ThreadClient):
                     continue
                 self._send(target, ("ASKING",), {})
                 return call(target)
+            self._answered(client)
+            return reply
         raise ClusterError(f"a command on {key!r}: too many redirections")
 
     def _run_routed(self, key: Any, call: Callable[[ThreadClient], Any]) -> Any:
@@ -146,6 +204,8 @@ class ClusterThreadClient(ThreadClient):
             if self._stale:
                 self._reload()
             return self._routed(key, call)
+        except MasterDown:
+            raise
         except (redis.ConnectionError, redis.TimeoutError):
             self.lost_connection()
             raise
@@ -168,26 +228,43 @@ class ClusterThreadClient(ThreadClient):
         """Packed commands ``(first key, bytes, script or None)``, a write to each master
         of their keys before any reply is read; their replies, an error reply returned
         as its exception.  A command redirected (it did not run) or whose script Redis
-        lost is sent again alone."""
+        lost is sent again alone.  The commands of a master that does not answer, or
+        whose retry is not due (:mod:`lowkiq.clients.outages`), get a
+        :class:`~lowkiq.clients.outages.MasterDown` as their reply: the other masters'
+        replies are read all the same."""
         if self._stale:
             self._reload()
         by_master: dict[ThreadClient, list[int]] = {}
         try:
             for index, (key, _, _) in enumerate(commands):
                 by_master.setdefault(self.route(key), []).append(index)
-            for master, indexes in by_master.items():
-                ThreadClient.send(master, b"".join(commands[index][1] for index in indexes))
-            replies: list[Any] = [None] * len(commands)
-            for master, indexes in by_master.items():
-                for index, reply in zip(
-                    indexes, ThreadClient.replies(master, len(indexes)), strict=True
-                ):
-                    replies[index] = reply
         except (redis.ConnectionError, redis.TimeoutError):
-            for master in by_master:  # replies may be left unread
-                master.disconnect()
             self.lost_connection()
             raise
+        down: dict[ThreadClient, MasterDown] = {}
+        for master, indexes in by_master.items():
+            error = self._out(master)
+            if error is not None:
+                down[master] = error
+                continue
+            try:
+                ThreadClient.send(master, b"".join(commands[index][1] for index in indexes))
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                down[master] = self._silent(master, exc)
+        replies: list[Any] = [None] * len(commands)
+        for master, indexes in by_master.items():
+            if master not in down:
+                try:
+                    answers = ThreadClient.replies(master, len(indexes))
+                except (redis.ConnectionError, redis.TimeoutError) as exc:
+                    down[master] = self._silent(master, exc)
+                else:
+                    self._answered(master)
+                    for index, reply in zip(indexes, answers, strict=True):
+                        replies[index] = reply
+                    continue
+            for index in indexes:
+                replies[index] = down[master]
         for index, reply in enumerate(replies):
             if isinstance(reply, (AskError, NoScriptError)):
                 replies[index] = self._again_alone(commands[index])
@@ -264,13 +341,24 @@ class RoutedPipeline:
         return replies
 
 
-def thread_client(template: Client) -> Client:
+def processing_timeout(lease_ttl: float) -> float:
+    """Seconds a processing client's call may wait on a Redis that does not answer: a
+    sixth of ``lease_ttl``, at least a second (a pop or an ack takes milliseconds)."""
+    return max(1.0, lease_ttl / 6)
+
+
+def thread_client(template: Client, timeout: float | None = None) -> Client:
     """The client of one processing thread, made from a new client of the settings: a
     :class:`~lowkiq.clients.thread.ThreadClient` (one private connection, no retries), or
-    on a Redis Cluster a :class:`ClusterThreadClient` (one such connection per master)."""
+    on a Redis Cluster a :class:`ClusterThreadClient` (one such connection per master).
+    ``timeout``: every connect and read gives up after that many seconds (or the
+    template's own timeout, when shorter), so a master that hangs holds up only the
+    shards it serves."""
     if isinstance(template, redis.RedisCluster):
+        if timeout is not None:
+            template = bounded_client(template, timeout)
         return ClusterThreadClient(template)
-    return ThreadClient(template)
+    return ThreadClient(template, timeout)
 
 
 def bounded_client(cluster: redis.RedisCluster, timeout: float) -> redis.RedisCluster:
@@ -287,9 +375,7 @@ def bounded_client(cluster: redis.RedisCluster, timeout: float) -> redis.RedisCl
     user_on_connect = getattr(topology, "user_on_connect_func", None)
     if user_on_connect is not None:
         kwargs["redis_connect_func"] = user_on_connect
-    for name in ("socket_timeout", "socket_connect_timeout"):
-        own = kwargs.get(name)
-        kwargs[name] = timeout if own is None else min(own, timeout)
+    kwargs.update(bounded_timeouts(kwargs, timeout))
     remap = getattr(topology.nodes_manager, "address_remap", None)
     if remap is not None:
         kwargs["address_remap"] = remap

@@ -46,13 +46,16 @@ class ThreadClient(redis.Redis):
     errors itself.  Pipelines still use the pool.
     """
 
-    def __init__(self, template: redis.Redis) -> None:
+    def __init__(self, template: redis.Redis, timeout: float | None = None) -> None:
         pool = template.connection_pool
         kwargs = {
             **pool.connection_kwargs,
             "decode_responses": False,
             "retry": Retry(NoBackoff(), 0),
         }
+        if timeout is not None:
+            # A Redis that hangs costs a call at most `timeout`, whatever the template says.
+            kwargs.update(bounded_timeouts(kwargs, timeout))
         super().__init__(
             connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
         )
@@ -80,6 +83,13 @@ class ThreadClient(redis.Redis):
         """Seconds a read may block before it fails (``None``: forever)."""
         timeout: float | None = self._private.socket_timeout
         return timeout
+
+    def set_timeout(self, seconds: float | None) -> None:
+        """Let a connect, and a read, block at most ``seconds`` (``None``: forever) from
+        the next connection on; the current one is closed."""
+        connection = self._private
+        connection.socket_timeout = connection.socket_connect_timeout = seconds
+        connection.disconnect()
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
         """Send one command on the private connection and parse its reply."""
@@ -113,7 +123,9 @@ class ThreadClient(redis.Redis):
             try:
                 return self._round_trip(command)
             except NoScriptError:
-                self.script_load(script.script)
+                # On this connection's server only (a cluster's routing client is also
+                # its first master's).
+                ThreadClient.execute_command(self, "SCRIPT LOAD", script.script)
                 return self._round_trip(command)
         except (redis.ConnectionError, redis.TimeoutError):
             self._private.disconnect()
@@ -214,6 +226,16 @@ class ThreadClient(redis.Redis):
         """Close the private connection and the pool."""
         self._private.disconnect()
         super().close()
+
+
+def bounded_timeouts(kwargs: dict[str, Any], timeout: float) -> dict[str, float]:
+    """A connection's socket and connect timeouts of ``kwargs`` bounded by ``timeout``
+    seconds (a timeout of its own that is shorter is kept)."""
+    bounded = {}
+    for name in ("socket_timeout", "socket_connect_timeout"):
+        own = kwargs.get(name)
+        bounded[name] = timeout if own is None else min(own, timeout)
+    return bounded
 
 
 def _reply_or_error(run: Callable[..., Any], *args: Any) -> Any:

@@ -40,6 +40,7 @@ import redis
 
 from lowkiq import suspects
 from lowkiq.clients.connection import Client, KeyedCommand, is_cluster
+from lowkiq.clients.outages import MasterDown
 from lowkiq.health.heartbeats import Heartbeat, Heartbeats
 from lowkiq.ownership import leases
 from lowkiq.ownership.assignment import ShardKey
@@ -81,8 +82,20 @@ KICK = b"kick"
 IN_FLIGHT_PER_THREAD = 2
 
 
+def _ready(handler: ShardHandler) -> bool:
+    """``handler.ready()``; ``False`` while the master of its shard does not answer (a
+    Redis Cluster's: :mod:`lowkiq.clients.outages`)."""
+    try:
+        return handler.ready()
+    except MasterDown:
+        return False
+
+
 def _seconds(reply: Any) -> float | None:
-    """A ``due_in`` script's reply: seconds, or ``None`` (the shard holds no job)."""
+    """A ``due_in`` script's reply: seconds, or ``None`` (the shard holds no job, or its
+    master does not answer now)."""
+    if isinstance(reply, MasterDown):
+        return None
     if isinstance(reply, redis.RedisError):
         raise reply
     return None if reply is None else float(reply)
@@ -429,7 +442,7 @@ class Dispatcher:
         idle = self._idle()
         # A shard whose lease may have lapsed waits for its renewal: a pop's batch would
         # only go back to the queue.
-        ready = [h for h in idle if not h.waits_for_renewal() and h.ready()] if room > 0 else []
+        ready = [h for h in idle if not h.waits_for_renewal() and _ready(h)] if room > 0 else []
         chosen: list[ShardHandler] = []
         woken, self._woken_keys = self._woken_keys, set()
         due: list[float | None]
@@ -485,13 +498,22 @@ class Dispatcher:
             raise
         failure: redis.RedisError | None = None
         for handler, reply in zip(acks, replies[len(pops) :], strict=True):
+            if isinstance(reply, MasterDown) and not reply.sent:
+                continue  # not sent: acked once its master answers
             try:
                 handler.acked(reply)
+            except MasterDown:
+                pass  # its shard is unsure; the other masters' shards go on
             except redis.RedisError as exc:
                 failure = failure or exc
         popped: list[tuple[ShardHandler, Taken]] = []
         for pop, reply in zip(pops, replies[: len(pops)], strict=True):
             handler = pop.handler
+            if isinstance(reply, MasterDown):
+                # Its master did not answer: the other masters' shards go on.
+                if reply.sent:
+                    handler.interrupted()
+                continue
             if isinstance(reply, Exception):
                 handler.interrupted()
                 failure = failure or (reply if isinstance(reply, redis.RedisError) else None)

@@ -34,7 +34,7 @@ from wsgiref.simple_server import WSGIServer
 import redis
 from redis.exceptions import RedisClusterException
 
-from lowkiq.clients.cluster import thread_client
+from lowkiq.clients.cluster import processing_timeout, thread_client
 from lowkiq.clients.connection import Client, describe_redis
 from lowkiq.clients.memory_policy import check_eviction
 from lowkiq.coroutines import close_thread_loop
@@ -180,7 +180,7 @@ class Server:
         client = pooled_client(self.template, 4, config.pool_timeout)
         recorder = self.recorder = Recorder(client, workers)
         dispatcher = self.dispatcher = Dispatcher(
-            thread_client(self.template),
+            thread_client(self.template, processing_timeout(config.lease_ttl)),
             config.threads_per_node,
             config.build_scheduler(),
             config.poll_interval,
