@@ -45,9 +45,7 @@ def _live_context() -> dict[str, Any]:
     if samples:
         samples.append(now)
     else:  # a fresh page: start from the stored history
-        stored = list(lowkiq.history(chart.SEED_MINUTES).values())
-        minutes = lowkiq.History.merged(stored).minutes if stored else {}
-        samples = chart.seed_samples(now, minutes)
+        samples = chart.stored_samples(now)
     return {
         "overview": data,
         "paused_workers": lowkiq.paused_workers(),

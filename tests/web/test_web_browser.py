@@ -260,30 +260,40 @@ def test_live_chart_draws_stored_history_reads_out_on_hover_and_updates(page, li
     minute = int(now // 60)
     enqueue(OrderWorker, 120, perform_in=LONG_AGO)
     process(OrderWorker, 120)
-    record_history(OrderWorker, (minute - 3) * 60 + 10, batches=120)  # 2 jobs/s then
+    burst = (minute - 3) * 60 + 10
+    for second in range(10):  # 12 jobs/s for 10 s, three minutes ago
+        record_history(OrderWorker, burst + second + 0.5, batches=12)
     page.goto(live_server + "/")
     expect(page.locator("#live-chart canvas")).to_have_count(1)
     state = chart_state(page, "live-chart")
     assert state["axes"] == ["time (UTC)", "jobs/s"]
-    assert state["data"][0][0] == (minute - 3) * 60.0 and state["data"][1][0] == 2.0
+    assert state["data"][0][:3] == [(minute - 3) * 60.0, burst, burst + 10]
+    assert state["data"][1][:3] == [0.0, 12.0, 0.0]  # per second, not the minute's 2 jobs/s
     assert state["x"][1] - state["x"][0] >= 5 * 58  # the window: 58 refreshes at least
     assert state["legend"][1:] == ["0 jobs/s", "0 jobs/s"]  # the latest interval, idle
-    hover(page, "live-chart", (minute - 3) * 60 + 50)  # nearer the next minute's start
-    expect(page.locator("#live-chart .u-legend .u-value").nth(1)).to_have_text("2.00 jobs/s")
+    hover(page, "live-chart", burst + 5)
+    expect(page.locator("#live-chart .u-legend .u-value").nth(1)).to_have_text("12.0 jobs/s")
     assert (
         page.locator("#live-chart .u-legend .u-value")
         .first.inner_text()
-        .startswith(time.strftime("%Y-%m-%d %H:%M:00", time.gmtime((minute - 3) * 60)))
+        .startswith(time.strftime("%Y-%m-%d %H:%M:10", time.gmtime(burst)))
     )
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    # caret="initial": Playwright's caret-hiding style would be an inline style the
+    # page's CSP refuses (a console error).
+    page.screenshot(path=str(ARTIFACTS / "live-chart-seeded.png"), caret="initial")
     page.mouse.move(0, 0)
     page.evaluate(
         """() => {
             window.firstPlot = document.getElementById("live-chart").lowkiqChart.plot;
-            // Jobs drawn after the 4 seeded minutes: each rate times its interval's length.
+            // Jobs drawn after the seeded steps: each rate times its interval's length.
+            const seeded = window.firstPlot.data[0].length - 1;
             window.liveJobs = (plot) => {
                 const [x, processed] = plot.data;
                 let jobs = 0;
-                for (let i = 4; i < x.length - 1; i++) jobs += processed[i] * (x[i + 1] - x[i]);
+                for (let i = seeded; i < x.length - 1; i++) {
+                    jobs += processed[i] * (x[i + 1] - x[i]);
+                }
                 return jobs;
             };
         }"""
@@ -300,6 +310,26 @@ def test_live_chart_draws_stored_history_reads_out_on_hover_and_updates(page, li
         timeout=10_000,
     )
     assert abs(page.evaluate("() => window.liveJobs(window.firstPlot)") - 40) < 0.5
+
+
+def test_live_chart_of_a_fresh_page_shows_a_burst_at_its_rate_per_second(page, live_server):
+    """2,200 jobs in two seconds, 40 s ago: 1,100 jobs/s on the chart, not a minute's 37."""
+    start = int(time.time()) - 40
+    enqueue(OrderWorker, 2200, perform_in=LONG_AGO)
+    process(OrderWorker, 2200)
+    for second in range(2):
+        record_history(OrderWorker, start + second + 0.5, batches=110, jobs=10)
+    page.goto(live_server + "/")
+    state = chart_state(page, "live-chart")
+    assert state["axes"] == ["time (UTC)", "jobs/s"]
+    assert max(state["data"][1]) == 1100
+    index = state["data"][0].index(start)
+    assert state["data"][0][index + 1] == start + 2 and state["data"][1][index] == 1100
+    hover(page, "live-chart", start + 1)
+    expect(page.locator("#live-chart .u-legend .u-value").nth(1)).to_have_text("1,100 jobs/s")
+    expect(page.locator("#live-rates")).to_contain_text("peak 1,100/s")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "live-chart-burst.png"), caret="initial")
 
 
 def test_metrics_chart_reads_out_jobs_per_minute_on_hover(page, live_server):

@@ -20,8 +20,12 @@ from web_support import (
 )
 
 import lowkiq
+from lowkiq.storage.queue import PoppedJob
+from lowkiq.telemetry.recent import SecondCounts
+from lowkiq.telemetry.recorder import Recorder
 from lowkiq_web import chart, history_charts
 from lowkiq_web.rates import Interval
+from tests.moved_clock import Clock
 
 
 def cell(html: str, worker: str, count: str) -> str:
@@ -140,28 +144,59 @@ def test_every_page_links_to_the_history_and_a_worker_page_to_its_charts(client)
     assert client.get("/metrics").status_code == 200
 
 
+def samples_of(html: str) -> list[tuple[float, int, int]]:
+    """The live part's hidden field: its samples' time, processed and failed."""
+    field = re.search(r'name="history" value="([^"]*)"', html).group(1)
+    return [(float(t), int(p), int(f)) for t, p, f in (s.split(":") for s in field.split(","))]
+
+
 def test_a_fresh_dashboard_chart_starts_from_the_stored_history(client):
     now = time.time()
     minute = int(now // 60)
-    # 120 jobs processed three minutes ago, 60 failed two minutes ago.
+    # 120 jobs processed in a second three minutes ago, 60 failed in a second two minutes ago.
     enqueue(OrderWorker, 120, perform_in=LONG_AGO)
     process(OrderWorker, 120)
-    record_history(OrderWorker, (minute - 3) * 60 + 10, batches=120)
+    record_history(OrderWorker, (minute - 3) * 60 + 10.5, batches=120)
     enqueue(MailWorker, 60, perform_in=LONG_AGO)
     fail_all(MailWorker)
-    record_history(MailWorker, (minute - 2) * 60 + 10, batches=60, failed=True)
+    record_history(MailWorker, (minute - 2) * 60 + 10.5, batches=60, failed=True)
     html = client.get("/live").get_data(as_text=True)
-    history = re.search(r'name="history" value="([^"]*)"', html).group(1).split(",")
-    # A sample at each minute boundary from the first stored minute, then now.
-    times = [float(s.split(":")[0]) for s in history]
-    assert times[:-1] == [m * 60.0 for m in range(minute - 3, minute + 1)]
-    processed = [int(s.split(":")[1]) for s in history]
-    failed = [int(s.split(":")[2]) for s in history]
-    assert processed == [0, 120, 120, 120, 120] and failed == [0, 0, 60, 60, 60]
+    samples = samples_of(html)
+    # A sample where the first stored minute began, where each busy second began and
+    # ended, and now: the totals of now minus what was stored after each.
+    first = (minute - 3) * 60.0
+    assert [s[0] for s in samples[:-1]] == [first, first + 10, first + 11, first + 70, first + 71]
+    assert [s[1:] for s in samples] == [(0, 0), (0, 0), (120, 0), (120, 0), (120, 60), (120, 60)]
     data = chart_data(html, "live-chart")
-    assert data["x"] == times and data["unit"] == "jobs/s"  # interval starts, then the end
-    assert data["processed"][:4] == [2.0, 0.0, 0.0, 0.0]
-    assert data["failed"][:4] == [0.0, 1.0, 0.0, 0.0]
+    assert data["x"] == [s[0] for s in samples] and data["unit"] == "jobs/s"
+    assert data["processed"][:5] == [0.0, 120.0, 0.0, 0.0, 0.0]
+    assert data["failed"][:5] == [0.0, 0.0, 0.0, 60.0, 0.0]
+
+
+def test_a_fresh_dashboard_chart_shows_a_burst_at_its_rate_per_second(client):
+    """2,200 jobs in two seconds read as 1,100 jobs/s, not as the minute's average."""
+    now = time.time()
+    start = int(now) - 40
+    enqueue(OrderWorker, 2200, perform_in=LONG_AGO)
+    process(OrderWorker, 2200)
+    clock = Clock(start)
+    recorder = Recorder(lowkiq.settings.client(), [OrderWorker.queue_name], clock=clock)
+    tally = recorder.for_queue(OrderWorker.queue_name)
+    for batch in range(220):  # batches of 10, from half a second in to 2.5 s
+        clock.now = start + 0.5 + batch / 110
+        ten = [PoppedJob(f"b{batch}-{n}", -1, ["p"], start) for n in range(10)]
+        tally.performed(ten, clock.now - 0.001)
+    recorder.flush()
+    assert OrderWorker.metrics()["processed"] == 2200
+    html = client.get("/").get_data(as_text=True)
+    data = chart_data(html, "live-chart")
+    assert data["unit"] == "jobs/s"
+    assert max(data["processed"]) == 1100  # a minute's average would read 2,200 / 60 = 37
+    rates = dict(zip(data["x"], data["processed"], strict=True))
+    assert rates[start] == 550 and rates[start + 1] == 1100 and rates[start + 2] == 550
+    spans = zip(data["x"], data["x"][1:], data["processed"], strict=False)
+    assert sum(rate * (end - at) for at, end, rate in spans) == pytest.approx(2200)  # all, once
+    assert "jobs per second" in html
 
 
 def test_chart_seeds_nothing_without_stored_minutes_and_fills_from_the_right():
@@ -177,6 +212,45 @@ def test_chart_seeds_nothing_without_stored_minutes_and_fills_from_the_right():
         chart.Sample(120.0, 50, 2),
         chart.Sample(130.0, 50, 2),
     ]
+
+
+def test_chart_seed_is_per_second_where_kept_else_per_minute_and_the_last_seconds_one_step():
+    minutes = {
+        10: lowkiq.Counts.from_hash({"j": 60}),  # before the per-second counts were kept
+        11: lowkiq.Counts.from_hash({"j": 30, "fj": 3}),
+        12: lowkiq.Counts.from_hash({"j": 9}),
+    }
+    seconds = {
+        11: {665: SecondCounts(20, 0), 666: SecondCounts(7, 3)},
+        12: {720: SecondCounts(4, 0), 742: SecondCounts(2, 0), 744: SecondCounts(3, 0)},
+    }
+    steps = chart.stored_steps(745.5, minutes, seconds)
+    assert [(s.start, s.end, s.processed, s.failed) for s in steps] == [
+        (600, 660, 60, 0),  # minute 10, as one step
+        (660, 665, 0, 0),
+        (665, 666, 20, 0),
+        (666, 667, 7, 3),
+        (667, 720, 0, 0),
+        (720, 721, 4, 0),
+        (721, 740, 0, 0),
+        (740, 745.5, 5, 0),  # the last seconds, which a process may not have written yet
+    ]
+    seeded = chart.seed_samples(chart.Sample(745.5, 1000, 10), minutes, seconds)
+    assert seeded[0] == chart.Sample(600, 1000 - 96, 10 - 3) and len(seeded) == len(steps) + 1
+
+
+def test_chart_seed_joins_the_steps_that_differ_least_and_keeps_a_burst():
+    steady = [chart.Step(t, t + 1, 10 + t % 3, 0) for t in range(600)]  # 10-12 jobs/s
+    steady[300] = chart.Step(300, 301, 1100, 5)
+    joined = chart.simplified(steady, 40)
+    assert len(joined) <= 40
+    assert chart.Step(300, 301, 1100, 5) in joined  # the burst is still a step of its own
+    assert sum(s.processed for s in joined) == sum(s.processed for s in steady)
+    assert [s.start for s in joined] == sorted(s.start for s in joined)
+    assert all(a.end == b.start for a, b in zip(joined, joined[1:], strict=False))
+    # Idle neighbours (and any of the same rate) are joined whatever the limit.
+    idle = [chart.Step(t, t + 1, 0, 0) for t in range(5)] + [chart.Step(5, 6, 3, 0)]
+    assert chart.simplified(idle, 40) == [chart.Step(0, 5, 0, 0), chart.Step(5, 6, 3, 0)]
 
 
 def test_histogram_bars_span_the_used_buckets_and_labels_name_their_bound():
