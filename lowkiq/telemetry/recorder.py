@@ -44,6 +44,8 @@ from lowkiq.telemetry.counts import (
     YIELDED_JOBS,
 )
 from lowkiq.telemetry.periods import CountsByPeriod
+from lowkiq.telemetry.recent import FAILED as FAILED_IN_SECOND
+from lowkiq.telemetry.recent import PROCESSED as PROCESSED_IN_SECOND
 
 log = logging.getLogger("lowkiq.telemetry")
 
@@ -142,17 +144,18 @@ class WorkerTally(BatchRecorder):
             row[WAIT_US] += wait
             row[WAIT_BUCKETS + bisect_left(BUCKETS, wait)] += 1
             row[PAYLOADS] += len(job.payloads)
-        row[JOBS] += len(jobs)
+        count = len(jobs)
+        row[JOBS] += count
+        second_row = self._second
+        second_row[PROCESSED_IN_SECOND] += count - failed - discarded - yielded
         if failed:
             row[FAILURES] += 1
             row[FAILED_JOBS] += failed
+            second_row[FAILED_IN_SECOND] += failed
         if discarded:
             row[DISCARDED_JOBS] += discarded
         if yielded:
             row[YIELDED_JOBS] += yielded
-        second_row = self._second
-        second_row[recent.PROCESSED] += len(jobs) - failed - discarded - yielded
-        second_row[recent.FAILED] += failed
 
 
 class Recorder:
@@ -194,12 +197,12 @@ class Recorder:
         it) and the error is raised."""
         with self._lock:
             tallies = list(self.tallies.items())
+        seconds = [(name, tally.seconds) for (name, _), tally in tallies]
+        oldest = int(self.clock()) - recent.KEPT_MINUTES * 60
+        for _, counts in seconds:  # even while Redis is out of reach: memory stays bounded
+            counts.drop_before(oldest)
         minutes = [(name, tally.minutes) for (name, _), tally in tallies]
         written = self._write(minutes, lambda rows: store.add(self.client, rows))
-        oldest = int(self.clock()) - recent.KEPT_MINUTES * 60
-        seconds = [(name, tally.seconds) for (name, _), tally in tallies]
-        for _, counts in seconds:
-            counts.drop_before(oldest)
         self._write(seconds, lambda rows: recent.add(self.client, rows))
         return written
 
