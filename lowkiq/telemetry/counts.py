@@ -141,8 +141,9 @@ class Counts:
 
     @property
     def failed_jobs(self) -> int:
-        """Jobs that failed: retried or sent to the morgue (every job of a batch that
-        raised, or those ``lowkiq.BatchFailed`` named); Redis's ``failed``."""
+        """Jobs that failed: retried or sent to the morgue (every job of a batch whose
+        ``perform`` raised, but for ``lowkiq.Discard``; only those ``lowkiq.BatchFailed``
+        named); Redis's ``failed``."""
         return self.values[FAILED_JOBS]
 
     @property
