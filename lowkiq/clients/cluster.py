@@ -341,12 +341,6 @@ class RoutedPipeline:
         return replies
 
 
-def processing_timeout(lease_ttl: float) -> float:
-    """Seconds a processing client's call may wait on a Redis that does not answer: a
-    sixth of ``lease_ttl``, at least a second (a pop or an ack takes milliseconds)."""
-    return max(1.0, lease_ttl / 6)
-
-
 def thread_client(template: Client, timeout: float | None = None) -> Client:
     """The client of one processing thread, made from a new client of the settings: a
     :class:`~lowkiq.clients.thread.ThreadClient` (one private connection, no retries), or
@@ -359,6 +353,23 @@ def thread_client(template: Client, timeout: float | None = None) -> Client:
             template = bounded_client(template, timeout)
         return ClusterThreadClient(template)
     return ThreadClient(template, timeout)
+
+
+def bounded(template: Client, timeout: float) -> Client:
+    """A new client of ``template``'s Redis, with its settings, but whose every connect
+    and read gives up after ``timeout`` seconds (or ``template``'s own timeout, when
+    shorter): on a Redis Cluster :func:`bounded_client`; on one server a client whose
+    pool makes no connection before it is used."""
+    if isinstance(template, redis.RedisCluster):
+        return bounded_client(template, timeout)
+    pool: Any = getattr(template, "connection_pool", None)
+    if pool is None or not hasattr(pool, "connection_kwargs"):
+        return template
+    kwargs = {**pool.connection_kwargs}
+    kwargs.update(bounded_timeouts(kwargs, timeout))
+    return redis.Redis(
+        connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+    )
 
 
 def bounded_client(cluster: redis.RedisCluster, timeout: float) -> redis.RedisCluster:

@@ -34,7 +34,7 @@ from wsgiref.simple_server import WSGIServer
 import redis
 from redis.exceptions import RedisClusterException
 
-from lowkiq.clients.cluster import processing_timeout, thread_client
+from lowkiq.clients.cluster import bounded, thread_client
 from lowkiq.clients.connection import Client, describe_redis
 from lowkiq.clients.memory_policy import check_eviction
 from lowkiq.coroutines import close_thread_loop
@@ -92,6 +92,22 @@ def all_shards(workers: list[type[Worker]], config: Settings = settings) -> list
     ]
 
 
+#: The shares of ``lease_ttl`` that one of lowkiq's own calls waits, at most, on a Redis
+#: that does not answer (whatever the app's client says, unless its timeout is shorter;
+#: at least MIN_CALL_TIMEOUT): the dispatcher's (a pop or an ack takes milliseconds), and
+#: the coordinator's, metrics' and schedules' (a heartbeat that carries renewals must end
+#: well before the leases do).
+DISPATCHER_CALL_SHARE = 1 / 6
+COORDINATOR_CALL_SHARE = 1 / 3
+#: Seconds: the shortest bound of a call's wait.
+MIN_CALL_TIMEOUT = 1.0
+
+
+def call_timeout(lease_ttl: float, share: float) -> float:
+    """Seconds a call waits at most: ``share`` of ``lease_ttl``, at least MIN_CALL_TIMEOUT."""
+    return max(MIN_CALL_TIMEOUT, lease_ttl * share)
+
+
 #: Seconds :meth:`Server.stop` waits for the renewer to end (it ends within a
 #: renewal's socket timeout once told to; past this its leases simply lapse).
 RENEWER_JOIN = 5.0
@@ -120,8 +136,10 @@ class Server:
         # Made by build(): this process's membership id and ownership loop.
         self.process_id = ""
         self.coordinator: Coordinator[ShardHandler] | None = None
-        # Made by build(): the client of the settings the others are made from.
+        # Made by build(): the client of the settings the others are made from, and the
+        # same with bounded calls (see call_timeout).
         self.template: Client | None = None
+        self.own_template: Client | None = None
         self.coordinator_thread: threading.Thread | None = None
         # Leases are renewed until the threads have released them (after stop_event).
         self.renewals_stop = threading.Event()
@@ -177,15 +195,19 @@ class Server:
         # coordinator's pool, are made from: on a Redis Cluster they share its slot map,
         # loaded once (a load talks to every node: tens of milliseconds per client).
         self.template = config.redis()
-        client = pooled_client(self.template, 4, config.pool_timeout)
+        # Every thread of lowkiq's own waits on a Redis that hangs for a bounded time.
+        own = self.own_template = bounded(
+            self.template, call_timeout(config.lease_ttl, COORDINATOR_CALL_SHARE)
+        )
+        client = pooled_client(own, 4, config.pool_timeout)
         recorder = self.recorder = Recorder(client, workers)
         dispatcher = self.dispatcher = Dispatcher(
-            thread_client(self.template, processing_timeout(config.lease_ttl)),
+            thread_client(self.template, call_timeout(config.lease_ttl, DISPATCHER_CALL_SHARE)),
             config.threads_per_node,
             config.build_scheduler(),
             config.poll_interval,
             self.stop_event,
-            waker=pooled_client(self.template, 2, config.pool_timeout),
+            waker=pooled_client(own, 2, config.pool_timeout),
             heartbeats=self.health,
             recorder=recorder,
             fatal=self._fatal,
@@ -223,7 +245,7 @@ class Server:
             return handler
 
         if config.schedules:
-            periodic_client = pooled_client(self.template, 2, config.pool_timeout)
+            periodic_client = pooled_client(own, 2, config.pool_timeout)
             self.periodic = ScheduleRunner(periodic_client, config)
         self.process_id = own_process_id()
         self._check_socket_timeout(client)
@@ -254,7 +276,7 @@ class Server:
         """A connection of the renewer's own on one server, so that no wait of the
         coordinator's (it holds its small pool's connections) delays a renewal; ``None``
         on a Redis Cluster, whose client has a connection pool per node, unbounded."""
-        template = self.template or self.settings.redis()
+        template = self.own_template or self.settings.redis()
         if isinstance(template, redis.RedisCluster):
             return None
         return pooled_client(template, 1, self.settings.pool_timeout)
@@ -537,7 +559,7 @@ class Server:
         if coordinator is not None:
             coordinator.close()
         self.stop_event.set()
-        waker = thread_client(self.template or self.settings.redis())
+        waker = thread_client(self.own_template or self.settings.redis())
         if self.dispatcher is not None:
             self.dispatcher.wake(waker)
         if coordinator is not None:

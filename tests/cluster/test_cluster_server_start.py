@@ -1,7 +1,7 @@
-"""A worker process on a Redis Cluster loads the cluster's slot map twice at start, however
-many threads it runs: once for the settings' client, once for the dispatcher's, whose calls
-give up after a bound (a hung master holds up only its own shards); the threads share
-them."""
+"""A worker process on a Redis Cluster loads the cluster's slot map three times at start,
+however many threads it runs: for the settings' client, for the client of lowkiq's own
+calls (coordinator, metrics), and for the dispatcher's, whose calls give up sooner (a hung
+master holds up only its own shards); the threads share them."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def slot_map_loads(cluster: EmbeddedCluster) -> int:
     return total
 
 
-def test_a_process_loads_the_slot_map_twice_for_all_its_threads(
+def test_a_process_loads_the_slot_map_three_times_for_all_its_threads(
     redis_cluster: EmbeddedCluster, cluster_client: redis.RedisCluster
 ) -> None:
     lowkiq.settings.workers = [Spread]
@@ -40,7 +40,7 @@ def test_a_process_loads_the_slot_map_twice_for_all_its_threads(
     server.start()
     try:
         assert server.dispatcher is not None and server.dispatcher.executor.size == 6
-        assert slot_map_loads(redis_cluster) - before == 2
+        assert slot_map_loads(redis_cluster) - before == 3
     finally:
         server.request_stop()
         server.stop()
