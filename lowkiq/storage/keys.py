@@ -100,10 +100,15 @@ T minute:<m>              hash   what the workers did in minute m (unix time // 
 T 10min:<n>               hash   the same, summed over minutes 10n to 10n + 9; kept 72 h
 T hour:<h>                hash   the same, summed over hour h (unix time // 3600); kept 72 h
 T totals                  hash   the same, summed since the queue's first perform
+T second:<m>              hash   jobs processed and failed in each second of minute m:
+                                 ``<s>p``, ``<s>f`` (:mod:`lowkiq.telemetry.recent`);
+                                 kept 10 minutes after the minute
 ========================  =====  ==========================================
 
-Their fields (:data:`lowkiq.telemetry.counts.FIELDS`): ``n`` performs, ``f``
-failed performs, ``j`` jobs, ``fj`` jobs of failed performs, ``p`` payloads,
+Their fields but ``second``'s (:data:`lowkiq.telemetry.counts.FIELDS`): ``n``
+performs, ``f`` performs in which a job failed, ``j`` jobs, ``fj`` jobs that
+failed (retried or killed), ``dj`` jobs dropped by ``lowkiq.Discard``, ``yj`` jobs
+that gave payloads back (``yield_rest``), ``p`` payloads,
 ``t`` perform time (µs), ``w`` queue wait (µs, summed over jobs), ``d0``…
 perform-time and ``w0``… queue-wait histogram buckets; a field that would be 0
 is absent.
@@ -370,6 +375,10 @@ class QueueKeys:
     def totals_hash(self) -> str:
         """The fields of :meth:`span_hash` summed over all time (Prometheus's counters)."""
         return f"{self.metrics_prefix}totals"
+
+    def seconds_hash(self, minute: int) -> str:
+        """Jobs processed and failed in each second of ``minute`` (``unix time // 60``)."""
+        return f"{self.metrics_prefix}second:{minute}"
 
 
 OWNERSHIP_PREFIX = f"{NAMESPACE}:{{{NAMESPACE}}}:"

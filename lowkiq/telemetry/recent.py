@@ -46,7 +46,7 @@ class SecondCounts:
 
 def seconds_hash(queue_name: str, minute: int) -> str:
     """The hash of ``queue_name``'s per-second counts of ``minute`` (``unix time // 60``)."""
-    return f"{QueueKeys(queue_name).metrics_prefix}second:{minute}"
+    return QueueKeys(queue_name).seconds_hash(minute)
 
 
 def add(client: Client, rows: Rows) -> None:
