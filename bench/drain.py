@@ -4,12 +4,16 @@ than jobs/s on a shared host.
 
 Runs against a private Redis (lowkiq.embedded.start_server), never REDIS_URL.
 Usage: python bench/drain.py [--jobs 100000] [--threads 5] [--shards 5] [--track]
-(``--track``: each batch size with ``Worker.track`` off, then on, ``--rounds`` times).
+(``--track``: each batch size with ``Worker.track`` off and on, ``--rounds`` times, the
+order turned round every round, since the first run of a pair tends to be the faster on
+a shared host; then, per batch size, jobs/s on ÷ off of each round and the median CPU
+µs per job off / on).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -75,6 +79,23 @@ def drain(
     return jobs / elapsed, cpu / jobs * 1e6, redis_used / jobs * 1e6
 
 
+def print_tracking(
+    batches: list[int], runs: dict[tuple[int, bool], list[tuple[float, float, float]]]
+) -> None:
+    """Per batch size: jobs/s with ``track`` on ÷ off in each round, and the median CPU µs
+    per job of the worker and of Redis, off / on."""
+    for batch in batches:
+        off, on = runs[(batch, False)], runs[(batch, True)]
+        ratios = [b[0] / a[0] for a, b in zip(off, on, strict=True)]
+        worker = [statistics.median(run[1] for run in side) for side in (off, on)]
+        server = [statistics.median(run[2] for run in side) for side in (off, on)]
+        print(
+            f"batch {batch}: jobs/s on ÷ off {', '.join(f'{r:.2f}' for r in ratios)} "
+            f"(median {statistics.median(ratios):.2f}); worker µs/job off / on "
+            f"{worker[0]:.1f} / {worker[1]:.1f}, Redis {server[0]:.1f} / {server[1]:.1f}"
+        )
+
+
 def main() -> None:
     """Print one row per batch size."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -93,9 +114,10 @@ def main() -> None:
             f"{'jobs':>8} {'threads':>7} {'shards':>6} {'batch':>5} {'track':>5} {'jobs/s':>9} "
             f"{'worker µs/job':>14} {'Redis µs/job':>13} {'ratio':>6}"
         )
-        for _ in range(args.rounds):
+        runs: dict[tuple[int, bool], list[tuple[float, float, float]]] = {}
+        for round_ in range(args.rounds):
             for batch in args.batch:
-                for track in tracking:
+                for track in tracking if round_ % 2 == 0 else tracking[::-1]:
                     rate, worker_us, redis_us = drain(
                         lambda: redis.Redis.from_url(server.url),
                         args.jobs,
@@ -109,6 +131,9 @@ def main() -> None:
                         f"{'on' if track else 'off':>5} {rate:>9,.0f} {worker_us:>14.1f} "
                         f"{redis_us:>13.1f} {worker_us / redis_us:>6.2f}"
                     )
+                    runs.setdefault((batch, track), []).append((rate, worker_us, redis_us))
+        if args.track:
+            print_tracking(args.batch, runs)
     finally:
         server.stop()
 
