@@ -115,8 +115,9 @@ class ClusterThreadClient(ThreadClient):
         return client
 
     def _reload(self) -> None:
-        """Forget the routes and reload the slot map from the cluster, asking the masters
-        that did not answer last (:mod:`lowkiq.clients.outages`)."""
+        """Forget the routes and reload the slot map from the cluster, not asking the
+        masters that did not answer (:mod:`lowkiq.clients.outages`) while another node is
+        known."""
         self._routes.clear()
         self._reloaded_at = time.monotonic()
         manager = self.topology.nodes_manager
