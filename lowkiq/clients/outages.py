@@ -1,12 +1,13 @@
-"""Masters of a Redis Cluster that stopped answering a processing client, and when to try
-each again.
+"""Masters of a Redis Cluster that failed a processing client's call, and when to try each
+again.
 
 A master that hangs (stopped, or cut off by a network that drops packets) costs the
-call that finds it out a socket timeout.  Until its retry is due, the calls routed to
-it fail at once with :class:`MasterDown`, without being sent, so the shards of the
-other masters keep their pace; the retries back off from :data:`FIRST_RETRY` to
-:data:`MAX_RETRY` seconds while it stays silent.  A slot map reloaded after a failover
-routes the master's slots to its replica, which no outage names.
+call that finds it out a socket timeout; one that died or dropped the connection
+fails it at once.  Either way, until its retry is due, the calls routed to it fail
+at once with :class:`MasterDown`, without being sent, so the shards of the other
+masters keep their pace; the retries back off from :data:`FIRST_RETRY` to
+:data:`MAX_RETRY` seconds while it keeps failing.  A slot map reloaded after a
+failover routes the master's slots to its replica, which no outage names.
 """
 
 from __future__ import annotations
@@ -66,8 +67,8 @@ class Outages:
         self._outages[name] = _Outage(failures, self.clock() + wait)
         if failures == 1:
             log.warning(
-                "Redis master %s did not answer (%s: %s); the shards it serves wait, the "
-                "others go on; tried again in %.1f s, then less often",
+                "Redis master %s failed a call (%s: %s); the shards it serves wait, the "
+                "others go on; tried again in %.1f s, then less often while it fails",
                 name,
                 type(error).__name__,
                 error,
