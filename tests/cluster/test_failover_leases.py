@@ -106,6 +106,17 @@ def resume(master: EmbeddedServer) -> None:
     master.process.send_signal(signal.SIGCONT)
 
 
+def stop_all(cluster: EmbeddedCluster, worker: WorkerProcess | None) -> None:
+    """Stop the worker, then the cluster, resuming the nodes a test stopped first (a
+    stopped node would not end on SIGTERM)."""
+    if worker is not None:
+        worker.close()
+    for node in cluster.nodes:
+        if node.process is not None and node.process.poll() is None:
+            resume(node)
+    cluster.stop()
+
+
 def promoted(replica: EmbeddedServer) -> bool:
     """Whether ``replica`` is a master now."""
     with replica.client() as one:
@@ -174,9 +185,4 @@ def test_a_four_second_failover_loses_no_lease_and_warns_at_most_once_per_shard(
         assert reached < LEASE_TTL / 6
         assert worker.process.poll() is None
     finally:
-        if worker is not None:
-            worker.close()
-        for node in cluster.nodes:  # a stopped node would not end on SIGTERM
-            if node.process is not None and node.process.poll() is None:
-                resume(node)
-        cluster.stop()
+        stop_all(cluster, worker)

@@ -20,7 +20,7 @@ from lowkiq.ownership import leases
 from lowkiq.storage.enqueueing import shard_of
 from lowkiq.storage.queue import Queue
 from tests.apps.runner import WorkerProcess, eventually
-from tests.cluster.test_failover_leases import master_of, promoted, resume
+from tests.cluster.test_failover_leases import master_of, promoted, stop_all
 from tests.conftest import lowkiq_on
 
 #: The worker's lease TTL, seconds: longer than the master hangs before its replica
@@ -138,9 +138,4 @@ def test_a_hung_master_holds_up_only_its_own_shards_until_its_replica_takes_over
             )
             assert worker.process.poll() is None
     finally:
-        if worker is not None:
-            worker.close()
-        for node in cluster.nodes:  # a stopped node would not end on SIGTERM
-            if node.process is not None and node.process.poll() is None:
-                resume(node)
-        cluster.stop()
+        stop_all(cluster, worker)
