@@ -11,10 +11,13 @@ import pytest
 import redis
 
 import lowkiq
+from lowkiq.embedded import start_server
+from lowkiq.embedded_cluster import free_port
 from lowkiq.ownership.membership import socket_timeout_of
 from lowkiq.runtime.server import Server
 from lowkiq.serializers import split_error
 from tests.apps.runner import eventually
+from tests.conftest import lowkiq_on
 from tests.leasing import pop
 
 
@@ -268,26 +271,33 @@ def test_an_undecodable_payload_buries_its_own_job_and_the_batch_goes_on(
     assert srv.fatal is None
 
 
+@pytest.fixture(scope="module")
+def tcp_redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Redis server of this module's own on TCP (redis-py 5.0 drops a unix socket
+    connection's socket_timeout)."""
+    server = start_server(tmp_path_factory.mktemp("tcp-redis"), port=free_port())
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 @pytest.mark.parametrize(
     ("app_timeout", "dispatcher", "coordinator"),
     [(None, 2.0, 4.0), (3.0, 2.0, 3.0), (1.5, 1.5, 1.5)],
 )
 def test_lowkiqs_own_calls_wait_a_bounded_time_on_a_redis_that_hangs(
-    redis_client: redis.Redis,
-    redis_url: str,
-    app_timeout: float | None,
-    dispatcher: float,
-    coordinator: float,
+    tcp_redis_url: str, app_timeout: float | None, dispatcher: float, coordinator: float
 ) -> None:
     """Whatever the app's client waits (here: forever, 3 s, 1.5 s), the dispatcher's calls
     wait at most a sixth of lease_ttl, and the coordinator's (which carry lease renewals)
     and the metrics' a third; a shorter timeout of the app's own is kept."""
-    lowkiq.settings.workers = [Seen]
-    lowkiq.settings.lease_ttl = 12.0
-    lowkiq.settings.redis = lambda: redis.Redis.from_url(redis_url, socket_timeout=app_timeout)
-    server = Server(lowkiq.settings)
-    server.build()
-    assert server.dispatcher is not None and server.coordinator is not None
-    assert server.dispatcher.client.socket_timeout == dispatcher
-    assert socket_timeout_of(server.coordinator.membership.client) == coordinator
-    assert socket_timeout_of(server.recorder.client) == coordinator
+    with lowkiq_on(lambda: redis.Redis.from_url(tcp_redis_url, socket_timeout=app_timeout)):
+        lowkiq.settings.workers = [Seen]
+        lowkiq.settings.lease_ttl = 12.0
+        server = Server(lowkiq.settings)
+        server.build()
+        assert server.dispatcher is not None and server.coordinator is not None
+        assert server.dispatcher.client.socket_timeout == dispatcher
+        assert socket_timeout_of(server.coordinator.membership.client) == coordinator
+        assert socket_timeout_of(server.recorder.client) == coordinator
