@@ -43,6 +43,11 @@ With ``--rate R`` the worker has a rate limit of R jobs per second: its pops tak
 several batches at once (as many as the reserved tokens pay for), so a crash finds
 several batches of a shard in processing.
 
+With ``--cluster`` the queue's Redis is a 3-master Redis Cluster (no replicas, a
+``cluster-node-timeout`` longer than the run, so no master is failed over): instead of
+Redis killed and restarted, a master hangs (SIGSTOP for 1-4 s, longer than a lease,
+then SIGCONT), alone or during a hand-over; connections are dropped on every master.
+
 With ``--iterating`` the worker is a ``lowkiq.IterableWorker`` (``ChaosSteps`` in
 bench/chaos_app.py): ``perform_one`` takes 5-20 ms per payload and writes that version to
 the fenced store, ``max_perform_seconds`` is 0.2 s, and the feeder sends each round a
@@ -108,8 +113,11 @@ from _machine import machine
 
 from lowkiq.clients.connection import pipelined
 from lowkiq.embedded import EmbeddedServer, start_server
+from lowkiq.embedded_cluster import EmbeddedCluster, start_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The queue's URL scheme with --cluster (lowkiq's, as bench/chaos_app.py reads it).
+CLUSTER_SCHEME = "redis+cluster://"
 LEASE_TTL = 2.0
 #: Seconds the final drain may take before the run reports what is left.
 DRAIN_LIMIT = 300.0
@@ -178,11 +186,17 @@ class Run:
         self.args = args
         self.directory = directory
         self.queue_dir = directory / "queue"
-        self.queue = self.start_queue_redis()
+        self.cluster: EmbeddedCluster | None = None
+        if args.cluster:
+            self.cluster = start_cluster(self.queue_dir, masters=3, node_timeout_ms=3_600_000)
+            self.queue_url = self.cluster.url.replace("redis://", CLUSTER_SCHEME)
+        else:
+            self.queue = self.start_queue_redis()
+            self.queue_url = self.queue.url
         self.records = start_server(directory / "records")
         self.env = {
             **os.environ,
-            "REDIS_URL": self.queue.url,
+            "REDIS_URL": self.queue_url,
             "RECORD_URL": self.records.url,
             "CHAOS_LEASE_TTL": str(LEASE_TTL),
             "CHAOS_RATE": str(args.rate or 0),
@@ -192,7 +206,7 @@ class Run:
             "PYTHONPATH": str(ROOT),
         }
         os.environ.update(
-            REDIS_URL=self.queue.url,
+            REDIS_URL=self.queue_url,
             RECORD_URL=self.records.url,
             CHAOS_ITERATING=self.env["CHAOS_ITERATING"],
         )
@@ -275,13 +289,16 @@ class Run:
         seen in one shard's processing area."""
         keys = self.worker_class.queue().keys
         areas = [keys.processing_hash(shard) for shard in range(self.worker_class.shards_count)]
-        client = redis.Redis.from_url(self.queue.url, socket_timeout=1)
+        clients = [redis.Redis.from_url(url, socket_timeout=1) for url in self.server_urls()]
         while self.watching:
-            try:
-                sizes = pipelined(client, [("HLEN", key) for key in areas], transaction=False)
-                self.most_in_processing = max(self.most_in_processing, *sizes)
-            except redis.RedisError:
-                pass  # Redis is down or its connections were dropped: look again next time
+            for client in clients:
+                try:
+                    replies = pipelined(client, [("HLEN", key) for key in areas], False)
+                    # A cluster's master answers MOVED for the areas of the others.
+                    sizes = [size for size in replies if isinstance(size, int)]
+                    self.most_in_processing = max(self.most_in_processing, 0, *sizes)
+                except redis.RedisError:
+                    pass  # down, hung or its connections dropped: look again next time
             with self.lock:
                 ended = [
                     w for w in self.workers if not w.ended_by_bench and w.process.poll() is not None
@@ -330,24 +347,41 @@ class Run:
         with self.lock:
             return random.choice(self.workers)
 
-    def kill_redis(self, down: float) -> None:
-        """kill -9 the queue's Redis, and restart it after ``down`` seconds."""
+    def server_urls(self) -> list[str]:
+        """The queue's Redis servers: the one, or every master of the cluster."""
+        if self.cluster is not None:
+            return [master.url for master in self.cluster.masters]
+        return [self.queue.url]
+
+    def kill_redis(self, down: float) -> str:
+        """kill -9 the queue's Redis, and restart it after ``down`` seconds; on a cluster,
+        hang a master (SIGSTOP) for 1-4 s instead.  Returns what it did."""
+        if self.cluster is not None:
+            master = random.choice(self.cluster.masters)
+            assert master.process is not None
+            master.process.send_signal(signal.SIGSTOP)
+            time.sleep(random.uniform(1.0, 4.0))
+            master.process.send_signal(signal.SIGCONT)
+            return "a master hung (SIGSTOP 1-4 s)"
         self.queue.process.kill()
         self.queue.process.wait()
         time.sleep(down)
         self.queue = self.start_queue_redis()
+        return "redis kill -9"
 
     def drop_connections(self) -> None:
-        """CLIENT KILL TYPE normal from a connection of its own (spared by SKIPME)."""
-        client = redis.Redis.from_url(self.queue.url, socket_timeout=5)
+        """CLIENT KILL TYPE normal from a connection of its own (spared by SKIPME), on
+        every server."""
         self.hand_over_hits.append(time.time())
-        try:
-            killed = client.execute_command("CLIENT", "KILL", "TYPE", "normal")
-            self.events["connections dropped by CLIENT KILL"] += int(killed)
-        except redis.RedisError:
-            self.events["CLIENT KILL refused (Redis down)"] += 1
-        finally:
-            client.close()
+        for url in self.server_urls():
+            client = redis.Redis.from_url(url, socket_timeout=5)
+            try:
+                killed = client.execute_command("CLIENT", "KILL", "TYPE", "normal")
+                self.events["connections dropped by CLIENT KILL"] += int(killed)
+            except redis.RedisError:
+                self.events["CLIENT KILL refused (Redis down)"] += 1
+            finally:
+                client.close()
 
     def hand_over(self) -> tuple[str, Worker | None]:
         """A worker joins (K processes running) or one leaves on TERM (K + 1): shards move.
@@ -408,8 +442,7 @@ class Run:
             self.deploy()
             self.events["deploy (replacement started, TERM, KILL after the grace)"] += 1
         elif action == "redis":
-            self.kill_redis(random.uniform(0.4, 1.0))
-            self.events["redis kill -9"] += 1
+            self.events[self.kill_redis(random.uniform(0.4, 1.0))] += 1
         elif action == "handover-drops":
             how, leaving = self.hand_over()
             # A joining process registers a second or two after it starts; a leaving one
@@ -428,8 +461,8 @@ class Run:
             how, leaving = self.hand_over()
             time.sleep(random.uniform(0.5, 2.5) if how == "join" else random.uniform(0.0, 0.5))
             self.hand_over_hits.append(time.time())
-            self.kill_redis(random.uniform(0.4, 1.0))
-            self.events[f"hand-over ({how}) with redis kill -9"] += 1
+            what = self.kill_redis(random.uniform(0.4, 1.0))
+            self.events[f"hand-over ({how}) with {what}"] += 1
             if leaving is not None:
                 self.finish(leaving)
         elif action == "sigkill" and self.args.children > 1:
@@ -688,7 +721,13 @@ class Run:
                   f"max {exits[-1]:.2f} s ({len(exits)} exited within the grace)")  # fmt: skip
 
     def close(self) -> None:
-        self.queue.stop()
+        if self.cluster is not None:
+            for master in self.cluster.masters:  # a stopped node would not end on SIGTERM
+                if master.process is not None and master.process.poll() is None:
+                    master.process.send_signal(signal.SIGCONT)
+            self.cluster.stop()
+        else:
+            self.queue.stop()
         self.records.stop()
 
 
@@ -818,6 +857,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--group-cap", type=int, default=0, help="with --groups: Worker.group_concurrency"
+    )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="a 3-master Redis Cluster: masters hang (SIGSTOP 1-4 s) instead of Redis kills",
     )
     args = parser.parse_args()
     run = Run(args, Path(tempfile.mkdtemp(prefix="lowkiq-chaos-")))

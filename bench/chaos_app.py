@@ -31,7 +31,8 @@ Records go to ``RECORD_URL``, a Redis the chaos run never kills nor disconnects:
   with exit code :data:`POISON_EXIT`; ``chaos:exhausted``: the ids given to
   ``retries_exhausted``.
 
-Environment: ``REDIS_URL``, ``RECORD_URL``, ``CHAOS_LEASE_TTL`` (seconds, default 2),
+Environment: ``REDIS_URL`` (``redis+cluster://``: a Redis Cluster), ``RECORD_URL``,
+``CHAOS_LEASE_TTL`` (seconds, default 2),
 ``CHAOS_RATE`` (the worker's rate limit in jobs per second; unset or 0: none),
 ``CHAOS_ITERATING`` (``1``: :class:`ChaosSteps`), ``CHAOS_GROUP_CAP``
 (``Worker.group_concurrency``; unset or 0: none).
@@ -71,9 +72,18 @@ lowkiq.settings.heartbeat_interval = lowkiq.settings.lease_ttl / 4
 lowkiq.settings.poll_interval = 0.2
 # A socket timeout below half the lease TTL, as the worker asks for at start: a renewal
 # stuck on a dead connection must not outlast the lease.
-lowkiq.settings.redis = lambda: redis.Redis.from_url(
-    os.environ["REDIS_URL"], socket_timeout=0.9, socket_connect_timeout=0.9
-)
+# ``redis+cluster://`` (bench/chaos.py --cluster): a Redis Cluster.
+CLUSTER_SCHEME = "redis+cluster://"
+if os.environ["REDIS_URL"].startswith(CLUSTER_SCHEME):
+    lowkiq.settings.redis = lambda: redis.RedisCluster.from_url(
+        os.environ["REDIS_URL"].replace(CLUSTER_SCHEME, "redis://"),
+        socket_timeout=0.9,
+        socket_connect_timeout=0.9,
+    )
+else:
+    lowkiq.settings.redis = lambda: redis.Redis.from_url(
+        os.environ["REDIS_URL"], socket_timeout=0.9, socket_connect_timeout=0.9
+    )
 
 # Compare-and-set of (fence, version) per id: a write whose fence is lower than the
 # stored one is refused; an accepted write whose version is lower than the stored one
