@@ -191,11 +191,12 @@ class Server:
         plan = self.plan()
         workers = {worker.queue_name: worker for worker in config.workers}
         self.rate_limits = RateLimits({name: w.rate_limit for name, w in workers.items()})
-        # One client of the settings that every thread's own connections, and the
-        # coordinator's pool, are made from: on a Redis Cluster they share its slot map,
-        # loaded once (a load talks to every node: tens of milliseconds per client).
+        # One client of the settings that the others are made from, with the bounded
+        # calls of lowkiq's own threads: the coordinator's, metrics' and schedules'
+        # share one (on a Redis Cluster, its slot map: a load talks to every node, tens
+        # of milliseconds), the executor threads' connections the settings', the
+        # dispatcher has its own.
         self.template = config.redis()
-        # Every thread of lowkiq's own waits on a Redis that hangs for a bounded time.
         own = self.own_template = bounded(
             self.template, call_timeout(config.lease_ttl, COORDINATOR_CALL_SHARE)
         )
