@@ -242,13 +242,19 @@ class Enqueueing(QueueBase):
         """Raise :class:`InvalidJob` when a job names a group other than the one its id
         is queued in (read before anything of a call of several shards is written; each
         push script checks its own shard again)."""
-        by_shard: dict[int, list[str]] = {}
+        by_shard: dict[int, dict[str, list[str]]] = {}
         for job_id, _, _, _, group in jobs:
             if group:
-                by_shard.setdefault(shard_of(job_id, layout.count, layout.base), []).extend(
-                    (job_id, group)
-                )
-        calls = [("group_check", shard, args) for shard, args in by_shard.items()]
+                shard = shard_of(job_id, layout.count, layout.base)
+                by_shard.setdefault(shard, {}).setdefault(group, []).append(job_id)
+        calls = [
+            (
+                "group_check",
+                shard,
+                [arg for group, ids in sections.items() for arg in (group, len(ids), *ids)],
+            )
+            for shard, sections in by_shard.items()
+        ]
         for reply in self.run_pipelined(calls):
             if reply:
                 raise _group_conflict(jobs, reply[0].decode(), reply[1].decode())

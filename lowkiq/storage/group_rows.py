@@ -49,8 +49,8 @@ def group_rows(queue: Queue, limit: int, scan: int | None = None) -> GroupRows:
     The default group (``name`` ``None``) is listed beside other groups only: a queue
     none of whose jobs has a group gives ``[]``.  Two pipelined round trips: the groups
     of each shard (up to ``scan``, default :data:`SCANNED_GROUPS`, of its turns and of
-    its waits) and its processing area, then the size and head of each group's index in
-    each shard.
+    its waits), its processing area and its base group, then the size and head of each
+    group's index in each shard (of the queue itself in a shard not indexed).
     """
     scan = SCANNED_GROUPS if scan is None else scan
     shards = queue.shards
@@ -59,28 +59,30 @@ def group_rows(queue: Queue, limit: int, scan: int | None = None) -> GroupRows:
         pipe.zrange(queue.keys.group_turns_zset(shard), 0, scan)
         pipe.zrange(queue.keys.group_waits_zset(shard), 0, scan)
         pipe.hvals(queue.keys.processing_hash(shard))
+        pipe.get(queue.keys.group_base(shard))
     replies = pipe.execute()
     found = GroupRows()
     found.scanned = scan
     in_flight: Counter[str | None] = Counter()
     # The sorted sets id -> perform_in of each group in each shard, and their groups.
     indexes: list[tuple[str, str | None]] = []
-    ungrouped: list[int] = []
+    # The shards not indexed, and the group of all their queued jobs.
+    ungrouped: list[tuple[int, str | None]] = []
     for n, shard in enumerate(shards):
-        turns, waits, area = replies[3 * n : 3 * n + 3]
+        turns, waits, area, base = replies[4 * n : 4 * n + 4]
         if len(turns) > scan or len(waits) > scan:  # one more read than counted
             found.complete = False
             turns, waits = turns[:scan], waits[:scan]
         in_flight.update(processing_group(value)[0] for value in area)
         if not turns and not waits:
-            ungrouped.append(shard)
+            ungrouped.append((shard, base.decode() if base else None))
         for name in dict.fromkeys(turns + waits):
             group = name.decode()
             indexes.append((queue.keys.group_ids_zset(shard, group), group or None))
-    if not indexes and set(in_flight) <= {None}:
+    if not indexes and set(in_flight) <= {None} and all(base is None for _, base in ungrouped):
         return found
-    # A shard without groups holds jobs of the default group only.
-    indexes += [(queue.keys.perform_in_zset(shard), None) for shard in ungrouped]
+    # A shard not indexed holds jobs of its base group only.
+    indexes += [(queue.keys.perform_in_zset(shard), base) for shard, base in ungrouped]
     pipe = queue.client.pipeline(transaction=False)
     for key, _ in indexes:
         pipe.zcard(key)

@@ -40,10 +40,14 @@ S hold                        str    set during a reshard: ``closed`` (a new sha
                                      or ``retired`` (an old shard; kept for good)
 S rate_budget                 hash   ``tokens`` the shard reserved of its worker's rate limit,
                                      to spend from ``from`` (ms on Redis's clock); with a TTL
-S group_of                    hash   id -> group, queued jobs of a group (not the default one)
+S group_base                  str    the shard's base group: every queued id not in
+                                     ``group_of`` is of it (absent: the default group, ``""``)
+S group_of                    hash   id -> group, queued jobs of a group other than the base one
+                                     (``""``: the default group); only in an indexed shard
 S group:<group>               zset   id -> perform_in, the queued ids of a group (the default
                                      group, jobs without one, is ``group:``); only in a shard
-                                     holding a job of a group (then every queued id is in one)
+                                     whose queued ids are of more than one group, an *indexed*
+                                     shard (then every queued id is in one)
 S group_turns                 zset   group -> turn (a virtual time): groups with due jobs;
                                      pop serves the smallest turn (see ``_common.lua``)
 S group_waits                 zset   group -> when its first job is due, groups not yet due
@@ -170,6 +174,7 @@ SUFFIXES = {
     "stopping_flag": "stopping",
     "hold": "hold",
     "rate_budget_hash": "rate_budget",
+    "group_base": "group_base",
     "group_of_hash": "group_of",
     "group_ids_zset": "group:",
     "group_turns_zset": "group_turns",
@@ -324,8 +329,13 @@ class QueueKeys:
         """The tokens the shard reserved of its worker's rate limit, and from when."""
         return self._key("rate_budget_hash", shard)
 
+    def group_base(self, shard: int) -> str:
+        """The shard's base group: that of its queued ids without an entry in
+        :meth:`group_of_hash` (absent: the default group)."""
+        return self._key("group_base", shard)
+
     def group_of_hash(self, shard: int) -> str:
-        """id -> group of the shard's queued jobs of a group (not the default one)."""
+        """id -> group of the shard's queued jobs of a group other than the base one."""
         return self._key("group_of_hash", shard)
 
     def group_ids_zset(self, shard: int, group: str) -> str:

@@ -84,7 +84,7 @@ class Queries:
             pipe.zscore(self.keys.perform_in_zset(shard), job_id)
             pipe.zscore(self.keys.retry_count_zset(shard), job_id)
             pipe.hget(self.keys.errors_hash(shard), job_id)
-        read_groups = self._read_groups(pipe, ids, self.keys.group_of_hash)
+        read_groups = self._read_groups(pipe, ids, self.keys.group_of_hash, queued=True)
         replies = pipe.execute()
         group_of = read_groups(replies)
         jobs: list[Job] = []
@@ -266,25 +266,31 @@ class Queries:
         return self.client.pipeline(transaction=one_shard and not self.queue.cluster)
 
     def _read_groups(
-        self, pipe: Any, ids: list[str], key: Callable[[int], str]
+        self, pipe: Any, ids: list[str], key: Callable[[int], str], queued: bool = False
     ) -> Callable[[list[Any]], dict[str, bytes]]:
         """Queue on ``pipe``, last, one HMGET of the hash ``key(shard)`` (id -> group) per
-        shard of ``ids``; returns what reads id -> group (ids of a group only) from the
-        pipeline's replies."""
+        shard of ``ids`` (``queued``: and a GET of its base group, the group of the ids
+        the hash does not name); returns what reads id -> group (ids of a group other
+        than the default one only) from the pipeline's replies."""
         by_shard: dict[int, list[str]] = {}
         for job_id in ids:
             by_shard.setdefault(self.shard_of(job_id), []).append(job_id)
         for shard, shard_ids in by_shard.items():
             pipe.hmget(key(shard), shard_ids)
+            if queued:
+                pipe.get(self.keys.group_base(shard))
+        step = 2 if queued else 1
 
         def read(replies: list[Any]) -> dict[str, bytes]:
-            found = replies[len(replies) - len(by_shard) :]
-            return {
-                job_id: group
-                for shard_ids, groups in zip(by_shard.values(), found, strict=True)
-                for job_id, group in zip(shard_ids, groups, strict=True)
-                if group is not None
-            }
+            found = replies[len(replies) - step * len(by_shard) :]
+            named: dict[str, bytes] = {}
+            for n, shard_ids in enumerate(by_shard.values()):
+                base = found[step * n + 1] if queued else None
+                for job_id, group in zip(shard_ids, found[step * n], strict=True):
+                    group = base if group is None else group
+                    if group:
+                        named[job_id] = group
+            return named
 
         return read
 

@@ -43,6 +43,12 @@ def drain_order(queue, now=NOW, limit=1):
         ack(queue, 0)
 
 
+def queued_groups(worker, ids):
+    """The group of each queued job of ``ids`` (``None``: the default one), as the
+    dashboard reads it."""
+    return {job["id"]: job.get("group") for job in worker.queries().fetch(ids)}
+
+
 def group_keys(redis_client, queue):
     """The names of the shard's group keys that exist."""
     keys = queue.keys
@@ -67,6 +73,60 @@ def test_without_groups_jobs_are_taken_by_perform_in_as_ever(worker, queue, redi
     enqueue(worker, None, ["x1"], perform_in=NOW - 2)
     assert group_keys(redis_client, queue) == set()
     assert drain_order(queue) == ["x1", "x2"]
+
+
+def test_a_shard_of_one_group_keeps_no_group_key_and_its_jobs_keep_their_group(
+    worker, queue, redis_client
+):
+    enqueue(worker, "A", ["a0", "a1"])
+    assert group_keys(redis_client, queue) == set()
+    assert redis_client.get(queue.keys.group_base(0)) == b"A"
+    assert queued_groups(worker, ["a0", "a1"]) == {"a0": "A", "a1": "A"}
+    assert [row["name"] for row in worker.queries().groups()] == ["A"]
+    assert [job.id for job in pop(queue, 0, 1, now=NOW)] == ["a0"]
+    assert [job["group"] for job in worker.queries().processing_data()] == ["A"]
+    ack(queue, 0)
+    enqueue(worker, None, ["x0"])  # a second group: the shard is indexed
+    assert group_keys(redis_client, queue) == {"turns", queue.keys.group_ids_zset(0, "A"),
+                                               queue.keys.group_ids_zset(0, ""), "of"}  # fmt: skip
+    assert queued_groups(worker, ["a1", "x0"]) == {"a1": "A", "x0": None}
+    assert drain_order(queue) == ["a1", "x0"]
+
+
+def test_a_shard_left_with_one_group_drops_its_group_keys_and_takes_turns_again(
+    worker, queue, redis_client
+):
+    enqueue(worker, "A", [f"a{n}" for n in range(6)])
+    enqueue(worker, "B", ["b0"])
+    assert drain_order(queue, limit=2)[:2] == ["a0", "b0"]  # all of A's now
+    assert group_keys(redis_client, queue) == set()
+    enqueue(worker, "A", ["a6"])
+    enqueue(worker, "C", ["c0", "c1"])
+    assert drain_order(queue) == ["a6", "c0", "c1"]
+
+    enqueue(worker, "A", ["a7"], perform_in=NOW - 2)
+    enqueue(worker, "D", [f"d{n}" for n in range(4)], perform_in=NOW - 1)
+    assert [job.id for job in pop(queue, 0, 2, now=NOW)] == ["a7", "d0"]
+    ack(queue, 0)
+    # D alone is left: it becomes the shard's group, and A's entry of it is gone.
+    assert group_keys(redis_client, queue) == set()
+    assert redis_client.get(queue.keys.group_base(0)) == b"D"
+    assert queued_groups(worker, ["d1", "d3"]) == {"d1": "D", "d3": "D"}
+    with pytest.raises(InvalidJob, match="queued in 'D'"):
+        enqueue(worker, "A", ["d1"])
+    enqueue(worker, None, ["x0"])
+    assert drain_order(queue) == ["d1", "x0", "d2", "d3"]
+
+
+def test_a_large_backlog_of_one_group_stays_indexed(worker, queue, redis_client):
+    """More than 10,000 queued ids of one group keep their index: another group coming
+    would otherwise index them all again, in one call."""
+    enqueue(worker, "A", [f"a{n}" for n in range(10_001)])
+    enqueue(worker, "B", ["b0"])
+    assert [job.id for job in pop(queue, 0, 2, now=NOW)] == ["a0", "b0"]
+    ack(queue, 0)
+    assert "turns" in group_keys(redis_client, queue)
+    assert queued_groups(worker, ["a1"]) == {"a1": "A"}
 
 
 def test_jobs_without_a_group_take_their_turn_as_one_group(worker, queue, redis_client):
@@ -168,9 +228,10 @@ def test_an_id_takes_another_group_once_it_left_the_queue(worker, queue):
 
 def test_a_failed_job_is_retried_in_its_group(worker, queue, redis_client):
     enqueue(worker, "A", ["a0"])
+    enqueue(worker, None, ["later"], perform_in=time.time() + 3600)  # two groups: indexed
     batch = pop(queue, 0, 1, now=NOW)
     fail(queue, 0, batch, "boom", retry_in, worker.max_retry_count, now=NOW)
-    assert redis_client.hget(queue.keys.group_of_hash(0), "a0") == b"A"
+    assert queued_groups(worker, ["a0"]) == {"a0": "A"}
     enqueue(worker, "B", ["b0", "b1"], perform_in=NOW + 5)
     # A's retry comes due after B is in the turns: A starts behind B, then they alternate.
     assert drain_order(queue, now=NOW + 10) == ["b0", "a0", "b1"]
@@ -184,7 +245,7 @@ def test_a_dead_job_keeps_its_group_and_queued_up_again_returns_to_it(redis_clie
     assert redis_client.hget(queue.keys.morgue_group_of_hash(0), "a0") == b"A"
     assert group_keys(redis_client, queue) == set()
     worker.actions().morgue_queue_up(["a0"])
-    assert redis_client.hget(queue.keys.group_of_hash(0), "a0") == b"A"
+    assert queued_groups(worker, ["a0"]) == {"a0": "A"}
     assert not redis_client.exists(queue.keys.morgue_group_of_hash(0))
 
 
@@ -192,7 +253,7 @@ def test_a_restored_batch_returns_to_its_group(worker, queue, redis_client):
     enqueue(worker, "A", ["a0", "a1"])
     pop(queue, 0, 1, now=NOW)
     restore(queue, 0, now=NOW)
-    assert redis_client.hgetall(queue.keys.group_of_hash(0)) == {b"a0": b"A", b"a1": b"A"}
+    assert queued_groups(worker, ["a0", "a1"]) == {"a0": "A", "a1": "A"}
     assert drain_order(queue) == ["a0", "a1"]
 
 
@@ -257,7 +318,7 @@ def test_a_moved_job_keeps_its_group(worker, redis_client):
     lowkiq.settings.workers = [worker, Target]
     enqueue(worker, "A", ["a0"])
     assert worker.actions().move(["a0"], to=Target) == 1
-    assert redis_client.hget(Target.queue().keys.group_of_hash(0), "a0") == b"A"
+    assert queued_groups(Target, ["a0"]) == {"a0": "A"}
 
 
 def test_the_push_itself_refuses_another_group_and_names_the_queued_one(worker, queue):
@@ -276,11 +337,12 @@ def test_a_reshard_keeps_every_jobs_group_and_the_turns(sharded_worker, redis_cl
     reshard(queue, 1)
     queue = sharded_worker.queue()
     [shard] = queue.shards
-    keys = queue.keys
-    of = redis_client.hgetall(keys.group_of_hash(shard))
-    assert {k.decode(): v.decode() for k, v in of.items()} == {
+    assert queued_groups(
+        sharded_worker, [*(f"a{n}" for n in range(12)), "b0", "b1", "b2", "x0"]
+    ) == {
         **{f"a{n}": "A" for n in range(12)},
         **{f"b{n}": "B" for n in range(3)},
+        "x0": None,
     }
     order = []
     while batch := pop(queue, shard, 1, now=NOW):
@@ -318,9 +380,7 @@ def test_a_perform_async_override_sets_the_group_from_the_payload(redis_client):
 
     lowkiq.settings.workers = [Accounts]
     Accounts.perform_async([{"id": "o1", "payload": {"account": "acme"}}])
-    queue = Accounts.queue()
-    assert redis_client.hget(queue.keys.group_of_hash(0), "o1") == b"acme"
-    assert [job["group"] for job in Accounts.queries().fetch(["o1"])] == ["acme"]
+    assert queued_groups(Accounts, ["o1"]) == {"o1": "acme"}
 
 
 def test_a_group_given_one_job_at_a_time_gets_no_more_turns_than_with_a_backlog(redis_client):
@@ -434,13 +494,13 @@ def test_groups_kept_with_nothing_queued_are_passed_over_a_chunk_at_a_time(
     assert redis_client.zrange(queue.keys.group_waits_zset(0), 0, -1) == [b"Z"]
 
 
-def test_a_grouped_pop_runs_three_more_commands_with_one_group_and_four_with_two(
+def test_a_grouped_pop_runs_two_more_commands_with_one_group_and_five_with_two(
     worker, queue, redis_client
 ):
-    """SPEC §14's cost of groups, in commands: a one-job pop of a shard whose jobs have a
-    group runs 3 more Redis commands than one without groups while one group holds the
-    turns (its turn is not written, the waits, absent, are not read), 4 with two groups
-    (a group that runs out of due jobs costs one more, once)."""
+    """SPEC §14's cost of groups, in commands: a one-job pop of a shard whose jobs are all
+    of one group runs 2 more Redis commands than one without groups (its base group is
+    read), 5 while two groups take turns (a group that runs out of due jobs costs one
+    more, once)."""
 
     def pop_cost() -> int:
         before = redis_commands(redis_client)
@@ -456,4 +516,4 @@ def test_a_grouped_pop_runs_three_more_commands_with_one_group_and_four_with_two
     lone = [pop_cost() for _ in range(2)]
     enqueue(worker, "B", [f"b{n}" for n in range(4)])
     two = [pop_cost() for _ in range(4)]  # neither group runs out of due jobs
-    assert (plain, lone, two) == ([plain[0]] * 2, [plain[0] + 3] * 2, [plain[0] + 4] * 4)
+    assert (plain, lone, two) == ([plain[0]] * 2, [plain[0] + 2] * 2, [plain[0] + 5] * 4)

@@ -212,11 +212,12 @@ local function find_queued(id)
   return nil, false
 end
 
--- Groups (fairness, docs/SPEC.md §14).  A shard none of whose queued jobs has a group
--- has no group key: its pop takes due ids by perform_in, as ever.  Once a job
--- of a group is queued, every queued id of the shard is also in the index of
--- its group, K.group_ids_zset(group) (id -> perform_in; the default group,
--- jobs without one, is the group ''), and every group holding ids is in one of:
+-- Groups (fairness, docs/SPEC.md §14).  A shard whose queued ids are all of one
+-- group, its *base* group (K.group_base; absent: the default group ''), keeps no
+-- other group key: its pop takes due ids by perform_in, as ever, and gives each the
+-- base group.  Once ids of a second group are queued, the shard is *indexed*: every
+-- queued id of the shard is also in the index of its group, K.group_ids_zset(group)
+-- (id -> perform_in), and every group holding ids is in one of:
 --   K.group_turns_zset  group -> its turn, a virtual time: its head was due
 --                       when it was put there; pop serves the smallest turn
 --                       and moves it on by 1 / weight a job (a start-time
@@ -227,9 +228,10 @@ end
 --                       a time gets one job a round; see group_picker)
 --   K.group_waits_zset  group -> at most the perform_in of its head, not due
 --                       then; pop moves it to the turns once due
--- so the shard is grouped while either exists, and ungrouped again once its
--- last grouped id leaves the queue.  K.group_of_hash holds the group of each
--- queued id outside the default group.
+-- so the shard is indexed while either exists.  K.group_of_hash holds the group of
+-- each queued id outside the base group.  The shard drops its group keys again once
+-- its queued ids are of one group (and at most COLLAPSE_MAX of them: the index that
+-- group needs when another comes is one ZUNIONSTORE of that many), or none.
 local grouped_known = nil
 local function grouped()
   if grouped_known == nil then
@@ -239,6 +241,21 @@ local function grouped()
       or redis.call('exists', K.group_waits_zset) == 1
   end
   return grouped_known
+end
+
+local COLLAPSE_MAX = 10000
+
+-- The shard's base group ('' when K.group_base does not exist).
+local base_known = nil
+local function base_group()
+  if base_known == nil then base_known = redis.call('get', K.group_base) or '' end
+  return base_known
+end
+
+local function set_base(g)
+  if g == base_group() then return end
+  if g == '' then redis.call('del', K.group_base) else redis.call('set', K.group_base, g) end
+  base_known = g
 end
 
 -- The group helpers, made by the one script call that needs them (a script makes
@@ -269,25 +286,35 @@ local function groups()
     end
   end
 
-  -- The shard gets its first group: the ids queued so far join the default group.
+  -- The shard gets a second group: the ids queued so far are indexed in the base group.
   local function begin(now)
     grouped_known = true
-    local key = K.group_ids_zset('')
+    local g = base_group()
+    local key = K.group_ids_zset(g)
     if redis.call('zunionstore', key, 1, K.perform_in_zset) > 0 then
-      place('', redis.call('zrange', key, 0, 0, 'withscores')[2], now)
+      place(g, redis.call('zrange', key, 0, 0, 'withscores')[2], now)
     end
   end
 
   local function group_of(id)
-    return redis.call('hget', K.group_of_hash, id) or ''
+    if not grouped() then return base_group() end
+    return redis.call('hget', K.group_of_hash, id) or base_group()
   end
 
   -- Index ids of group `g` (not yet in any), all scheduled at `at`: `scheduled` is
-  -- the flat list at, id (as ZADD takes it).
+  -- the flat list at, id (as ZADD takes it).  In a shard not indexed, ids of its
+  -- base group need nothing, and a shard with no queued id takes `g` as its base.
   local function add(scheduled, g, at, now)
-    if not grouped() then begin(now) end
+    if not grouped() then
+      if g == base_group() then return end
+      if redis.call('exists', K.perform_in_zset) == 0 then
+        set_base(g)
+        return
+      end
+      begin(now)
+    end
     call_many('zadd', K.group_ids_zset(g), scheduled)
-    if g ~= '' then
+    if g ~= base_group() then
       local of = {}
       for i = 2, #scheduled, 2 do
         of[i - 1] = scheduled[i]
@@ -317,7 +344,7 @@ local function groups()
   local function remove(id)
     local g = group_of(id)
     redis.call('zrem', K.group_ids_zset(g), id)
-    if g ~= '' then redis.call('hdel', K.group_of_hash, id) end
+    if g ~= base_group() then redis.call('hdel', K.group_of_hash, id) end
     forget_if_empty(g)
     return g
   end
@@ -328,10 +355,28 @@ local function groups()
     place(g, at, now)
   end
 
+  -- An indexed shard whose queued ids are all of one group again (the turns hold that
+  -- group alone, and the waits none), at most COLLAPSE_MAX of them, drops its group
+  -- keys: that group becomes its base.  Returns whether it did.
+  local function collapse()
+    local rows = redis.call('zrange', turns, 0, 1)
+    if #rows ~= 1 or redis.call('exists', waits) == 1 then return false end
+    if redis.call('zcard', K.perform_in_zset) > COLLAPSE_MAX then return false end
+    local g = rows[1]
+    redis.call('unlink', K.group_ids_zset(g), turns)
+    if g ~= base_group() then
+      redis.call('unlink', K.group_of_hash)
+      set_base(g)
+    end
+    grouped_known = false
+    for other in pairs(in_turns) do in_turns[other] = nil end
+    return true
+  end
+
   group_helpers = {
     place = place, group_of = group_of, add = add,
     remove = remove, reschedule = reschedule, forget_if_empty = forget_if_empty,
-    in_turns = in_turns,
+    collapse = collapse, in_turns = in_turns,
   }
   return group_helpers
 end
@@ -402,9 +447,10 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
   -- turn comes round: given due work before then, it would otherwise start just
   -- after the smallest turn, ahead of the groups it was served before, and take
   -- more turns given one job at a time than with a backlog.  Returns whether a
-  -- group was kept so (the caller drops the turns of a shard left with no job).
+  -- group was kept so (the caller drops the turns of a shard left with no job), and
+  -- how many groups of the pool stay in the turns (nil: no pool to write).
   local function finish()
-    if not pool then return kept_idle end
+    if not pool then return kept_idle, nil end
     -- The new turns (flat turn, group), the groups read with nothing due now, and
     -- the smallest turn of the groups staying.
     local moved, idle, staying = {}, {}, math.huge
@@ -457,7 +503,7 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
     if not lone then call_many('zadd', turns, moved) end
     call_many('zrem', turns, gone)
     pool = nil
-    return kept_idle
+    return kept_idle, #order - #gone
   end
 
   -- Groups kept in the turns with nothing queued (see finish) come in runs, those
@@ -571,13 +617,16 @@ end
 -- without_error: the caller knows the job has no error (skips an HDEL).  requeued: the
 -- caller queues the id again at once, in its group, whose index it stays in (so the
 -- group, not gone from the queue, keeps its turn).  Returns the job's group ('': the
--- default one), or nil in a shard without groups.
+-- default one).
 local function remove_queued(id, member, is_retry, without_error, requeued)
   redis.call('zrem', K.perform_in_zset, id)
-  local group = nil
-  if grouped() then
-    local G = groups()
-    if requeued then group = G.group_of(id) else group = G.remove(id) end
+  local group
+  if not grouped() then
+    group = base_group()
+  elseif requeued then
+    group = groups().group_of(id)
+  else
+    group = groups().remove(id)
   end
   -- Only a hot id (empty blob) may have yielded to the due ids (see pop.lua).
   if #member == #id + 1 then redis.call('zrem', K.due_since_zset, id) end
@@ -632,7 +681,8 @@ local function write_queued(id, blob, perform_in, retry_count, error, now, group
   end
   if error then redis.call('hset', K.errors_hash, id, error) end
   wake_if_sooner(perform_in, now)
-  if (group and group ~= '') or grouped() then groups().add({perform_in, id}, group or '', perform_in, now) end
+  group = group or ''
+  if grouped() or group ~= base_group() then groups().add({perform_in, id}, group, perform_in, now) end
   redis.call('zadd', K.perform_in_zset, perform_in, id)
 end
 
@@ -654,7 +704,7 @@ local function queue_merge(id, blob, perform_in, retry_count, error, keep_schedu
       end
       return
     end
-    group = remove_queued(id, member, is_retry, false, true) or ''  -- nil: a shard without groups
+    group = remove_queued(id, member, is_retry, false, true)
   end
   write_queued(id, merged, perform_in, retry_count, error, now, group)
 end
@@ -709,12 +759,20 @@ end
 local PROCESSING_HEADER = '>di4i4'
 local PROCESSING_HEADER_SIZE = 16
 
+-- The prefix of each group's packed jobs, made once a script call.
+local group_prefixes = {}
+
 local function processing_pack(perform_in, retry_count, error, blob, group)
-  local err_len = error and #error or -1
-  local value = struct.pack(PROCESSING_HEADER, tonumber(perform_in), retry_count, err_len)
-    .. (error or '') .. blob
-  if group and group ~= '' then return string.char(255) .. struct.pack('>I4', #group) .. group .. value end
-  return value
+  local head = struct.pack(PROCESSING_HEADER, tonumber(perform_in), retry_count, error and #error or -1)
+  if group and group ~= '' then
+    local prefix = group_prefixes[group]
+    if not prefix then
+      prefix = string.char(255) .. struct.pack('>I4', #group) .. group
+      group_prefixes[group] = prefix
+    end
+    return prefix .. head .. (error or '') .. blob
+  end
+  return head .. (error or '') .. blob
 end
 
 -- perform_in (exact string), retry_count, error or nil, blob, group (nil: the default)

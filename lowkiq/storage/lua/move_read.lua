@@ -21,7 +21,7 @@ for i = 1, #ARGV do
     found[#found + 1] = id
     found[#found + 1] = blob
     found[#found + 1] = redis.call('hget', K.errors_hash, id)
-    found[#found + 1] = grouped() and groups().group_of(id) or ''
+    found[#found + 1] = groups().group_of(id)
   end
 end
 return found

@@ -94,14 +94,20 @@ end
 -- The group keys, for the EXISTS below: K.group_turns_zset once and K.group_waits_zset
 -- 5 times (EXISTS counts a key each time it is named), so that once the turns are read
 -- the count says whether the waits exist too, besides how many of the (at most 4) other
--- keys do.
+-- keys do; and K.group_base, asked about again when the count is not 0.
 local waits_key = K.group_waits_zset
-local GROUP_KEYS = {K.group_turns_zset, waits_key, waits_key, waits_key, waits_key, waits_key}
+local GROUP_KEYS = {K.group_turns_zset, waits_key, waits_key, waits_key, waits_key, waits_key,
+  K.group_base}
 -- How many of the keys an EXISTS of some keys and GROUP_KEYS counted were not the
 -- group keys: a shard whose count is 0 asks no more.  Otherwise the first two entries
 -- of the turns are read, and the first of the waits when they exist: the choice of the
 -- shard's jobs below starts from them.
 local function without_groups(count)
+  if count > 0 and redis.call('exists', K.group_base) == 1 then
+    count = count - 1  -- the base group is read when needed
+  else
+    base_known = ''
+  end
   if count == 0 then
     grouped_known = false
     return 0
@@ -171,19 +177,23 @@ end
 -- gave, finish() to write what the choice changed (see group_picker); else `due`,
 -- the due ids by perform_in (flat id, perform_in).
 local picker, unpick, finish, any_grouped_due, due
+-- The base group (see _common.lua), that of every job of a shard not indexed (in an
+-- indexed one, ids of every group leave K.group_of_hash: the base group's have no entry).
+local base = false
 if grouped_known then
   local weights = {}
   for i = capping and 12 or 11, #ARGV, 2 do weights[ARGV[i]] = tonumber(ARGV[i + 1]) end
   picker, unpick, finish, any_grouped_due = group_picker(now, limit, weights, first_turn, first_wait)
 else
-  -- A shard of the default group only gives nothing while that group is out of tokens.
-  local default_out = false
+  -- A shard of one group gives nothing while that group is at its cap or out of tokens.
+  base = base_group()
+  local base_out = false
   if capping then
     for i = 12, #ARGV, 2 do
-      if ARGV[i] == '' and ARGV[i + 1] == '0' then default_out = true end
+      if ARGV[i] == base and ARGV[i + 1] == '0' then base_out = true end
     end
   end
-  due = default_out and {} or redis.call('zrangebyscore', K.perform_in_zset, '-inf', now,
+  due = base_out and {} or redis.call('zrangebyscore', K.perform_in_zset, '-inf', now,
     'withscores', 'limit', '0', limit_arg)
 end
 local function any_due()
@@ -237,7 +247,7 @@ local unscheduled, fresh_gone, entries = {}, {}, {}
 local retry_gone, counts_gone, errors_gone = nil, nil, nil
 -- Hot ids: those that yield (perform_in now, queued behind the due ids), with the
 -- perform_in they had and their group, and those that leave (no longer yielding).
--- Ids of a group other than the default one leaving the queue leave K.group_of_hash.
+-- Ids of a group other than the base one leaving the queue leave K.group_of_hash.
 local yielding, yielded_gone, grouped_gone = nil, nil, nil
 local taken, alone = 0, false
 local popped_ids = TRACK and {}  -- with Worker.track
@@ -249,7 +259,7 @@ while not alone and taken < allowance do
   local id, perform_in, group
   if due then
     next_due = next_due + 2
-    id, perform_in = due[next_due], due[next_due + 1]
+    id, perform_in, group = due[next_due], due[next_due + 1], base
   else
     id, perform_in, group = picker()
   end
@@ -288,7 +298,7 @@ while not alone and taken < allowance do
     end
     if leaves then
       unscheduled[#unscheduled + 1] = id
-      if group and group ~= '' then
+      if group ~= base then
         grouped_gone = grouped_gone or {}
         grouped_gone[#grouped_gone + 1] = id
       end
@@ -324,13 +334,14 @@ while not alone and taken < allowance do
     out[#out + 1] = blob
   else
     unscheduled[#unscheduled + 1] = id
-    if group and group ~= '' then
+    if group ~= base then
       grouped_gone = grouped_gone or {}
       grouped_gone[#grouped_gone + 1] = id
     end
   end
 end
-local kept_idle = finish and finish()
+local kept_idle, staying = false, nil
+if finish then kept_idle, staying = finish() end
 call_many('zrem', K.perform_in_zset, unscheduled)
 -- A group kept in the turns with nothing due waits for a smaller turn: in a shard this
 -- pop left with no queued job, every group is such a one, and the shard keeps no turns.
@@ -357,13 +368,16 @@ if yielding then
       behind[#behind + 1] = job[1]
     end
     -- Back in its group's index (picker took it out), behind the group's due ids.
-    if job[3] then groups().reschedule(job[1], job[3], at, now) end
+    if picker then groups().reschedule(job[1], job[3], at, now) end
   end
   if #behind > 1 then
     redis.call('zadd', K.due_since_zset, unpack(since))
     redis.call('zadd', K.perform_in_zset, unpack(behind))
   end
 end
+-- A shard whose queued ids are of one group again keeps no group key (checked when
+-- one group of those the pop read stays in the turns).
+if staying == 1 then groups().collapse() end
 call_many('hset', processing, entries)
 if TRACK then
   local popped = taken > 0 and table.concat(popped_ids, '\0') or nil

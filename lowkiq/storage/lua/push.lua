@@ -78,7 +78,7 @@ local function check_groups()
         local known = redis.call('zmscore', K.perform_in_zset, unpack(ids))
         ids_of_chunk[start], known_of_chunk[start] = ids, known
         for n, id in ipairs(ids) do
-          local queued = known[n] and (grouped() and groups().group_of(id) or '')
+          local queued = known[n] and groups().group_of(id)
           if queued and queued ~= group then
             return redis.error_reply('GROUP ' .. #id .. ' ' .. id .. queued)
           end
@@ -126,7 +126,7 @@ while i <= #ARGV do
     end
     if #lex_args > 0 then
       wake_if_sooner(perform_in, now)
-      if group ~= '' or grouped() then groups().add(schedule_args, group, perform_in, now) end
+      if grouped() or group ~= base_group() then groups().add(schedule_args, group, perform_in, now) end
       redis.call('zadd', K.fresh_lex_zset, unpack(lex_args))
       redis.call('zadd', K.perform_in_zset, unpack(schedule_args))
     end

@@ -46,7 +46,7 @@ for i = 1, #queued, 2 do
     local blob, at = blob_of(member, id), queued[i + 1]
     -- A hot id that yielded to the due ids (pop.lua) moves with the time it became due.
     if blob == '' then at = redis.call('zscore', K.due_since_zset, id) or at end
-    local group = redis.call('hget', K.group_of_hash, id)
+    local group = groups().group_of(id)
     add('q', id, at, retry_count, error, full_blob(blob, K.payloads_zset(id)), group)
   end
 end
