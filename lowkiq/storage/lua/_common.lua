@@ -252,12 +252,6 @@ local function base_group()
   return base_known
 end
 
-local function set_base(g)
-  if g == base_group() then return end
-  if g == '' then redis.call('del', K.group_base) else redis.call('set', K.group_base, g) end
-  base_known = g
-end
-
 -- The group helpers, made by the one script call that needs them (a script makes
 -- each function it defines again on every call, and most shards have no group).
 local group_helpers = nil
@@ -265,6 +259,12 @@ local function groups()
   if group_helpers then return group_helpers end
   local turns, waits = K.group_turns_zset, K.group_waits_zset
   local in_turns = {}  -- groups this call knows are in the turns
+
+  local function set_base(g)
+    if g == base_group() then return end
+    if g == '' then redis.call('del', K.group_base) else redis.call('set', K.group_base, g) end
+    base_known = g
+  end
 
   -- The turn a group starts at: just after the smallest turn of the groups in the
   -- turns (behind the groups at it, whose names might sort after its own).
@@ -759,12 +759,13 @@ end
 local PROCESSING_HEADER = '>di4i4'
 local PROCESSING_HEADER_SIZE = 16
 
--- The prefix of each group's packed jobs, made once a script call.
-local group_prefixes = {}
+-- The prefix of each group's packed jobs, made once a script call (when one is packed).
+local group_prefixes = nil
 
 local function processing_pack(perform_in, retry_count, error, blob, group)
   local head = struct.pack(PROCESSING_HEADER, tonumber(perform_in), retry_count, error and #error or -1)
   if group and group ~= '' then
+    group_prefixes = group_prefixes or {}
     local prefix = group_prefixes[group]
     if not prefix then
       prefix = string.char(255) .. struct.pack('>I4', #group) .. group
