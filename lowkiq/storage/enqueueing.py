@@ -247,15 +247,24 @@ class Enqueueing(QueueBase):
             if group:
                 shard = shard_of(job_id, layout.count, layout.base)
                 by_shard.setdefault(shard, {}).setdefault(group, []).append(job_id)
+        # First each shard's groups alone: most shards need no id looked up (all of
+        # their queued jobs are of the pushed group), and the others say so.
+        calls = [
+            ("group_check", shard, [arg for group in sections for arg in (group, 0)])
+            for shard, sections in by_shard.items()
+        ]
+        asked = [
+            shard for shard, reply in zip(by_shard, self.run_pipelined(calls), strict=True) if reply
+        ]
         calls = [
             (
                 "group_check",
                 shard,
-                [arg for group, ids in sections.items() for arg in (group, len(ids), *ids)],
+                [arg for group, ids in by_shard[shard].items() for arg in (group, len(ids), *ids)],
             )
-            for shard, sections in by_shard.items()
+            for shard in asked
         ]
-        for reply in self.run_pipelined(calls):
+        for reply in self.run_pipelined(calls) if calls else ():
             if reply:
                 raise _group_conflict(jobs, reply[0].decode(), reply[1].decode())
 

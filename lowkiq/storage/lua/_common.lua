@@ -231,7 +231,7 @@ end
 -- so the shard is indexed while either exists.  K.group_of_hash holds the group of
 -- each queued id outside the base group.  The shard drops its group keys again once
 -- its queued ids are of one group (and at most COLLAPSE_MAX of them: the index that
--- group needs when another comes is one ZUNIONSTORE of that many), or none.
+-- group needs when another comes is one COPY of that many), or none.
 local grouped_known = nil
 local function grouped()
   if grouped_known == nil then
@@ -291,7 +291,7 @@ local function groups()
     grouped_known = true
     local g = base_group()
     local key = K.group_ids_zset(g)
-    if redis.call('zunionstore', key, 1, K.perform_in_zset) > 0 then
+    if redis.call('copy', K.perform_in_zset, key, 'replace') == 1 then
       place(g, redis.call('zrange', key, 0, 0, 'withscores')[2], now)
     end
   end

@@ -1,9 +1,11 @@
 -- group_check: whether jobs may be pushed with their groups (read only; push
 -- checks again, and refuses its shard's part, when a group changed meanwhile).
 -- KEYS[1]  the shard's prefix
--- ARGV     sections: group (never ''), count, then `count` ids (of this shard)
+-- ARGV     sections: group (never ''), count, then `count` ids (of this shard); or,
+--          to ask first whether the ids are needed, sections of count 0
 -- Returns: {} when each id is not queued or queued in that group, else the first
---   other: {id, its queued group ('': the default one)}
+--   other: {id, its queued group ('': the default one)}; {'?'} when asked without
+--   the ids and they are needed.
 -- A shard not indexed whose base group is every section's, or that holds no queued
 -- id, needs no id looked up: its queued ids are all of that group.
 local same = not grouped()
@@ -15,6 +17,7 @@ if same and redis.call('exists', K.perform_in_zset) == 1 then
   end
 end
 if same then return {} end
+if ARGV[2] == '0' then return {'?'} end
 local i = 1
 while i <= #ARGV do
   local group, last = ARGV[i], i + 1 + tonumber(ARGV[i + 1])

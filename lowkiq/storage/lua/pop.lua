@@ -94,7 +94,7 @@ end
 -- The group keys, for the EXISTS below: K.group_turns_zset once and K.group_waits_zset
 -- 5 times (EXISTS counts a key each time it is named), so that once the turns are read
 -- the count says whether the waits exist too, besides how many of the (at most 4) other
--- keys do; and K.group_base, asked about again when the count is not 0.
+-- keys do; and K.group_base, read when the count is not 0.
 local waits_key = K.group_waits_zset
 local GROUP_KEYS = {K.group_turns_zset, waits_key, waits_key, waits_key, waits_key, waits_key,
   K.group_base}
@@ -103,11 +103,8 @@ local GROUP_KEYS = {K.group_turns_zset, waits_key, waits_key, waits_key, waits_k
 -- of the turns are read, and the first of the waits when they exist: the choice of the
 -- shard's jobs below starts from them.
 local function without_groups(count)
-  if count > 0 and redis.call('exists', K.group_base) == 1 then
-    count = count - 1  -- the base group is read when needed
-  else
-    base_known = ''
-  end
+  base_known = count > 0 and redis.call('get', K.group_base) or ''
+  if base_known ~= '' then count = count - 1 end
   if count == 0 then
     grouped_known = false
     return 0
