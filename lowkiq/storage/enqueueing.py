@@ -104,6 +104,10 @@ REFUSED = -1
 GROUP_REFUSED = "GROUP "
 #: How many times one enqueue follows a reshard before it gives up.
 REROUTES = 3
+#: Jobs of a group in a call of several shards from which the check of their groups first
+#: asks each shard whether it needs their ids (one round trip more for the shards that
+#: hold several groups, against every id sent to every shard).
+PROBE_FROM = 100
 
 
 def _incomplete(
@@ -167,6 +171,15 @@ def _group_conflict(jobs: list[NewJob], job_id: str, queued: str) -> InvalidJob:
         f"{repr(queued) if queued else 'the default group'}: an id keeps its group while "
         f"it is queued (give that group, or none)",
     )
+
+
+def _check_args(sections: dict[str, list[str]], with_ids: bool) -> list[Any]:
+    """The arguments of ``group_check`` for one shard's ids by group: each group, how
+    many ids, the ids (``with_ids``; else none of them, count 0)."""
+    args: list[Any] = []
+    for group, ids in sections.items():
+        args += (group, len(ids), *ids) if with_ids else (group, 0)
+    return args
 
 
 def _refused_group(error: Exception | None) -> tuple[str, str] | None:
@@ -247,23 +260,14 @@ class Enqueueing(QueueBase):
             if group:
                 shard = shard_of(job_id, layout.count, layout.base)
                 by_shard.setdefault(shard, {}).setdefault(group, []).append(job_id)
-        # First each shard's groups alone: most shards need no id looked up (all of
-        # their queued jobs are of the pushed group), and the others say so.
-        calls = [
-            ("group_check", shard, [arg for group in sections for arg in (group, 0)])
-            for shard, sections in by_shard.items()
-        ]
-        asked = [
-            shard for shard, reply in zip(by_shard, self.run_pipelined(calls), strict=True) if reply
-        ]
-        calls = [
-            (
-                "group_check",
-                shard,
-                [arg for group, ids in by_shard[shard].items() for arg in (group, len(ids), *ids)],
-            )
-            for shard in asked
-        ]
+        asked = list(by_shard)
+        if sum(1 for job in jobs if job[4]) >= PROBE_FROM:
+            # First each shard's groups alone: most shards need no id looked up (all of
+            # their queued jobs are of the pushed group), and the others say so.
+            calls = [("group_check", shard, _check_args(by_shard[shard], False)) for shard in asked]
+            replies = self.run_pipelined(calls)
+            asked = [shard for shard, reply in zip(asked, replies, strict=True) if reply]
+        calls = [("group_check", shard, _check_args(by_shard[shard], True)) for shard in asked]
         for reply in self.run_pipelined(calls) if calls else ():
             if reply:
                 raise _group_conflict(jobs, reply[0].decode(), reply[1].decode())
