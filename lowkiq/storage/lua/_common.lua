@@ -363,11 +363,8 @@ local function groups()
     if #rows ~= 1 or redis.call('exists', waits) == 1 then return false end
     if redis.call('zcard', K.perform_in_zset) > COLLAPSE_MAX then return false end
     local g = rows[1]
-    redis.call('unlink', K.group_ids_zset(g), turns)
-    if g ~= base_group() then
-      redis.call('unlink', K.group_of_hash)
-      set_base(g)
-    end
+    redis.call('unlink', K.group_ids_zset(g), turns, K.group_of_hash)
+    set_base(g)
     grouped_known = false
     for other in pairs(in_turns) do in_turns[other] = nil end
     return true
