@@ -69,9 +69,10 @@ def fill(
     return thread_queue, tokens
 
 
-def drain(queue: Queue, tokens: dict[int, str], batch: int) -> int:
-    """Pop every shard of ``queue`` until all are empty, each pop acking its shard's
-    previous batch; returns how many jobs were popped."""
+def drain(queue: Queue, tokens: dict[int, str], batch: int, batches: int = 1) -> int:
+    """Pop every shard of ``queue`` until all are empty, each pop taking up to
+    ``batches`` batches of ``batch`` jobs and acking its shard's previous one; returns
+    how many jobs were popped."""
     client: Any = queue.client
     pending = set()
     active = list(tokens)
@@ -79,8 +80,14 @@ def drain(queue: Queue, tokens: dict[int, str], batch: int) -> int:
     while active:
         commands = [
             queue.pop_command(
-                shard, tokens[shard], batch, shard if shard in pending else None, tokens[shard]
-            )
+                shard,
+                tokens[shard],
+                batch,
+                shard if shard in pending else None,
+                tokens[shard],
+                None,
+                batches,
+            )  # fmt: skip
             for shard in active
         ]
         still = []

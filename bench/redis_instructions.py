@@ -33,6 +33,7 @@ from pathlib import Path
 
 import redis
 from _machine import machine
+from redis_cost import drain
 
 from lowkiq.clients.thread import ThreadClient
 from lowkiq.embedded import redis_server_binary
@@ -96,38 +97,6 @@ class CountedRedis:
         self.process.wait()
 
 
-def drain(queue: Queue, tokens: dict[int, str], batches: int) -> int:
-    """Pop every shard until all are empty; returns how many jobs were popped."""
-    client = queue.client
-    acking: set[int] = set()
-    active = list(tokens)
-    done = 0
-    while active:
-        commands = [
-            queue.pop_command(
-                shard,
-                tokens[shard],
-                1,
-                shard if shard in acking else None,
-                tokens[shard],
-                None,
-                batches,
-            )  # fmt: skip
-            for shard in active
-        ]
-        still = []
-        for shard, reply in zip(active, client.run_keyed(commands), strict=True):  # type: ignore[attr-defined]
-            jobs = queue.read_popped(reply).jobs
-            if jobs:
-                done += len(jobs)
-                acking.add(shard)
-                still.append(shard)
-            else:
-                acking.discard(shard)
-        active = still
-    return done
-
-
 def scenario(
     server: CountedRedis, name: str, jobs: int, shards: int, batches: int
 ) -> tuple[int, int]:
@@ -157,7 +126,7 @@ def scenario(
 
     def pop_all() -> None:
         nonlocal done
-        done = drain(thread_queue, tokens, batches)
+        done = drain(thread_queue, tokens, 1, batches)
 
     popped = server.count(pop_all)
     thread_queue.client.close()
