@@ -112,8 +112,8 @@ import redis
 from _machine import machine
 
 from lowkiq.clients.connection import pipelined
-from lowkiq.embedded import EmbeddedServer, start_server
-from lowkiq.embedded_cluster import EmbeddedCluster, start_cluster
+from lowkiq.clients.embedded import EmbeddedServer, start_server
+from lowkiq.clients.embedded_cluster import EmbeddedCluster, start_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The queue's URL scheme with --cluster (lowkiq's, as bench/chaos_app.py reads it).

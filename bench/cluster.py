@@ -3,7 +3,7 @@
 of this process and of Redis), and both again with ``wait_replicas = 1`` (every write
 waits for its replica: the cost of durability).
 
-Both start privately from the same redis-server binary (lowkiq.embedded), never REDIS_URL,
+Both start privately from the same redis-server binary (lowkiq.clients.embedded), never REDIS_URL,
 with the same replication: ``--replicas`` replicas (default 1) of the server and of each
 master.  The cluster's share is of the server reached over TCP, as the cluster's nodes
 are; the same server over its unix socket, a cheaper transport, is printed as well.
@@ -27,8 +27,8 @@ from drain import drain, make_worker
 
 import lowkiq
 from lowkiq.clients.connection import Client
-from lowkiq.embedded import EmbeddedServer, socket_path, start_server
-from lowkiq.embedded_cluster import free_port, start_cluster
+from lowkiq.clients.embedded import EmbeddedServer, socket_path, start_server
+from lowkiq.clients.embedded_cluster import free_port, start_cluster
 
 
 def enqueue(make: Callable[[], Client], jobs: int, shards: int, wait: int) -> float:

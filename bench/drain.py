@@ -2,7 +2,7 @@
 CPU µs per job of the worker process and of Redis (``INFO cpu``), a figure far steadier
 than jobs/s on a shared host.
 
-Runs against a private Redis (lowkiq.embedded.start_server), never REDIS_URL.
+Runs against a private Redis (lowkiq.clients.embedded.start_server), never REDIS_URL.
 Usage: python bench/drain.py [--jobs 100000] [--threads 5] [--shards 5] [--track]
 (``--track``: each batch size with ``Worker.track`` off and on, ``--rounds`` times, the
 order turned round every round, since the first run of a pair tends to be the faster on
@@ -23,7 +23,7 @@ from _machine import flush, machine, processed, redis_cpu
 
 import lowkiq
 from lowkiq.clients.connection import Client
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 from lowkiq.runtime.server import Server
 
 

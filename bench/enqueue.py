@@ -1,6 +1,6 @@
 """Enqueue throughput and memory: 100,000 jobs with a small dict payload, 1,000 per call.
 
-Runs against a private Redis (lowkiq.embedded) unless REDIS_URL is set, and
+Runs against a private Redis (lowkiq.clients.embedded) unless REDIS_URL is set, and
 prints jobs/s, Redis bytes per queued job (INFO used_memory delta), and the CPU µs per job
 of this process (the perform_async calls, job dicts built beforehand) and of Redis.
 
@@ -19,7 +19,7 @@ import redis
 from _machine import redis_cpu
 
 import lowkiq
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 
 
 class BenchWorker(lowkiq.Worker):

@@ -279,7 +279,7 @@ def worker_classes(shards: int, queues: int) -> list[type[lowkiq.Worker]]:
 
 @contextmanager
 def private_redis() -> Iterator[str]:
-    from lowkiq.embedded import start_server
+    from lowkiq.clients.embedded import start_server
 
     with tempfile.TemporaryDirectory() as directory:
         from pathlib import Path

@@ -37,7 +37,7 @@ import redis
 from _blank import blank_env, start_blank_worker
 from _machine import machine, redis_cpu
 
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 from lowkiq.ownership.assignment import ShardKey
 from lowkiq.storage.keys import OwnershipKeys, QueueKeys
 

@@ -3,7 +3,7 @@ Redis every millisecond.
 
 Prints the worst and the 99.9th percentile PING latency seen by that other client
 during the call, the longest single Redis command (SLOWLOG), the number of script
-calls, and the total time.  Runs against a private Redis (lowkiq.embedded) unless
+calls, and the total time.  Runs against a private Redis (lowkiq.clients.embedded) unless
 REDIS_URL is set.
 
     python bench/giant_enqueue.py [--jobs 2000000] [--shards 5]
@@ -22,7 +22,7 @@ import redis
 from _machine import machine
 
 import lowkiq
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 from lowkiq.storage.push_plan import ROUND_BYTES, ROUND_JOBS
 
 

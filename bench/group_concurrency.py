@@ -5,7 +5,7 @@ batches running in live processes (``bench:running:<group>``, written by the job
 the peak must not exceed the cap.  It also times B and C with A's flood against B and
 C alone (the other groups keep their speed).
 
-Runs against a private Redis (lowkiq.embedded.start_server), never REDIS_URL.
+Runs against a private Redis (lowkiq.clients.embedded.start_server), never REDIS_URL.
 With ``--group-rate R`` (and ``--cap 0``) each group is rate-limited to R jobs per second
 instead (``RateLimit(R, per_group=True)``): the per-group figures then show each group at
 its rate beside A's flood.
@@ -30,7 +30,7 @@ import redis
 from _machine import machine
 
 import lowkiq
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUPS = ("A", "B", "C")

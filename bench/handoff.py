@@ -21,7 +21,7 @@ import redis
 from _blank import blank_env, start_blank_worker
 from _machine import machine
 
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 from lowkiq.ownership import leases
 from lowkiq.storage.queue import Queue
 

@@ -4,7 +4,7 @@ Prints the per-enqueue p50/p99 (client round trip) over the 1,000 calls that
 took the id to 1,000, 10,000 and 100,000 payloads, and the server-side durations
 of the run's Redis commands (SLOWLOG with a 0 µs threshold): p50, p99, longest.
 
-Runs against a private Redis (lowkiq.embedded.start_server), never REDIS_URL.
+Runs against a private Redis (lowkiq.clients.embedded.start_server), never REDIS_URL.
 Usage: python bench/hot_id.py [--payloads 100000]
 """
 
@@ -19,7 +19,7 @@ import redis
 from _machine import machine
 
 import lowkiq
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 from lowkiq.storage.queries import Queries
 
 #: Payload counts at which the figures are printed: over the WINDOW enqueues up to each.

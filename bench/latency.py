@@ -4,7 +4,7 @@ then jobs scheduled 100 ms to 2 s ahead, time from their ``perform_in`` to ``per
 The worker runs in a process of its own, as behind a web app: the producer (this
 process) enqueues, the worker's ``perform`` notes when it started (the host's monotonic
 clock, which both processes share; wall-clock time for the scheduled jobs) in a Redis
-list this process waits on.  Runs against a private Redis (lowkiq.embedded.start_server),
+list this process waits on.  Runs against a private Redis (lowkiq.clients.embedded.start_server),
 never REDIS_URL.
 It also prints the floor on this host, in the same run: a bare ``RPUSH`` waking a
 ``BLPOP`` in another process (which notes when it woke), with no lowkiq in between.
@@ -24,7 +24,7 @@ import redis
 from _machine import machine
 
 import lowkiq
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 from lowkiq.runtime.server import Server
 
 #: How far ahead scheduled jobs are due, seconds.

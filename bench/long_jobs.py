@@ -12,7 +12,7 @@ One worker process (its own process, as in production) serves an
    exit (target: one payload + 0.5 s), and how many payloads were left for the next
    process, which then runs them (checked: exactly once, in order, overall).
 
-Runs against a private Redis (lowkiq.embedded.start_server), never REDIS_URL.
+Runs against a private Redis (lowkiq.clients.embedded.start_server), never REDIS_URL.
 Usage: python bench/long_jobs.py [--payloads 10000]
 """
 
@@ -31,7 +31,7 @@ from _machine import machine
 from latency import configure
 
 import lowkiq
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 from lowkiq.runtime.server import Server
 
 #: Where ``perform_one`` notes each payload it performed, and when the other id started.

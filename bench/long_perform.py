@@ -6,7 +6,7 @@ One worker process (its own process, as in production) with 4 shards and 2 threa
 one job sleeps ``--seconds`` in ``perform``; meanwhile a job of another shard (a
 random one of the three) is enqueued every 50 ms, and each one's delay from
 ``perform_async`` to its ``perform`` is measured on the host's monotonic clock.
-Runs against a private Redis (lowkiq.embedded.start_server), never REDIS_URL.
+Runs against a private Redis (lowkiq.clients.embedded.start_server), never REDIS_URL.
 Usage: python bench/long_perform.py [--seconds 10] [--threads 2] [--shards 4]
 """
 
@@ -22,7 +22,7 @@ from _machine import machine
 from latency import WorkerProcess, configure, next_start, percentiles
 
 import lowkiq
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 
 #: Where ``perform`` notes ``"<id> <monotonic> <wall clock>"`` when it starts.
 STARTS = "bench:starts"

@@ -2,7 +2,7 @@
 
 Writes one day of per-minute history for one worker through the real flush
 path (lowkiq.telemetry.store.add), in three shapes, and sums MEMORY USAGE of
-every key it made.  Runs against a private Redis (lowkiq.embedded.start_server).
+every key it made.  Runs against a private Redis (lowkiq.clients.embedded.start_server).
 Usage: python bench/metrics_memory.py
 """
 
@@ -15,7 +15,7 @@ import time
 import redis
 from _machine import machine
 
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 from lowkiq.storage.keys import QueueKeys
 from lowkiq.telemetry import store
 from lowkiq.telemetry.counts import (

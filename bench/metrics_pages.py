@@ -1,7 +1,7 @@
 """Response times of the Metrics pages and /metrics with 20 workers and 72 hours of history,
 every minute of it busy (the worst case: every field of every minute, ten minutes and hour set).
 
-Runs against a private Redis (lowkiq.embedded.start_server), never REDIS_URL.
+Runs against a private Redis (lowkiq.clients.embedded.start_server), never REDIS_URL.
 Requests go through Flask's test client (the app and Redis, no HTTP server).
 
     python bench/metrics_pages.py [--workers 20] [--requests 50]
@@ -18,7 +18,7 @@ import redis
 from _machine import machine
 
 import lowkiq
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 from lowkiq.telemetry import store
 from lowkiq.telemetry.counts import SIZE
 from lowkiq_web import create_app

@@ -25,7 +25,7 @@ The worker runs in a process of its own (the default worker: 5 shards, 5 threads
 batch size 1); its ``perform`` notes when it starts (the host's monotonic clock,
 shared by both processes) in Redis (``tenants``: one push every 20 ms, not one a job,
 which would weigh on the Redis CPU per job).  Runs against a private Redis
-(lowkiq.embedded.start_server), never REDIS_URL.
+(lowkiq.clients.embedded.start_server), never REDIS_URL.
 Usage: python bench/noisy_neighbour.py [hot-id] [--seconds 15] [--rate 1000]
        python bench/noisy_neighbour.py tenants [--groups] [--runs 1] [--jobs 20000]
 """
@@ -44,7 +44,7 @@ from _machine import flush, machine, processed, redis_cpu
 from latency import WorkerProcess, configure, percentiles
 
 import lowkiq
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 
 #: Where ``perform`` notes ``"<id> <monotonic>"`` of the jobs other than the hot id.
 STARTS = "bench:starts"

@@ -1,7 +1,7 @@
 """``Worker.perform_timeout``: how soon a perform past its limit is stopped, and what the
 limit costs a batch.
 
-1. A worker process of its own (private Redis, lowkiq.embedded.start_server, never
+1. A worker process of its own (private Redis, lowkiq.clients.embedded.start_server, never
    REDIS_URL) with ``perform_timeout = 1``: jobs whose sync ``perform`` spins (``while
    True: pass``), then jobs whose ``async def perform`` awaits forever, every thread
    busy at once; each perform notes the seconds from its own start to the
@@ -26,7 +26,7 @@ from _machine import machine
 from latency import WorkerProcess, percentiles
 
 import lowkiq
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.storage.processing import PoppedJob
 from lowkiq.telemetry.recorder import NO_RECORDER

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from _machine import machine
 
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 from lowkiq.storage import schedules as store
 from lowkiq.storage.queue import Queue
 

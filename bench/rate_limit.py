@@ -7,7 +7,7 @@ per job, against the same drain with no limit.
 Targets (issue 22): 475-525 jobs/s in every window after the first at a 500/s limit;
 drain CPU per job within 5 % of the unlimited worker's.
 
-Runs against a private Redis (lowkiq.embedded.start_server), never REDIS_URL.
+Runs against a private Redis (lowkiq.clients.embedded.start_server), never REDIS_URL.
 Usage: python bench/rate_limit.py [--processes 4] [--rate 500] [--jobs 15000]
        [--threads 2] [--shards 8] [--batch 1] [--burst N]
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 import redis
 from _machine import machine, processed, redis_cpu
 
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 
 ROOT = Path(__file__).resolve().parents[1]
 WINDOW = 5.0

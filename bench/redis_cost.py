@@ -5,7 +5,7 @@ before the drain) and ``INFO cpu``: scripts per job, the commands the scripts ra
 job by name, µs per job of the scripts (EVALSHA, their commands included) and of those
 commands alone, and the Redis process's CPU µs per job.
 
-Runs against a private Redis (lowkiq.embedded.start_server), never REDIS_URL.
+Runs against a private Redis (lowkiq.clients.embedded.start_server), never REDIS_URL.
 ``--groups N`` spreads the jobs over N groups (job i in group ``g{i % N}``), so the pops
 take them in turn across groups; 0 (the default): no group.
 
@@ -23,8 +23,8 @@ from typing import Any
 import redis
 from _machine import machine, redis_cpu
 
+from lowkiq.clients.embedded import start_server
 from lowkiq.clients.thread import ThreadClient
-from lowkiq.embedded import start_server
 from lowkiq.ownership import leases
 from lowkiq.storage.queue import Queue
 from lowkiq.storage.scripts import source

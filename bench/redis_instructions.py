@@ -35,8 +35,8 @@ import redis
 from _machine import machine
 from redis_cost import drain
 
+from lowkiq.clients.embedded import redis_server_binary
 from lowkiq.clients.thread import ThreadClient
-from lowkiq.embedded import redis_server_binary
 from lowkiq.ownership import leases
 from lowkiq.storage.queue import Queue
 

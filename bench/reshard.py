@@ -29,7 +29,7 @@ from pathlib import Path
 import redis
 from _machine import machine
 
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 from lowkiq.resharding import Progress, reshard
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -37,7 +37,7 @@ import redis
 from _machine import machine
 
 import lowkiq
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 from lowkiq.ownership.leases import parse_owner, tokens
 from lowkiq.ownership.membership import live_processes
 from lowkiq.storage.queue import Queue

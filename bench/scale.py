@@ -21,7 +21,7 @@ import redis
 from _blank import BENCH, blank_env, start_blank_worker
 from _machine import machine, processed
 
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 
 
 def redis_cpu(client: redis.Redis) -> float:

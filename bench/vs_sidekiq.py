@@ -47,7 +47,7 @@ from pathlib import Path
 import redis
 from _machine import machine
 
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 
 BENCH = Path(__file__).resolve().parent
 COUNTER = "bench:counter"

@@ -1,7 +1,7 @@
 """Dashboard response times: p50/p95 of /api/v1/stats, the dashboard and the first page of
 an enqueued and a dead list, with 20 workers and 1,000,000 queued jobs.
 
-Runs against a private Redis (lowkiq.embedded.start_server), never REDIS_URL.
+Runs against a private Redis (lowkiq.clients.embedded.start_server), never REDIS_URL.
 Requests go through Flask's test client (the app and Redis, no HTTP server).
 Targets: stats <= 20 ms, dashboard <= 50 ms, list pages <= 100 ms (p95).
 
@@ -19,7 +19,7 @@ import redis
 from _machine import machine
 
 import lowkiq
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 from lowkiq.ownership import leases
 from lowkiq_web import create_app
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from lowkiq.embedded import EmbeddedServer, start_server
+from lowkiq.clients.embedded import EmbeddedServer, start_server
 from lowkiq.settings import settings
 
 

@@ -20,7 +20,7 @@ import redis
 from redis import Redis
 
 from lowkiq.clients.connection import Client
-from lowkiq.default_redis import default_redis
+from lowkiq.clients.default_redis import default_redis
 from lowkiq.environment import env_bool, env_float, env_int
 from lowkiq.errors import ConfigurationError
 from lowkiq.middleware import ClientMiddleware, ServerMiddleware
@@ -193,7 +193,7 @@ class Settings:
     schedules: list[Schedule] = setting(factory=list, check=schedule_list)
     #: Zero-argument factory of a client (redis.Redis, or redis.RedisCluster): REDIS_URL, else
     #: redis://localhost:6379/0
-    #: (LOWKIQ_EMBEDDED_REDIS=1: the embedded development server; see lowkiq.default_redis).
+    #: (LOWKIQ_EMBEDDED_REDIS=1: the embedded development server; see lowkiq.clients.default_redis).
     redis: Callable[[], Client] = setting(default_redis, check=a_callable)
     #: Seconds a thread waits when it found nothing or hit an error.
     poll_interval: float = setting(1.0, check=positive_number)

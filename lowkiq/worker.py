@@ -10,7 +10,7 @@ import redis
 
 from lowkiq import pausing
 from lowkiq.clients.connection import Client
-from lowkiq.default_redis import unreachable_hint
+from lowkiq.clients.default_redis import unreachable_hint
 from lowkiq.errors import ConfigurationError, RedisFull, RedisUnavailable, is_out_of_memory
 from lowkiq.jobs import check_group_weights, check_merge_perform_in, validate_jobs
 from lowkiq.middleware import chain

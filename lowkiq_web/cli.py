@@ -8,8 +8,8 @@ import click
 from flask import Flask
 from gunicorn.app.base import BaseApplication  # type: ignore[import-untyped]
 
-from lowkiq.cli_support import embedded_redis_option, fail, load_app_or_exit
-from lowkiq.default_redis import check_local_redis, check_redis_accepts
+from lowkiq.cli.support import embedded_redis_option, fail, load_app_or_exit
+from lowkiq.clients.default_redis import check_local_redis, check_redis_accepts
 from lowkiq.errors import LowkiqError
 from lowkiq_web.basic_auth import ENV as BASIC_AUTH_ENV
 from lowkiq_web.basic_auth import Credentials

@@ -13,7 +13,7 @@ from flask import render_template
 from werkzeug.exceptions import HTTPException
 
 import lowkiq
-from lowkiq.default_redis import unreachable_hint
+from lowkiq.clients.default_redis import unreachable_hint
 from lowkiq.errors import InvalidQuery, RedisUnavailable
 from lowkiq_web.blueprint import lowkiq_web
 

@@ -11,8 +11,8 @@ from werkzeug.exceptions import NotFound
 
 import lowkiq
 from lowkiq.clients.connection import describe_redis
+from lowkiq.clients.embedded import is_embedded
 from lowkiq.clients.memory_policy import eviction_problem, policies
-from lowkiq.embedded import is_embedded
 from lowkiq.errors import LowkiqError
 
 #: The dashboard's totals, in display order: metric key → label.

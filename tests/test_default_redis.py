@@ -11,8 +11,8 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq import default_redis as source
-from lowkiq.embedded import EmbeddedServer, is_embedded
+from lowkiq.clients import default_redis as source
+from lowkiq.clients.embedded import EmbeddedServer, is_embedded
 from lowkiq.errors import ConfigurationError, RedisUnavailable
 
 #: A loopback port nothing listens on: stands in for an absent local Redis.

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from lowkiq.cli import main
-from lowkiq.cli_support import LazyGroup
+from lowkiq.cli.support import LazyGroup
 from lowkiq.settings import Settings
 from lowkiq.worker import Worker
 

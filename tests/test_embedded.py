@@ -1,4 +1,5 @@
-"""``lowkiq.embedded``: a real Redis server for tests and for running without ``REDIS_URL``."""
+"""``lowkiq.clients.embedded``: a real Redis server, for tests and for running without
+``REDIS_URL``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.embedded import EmbeddedServer, project_server_url, redis_server_binary, start_server
+from lowkiq.clients.embedded import (
+    EmbeddedServer,
+    project_server_url,
+    redis_server_binary,
+    start_server,
+)
 
 
 def answers(url: str) -> bool:

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.embedded import redis_server_binary, start_server
+from lowkiq.clients.embedded import redis_server_binary, start_server
 from tests.apps.runner import WorkerProcess, eventually
 
 IDS = [f"order-{n}" for n in range(30)]

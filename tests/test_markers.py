@@ -35,7 +35,7 @@ sys.exit(pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "tests"]
 #: Tests whose tier is known, each for a different reason.
 KNOWN = {
     # No fixture of Redis, and a CLI run in-process (click's runner), not as a process.
-    "tests/test_cli.py::test_version_and_help": "unit",
+    "tests/cli/test_cli.py::test_version_and_help": "unit",
     # Its neighbours start interpreters; this one reads the sources.
     "tests/test_imports.py::test_no_module_imports_in_a_cycle": "unit",
     "tests/test_serializers.py::test_default_json_is_canonical": "unit",
@@ -47,7 +47,7 @@ KNOWN = {
     # `lowkiq worker` processes through the workers fixture.
     "tests/test_crash.py::test_sigterm_during_a_batch_finishes_it_and_exits_0": "process",
     # A subprocess.run in a helper the test calls.
-    "tests/test_cli.py::test_the_worker_command_does_not_load_the_dashboard": "process",
+    "tests/cli/test_cli.py::test_the_worker_command_does_not_load_the_dashboard": "process",
     # A private Redis server started by the test itself.
     "tests/test_embedded.py::test_start_server_gives_a_working_redis_of_at_least_6_2": "process",
     # Under tests/cluster, and the cluster fixture outside it (ahead of its processes).

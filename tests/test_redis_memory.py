@@ -14,8 +14,8 @@ import pytest
 import redis
 
 import lowkiq
+from lowkiq.clients.embedded import EmbeddedServer, redis_server_binary, start_server
 from lowkiq.clients.memory_policy import SAFE_POLICY, check_eviction, policies
-from lowkiq.embedded import EmbeddedServer, redis_server_binary, start_server
 from lowkiq.errors import ConfigurationError
 from tests.apps.runner import WorkerProcess, eventually
 

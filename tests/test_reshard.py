@@ -14,7 +14,7 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.embedded_cluster import EmbeddedCluster
+from lowkiq.clients.embedded_cluster import EmbeddedCluster
 from lowkiq.ownership.membership import live_processes
 from lowkiq.storage.layout import Layout
 from tests.apps.runner import ROOT, WorkerProcess, eventually

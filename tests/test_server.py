@@ -11,8 +11,8 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.embedded import start_server
-from lowkiq.embedded_cluster import free_port
+from lowkiq.clients.embedded import start_server
+from lowkiq.clients.embedded_cluster import free_port
 from lowkiq.ownership.membership import socket_timeout_of
 from lowkiq.runtime.server import Server
 from lowkiq.serializers import split_error

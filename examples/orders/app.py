@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import lowkiq
-from lowkiq.default_redis import development_redis
+from lowkiq.clients.default_redis import development_redis
 
 #: Where processed orders are written (``ORDERS_DB`` overrides).
 DB_PATH = os.environ.get("ORDERS_DB", "orders.db")

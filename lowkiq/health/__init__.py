@@ -4,8 +4,8 @@
 * :mod:`lowkiq.health.heartbeats`: the stamps (no Redis);
 * :mod:`lowkiq.health.verdicts`: live and ready, with their reasons and facts;
 * :mod:`lowkiq.health.http`: ``lowkiq worker --health-port``;
-* :mod:`lowkiq.health.host` and :mod:`lowkiq.health.commands`: ``lowkiq status``
-  and ``lowkiq quiet`` (this host's processes, read from the membership).
+* :mod:`lowkiq.health.host`: this host's processes, read from the membership, for
+  ``lowkiq status`` and ``lowkiq quiet`` (their commands: :mod:`lowkiq.cli.health`).
 """
 
 from lowkiq.health.heartbeats import Heartbeats

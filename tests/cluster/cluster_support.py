@@ -9,8 +9,8 @@ from pathlib import Path
 
 import redis
 
-from lowkiq.embedded import EmbeddedServer
-from lowkiq.embedded_cluster import EmbeddedCluster, start_cluster
+from lowkiq.clients.embedded import EmbeddedServer
+from lowkiq.clients.embedded_cluster import EmbeddedCluster, start_cluster
 from tests.conftest import lowkiq_on
 
 

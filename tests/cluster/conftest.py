@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from lowkiq.embedded_cluster import EmbeddedCluster
+from lowkiq.clients.embedded_cluster import EmbeddedCluster
 from tests.conftest import lowkiq_on
 
 

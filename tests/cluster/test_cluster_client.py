@@ -10,9 +10,9 @@ import redis
 
 import lowkiq
 from lowkiq.clients.connection import describe_redis
-from lowkiq.default_redis import default_redis
-from lowkiq.embedded import EmbeddedServer
-from lowkiq.embedded_cluster import EmbeddedCluster
+from lowkiq.clients.default_redis import default_redis
+from lowkiq.clients.embedded import EmbeddedServer
+from lowkiq.clients.embedded_cluster import EmbeddedCluster
 from lowkiq_web import create_app
 from tests.cluster.cluster_support import private_cluster
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import redis
 
 from lowkiq.clients.cluster import ClusterThreadClient
-from lowkiq.embedded_cluster import start_cluster
+from lowkiq.clients.embedded_cluster import start_cluster
 from tests.cluster.cluster_support import node_ids
 
 

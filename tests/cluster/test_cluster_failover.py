@@ -16,7 +16,7 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.embedded_cluster import EmbeddedCluster, start_cluster
+from lowkiq.clients.embedded_cluster import EmbeddedCluster, start_cluster
 from tests.apps.runner import WorkerProcess, eventually
 from tests.cluster.cluster_support import failed_over
 from tests.conftest import lowkiq_on

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import redis
 
 import lowkiq
-from lowkiq.embedded_cluster import EmbeddedCluster
+from lowkiq.clients.embedded_cluster import EmbeddedCluster
 from tests.apps.runner import WorkerProcess, eventually
 from tests.conftest import lowkiq_on
 from tests.test_group_concurrency import GROUPS, JOBS, Capped, enqueue_groups, peaks, starts

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.embedded_cluster import EmbeddedCluster
+from lowkiq.clients.embedded_cluster import EmbeddedCluster
 from tests.apps.runner import WorkerProcess, eventually
 from tests.conftest import lowkiq_on
 from tests.test_rate_limit_processes import per_window, starts

@@ -17,8 +17,8 @@ import redis
 
 import lowkiq
 from lowkiq.clients.cluster import bounded_client
-from lowkiq.embedded import EmbeddedServer
-from lowkiq.embedded_cluster import EmbeddedCluster
+from lowkiq.clients.embedded import EmbeddedServer
+from lowkiq.clients.embedded_cluster import EmbeddedCluster
 from lowkiq.ownership import leases
 from lowkiq.ownership.leases import HeldLease, Term
 from lowkiq.ownership.renewer import RETRY_PER_TTL, Renewer

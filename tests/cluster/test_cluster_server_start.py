@@ -8,7 +8,7 @@ from __future__ import annotations
 import redis
 
 import lowkiq
-from lowkiq.embedded_cluster import EmbeddedCluster
+from lowkiq.clients.embedded_cluster import EmbeddedCluster
 from lowkiq.runtime.server import Server
 from tests.runtime.serving import turn_until
 

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.embedded_cluster import EmbeddedCluster
+from lowkiq.clients.embedded_cluster import EmbeddedCluster
 from lowkiq.ownership.membership import live_processes
 from tests.apps.runner import WorkerProcess, eventually
 from tests.conftest import lowkiq_on

@@ -9,8 +9,8 @@ from pathlib import Path
 import redis
 from redis.exceptions import RedisClusterException
 
-from lowkiq.embedded import EmbeddedServer
-from lowkiq.embedded_cluster import SLOTS, EmbeddedCluster, start_cluster
+from lowkiq.clients.embedded import EmbeddedServer
+from lowkiq.clients.embedded_cluster import SLOTS, EmbeddedCluster, start_cluster
 
 
 def test_three_masters_share_the_slots_and_the_keys(

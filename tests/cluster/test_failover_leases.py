@@ -20,8 +20,8 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.embedded import EmbeddedServer
-from lowkiq.embedded_cluster import EmbeddedCluster, start_cluster
+from lowkiq.clients.embedded import EmbeddedServer
+from lowkiq.clients.embedded_cluster import EmbeddedCluster, start_cluster
 from lowkiq.ownership import leases
 from lowkiq.storage.queue import Queue
 from tests.apps.runner import WorkerProcess, eventually

@@ -15,7 +15,7 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.embedded_cluster import EmbeddedCluster, start_cluster
+from lowkiq.clients.embedded_cluster import EmbeddedCluster, start_cluster
 from lowkiq.ownership import leases
 from lowkiq.storage.enqueueing import shard_of
 from lowkiq.storage.queue import Queue

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.embedded_cluster import start_cluster
+from lowkiq.clients.embedded_cluster import start_cluster
 from tests.apps.runner import eventually
 from tests.cluster.cluster_support import failed_over
 from tests.conftest import lowkiq_on

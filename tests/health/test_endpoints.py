@@ -15,7 +15,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 import lowkiq
-from lowkiq.embedded import redis_server_binary, start_server
+from lowkiq.clients.embedded import redis_server_binary, start_server
 from tests.apps.runner import WorkerProcess, eventually
 from tests.health.probe import free_ports, get, verdict
 

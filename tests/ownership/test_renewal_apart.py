@@ -13,7 +13,7 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.embedded import EmbeddedServer, redis_server_binary, start_server
+from lowkiq.clients.embedded import EmbeddedServer, redis_server_binary, start_server
 from lowkiq.ownership import leases
 from lowkiq.ownership.leases import HeldLease, Term
 from lowkiq.ownership.renewer import Renewer

@@ -21,7 +21,7 @@ import redis.retry
 
 import lowkiq
 from lowkiq.clients.connection import Client
-from lowkiq.embedded import EmbeddedServer, redis_server_binary, start_server
+from lowkiq.clients.embedded import EmbeddedServer, redis_server_binary, start_server
 from lowkiq.errors import EnqueueIncomplete, InvalidJob, RedisFull
 from lowkiq.storage.push_plan import ROUND_BYTES, ROUND_JOBS, cut_rounds
 from tests.conftest import lowkiq_on

@@ -11,7 +11,7 @@ import redis
 from web_support import LONG_AGO, MailWorker, OrderWorker, bury, enqueue, fail_all, hold
 
 import lowkiq
-from lowkiq.embedded import EmbeddedServer, project_server_url
+from lowkiq.clients.embedded import EmbeddedServer, project_server_url
 from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client)
 
 

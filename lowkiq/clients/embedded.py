@@ -9,7 +9,7 @@ else ``redis-server`` on ``PATH``.
   development server in ``./.lowkiq/`` (append-only file), daemonized so that
   every process of the project (workers, ``perform_async`` scripts, the
   dashboard) shares it.  Nothing uses it unless asked to
-  (see :mod:`lowkiq.default_redis`).
+  (see :mod:`lowkiq.clients.default_redis`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,15 @@
-"""The ``lowkiq`` command line: ``lowkiq worker``, ``pause``/``resume`` and ``lowkiq redis
-stop`` (SPEC §8); ``status`` and ``quiet`` live in :mod:`lowkiq.health.commands`,
-``info`` and ``enqueue`` in :mod:`lowkiq.cli_queues`.
+"""The ``lowkiq`` command line (click): the group, ``lowkiq worker``, ``pause``/``resume``,
+``rate-limit``, ``reshard`` and ``lowkiq redis stop`` (SPEC §8).  The other commands
+live beside it, each imported only when it runs:
+
+* :mod:`lowkiq.cli.queues`: ``info`` and ``enqueue``;
+* :mod:`lowkiq.cli.jobs`: ``jobs``;
+* :mod:`lowkiq.cli.health`: ``status`` and ``quiet``;
+* :mod:`lowkiq_web.cli`: ``web``;
+* :mod:`lowkiq.cli.support`: what the commands share (loading the app, one-line errors).
 
 Thin glue: the logic lives in :mod:`lowkiq.runtime.server`, :mod:`lowkiq.app_loader`
-and :mod:`lowkiq.embedded`; ``lowkiq web`` lives in :mod:`lowkiq_web.cli`.
+and :mod:`lowkiq.clients.embedded`.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from lowkiq.cli_support import (
+from lowkiq.cli.support import (
     LazyGroup,
     embedded_redis_option,
     fail,
@@ -23,9 +29,9 @@ from lowkiq.cli_support import (
     require_option,
     select_workers_or_exit,
 )
-from lowkiq.cli_support import find_worker_or_exit as _find_worker
-from lowkiq.cli_support import redis_call_or_exit as _redis_call
-from lowkiq.embedded import PROJECT_DIR
+from lowkiq.cli.support import find_worker_or_exit as _find_worker
+from lowkiq.cli.support import redis_call_or_exit as _redis_call
+from lowkiq.clients.embedded import PROJECT_DIR
 from lowkiq.errors import LowkiqError
 from lowkiq.version import __version__
 
@@ -35,17 +41,15 @@ if TYPE_CHECKING:
 LOG_FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
 
 
-# `lowkiq web` is defined with the dashboard, status and quiet with lowkiq.health,
-# each imported only when it runs.
 @click.group(
     cls=LazyGroup,
     lazy_commands={
         "web": "lowkiq_web.cli:web",
-        "status": "lowkiq.health.commands:status_command",
-        "quiet": "lowkiq.health.commands:quiet_command",
-        "info": "lowkiq.cli_queues:info",
-        "enqueue": "lowkiq.cli_queues:enqueue",
-        "jobs": "lowkiq.cli_jobs:jobs",
+        "status": "lowkiq.cli.health:status_command",
+        "quiet": "lowkiq.cli.health:quiet_command",
+        "info": "lowkiq.cli.queues:info",
+        "enqueue": "lowkiq.cli.queues:enqueue",
+        "jobs": "lowkiq.cli.jobs:jobs",
     },
 )
 @click.version_option(__version__, prog_name="lowkiq")
@@ -160,7 +164,7 @@ def worker(
     load_app_or_exit(app)
 
     import lowkiq
-    from lowkiq.default_redis import check_local_redis, check_redis_accepts
+    from lowkiq.clients.default_redis import check_local_redis, check_redis_accepts
     from lowkiq.runtime.server import Server
 
     settings = lowkiq.settings
@@ -351,7 +355,7 @@ def stop_embedded(directory: Path) -> bool:
     """Shut down the embedded server kept in ``directory``; ``False`` when none answers."""
     import redis as redis_client
 
-    from lowkiq.embedded import EmbeddedServer, socket_path
+    from lowkiq.clients.embedded import EmbeddedServer, socket_path
 
     directory = directory.resolve()
     url = f"unix://{socket_path(directory)}"

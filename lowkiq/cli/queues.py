@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from lowkiq.cli_support import (
+from lowkiq.cli.support import (
     embedded_redis_option,
     fail,
     find_worker_or_exit,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import redis
 
-from lowkiq.embedded import START_TIMEOUT, EmbeddedServer, redis_server_binary, start_server
+from lowkiq.clients.embedded import START_TIMEOUT, EmbeddedServer, redis_server_binary, start_server
 from lowkiq.errors import ConfigurationError
 
 #: Slots of a Redis Cluster.

@@ -14,7 +14,7 @@ import click
 
 from lowkiq.app_loader import AppLoadError, load_app
 from lowkiq.clients.connection import check_url
-from lowkiq.default_redis import EMBEDDED_ENV, unreachable_hint
+from lowkiq.clients.default_redis import EMBEDDED_ENV, unreachable_hint
 from lowkiq.errors import ConfigurationError
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@
    Cluster, see :func:`lowkiq.clients.connection.client_from_url`);
 2. else, when asked for with ``LOWKIQ_EMBEDDED_REDIS=1`` (or the commands'
    ``--embedded-redis``), the project's embedded development server in
-   ``./.lowkiq/`` (:mod:`lowkiq.embedded`, from the ``lowkiq[embedded]`` extra);
+   ``./.lowkiq/`` (:mod:`lowkiq.clients.embedded`, from the ``lowkiq[embedded]`` extra);
 3. else ``redis://localhost:6379/0``, like every peer.  A production process
    whose ``REDIS_URL`` went missing therefore fails loudly instead of quietly
    enqueueing into a private server no worker reads.
@@ -19,7 +19,7 @@ import redis
 from redis import Redis
 
 from lowkiq.clients.connection import Client, check_url, client_from_url, describe_redis
-from lowkiq.embedded import project_server_url
+from lowkiq.clients.embedded import project_server_url
 from lowkiq.environment import env_bool
 from lowkiq.errors import ConfigurationError, RedisUnavailable
 

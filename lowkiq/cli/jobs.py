@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lowkiq.cli_support import (
+from lowkiq.cli.support import (
     embedded_redis_option,
     fail,
     find_worker_or_exit,

@@ -14,7 +14,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from lowkiq.cli_support import embedded_redis_option, fail, load_app_or_exit, require_option
+from lowkiq.cli.support import embedded_redis_option, fail, load_app_or_exit, require_option
 from lowkiq.health.host import (
     Status,
     Wanted,
