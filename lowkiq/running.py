@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from lowkiq.errors import LeaseLost
 from lowkiq.ownership.leases import Term, fence_of
+from lowkiq.settings import settings
 
 if TYPE_CHECKING:
     from lowkiq.runtime.shard_handler import ShardHandler
@@ -36,6 +37,8 @@ class BatchLease:
     ``UPDATE orders SET ..., fence = :fence WHERE id = :id AND fence <= :fence``.
     """
 
+    #: The shard's queue, for its name and keys: its client is the dispatcher's
+    #: connection, not for the performing thread.
     queue: Queue
     shard: int
     token: str
@@ -58,8 +61,12 @@ class BatchLease:
 
     def check(self) -> None:
         """Ask Redis (one round trip) whether the lease is still held; raises
-        :class:`lowkiq.LeaseLost` when it is not."""
-        token = self.queue.client.get(self.queue.keys.lease(self.shard))
+        :class:`lowkiq.LeaseLost` when it is not.
+
+        Asked on the calling thread's client (``lowkiq.settings.client()``: an executor
+        thread's own connection), as ``perform_async`` is: :attr:`queue` is bound to the
+        dispatcher's private connection, which no other thread may use."""
+        token = settings.client().get(self.queue.keys.lease(self.shard))
         held = token.decode() if isinstance(token, bytes) else token
         if held != self.token:
             raise LeaseLost(f"{self.queue.name}:{self.shard}: lease epoch {self.epoch} is lost")
