@@ -74,7 +74,8 @@ def drain(queue: Queue, tokens: dict[int, str], batch: int, batches: int = 1) ->
     ``batches`` batches of ``batch`` jobs and acking its shard's previous one; returns
     how many jobs were popped."""
     client: Any = queue.client
-    pending = set()
+    # Each shard's batch waiting for its ack (its number), acked by the shard's next pop.
+    pending: dict[int, int] = {}
     active = list(tokens)
     done = 0
     while active:
@@ -87,6 +88,8 @@ def drain(queue: Queue, tokens: dict[int, str], batch: int, batches: int = 1) ->
                 tokens[shard],
                 None,
                 batches,
+                None,
+                pending.get(shard, 0),
             )  # fmt: skip
             for shard in active
         ]
@@ -96,10 +99,10 @@ def drain(queue: Queue, tokens: dict[int, str], batch: int, batches: int = 1) ->
             assert not popped.fenced and not popped.occupied and not popped.held, popped
             if popped.jobs:
                 done += len(popped.jobs)
-                pending.add(shard)
+                pending[shard] = popped.batch
                 still.append(shard)
             else:
-                pending.discard(shard)
+                pending.pop(shard, None)
         active = still
     return done
 

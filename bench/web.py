@@ -64,8 +64,11 @@ def fill(workers: list[type[lowkiq.Worker]], jobs: int, dead: int) -> float:
     for shard in queue.shards:
         lease, _, _ = leases.acquire(queue, shard, "bench", 60.0)
         assert lease is not None
-        while batch := queue.pop(shard, lease.token, 1000).jobs:
-            queue.fail(shard, lease.token, batch, "RuntimeError: gave up", lambda c: 60.0, 0)
+        while (popped := queue.pop(shard, lease.token, 1000)).jobs:
+            queue.fail(
+                shard, lease.token, popped.batch, popped.jobs, "RuntimeError: gave up",
+                lambda c: 60.0, 0,
+            )  # fmt: skip
         leases.release(queue, [lease])
     return now + 600
 

@@ -86,3 +86,9 @@ class LeaseLost(LowkiqError):
     Raised by pop, ack, fail and restore when the lease token they were given
     is stale (it expired, or another process acquired the shard since).
     """
+
+
+class StaleBatch(LowkiqError):
+    """The batch a call named is no longer in its shard's processing area (it was acked,
+    failed or restored already, and another pop took a new batch): the call changed
+    nothing."""

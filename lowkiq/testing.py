@@ -11,6 +11,7 @@ default settings.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +21,9 @@ from lowkiq.errors import LowkiqError
 from lowkiq.middleware import Batch, Next
 from lowkiq.outcomes import BatchFailed, Discard
 from lowkiq.ownership import leases
+from lowkiq.runtime.dispatcher import Dispatcher
 from lowkiq.runtime.shard_handler import ShardHandler
+from lowkiq.schedulers import LagScheduler
 from lowkiq.settings import Settings, settings
 from lowkiq.storage.actions import Actions
 from lowkiq.worker import Worker
@@ -83,44 +86,50 @@ def drain(
                     f"{left_ms} ms more (is a lowkiq worker running on this Redis?)"
                 )
             held.append(lease)
-        handlers = [
-            ShardHandler(
-                worker,
-                lease.shard,
-                queue,
-                lease.token,
-                [_counting(drained), *config.server_middlewares],
-                config.format_error,
-            )
-            for lease in held
-        ]
-        for handler, lease in zip(handlers, held, strict=True):
-            handler.exhausted = list(lease.buried)
-        _run(handlers, drained, max_batches)
-        for handler in handlers:
-            if handler.unacked:
-                handler.ack_now()
-    finally:
+    except BaseException:
         leases.release(queue, held)
+        raise
+    # The worker process's dispatcher, with no executor thread: each batch is performed
+    # as it is popped, on this thread; stopping acks the last batches and releases the
+    # leases.
+    dispatcher = Dispatcher(queue.client, 0, LagScheduler(), 0.0, threading.Event())
+    for lease in held:
+        handler = ShardHandler(
+            worker,
+            lease.shard,
+            queue,
+            lease.token,
+            [_counting(drained), *config.server_middlewares],
+            config.format_error,
+        )
+        handler.exhausted = list(lease.buried)
+        dispatcher.add(handler)
+    try:
+        _run(dispatcher, worker, drained, max_batches)
+    finally:
+        dispatcher.shutdown()
     if raise_errors and drained.errors:
         raise drained.errors[0]
     return drained
 
 
-def _run(handlers: list[ShardHandler], drained: Drained, max_batches: int) -> None:
-    worked = True
-    while worked:
-        worked = False
-        for handler in handlers:
-            while handler.process():
-                worked = True
-                if handler.lost:
-                    raise DrainError(f"{handler.name}: the shard's lease was lost")
-                if drained.batches > max_batches:
-                    raise DrainError(
-                        f"{handler.worker.__name__}: jobs still due after {max_batches} "
-                        "batches (does perform keep enqueueing due jobs?)"
-                    )
+def _run(
+    dispatcher: Dispatcher, worker: type[Worker], drained: Drained, max_batches: int
+) -> None:
+    """Turn ``dispatcher`` until a round pops nothing and no batch is left to settle."""
+    dispatcher.apply()
+    while True:
+        dispatcher.collect()
+        lost = next((handler for handler in dispatcher.handlers if handler.lost), None)
+        if lost is not None:
+            raise DrainError(f"{lost.name}: the shard's lease was lost")
+        if drained.batches > max_batches:
+            raise DrainError(
+                f"{worker.__name__}: jobs still due after {max_batches} batches (does "
+                "perform keep enqueueing due jobs?)"
+            )
+        if dispatcher.round() == 0 and not dispatcher.in_flight:
+            return
 
 
 def _counting(drained: Drained) -> Callable[[type[Worker], Batch, Next[Any, Any]], Any]:

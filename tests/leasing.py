@@ -34,29 +34,44 @@ def pop(
     An empty list when none is due; ``None`` while the processing area is occupied.
     """
     ack_token = "" if ack_shard is None else token(queue, ack_shard)
+    ack_batch = 0 if ack_shard is None else batch(queue, ack_shard)
     popped = queue.pop(
-        shard, token(queue, shard), limit, now=now, ack_shard=ack_shard, ack_token=ack_token
+        shard,
+        token(queue, shard),
+        limit,
+        now=now,
+        ack_shard=ack_shard,
+        ack_token=ack_token,
+        ack_batch=ack_batch,
     )
     assert not popped.fenced, popped
     return None if popped.occupied else popped.jobs
 
 
+def batch(queue: Queue, shard: int) -> int:
+    """The number of the batch in ``shard``'s processing area (its last pop's)."""
+    return int(queue.client.get(queue.keys.batch_counter(shard)) or 0)
+
+
 def ack(queue: Queue, shard: int) -> int:
     """Ack ``shard``'s batch."""
-    return queue.ack(shard, token(queue, shard))
+    return queue.ack(shard, token(queue, shard), batch(queue, shard))
 
 
 def fail(
     queue: Queue,
     shard: int,
-    batch: Sequence[PoppedJob],
+    jobs: Sequence[PoppedJob],
     error: str,
     retry_in: Callable[[int], float],
     max_retry_count: int,
     now: float | None = None,
 ) -> list[dict[str, Any]]:
     """Fail ``shard``'s batch."""
-    return queue.fail(shard, token(queue, shard), batch, error, retry_in, max_retry_count, now=now)
+    number = batch(queue, shard)
+    return queue.fail(
+        shard, token(queue, shard), number, jobs, error, retry_in, max_retry_count, now=now
+    )
 
 
 def restore(queue: Queue, shard: int, now: float | None = None) -> int:

@@ -13,6 +13,7 @@ from lowkiq.errors import InvalidJob
 from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.serializers import dump_json, load_json
 from tests.leasing import fail, pop, token
+from tests.runtime.serving import process
 
 NOW = 1_700_000_000.0
 
@@ -140,7 +141,7 @@ def test_format_error_decides_the_stored_error_text(worker):
     handler = ShardHandler(
         worker, 0, queue, token(queue, 0), format_error=lowkiq.settings.format_error
     )
-    assert handler.process() is True
+    assert process(handler) is True
     [job] = worker.queries().fetch(["a"])
     assert job["error"] == "KeyError: 'missing'"
     assert job["retry_count"] == 0

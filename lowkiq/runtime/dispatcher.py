@@ -48,7 +48,8 @@ from lowkiq.ownership.leases import Lease
 from lowkiq.runtime.backoff import backoff
 from lowkiq.runtime.executor import Executor, Work
 from lowkiq.runtime.group_caps import GroupCaps
-from lowkiq.runtime.lifecycle import State, state_of
+from lowkiq.runtime.lifecycle import State
+from lowkiq.runtime.planning import Candidate, first_look, plan_round
 from lowkiq.runtime.shard_handler import ShardHandler, Taken
 from lowkiq.schedulers import Scheduler
 from lowkiq.storage.group_claims import ClaimCall
@@ -80,6 +81,9 @@ KICK = b"kick"
 #: Works in flight per executor thread: one performing, one waiting, so a thread that
 #: frees takes the next batch without waiting for a round trip.
 IN_FLIGHT_PER_THREAD = 2
+#: Works in flight with no executor thread (each is performed as it is handed over, on
+#: the dispatcher's thread): every ready shard is popped in a round.
+IN_FLIGHT_INLINE = 1_000_000
 
 
 def _ready(handler: ShardHandler) -> bool:
@@ -164,7 +168,7 @@ class Dispatcher:
         self.executor = Executor(
             threads, self._finished, self.heartbeats, recorder, fatal, thread_scope=thread_scope
         )
-        self.capacity = threads * IN_FLIGHT_PER_THREAD
+        self.capacity = threads * IN_FLIGHT_PER_THREAD if threads else IN_FLIGHT_INLINE
         #: Called on the dispatcher's thread with the handlers whose leases it released.
         self.on_released: Callable[[list[ShardHandler]], None] = lambda handlers: None
         #: The shards served (their leases held), and those of paused queues (kept, not
@@ -269,15 +273,6 @@ class Dispatcher:
             if work.started_at is not None
         ]
 
-    def state(self, handler: ShardHandler) -> State:
-        """Where ``handler``'s shard is in its lifecycle (:mod:`lowkiq.runtime.lifecycle`)."""
-        work = self.in_flight.get(handler.key)
-        return state_of(
-            handler,
-            running=work is not None and work.handler is handler,
-            leaving=self.leaving.get(handler.key) is handler,
-        )
-
     def describe(self) -> str:
         """The shards served, e.g. ``OrderWorker:0 OrderWorker:3``."""
         served = " ".join(handler.name for handler in self.handlers) or "(none yet)"
@@ -305,11 +300,26 @@ class Dispatcher:
                         )
                     self._kick.wait(backoff(failures, self.poll_interval))
                     continue
+                except Exception:
+                    # A bug of lowkiq's, or a reply no call expected: the shards served are
+                    # restored before their next pop, and the dispatcher goes on.
+                    failures += 1
+                    log.exception("the dispatcher's turn raised; going on (please report this)")
+                    self._distrust()
+                    self._kick.wait(backoff(failures, self.poll_interval))
+                    continue
                 if failures:
                     log.info("Redis answers again after %d failed attempt(s)", failures)
                     failures = 0
         finally:
             self.shutdown()
+
+    def _distrust(self) -> None:
+        """After an unexpected error: every shard with no batch in flight is UNSURE (its
+        processing area is restored before its next pop)."""
+        for handler in self.handlers + self.parked:
+            if handler.key not in self.in_flight and not handler.lost:
+                handler.interrupted()
 
     def turn(self) -> None:
         """One turn: changes, finished works, a round of pops, and the idle wait when the
@@ -370,6 +380,7 @@ class Dispatcher:
                 free.append(handler)
             else:
                 handler.stopping = True  # its perform sees should_stop()
+                handler.life.to(State.LEAVING)
                 self.leaving[handler.key] = handler
         return free
 
@@ -391,11 +402,14 @@ class Dispatcher:
         if work is self._suspect:
             self._suspect, self._alone = None, False
         leaving = self.leaving.get(handler.key) is handler
-        if work.fatal is not None:
-            self._broken.add(handler.key)
         served = handler in self.handlers or handler in self.parked
         if handler.group_caps is not None:
             handler.group_caps.release(handler.key)
+        handler.life.to(State.SETTLING)
+        if work.fatal is not None:
+            # Its batch stays in processing for the shard's next owner.
+            self._broken.add(handler.key)
+            handler.interrupted()
         try:
             if work.fatal is None:
                 handler.settle(work.outcomes, work.unrun)
@@ -443,28 +457,26 @@ class Dispatcher:
         # A shard whose lease may have lapsed waits for its renewal: a pop's batch would
         # only go back to the queue.
         ready = [h for h in idle if not h.waits_for_renewal() and _ready(h)] if room > 0 else []
-        chosen: list[ShardHandler] = []
         woken, self._woken_keys = self._woken_keys, set()
-        due: list[float | None]
-        if ready:
-            ready.sort(key=lambda h: self._popped_at.get(h.key, 0.0))
-            if self.scheduler.reads_due and not all(self._backlog.get(h.key) for h in ready):
-                # Right after a wake-up only the shards woken (and those with a backlog)
-                # are due: every script that makes a job due pushes its shard's wake list,
-                # and a job that comes due on its own ends the wait by its timeout.
-                known = [h for h in ready if h.key in woken or self._backlog.get(h.key)]
-                if woken and known:
-                    ready, due = known, [0.0] * len(known)
-                else:
-                    due = self.due_in(ready)
-            else:
-                due = [0.0] * len(ready)
-            chosen = [ready[index] for index in self.scheduler.order(due)][:room]
-        acks = [h for h in idle + self.parked if h.unacked and h not in chosen]
-        if not chosen and not acks:
+        by_key = {h.key: h for h in idle + self.parked}
+        candidates = [
+            Candidate(
+                h.key,
+                self._popped_at.get(h.key, 0.0),
+                bool(self._backlog.get(h.key)),
+                h.key in woken,
+            )
+            for h in ready
+        ]
+        considered, due = first_look(candidates, self.scheduler.reads_due, bool(woken))
+        if due is None:
+            due = self.due_in([by_key[c.key] for c in considered])
+        finished = [h.key for h in idle + self.parked if h.unacked]
+        plan = plan_round(considered, due, room, self.scheduler.order, finished)
+        if not plan:
             return 0
         self._reading = None  # a pop changes what is due
-        return self._send(chosen, acks)
+        return self._send([by_key[key] for key in plan.pops], [by_key[key] for key in plan.acks])
 
     def _idle(self) -> list[ShardHandler]:
         """The served shards with no batch in flight (and no old one of theirs)."""
@@ -480,6 +492,8 @@ class Dispatcher:
         ``settings.wait_replicas``); returns how many shards gave a batch.  Every reply is
         read before the first Redis error is raised (its shard is then unsure: restored
         before its next pop)."""
+        if not chosen and not acks:
+            return 0
         if not all(h.queue.pipelines_pops for h in (*chosen, *acks)):
             return self._send_apart(chosen, acks)
         pops: list[_Pop] = []
@@ -513,13 +527,21 @@ class Dispatcher:
                 # Its master did not answer: the other masters' shards go on.
                 if reply.sent:
                     handler.interrupted()
+                else:
+                    handler.unsent(pop.acking)
                 continue
             if isinstance(reply, Exception):
                 handler.interrupted()
                 failure = failure or (reply if isinstance(reply, redis.RedisError) else None)
                 continue
-            read = handler.queue.read_popped(reply)
-            popped.append((handler, handler.take(read, pop.acking, pop.throttle)))
+            # Each pop's reply is taken in, whatever the others' raise: a pop that carried
+            # its shard's ack acked it in Redis, and its new batch must be known.
+            try:
+                read = handler.queue.read_popped(reply)
+                popped.append((handler, handler.take(read, pop.acking, pop.throttle)))
+            except redis.RedisError as exc:
+                handler.interrupted()  # its batch is restored before its next pop
+                failure = failure or exc
         worked = sum(self._dispatch(handler, taken) for handler, taken in self._claim(popped))
         if failure is not None:
             raise failure
@@ -530,8 +552,18 @@ class Dispatcher:
         one that waits for replicas after each write)."""
         for handler in acks:
             handler.ack_now()
-        popped = [(handler, handler.take(*handler.pop())) for handler in chosen]
-        return sum(self._dispatch(handler, taken) for handler, taken in self._claim(popped))
+        popped: list[tuple[ShardHandler, Taken]] = []
+        failure: redis.RedisError | None = None
+        for handler in chosen:
+            try:
+                popped.append((handler, handler.take(*handler.pop())))
+            except redis.RedisError as exc:
+                handler.interrupted()
+                failure = failure or exc
+        worked = sum(self._dispatch(handler, taken) for handler, taken in self._claim(popped))
+        if failure is not None:
+            raise failure
+        return worked
 
     # -- group caps and per-group rates --------------------------------------------------
 
@@ -613,6 +645,7 @@ class Dispatcher:
             handler.held_until = time.monotonic() + suspects.RETRY
             return 0
         work = Work(handler, taken.batches, suspect=taken.suspect)
+        handler.life.to(State.RUNNING)
         self.in_flight[key] = work
         if taken.suspect:
             self._suspect = work

@@ -68,7 +68,9 @@ class Work:
 
 class Executor:
     """``threads`` threads performing :class:`Work`; ``done(work)`` is called on the
-    performing thread when a work ends (the dispatcher takes it from there)."""
+    performing thread when a work ends (the dispatcher takes it from there).  With no
+    threads, a work is performed when it is submitted, on the submitting thread
+    (:func:`lowkiq.testing.drain`: the dispatcher's own code, on the test's thread)."""
 
     def __init__(
         self,
@@ -105,14 +107,32 @@ class Executor:
             thread.start()
 
     def submit(self, work: Work) -> None:
-        """Queue ``work`` for the next free thread."""
+        """Queue ``work`` for the next free thread (with none: perform it now)."""
+        if not self.size:
+            self._perform_here(work)
+            return
         self._work.put(work)
 
     def call(self, call: Callable[[], None]) -> None:
         """Queue a call of the user's code other than ``perform`` (``retries_exhausted``)
         for the next free thread, so that it never holds up the dispatcher; what it
         raises is logged."""
+        if not self.size:
+            _call_user(call)
+            return
         self._work.put(call)
+
+    def _perform_here(self, work: Work) -> None:
+        """Perform ``work`` on this thread; a ``BaseException`` that is not an
+        ``Exception`` is raised once the work is handed back."""
+        work.claim()
+        try:
+            work.run(self._tally(work.handler.queue.name, 0))
+        except BaseException as exc:  # noqa: BLE001 - raised again below
+            work.fatal = exc
+        self.done(work)
+        if work.fatal is not None:
+            raise work.fatal
 
     def stop(self) -> None:
         """Let every thread end once the works queued before have run."""
@@ -146,10 +166,7 @@ class Executor:
             if work is None:
                 return
             if not isinstance(work, Work):
-                try:
-                    work()
-                except Exception:
-                    log.exception("a call on an executor thread raised")
+                _call_user(work)
                 continue
             if not work.claim():
                 continue  # the dispatcher took it back
@@ -183,3 +200,11 @@ class Executor:
         except BaseException as exc:  # noqa: BLE001 - not an Exception: the process stops
             work.fatal = exc
             self.fatal(exc)
+
+
+def _call_user(call: Callable[[], None]) -> None:
+    """Run a call of the user's code; what it raises is logged."""
+    try:
+        call()
+    except Exception:
+        log.exception("a call on an executor thread raised")

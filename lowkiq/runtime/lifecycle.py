@@ -1,58 +1,86 @@
-"""The states of a shard in a worker process, from the dispatcher's point of view.
+"""The lifecycle of a leased shard in a worker process: one state, changed in one place.
 
 ::
 
-    IDLE --pop takes batches--> RUNNING --settled, a batch succeeded--> UNACKED
-    UNACKED --its ack rides on the shard's next pop, or on the round's write--> IDLE
-    RUNNING --settled, every batch failed (each failure is one script)--> IDLE
-    RUNNING --asked back (a hand-over)--> LEAVING --settled--> given up
-    IDLE, UNACKED --asked back--> given up (ack and lease release in one write each)
-    any --a Redis call of the shard failed--> UNSURE --restored--> IDLE
+    IDLE --pop sent--> POPPING
+    POPPING --nothing popped, or its batch put back--> IDLE
+    POPPING --not sent (its master is out): its ack still waits--> FINISHED
+    POPPING --its batch handed to the executor--> RUNNING
+    RUNNING --asked back (a hand-over, a stop)--> LEAVING
+    RUNNING, LEAVING --the executor handed it back--> SETTLING
+    RUNNING --taken back before a thread started it, and put back--> IDLE
+    SETTLING --a batch succeeded: its ack waits--> FINISHED
+    SETTLING --failed (one script), yielded and acked, or put back--> IDLE
+    FINISHED --the next pop carries the ack--> POPPING
+    FINISHED --acked in the round's write, or alone--> IDLE
+    any --a Redis call of the shard failed: what it did is unknown--> UNSURE
+    UNSURE --its processing area restored (whatever batch it holds)--> IDLE
     any --Redis refused the lease token--> LOST (never popped again)
 
-A given-up or lost shard leaves the dispatcher; a RUNNING or LEAVING shard's batch
-always ends in the executor before anything else happens to the shard, so the
-same shard (even under a new lease) never has two batches in flight.  The
-dispatcher (:mod:`lowkiq.runtime.dispatcher`) makes these transitions; the
-shard's handler (:mod:`lowkiq.runtime.shard_handler`) keeps the flags they are read from.
+The shard's handler (:mod:`lowkiq.runtime.shard_handler`) holds the state; every change
+goes through :meth:`Lifecycle.to`, which refuses one the diagram does not have (a bug:
+raised, so the dispatcher's loop logs it and restores the shard).  The dispatcher
+(:mod:`lowkiq.runtime.dispatcher`) sends the pops and hands batches to the executor;
+a RUNNING or LEAVING shard's batch always ends in the executor before anything else
+happens to the shard, so the same shard (even under a new lease) never has two
+batches in flight.
 """
 
 from __future__ import annotations
 
 from enum import Enum
-from typing import Protocol
 
 
 class State(Enum):
-    """Where a shard is in its lifecycle (see the module)."""
+    """Where a leased shard is in its lifecycle (see the module)."""
 
     IDLE = "idle"
+    POPPING = "popping"
     RUNNING = "running"
-    UNACKED = "unacked"
     LEAVING = "handing over"
+    SETTLING = "settling"
+    FINISHED = "finished"
     UNSURE = "unsure"
     LOST = "lost"
 
 
-class ShardFlags(Protocol):
-    """What a shard's handler keeps of its state."""
+#: The states each state may change to (besides UNSURE and LOST, reachable from any
+#: state but LOST).
+NEXT: dict[State, frozenset[State]] = {
+    State.IDLE: frozenset({State.POPPING}),
+    State.POPPING: frozenset({State.IDLE, State.RUNNING, State.FINISHED}),
+    State.RUNNING: frozenset({State.LEAVING, State.SETTLING, State.IDLE}),
+    State.LEAVING: frozenset({State.SETTLING, State.IDLE}),
+    State.SETTLING: frozenset({State.FINISHED, State.IDLE}),
+    State.FINISHED: frozenset({State.POPPING, State.IDLE}),
+    State.UNSURE: frozenset({State.IDLE}),
+    State.LOST: frozenset(),
+}
 
-    lost: bool
-    unsure: bool
-    unacked: bool
+
+class LifecycleError(RuntimeError):
+    """A change of state the lifecycle does not have: a bug of lowkiq's."""
 
 
-def state_of(handler: ShardFlags, running: bool, leaving: bool) -> State:
-    """The state of a shard whose handler has these flags, ``running``: a batch of it
-    is in flight, ``leaving``: it was asked back meanwhile."""
-    if handler.lost:
-        return State.LOST
-    if leaving:
-        return State.LEAVING
-    if running:
-        return State.RUNNING
-    if handler.unsure:
-        return State.UNSURE
-    if handler.unacked:
-        return State.UNACKED
-    return State.IDLE
+class Lifecycle:
+    """A leased shard's state (see the module)."""
+
+    __slots__ = ("name", "state")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.state = State.IDLE
+
+    def to(self, state: State) -> None:
+        """Change to ``state``; :class:`LifecycleError` when the diagram has no such change
+        (a LOST shard stays LOST, whatever is asked)."""
+        now = self.state
+        if now is State.LOST or state is now:
+            return
+        if state in (State.UNSURE, State.LOST) or state in NEXT[now]:
+            self.state = state
+            return
+        raise LifecycleError(f"{self.name}: no change from {now.name} to {state.name}")
+
+    def __repr__(self) -> str:
+        return f"<Lifecycle {self.name} {self.state.name}>"

@@ -11,8 +11,8 @@ In a worker process the handler's work is split by thread: the dispatcher
 (:mod:`lowkiq.runtime.dispatcher`) makes every Redis call of a shard — its pops,
 acks, fails, restores and burials — and an executor thread
 (:mod:`lowkiq.runtime.executor`) runs :meth:`ShardHandler.perform`, which calls
-the user's code and no Redis.  :meth:`ShardHandler.process` does one pop's whole
-cycle on the calling thread (for tests and tools).
+the user's code and no Redis (:func:`lowkiq.testing.drain` runs the same dispatcher
+with no executor thread: each batch is performed on the dispatcher's thread).
 
 The ack of a successful batch waits (:attr:`ShardHandler.unacked`): it rides on the
 shard's next pop, or goes out with the dispatcher's next write.  One pop may take
@@ -38,17 +38,18 @@ import redis
 
 from lowkiq.clients.connection import KeyedCommand
 from lowkiq.coroutines import settle
-from lowkiq.errors import LeaseLost
+from lowkiq.errors import LeaseLost, StaleBatch
 from lowkiq.middleware import Batch, Next, ServerMiddleware, chain
 from lowkiq.outcomes import Fate, Verdict, judge, log_failure
 from lowkiq.ownership.leases import Term
 from lowkiq.running import Running, RunningBatch, running
 from lowkiq.runtime.group_caps import GroupCaps
+from lowkiq.runtime.lifecycle import Lifecycle, State
 from lowkiq.serializers import format_error as default_format_error
 from lowkiq.storage.processing import JobEnd
-from lowkiq.storage.queue import ACK_FENCED, Popped, PoppedJob, Queue
+from lowkiq.storage.queue import ACK_FENCED, ACK_STALE, Popped, PoppedJob, Queue
 from lowkiq.storage.rate_bucket import Throttle
-from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder
+from lowkiq.telemetry.recorder import BatchRecorder
 from lowkiq.throttling import RateLimits, ShardThrottle
 from lowkiq.timeouts import perform_within_limit
 from lowkiq.worker import Worker
@@ -124,7 +125,6 @@ class ShardHandler:
         middlewares: Sequence[ServerMiddleware] = (),
         format_error: Callable[[BaseException], str] = str,
         on_lost: Callable[[ShardHandler], None] | None = None,
-        recorder: BatchRecorder = NO_RECORDER,
         rate_limits: RateLimits | None = None,
     ) -> None:
         self.worker = worker
@@ -138,17 +138,16 @@ class ShardHandler:
         self.name = f"{worker.__name__}:{shard}"
         self.format_error = format_error
         self.on_lost = on_lost
-        #: Where :meth:`process` counts its batches (an executor passes its own).
-        self.recorder = recorder
         #: Runs the user's code the handler calls besides ``perform`` (``retries_exhausted``):
         #: at once, or on an executor thread (the dispatcher's handlers).
         self.call_user: Callable[[Callable[[], None]], None] = lambda call: call()
-        #: A Redis call was interrupted: the processing area's state is unknown.
-        self.unsure = False
-        #: Redis refused the lease token: this handler must not be used again.
-        self.lost = False
-        #: Whether a finished batch waits in the processing area for its ack.
-        self.unacked = False
+        #: Where the shard is in its lifecycle: every change of it is made here
+        #: (:mod:`lowkiq.runtime.lifecycle`).
+        self.life = Lifecycle(self.name)
+        #: The number of the batch the shard's processing area holds, as its pop said
+        #: (0: none known): every call that ends it names it, and changes nothing when
+        #: the area holds another.
+        self.batch = 0
         #: Whether perform is running now (shown on the dashboard's processes page).
         self.busy = False
         #: The process stops, or the shard is handed over: a running perform is asked to
@@ -177,6 +176,28 @@ class ShardHandler:
         self._batch_seconds: float | None = None
         # The term's last confirmation when its lapse was logged: one warning per lapse.
         self._lapse_logged: float | None = None
+        # Whether a call naming a batch no longer in processing was logged.
+        self._stale_logged = False
+
+    @property
+    def state(self) -> State:
+        """Where the shard is in its lifecycle (:mod:`lowkiq.runtime.lifecycle`)."""
+        return self.life.state
+
+    @property
+    def lost(self) -> bool:
+        """Redis refused the lease token: this handler must not be used again."""
+        return self.life.state is State.LOST
+
+    @property
+    def unsure(self) -> bool:
+        """A Redis call was interrupted: the processing area's state is unknown."""
+        return self.life.state is State.UNSURE
+
+    @property
+    def unacked(self) -> bool:
+        """Whether a finished batch waits in the processing area for its ack."""
+        return self.life.state is State.FINISHED
 
     @property
     def key(self) -> tuple[str, int]:
@@ -185,32 +206,6 @@ class ShardHandler:
 
     def __repr__(self) -> str:
         return f"<ShardHandler {self.name}>"
-
-    # -- one pop's whole cycle on the calling thread ---------------------------------
-
-    def process(self) -> bool:
-        """Pop, perform and settle; ``False`` when nothing was due (or the lease is lost).
-
-        Raises ``redis.RedisError`` when Redis fails (the handler then restores
-        the shard on its next call) and lets a ``BaseException`` that is not an
-        ``Exception`` escape from ``perform``, leaving the batch in processing.
-        """
-        if not self.ready():
-            return False
-        taken = self.take(*self.pop())
-        if not taken.batches:
-            return taken.again
-        outcomes: list[Outcome] = []
-        unrun: list[list[PoppedJob]] = []
-        for index, batch in enumerate(taken.batches):
-            if self.lost or self.lapsed():
-                unrun = taken.batches[index:]
-                break
-            outcomes.append(self.perform(batch, self.recorder))
-        self.settle(outcomes, bool(unrun))
-        if taken.suspect and self.unacked:
-            self.ack_now()
-        return True
 
     # -- the dispatcher's side: every Redis call -------------------------------------
 
@@ -235,17 +230,18 @@ class ShardHandler:
         arguments (for :meth:`take`)."""
         acking = self.unacked
         throttle = self._throttle_args()
+        self.life.to(State.POPPING)
         try:
             popped = self.queue.pop(
                 self.shard,
                 self.token,
                 self.worker.batch_size,
-                None,
-                self.shard if acking else None,
-                self.token if acking else "",
-                throttle,
-                self._quick_batches(throttle),
-                self.capped(),
+                ack_shard=self.shard if acking else None,
+                ack_token=self.token if acking else "",
+                ack_batch=self.batch if acking else 0,
+                throttle=throttle,
+                batches=self._quick_batches(throttle),
+                capped=self.capped(),
             )
         except redis.RedisError:
             self.interrupted()
@@ -257,6 +253,7 @@ class ShardHandler:
         whether it carries the ack, and its rate-limit arguments (for :meth:`take`)."""
         acking = self.unacked
         throttle = self._throttle_args()
+        self.life.to(State.POPPING)
         command = self.queue.pop_command(
             self.shard,
             self.token,
@@ -266,6 +263,7 @@ class ShardHandler:
             throttle,
             self._quick_batches(throttle),
             self.capped(),
+            self.batch if acking else 0,
         )
         return command, acking, throttle
 
@@ -298,20 +296,30 @@ class ShardHandler:
             return 1
         return max(1, min(MAX_BATCHES, int(GROUP_SECONDS / max(seconds, 1e-6))))
 
+    def unsent(self, acking: bool) -> None:
+        """Its pop was not sent (its master is out): as it was, its ack still waiting
+        when the pop carried it."""
+        self.life.to(State.FINISHED if acking else State.IDLE)
+
     def interrupted(self) -> None:
         """A call for this shard failed: what it did is unknown (restored before the next
         pop; a batch it may have acked runs again)."""
-        self.unsure = True
-        self.unacked = False
+        self.life.to(State.UNSURE)
 
     def take(self, popped: Popped, acking: bool, throttle: Throttle | None) -> Taken:
         """Read a pop's reply (that carried the shard's ack when ``acking``, with the
-        rate-limit arguments ``throttle``): the batches to perform, one after the other."""
-        if acking:
-            self.unacked = False
-            if popped.acked == ACK_FENCED:
-                self.lease_lost("its finished batch was not acked")
-                return Taken()
+        rate-limit arguments ``throttle``): the batches to perform, one after the other.
+        The shard is POPPING until its batches are handed to the executor, IDLE when it
+        gave none."""
+        if acking and popped.acked == ACK_FENCED:
+            self.lease_lost("its finished batch was not acked")
+            return Taken()
+        if acking and popped.acked == ACK_STALE:
+            self.stale("its ack")
+        if not popped.jobs:
+            self.life.to(State.IDLE)
+        else:
+            self.batch = popped.batch
         if popped.fenced:
             self.lease_lost("nothing popped")
             return Taken()
@@ -336,9 +344,11 @@ class ShardHandler:
             return Taken()
         undecodable = [job for job in jobs if job.undecodable is not None]
         if undecodable:
-            self._bury(undecodable)
             jobs = [job for job in jobs if job.undecodable is None]
-            if self.lost or not jobs:
+            if not self._bury(undecodable):
+                return Taken(again=True)
+            if not jobs:
+                self.life.to(State.IDLE)
                 return Taken(again=True)
         size = self.worker.batch_size
         # A pop may take several batches: they run one after the other.
@@ -349,55 +359,74 @@ class ShardHandler:
 
     def settle(self, outcomes: Sequence[Outcome], unrun: bool = False) -> None:
         """Record what the batches of a pop did: each failed one fails (SPEC §4, one
-        script), the succeeded ones wait for their ack; ``unrun``: some were not
-        performed (the lease may have lapsed, or the shard is given up), so the whole
-        processing area goes back to the queue instead (performed ones run again)."""
+        script), the succeeded ones wait for their ack (FINISHED); ``unrun``: some were
+        not performed (the lease may have lapsed, or the shard is given up), so the
+        whole processing area goes back to the queue instead (performed ones run again).
+        A Redis error is raised, the shard UNSURE."""
         if unrun and not self.lost:
             self._log_lapse()
         yields: dict[str, list[int]] = {}
+        succeeded = False
         for outcome in outcomes:
             if outcome.error is None:
-                self.unacked = True
-                if outcome.yields:
-                    yields.update(outcome.yields)
-            elif not self.lost:
-                self._fail(outcome.jobs, outcome.error, outcome.verdict)
-        if unrun and not self.lost:
+                succeeded = True
+                yields.update(outcome.yields or {})
+            elif not self._fail(outcome.jobs, outcome.error, outcome.verdict):
+                return  # lost, or its batch ended already
+        if unrun:
             self.restore()
-        elif yields and self.unacked and not self.lost:
-            self._ack_yield(yields)
+        elif yields:
+            self._end(
+                lambda: self.queue.ack_yield(self.shard, self.token, self.batch, yields), "its ack"
+            )
+        else:
+            self.life.to(State.FINISHED if succeeded else State.IDLE)
 
     def ack_command(self) -> KeyedCommand:
         """The shard's ack, packed to go out with other commands in one write (its reply
         is read by :meth:`acked`)."""
-        return self.queue.ack_command(self.shard, self.token)
+        return self.queue.ack_command(self.shard, self.token, self.batch)
 
     def acked(self, reply: Any) -> None:
-        """Read the reply of :meth:`ack_command`: the finished batch is acked, or the
-        lease was lost (a Redis error is raised: the shard is unsure)."""
-        self.unacked = False
-        if isinstance(reply, redis.ResponseError) and str(reply).startswith("FENCED"):
-            self.lease_lost("its finished batch was not acked")
-        elif isinstance(reply, redis.RedisError):
-            self.unsure = True
-            raise reply
+        """Read the reply of :meth:`ack_command` (an error reply is raised, as the call
+        would have)."""
+
+        def read() -> Any:
+            if isinstance(reply, redis.ResponseError):
+                self.queue.raise_refusal(reply, self.shard)
+            if isinstance(reply, Exception):
+                raise reply
+            return reply
+
+        self._end(read, "its ack")
 
     def ack_now(self) -> None:
         """Ack this shard's finished batch in its own round trip."""
-        self.unacked = False
-        try:
-            self._guarded(lambda: self.queue.ack(self.shard, self.token))
-        except LeaseLost:
-            self.lease_lost("its finished batch was not acked")
+        self._end(lambda: self.queue.ack(self.shard, self.token, self.batch), "its ack")
 
-    def _ack_yield(self, yields: dict[str, list[int]]) -> None:
-        """Ack the shard's finished batches, the payloads ``yields`` gives back going back
-        to the queue (one script)."""
-        self.unacked = False
+    def _end(self, call: Callable[[], Any], what: str, then: State | None = State.IDLE) -> bool:
+        """Run ``call``, a script that ends the shard's batch or part of it (acks, fails,
+        yields, buries or restores it, naming it): the one place a batch ends.  Returns
+        whether it did: the shard is then in state ``then`` (``None``: unchanged, the
+        rest of the batch goes on).  When Redis refused the lease, the shard is LOST; when the
+        batch named was no longer in processing (nothing was changed), or the call
+        failed (the error is raised), it is UNSURE: whatever its processing area holds
+        is restored before its next pop."""
         try:
-            self._guarded(lambda: self.queue.ack_yield(self.shard, self.token, yields))
+            call()
         except LeaseLost:
-            self.lease_lost("its finished batch was not acked")
+            self.lease_lost(f"{what} was refused")
+            return False
+        except StaleBatch:
+            self.stale(what)
+            self.life.to(State.UNSURE)
+            return False
+        except redis.RedisError:
+            self.interrupted()
+            raise
+        if then is not None:
+            self.life.to(then)
+        return True
 
     def announce_stop(self) -> None:
         """The process stops while this shard's batch runs: say so in Redis, so that the
@@ -428,26 +457,24 @@ class ShardHandler:
             self.restore(quiet=True)
 
     def restore(self, quiet: bool = False) -> bool:
-        """Put the shard's processing area back into the queue; ``False`` when the lease is
-        lost.  ``quiet``: the batch was never run (no log line)."""
-        self.unacked = False
-        try:
-            count = self._guarded(lambda: self.queue.restore(self.shard, self.token))
-        except LeaseLost:
-            self.unsure = False
-            self.lease_lost("its processing area was not restored")
-            return False
-        self.unsure = False
-        if count and not quiet:
-            log.info("%s: restored %d job(s) left in processing", self.name, count)
-        return True
+        """Put the shard's batch back into the queue (whatever batch its processing area
+        holds when the shard is UNSURE); ``False`` when the lease is lost.  ``quiet``: the
+        batch was never run (no log line)."""
+        batch = None if self.unsure or not self.batch else self.batch
+        counted: list[int] = []
+        self._end(
+            lambda: counted.append(self.queue.restore(self.shard, self.token, batch)),
+            "its restore",
+        )
+        if counted and counted[0] and not quiet:
+            log.info("%s: restored %d job(s) left in processing", self.name, counted[0])
+        return not self.lost
 
     def lease_lost(self, what: str) -> None:
         """Redis refused this handler's lease token: stop serving the shard."""
-        self.unacked = False
         if self.lost:
             return
-        self.lost = True
+        self.life.to(State.LOST)
         log.warning(
             "%s: lease epoch %s is no longer held (%s); the shard's new owner restores its batch",
             self.name,
@@ -457,32 +484,42 @@ class ShardHandler:
         if self.on_lost is not None:
             self.on_lost(self)
 
-    def _guarded(self, call: Callable[[], Any]) -> Any:
-        try:
-            return call()
-        except redis.RedisError:
-            self.interrupted()
-            raise
+    def stale(self, what: str) -> None:
+        """Redis said the batch a call named is no longer in the processing area: the
+        call changed nothing (Redis counted it: the ``stale_calls`` metric); logged once
+        per shard."""
+        if not self._stale_logged:
+            self._stale_logged = True
+            log.warning(
+                "%s: %s named batch %d, no longer in processing; nothing was changed",
+                self.name,
+                what,
+                self.batch,
+            )
 
     def _fail(
         self, batch: Sequence[PoppedJob], exc: Exception, verdict: Verdict | None = None
-    ) -> None:
+    ) -> bool:
         """Settle a batch whose ``perform`` raised ``exc``, in one script: each job retried
         (or buried), killed, discarded or acked as ``verdict`` says; then
-        ``retries_exhausted`` is called with the jobs sent to the morgue."""
+        ``retries_exhausted`` is called with the jobs sent to the morgue.  Returns whether
+        it was settled (see :meth:`_end`); the other batches of the pop stay in
+        processing."""
         verdict = verdict or self.judge(batch, exc)
         ends = self._ends(batch, verdict)
-        try:
-            morgue = self._guarded(
-                lambda: self.queue.settle_failed(
-                    self.shard, self.token, ends, self.worker.max_retry_count
+        morgue: list[dict[str, Any]] = []
+        settled = self._end(
+            lambda: morgue.extend(
+                self.queue.settle_failed(
+                    self.shard, self.token, self.batch, ends, self.worker.max_retry_count
                 )
-            )
-        except LeaseLost:
-            self.lease_lost("the failure of its batch was not recorded")
-            return
+            ),
+            "the failure of its batch",
+            then=None,
+        )
         if morgue:
             self.call_user(lambda: self._retries_exhausted(morgue))
+        return settled
 
     def _ends(self, batch: Sequence[PoppedJob], verdict: Verdict) -> list[JobEnd]:
         """The script's view of ``verdict``: a retried job's delay comes from ``retry_in``."""
@@ -518,16 +555,18 @@ class ShardHandler:
         except Exception:
             log.exception("%s: retries_exhausted raised", self.name)
 
-    def _bury(self, jobs: Sequence[PoppedJob]) -> None:
+    def _bury(self, jobs: Sequence[PoppedJob]) -> bool:
         """Send jobs that cannot be performed (a payload cannot be decoded) straight
-        to the morgue, their stored bytes kept; the rest of the batch goes on."""
+        to the morgue, their stored bytes kept; the rest of the batch goes on.  Returns
+        whether they were buried (see :meth:`_end`)."""
         errors = [(job.id, f"{job.undecodable}; moved to the morgue unperformed") for job in jobs]
         for job_id, error in errors:
             log.error("%s: job %r: %s", self.name, job_id, error)
-        try:
-            self._guarded(lambda: self.queue.bury(self.shard, self.token, errors))
-        except LeaseLost:
-            self.lease_lost("its undecodable jobs were not buried")
+        return self._end(
+            lambda: self.queue.bury(self.shard, self.token, self.batch, errors),
+            "the burial of its undecodable jobs",
+            then=None,
+        )
 
     def _retry_in(self, retry_count: int) -> float:
         try:

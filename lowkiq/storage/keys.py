@@ -23,6 +23,9 @@ S due_since                   zset   id -> when it first became due, for the hot
                                      perform_in a pop moved behind the ids already due
                                      (the ``lag`` counts from it); absent in most shards
 S processing                  hash   id -> packed job, the batch the shard is running
+S batch                       str    counter, +1 on every pop that takes jobs: the number of the
+                                     batch in processing (its ack, fail, yield, bury and restore
+                                     name it); never expires
 S restores                    hash   id -> times a new owner restored the job from processing
                                      (its process died running it); gone once it ends
 S wake                        list   at most one element: "the shard has new due work"
@@ -159,6 +162,7 @@ SUFFIXES = {
     "perform_in_zset": "perform_in",
     "due_since_zset": "due_since",
     "processing_hash": "processing",
+    "batch_counter": "batch",
     "restores_hash": "restores",
     "wake_list": "wake",
     "payloads_zset": "payloads:",
@@ -169,6 +173,7 @@ SUFFIXES = {
     "processed_counter": "processed",
     "failed_counter": "failed",
     "discarded_counter": "discarded",
+    "stale_counter": "stale",
     "lease": "lease",
     "epoch_counter": "epoch",
     "stopping_flag": "stopping",
@@ -240,6 +245,10 @@ class QueueKeys:
         """id -> packed job: the batch the shard is running."""
         return self._key("processing_hash", shard)
 
+    def batch_counter(self, shard: int) -> str:
+        """The number of the shard's last pop that took jobs: the batch in processing."""
+        return self._key("batch_counter", shard)
+
     def wake_list(self, shard: int) -> str:
         """A one-element list pushed when the shard gets due work; threads block on it."""
         return self._key("wake_list", shard)
@@ -275,6 +284,10 @@ class QueueKeys:
     def discarded_counter(self, shard: int) -> str:
         """Count of the shard's jobs dropped without a retry (``lowkiq.Discard``)."""
         return self._key("discarded_counter", shard)
+
+    def stale_counter(self, shard: int) -> str:
+        """Count of the calls that named a batch no longer in the shard's processing area."""
+        return self._key("stale_counter", shard)
 
     def lease(self, shard: int) -> str:
         """The lease on the shard: ``epoch owner``, expiring unless renewed."""

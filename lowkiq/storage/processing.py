@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lowkiq.clients.connection import KeyedCommand
-from lowkiq.errors import LeaseLost
+from lowkiq.errors import LeaseLost, StaleBatch
 from lowkiq.outcomes import Fate
 from lowkiq.serializers import decode_failure
 from lowkiq.storage import blob
@@ -68,17 +68,22 @@ class JobEnd:
     retry_in: float = 0.0
 
 
-#: ``Popped.acked`` when no ack was asked, and when the ack's lease was not held.
+#: ``Popped.acked`` when no ack was asked, when the ack's lease was not held, and when
+#: the processing area held another batch than the one the ack named.
 NO_ACK = -2
 ACK_FENCED = -1
+ACK_STALE = -3
 
 
 @dataclass(slots=True)
 class Popped:
     """What :meth:`Queue.pop` did: the ack it carried, and the batch it took.
 
-    ``acked`` is the size of the acked batch, :data:`NO_ACK` or
-    :data:`ACK_FENCED` (the ack's lease was not held: nothing was acked).
+    ``acked`` is the size of the acked batch, :data:`NO_ACK`, :data:`ACK_FENCED`
+    (the ack's lease was not held: nothing was acked) or :data:`ACK_STALE` (the
+    processing area held another batch than the one the ack named: nothing was acked).
+    ``batch``: the number of the batch popped (0: none), which its ack, fail, yield,
+    bury and restore name.
     ``occupied``: the processing area still held a batch, nothing was popped.
     ``fenced``: the popped shard's lease was not held, nothing was popped.
     ``held``: a reshard holds the shard (:mod:`lowkiq.resharding`), nothing was popped.
@@ -97,6 +102,7 @@ class Popped:
 
     acked: int
     jobs: list[PoppedJob]
+    batch: int = 0
     occupied: bool = False
     fenced: bool = False
     held: bool = False
@@ -151,12 +157,13 @@ class Processing(QueueBase):
         throttle: Throttle | None = None,
         batches: int = 1,
         capped: frozenset[str] | None = None,
+        ack_batch: int = 0,
     ) -> Popped:
         """Move up to ``limit`` due jobs of ``shard`` into its processing area.
 
         ``token`` is the shard's lease token.  ``ack_shard`` (this shard or
         another of this queue, with its lease token ``ack_token``) has its
-        finished batch acked first, in the same script: a thread acks its
+        finished batch ``ack_batch`` acked first, in the same script: a thread acks its
         last batch and pops the next in one round trip (on a Redis Cluster,
         another shard's ack is a call of its own, first).  The popped jobs come
         earliest ``perform_in`` first (none when nothing is due).  With a ``throttle``
@@ -164,18 +171,22 @@ class Processing(QueueBase):
         ``capped``: see :meth:`pop_command`.
         """
         if ack_shard is not None and ack_shard != shard and self.cluster:
-            return self._pop_acking_apart(shard, token, limit, now, ack_shard, ack_token, throttle)
+            return self._pop_acking_apart(
+                shard, token, limit, now, ack_shard, ack_token, ack_batch, throttle
+            )
         if self.pipelines_pops and now is None:
             # A processing thread's client: the pop's command is packed once.
             client: Any = self.client
             command = self.pop_command(
-                shard, token, limit, ack_shard, ack_token, throttle, batches, capped
+                shard, token, limit, ack_shard, ack_token, throttle, batches, capped, ack_batch
             )
             reply = client.run_command(command)
         else:
             keys = self._pop_keys(shard, ack_shard, throttle)
             rate = _tail_args(throttle, batches, self.group_weight_args, capped)
-            reply = self.write("pop", list(keys), token, _now(now), limit, ack_token, *rate)
+            reply = self.write(
+                "pop", list(keys), token, _now(now), limit, ack_token, ack_batch, *rate
+            )
         return self.read_popped(reply)
 
     def pop_command(
@@ -188,6 +199,7 @@ class Processing(QueueBase):
         throttle: Throttle | None = None,
         batches: int = 1,
         capped: frozenset[str] | None = None,
+        ack_batch: int = 0,
     ) -> KeyedCommand:
         """:meth:`pop`'s command, packed, for the processing thread's client to send alone
         (``run_command``) or with others in one write (``run_keyed``); its reply is read
@@ -198,16 +210,17 @@ class Processing(QueueBase):
         keys = self._pop_keys(shard, ack_shard, throttle)
         client: Any = self.client
         tail = _tail_args(throttle, batches, self.group_weight_args, capped)
-        args = (token, "", limit, ack_token, *tail)
+        args = (token, "", limit, ack_token, ack_batch, *tail)
         packed = client.pack_script(self.scripts.pop, keys, args)
         return (keys[0], packed, self.scripts.pop)
 
-    def ack_command(self, shard: int, token: str) -> KeyedCommand:
+    def ack_command(self, shard: int, token: str, batch: int) -> KeyedCommand:
         """:meth:`ack`'s command, packed to go out with others in one write (``run_keyed``);
-        its reply is the acked batch's size, or a ``FENCED`` error reply."""
+        its reply is the acked batch's size, or a ``FENCED`` or ``STALE`` error reply."""
         client: Any = self.client
         key = self._prefixes[shard]
-        return (key, client.pack_script(self.scripts.ack, (key,), (token,)), self.scripts.ack)
+        packed = client.pack_script(self.scripts.ack, (key,), (token, batch))
+        return (key, packed, self.scripts.ack)
 
     def _pop_keys(
         self, shard: int, ack_shard: int | None, throttle: Throttle | None = None
@@ -226,50 +239,55 @@ class Processing(QueueBase):
         now: float | None,
         ack_shard: int,
         ack_token: str,
+        ack_batch: int,
         throttle: Throttle | None = None,
     ) -> Popped:
         """:meth:`pop` with the ack of another shard on a Redis Cluster, where two shards
         are two slots: the ack is a call of its own, first.  (A worker process never asks
         for it: each shard's ack rides on that shard's own next pop.)"""
         try:
-            acked = self.ack(ack_shard, ack_token)
+            acked = self.ack(ack_shard, ack_token, ack_batch)
         except LeaseLost:
             acked = ACK_FENCED
+        except StaleBatch:
+            acked = ACK_STALE
         popped = self.pop(shard, token, limit, now, throttle=throttle)
         popped.acked = acked
         return popped
 
     def read_popped(self, reply: list[Any]) -> Popped:
-        """A pop's reply, read (its ack's result, status, the rate limit's wait, after a
-        pop given ``capped`` groups the jobs taken of each group, a list, then the jobs)."""
-        acked, status, wait = reply[0], reply[1], reply[2]
+        """A pop's reply, read (its ack's result, status, the rate limit's wait, the batch's
+        number, after a pop given ``capped`` groups the jobs taken of each group, a list,
+        then the jobs)."""
+        acked, status, wait, batch = reply[0], reply[1], reply[2], reply[3]
         if status not in (1, 2):
             if status == -3:
                 return Popped(
                     acked, [], limited=True, wait=max(wait, 0) / 1000, needs_tokens=wait < 0
                 )
-            return Popped(acked, [], status == 0, status == -1, status == -2)
+            return Popped(acked, [], occupied=status == 0, fenced=status == -1, held=status == -2)
         # A job's id is a string: a list there is the jobs taken of each group.
-        counted = len(reply) > 3 and isinstance(reply[3], list)
+        counted = len(reply) > 4 and isinstance(reply[4], list)
         jobs = [
             self._popped_job(
                 reply[i].decode(), int(reply[i + 1]), float(reply[i + 2]), reply[i + 3]
             )
-            for i in range(4 if counted else 3, len(reply), 4)
+            for i in range(5 if counted else 4, len(reply), 4)
         ]
         suspect = status == 2
-        counts = reply[3] if counted else []
+        counts = reply[4] if counted else []
         groups = {counts[i].decode(): int(counts[i + 1]) for i in range(0, len(counts), 2)}
         if wait:
             return Popped(
                 acked,
                 jobs,
+                batch,
                 wait=max(wait, 0) / 1000,
                 needs_tokens=wait < 0,
                 suspect=suspect,
                 groups=groups,
             )
-        return Popped(acked, jobs, suspect=suspect, groups=groups)
+        return Popped(acked, jobs, batch, suspect=suspect, groups=groups)
 
     def _popped_job(
         self, job_id: str, retry_count: int, perform_in: float, data: bytes
@@ -288,24 +306,32 @@ class Processing(QueueBase):
             return PoppedJob(job_id, retry_count, [], perform_in, undecodable=reason)
         return PoppedJob(job_id, retry_count, payloads, perform_in)
 
-    def ack(self, shard: int, token: str) -> int:
-        """The batch of ``shard`` succeeded: clear its processing area; returns its size.
+    def ack(self, shard: int, token: str, batch: int) -> int:
+        """Batch ``batch`` of ``shard`` succeeded: clear its processing area; returns its
+        size.
 
-        Raises :class:`LeaseLost` (and changes nothing) when ``token`` is stale.
+        Raises :class:`LeaseLost` (and changes nothing) when ``token`` is stale, and
+        :class:`StaleBatch` when the area holds another batch.
         """
-        return int(self.run_fenced("ack", shard, token))
+        return int(self.run_fenced("ack", shard, token, batch))
 
     def ack_yield(
-        self, shard: int, token: str, yields: Mapping[str, Sequence[int]], now: float | None = None
+        self,
+        shard: int,
+        token: str,
+        batch: int,
+        yields: Mapping[str, Sequence[int]],
+        now: float | None = None,
     ) -> int:
         """The batch of ``shard`` succeeded, but the ids of ``yields`` gave payloads back:
         those at the given positions (0-based, in the order of the id's popped payloads)
         go back to the queue, due now, with their scores; the rest of the processing
         area is acked.  Returns how many ids gave payloads back.
 
-        Raises :class:`LeaseLost` (and changes nothing) when ``token`` is stale.
+        Raises :class:`LeaseLost` (and changes nothing) when ``token`` is stale, and
+        :class:`StaleBatch` when the area holds another batch than ``batch``.
         """
-        args: list[Any] = [_now(now)]
+        args: list[Any] = [batch, _now(now)]
         for job_id, positions in yields.items():
             args += (job_id, len(positions), *(position + 1 for position in positions))
         return int(self.run_fenced("ack_yield", shard, token, *args)[1])
@@ -322,13 +348,15 @@ class Processing(QueueBase):
         self,
         shard: int,
         token: str,
-        batch: Sequence[PoppedJob],
+        batch: int,
+        jobs: Sequence[PoppedJob],
         error: str,
         retry_in: Callable[[int], float],
         max_retry_count: int,
         now: float | None = None,
     ) -> list[dict[str, Any]]:
-        """The batch of ``shard`` raised: retry or bury each job, atomically (SPEC §4).
+        """Batch ``batch`` (its ``jobs``) of ``shard`` raised: retry or bury each job,
+        atomically (SPEC §4).
 
         ``retry_in(retry_count)`` gives each job's delay, added to Redis's clock by the
         script (``now``: a time a test fixes instead).  Returns the jobs sent
@@ -337,14 +365,15 @@ class Processing(QueueBase):
         Raises :class:`LeaseLost` (and changes nothing) when ``token`` is stale.
         """
         ends = [
-            JobEnd(job.id, Fate.RETRY, error, float(retry_in(job.retry_count + 1))) for job in batch
+            JobEnd(job.id, Fate.RETRY, error, float(retry_in(job.retry_count + 1))) for job in jobs
         ]
-        return self.settle_failed(shard, token, ends, max_retry_count, now)
+        return self.settle_failed(shard, token, batch, ends, max_retry_count, now)
 
     def settle_failed(
         self,
         shard: int,
         token: str,
+        batch: int,
         ends: Sequence[JobEnd],
         max_retry_count: int,
         now: float | None = None,
@@ -362,7 +391,7 @@ class Processing(QueueBase):
             index = 0 if end.error is None else texts.setdefault(end.error, len(texts) + 1)
             jobs += (end.id, end.fate.value, index, end.retry_in)
         errors = [self.codec.error_bytes(text) for text in texts]
-        args = [_now(now), max_retry_count, len(errors), *errors, *jobs]
+        args = [batch, _now(now), max_retry_count, len(errors), *errors, *jobs]
         reply = self.run_fenced("fail", shard, token, *args)
         error_of = {end.id: end.error for end in ends}
         return [
@@ -374,23 +403,35 @@ class Processing(QueueBase):
             for i in range(0, len(reply), 2)
         ]
 
-    def restore(self, shard: int, token: str, now: float | None = None) -> int:
-        """Put the shard's processing area back into the queue; returns its size.
+    def restore(
+        self, shard: int, token: str, batch: int | None = None, now: float | None = None
+    ) -> int:
+        """Put batch ``batch`` of the shard back into the queue (``None``: whatever batch
+        its processing area holds); returns its size.
 
         Only the lease holder restores (a new owner does it when it acquires the
-        lease); raises :class:`LeaseLost` when ``token`` is stale.
+        lease); raises :class:`LeaseLost` when ``token`` is stale, and
+        :class:`StaleBatch` when the area holds another batch than ``batch``.
         """
-        return int(self.run_fenced("restore", shard, token, _now(now)))
+        return int(
+            self.run_fenced("restore", shard, token, "" if batch is None else batch, _now(now))
+        )
 
     def bury(
-        self, shard: int, token: str, jobs: Sequence[tuple[str, str]], now: float | None = None
+        self,
+        shard: int,
+        token: str,
+        batch: int,
+        jobs: Sequence[tuple[str, str]],
+        now: float | None = None,
     ) -> int:
         """Move jobs of ``shard``'s batch, whole, to the morgue with their own error
         (``(id, error)`` pairs): jobs that retrying cannot help, such as a payload
         ``load_payload`` cannot read.  The payloads keep their stored bytes.
-        Returns how many moved; raises :class:`LeaseLost` when ``token`` is stale.
+        Returns how many moved; raises :class:`LeaseLost` when ``token`` is stale, and
+        :class:`StaleBatch` when the area holds another batch than ``batch``.
         """
-        args: list[Any] = [_now(now)]
+        args: list[Any] = [batch, _now(now)]
         for job_id, error in jobs:
             args += (job_id, self.codec.error_bytes(error))
         return int(self.run_fenced("bury", shard, token, *args))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from lowkiq.storage.enqueueing import REFUSED, REROUTES, Enqueueing, NewJob, shard_of
 from lowkiq.storage.processing import (
     ACK_FENCED,
+    ACK_STALE,
     NO_ACK,
     PROCESSING_HEADER,
     Popped,
@@ -19,6 +20,7 @@ from lowkiq.storage.queue_base import QueueBase, Replication
 
 __all__ = [
     "ACK_FENCED",
+    "ACK_STALE",
     "NO_ACK",
     "PROCESSING_HEADER",
     "REFUSED",

@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import redis
 
 from lowkiq.clients.connection import Client, is_cluster
-from lowkiq.errors import LeaseLost
+from lowkiq.errors import LeaseLost, StaleBatch
 from lowkiq.serializers import Codec
 from lowkiq.storage import layout as layouts
 from lowkiq.storage.keys import QueueKeys
@@ -37,6 +37,10 @@ class Replication:
 
 def _fenced(exc: redis.ResponseError) -> bool:
     return str(exc).startswith("FENCED")
+
+
+def _stale(exc: redis.ResponseError) -> bool:
+    return str(exc).startswith("STALE")
 
 
 class _Prefixes(dict[int, str]):
@@ -175,13 +179,22 @@ class QueueBase:
         )
 
     def run_fenced(self, script_name: str, shard: int, token: str, *args: Any) -> Any:
-        """Run a script that needs the shard's lease; :class:`LeaseLost` when it is stale."""
+        """Run a script that needs the shard's lease; :class:`LeaseLost` when it is stale,
+        :class:`StaleBatch` when the batch it names is no longer in processing."""
         try:
             return self.write(script_name, [self._prefixes[shard]], token, *args)
         except redis.ResponseError as exc:
-            if _fenced(exc):
-                raise LeaseLost(f"{self.name}:{shard}: the lease is not held") from None
-            raise
+            self.raise_refusal(exc, shard)
+
+    def raise_refusal(self, error: redis.ResponseError, shard: int) -> NoReturn:
+        """Raise a fenced script's error reply as what it says: :class:`LeaseLost` (the
+        lease is not held), :class:`StaleBatch` (the batch it named is no longer in
+        processing), or itself."""
+        if _fenced(error):
+            raise LeaseLost(f"{self.name}:{shard}: the lease is not held") from None
+        if _stale(error):
+            raise StaleBatch(str(error).removeprefix("STALE ")) from None
+        raise error
 
     def load_pairs(self, pairs: Iterable[tuple[bytes, float]]) -> list[list[Any]]:
         """``[[payload, score], ...]`` of stored ``(payload bytes, score)`` pairs; a payload

@@ -109,6 +109,12 @@ class LowkiqCollector(Collector):
         )
         morgue = GaugeMetricFamily("lowkiq_morgue_length", "Jobs in the morgue.", labels=["worker"])
         busy = GaugeMetricFamily("lowkiq_jobs_busy", "Jobs in processing areas.", labels=["worker"])
+        stale = CounterMetricFamily(
+            "lowkiq_stale_batch_calls",
+            "Acks, fails, yields, burials and restores that named a batch no longer in "
+            "processing: they changed nothing.",
+            labels=["worker"],
+        )
         for name, queue in queues.items():
             metrics = current.by_worker[name]
             processed.add_metric([name, "success"], metrics["processed"])
@@ -118,6 +124,7 @@ class LowkiqCollector(Collector):
             lag.add_metric([name], metrics["lag"])
             morgue.add_metric([name], metrics["morgue_length"])
             busy.add_metric([name], metrics["busy"])
+            stale.add_metric([name], metrics["stale_calls"])
             total = totals[queue.name]
             duration.add_metric([name], _buckets(total.duration_buckets), total.duration_seconds)
             wait.add_metric([name], _buckets(total.wait_buckets), total.wait_seconds)
@@ -126,7 +133,7 @@ class LowkiqCollector(Collector):
         yield duration
         yield wait
         yield merged
-        yield from (length, lag, morgue, busy)
+        yield from (length, lag, morgue, busy, stale)
         yield self._shards_owned(processes, {q.name: name for name, q in queues.items()})
         yield from self._rate_limits(client, workers)
 

@@ -8,7 +8,7 @@ import redis
 import lowkiq
 from lowkiq.clients.cluster import ClusterThreadClient
 from lowkiq.storage.queue import ACK_FENCED, Queue
-from tests.leasing import token
+from tests.leasing import batch, token
 
 NOW = 1_000_000_000.0
 
@@ -46,12 +46,24 @@ def test_a_pop_acks_another_shard_on_the_same_or_another_master(
     assert queue.pop(first, token(queue, first), 2, now=NOW).jobs
     # The same master.
     popped = queue.pop(
-        same, token(queue, same), 2, now=NOW, ack_shard=first, ack_token=token(queue, first)
+        same,
+        token(queue, same),
+        2,
+        now=NOW,
+        ack_shard=first,
+        ack_token=token(queue, first),
+        ack_batch=batch(queue, first),
     )
     assert (popped.acked, len(popped.jobs)) == (2, 2)
     # Another master.
     popped = queue.pop(
-        other, token(queue, other), 2, now=NOW, ack_shard=same, ack_token=token(queue, same)
+        other,
+        token(queue, other),
+        2,
+        now=NOW,
+        ack_shard=same,
+        ack_token=token(queue, same),
+        ack_batch=batch(queue, same),
     )
     assert (popped.acked, len(popped.jobs)) == (2, 2)
     assert all(queue.shard_of(job.id) == other for job in popped.jobs)
@@ -61,7 +73,13 @@ def test_a_pop_acks_another_shard_on_the_same_or_another_master(
     assert Spread.metrics()["processed"] == 4
     cluster_client.execute_command("SCRIPT FLUSH", target_nodes=redis.RedisCluster.PRIMARIES)
     popped = queue.pop(
-        same, token(queue, same), 2, now=NOW, ack_shard=other, ack_token=token(queue, other)
+        same,
+        token(queue, same),
+        2,
+        now=NOW,
+        ack_shard=other,
+        ack_token=token(queue, other),
+        ack_batch=batch(queue, other),
     )
     assert (popped.acked, len(popped.jobs)) == (2, 2)
     thread.close()

@@ -15,6 +15,7 @@ from lowkiq.ownership import leases
 from lowkiq.ownership.coordinator import Coordinator
 from lowkiq.runtime.server import Server
 from tests.built_server import built_server
+from tests.runtime.serving import process
 
 seen: list[Any] = []
 
@@ -66,8 +67,8 @@ def test_perform_sees_its_lease_and_a_fence_that_grows_with_every_owner(
     server, coordinator = built
     Fenced.perform_async([{"id": "a"}])
     AsyncFenced.perform_async([{"id": "a"}])
-    assert handler_of(server, Fenced).process()
-    assert handler_of(server, AsyncFenced).process()
+    assert process(handler_of(server, Fenced))
+    assert process(handler_of(server, AsyncFenced))
     (epoch, fence, remaining), (tag, async_fence) = seen
     assert epoch > 0 and fence == leases.fence_of(0, epoch)
     async_epoch = int(handler_of(server, AsyncFenced).token.split()[0])
@@ -92,14 +93,14 @@ def test_check_raises_lease_lost_when_another_process_took_the_shard(
     server, _ = built
     handler = handler_of(server, Fenced)
     Fenced.perform_async([{"id": "check"}])
-    assert handler.process()
+    assert process(handler)
     assert isinstance(seen[-1], lowkiq.LeaseLost)
     # The batch's failure is refused as well: the new owner restores and runs it.
     assert handler.lost
     assert Fenced.queries().fetch(["check"]) == []
 
 
-def test_a_batch_whose_lease_may_have_lapsed_goes_back_unperformed(
+def test_a_shard_whose_lease_may_have_lapsed_performs_nothing_until_renewed(
     built: tuple[Server, Coordinator], redis_client: redis.Redis
 ) -> None:
     server, _ = built
@@ -107,11 +108,11 @@ def test_a_batch_whose_lease_may_have_lapsed_goes_back_unperformed(
     Fenced.perform_async([{"id": "late"}])
     # The process was frozen: no renewal was confirmed for longer than the TTL.
     handler.term.confirmed_at -= 60
-    assert handler.process()
+    assert not process(handler)  # not popped until a renewal is confirmed
     assert seen == []
     (job,) = Fenced.queries().fetch(["late"])
     assert job["retry_count"] == -1  # queued again, as it was
     # Once a renewal is confirmed, the batch runs.
     handler.term.confirm(__import__("time").monotonic())
-    assert handler.process()
+    assert process(handler)
     assert len(seen) == 1

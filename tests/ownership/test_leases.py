@@ -64,13 +64,13 @@ def test_a_stale_token_can_neither_pop_ack_fail_restore_nor_bury(queue: Queue) -
 
     assert queue.pop(0, old.token, 3, now=NOW).fenced
     with pytest.raises(LeaseLost):
-        queue.ack(0, old.token)
+        queue.ack(0, old.token, popped.batch)
     with pytest.raises(LeaseLost):
-        queue.fail(0, old.token, popped.jobs, "late", lambda c: 1.0, 5, now=NOW)
+        queue.fail(0, old.token, popped.batch, popped.jobs, "late", lambda c: 1.0, 5, now=NOW)
     with pytest.raises(LeaseLost):
-        queue.restore(0, old.token, now=NOW)
+        queue.restore(0, old.token, popped.batch, now=NOW)
     with pytest.raises(LeaseLost):
-        queue.bury(0, old.token, [(popped.jobs[0].id, "late")], now=NOW)
+        queue.bury(0, old.token, popped.batch, [(popped.jobs[0].id, "late")], now=NOW)
     assert queue.client.dump(queue.keys.fresh_lex_zset(0)) == before
 
 
@@ -89,8 +89,8 @@ def test_a_riding_ack_with_a_stale_token_acks_nothing_and_the_pop_goes_on(queue:
 def test_acquiring_restores_the_previous_owners_batch_with_its_retry_state(queue: Queue) -> None:
     old, _, _ = leases.acquire(queue, 1, "a", 10)
     assert old is not None
-    batch = queue.pop(1, old.token, 10, now=NOW).jobs
-    queue.fail(1, old.token, batch, "boom", lambda c: 5.0, 5, now=NOW)
+    popped = queue.pop(1, old.token, 10, now=NOW)
+    queue.fail(1, old.token, popped.batch, popped.jobs, "boom", lambda c: 5.0, 5, now=NOW)
     retried = queue.pop(1, old.token, 10, now=NOW + 10).jobs
     assert {job.retry_count for job in retried} == {-1, 0}
     assert leases.release(queue, [old]) == 1  # released with a batch still in processing

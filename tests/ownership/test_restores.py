@@ -11,6 +11,7 @@ import lowkiq
 from lowkiq.errors import LeaseLost
 from lowkiq.ownership import leases
 from lowkiq.storage.queue import Queue
+from tests.leasing import batch
 
 NOW = 1_700_000_000.0
 
@@ -53,9 +54,9 @@ def test_a_job_restored_max_restores_times_goes_to_the_morgue(queue: Queue) -> N
     assert Fragile.metrics()["failed"] == 1
     # The others go on, each alone once (they were restored once), then together again.
     assert [job.id for job in queue.pop(0, lease.token, 3).jobs] == ["1"]
-    queue.ack(0, lease.token)
+    queue.ack(0, lease.token, batch(queue, 0))
     assert [job.id for job in queue.pop(0, lease.token, 3).jobs] == ["2"]
-    queue.ack(0, lease.token)
+    queue.ack(0, lease.token, batch(queue, 0))
     Fragile.perform_async([{"id": i, "perform_in": NOW} for i in range(3, 6)])
     assert [job.id for job in queue.pop(0, lease.token, 3).jobs] == ["3", "4", "5"]
 
@@ -66,12 +67,12 @@ def test_a_finished_job_forgets_its_restores(queue: Queue) -> None:
     lease, _, _ = leases.acquire(queue, 0, "p3", 10)
     assert lease is not None
     assert [job.id for job in queue.pop(0, lease.token, 3).jobs] == ["0"]
-    queue.ack(0, lease.token)  # "0" ran to its end this time
+    queue.ack(0, lease.token, batch(queue, 0))  # "0" ran to its end this time
     restores = queue.keys.prefix(0) + "restores"
     assert sorted(queue.client.hkeys(restores)) == [b"1", b"2"]
     for job_id in ("1", "2"):
         assert [job.id for job in queue.pop(0, lease.token, 3).jobs] == [job_id]
-        queue.ack(0, lease.token)
+        queue.ack(0, lease.token, batch(queue, 0))
     assert not queue.client.exists(restores)
     Fragile.perform_async([{"id": 0, "perform_in": NOW}])
     queue.client.delete(queue.keys.lease(0))
@@ -100,7 +101,7 @@ def test_acquiring_again_by_the_same_owner_takes_a_new_epoch_at_once(queue: Queu
     assert again is not None and again.epoch == first.epoch + 1  # not idle for a TTL
     assert restored == 3  # the batch goes back under the new epoch...
     with pytest.raises(LeaseLost):  # ...and whatever ran under the old one is fenced
-        queue.ack(0, first.token)
+        queue.ack(0, first.token, batch(queue, 0))
     other, _, _ = leases.acquire(queue, 0, "p2", 10)
     assert other is None
     assert leases.acquire(queue, 0, "p", 10)[0] is None  # a prefix of the owner is not it
@@ -111,7 +112,9 @@ def test_a_restore_keeps_the_error_of_a_dead_job_queued_up_meanwhile(queue: Queu
     assert lease is not None
     popped = queue.pop(0, lease.token, 1).jobs
     assert [job.id for job in popped] == ["0"]
-    queue.fail(0, lease.token, popped, "boom", lambda count: 1.0, 0)  # "0" dies: morgue
+    queue.fail(
+        0, lease.token, batch(queue, 0), popped, "boom", lambda count: 1.0, 0
+    )  # "0" dies: morgue
     Fragile.perform_async([{"id": 0, "payload": "new"}])
     assert [job.id for job in queue.pop(0, lease.token, 3).jobs] == ["1", "2", "0"]
     # While "0" is in processing, its dead job is queued up: it keeps its error.

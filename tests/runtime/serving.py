@@ -16,18 +16,23 @@ from lowkiq.clients.cluster import thread_client
 from lowkiq.clients.connection import Client
 from lowkiq.runtime.dispatcher import Dispatcher
 from lowkiq.runtime.shard_handler import ShardHandler
-from lowkiq.schedulers import LagScheduler
+from lowkiq.schedulers import LagScheduler, SeqScheduler
 from lowkiq.storage.queue import Queue
 from tests.leasing import token
 
 
 @contextmanager
 def dispatcher_of(
-    client: Client, worker: type[lowkiq.Worker], threads: int = 2, **options: Any
+    client: Client,
+    worker: type[lowkiq.Worker],
+    threads: int = 2,
+    own: Client | None = None,
+    **options: Any,
 ) -> Iterator[tuple[Dispatcher, Queue]]:
     """A dispatcher with ``threads`` executor threads (started) serving every shard of
-    ``worker`` on a connection of its own, and the queue its handlers use."""
-    own = thread_client(client)
+    ``worker`` on a connection of its own (``own``, or a new thread client), and the
+    queue its handlers use."""
+    own = own or thread_client(client)
     queue = worker.queue(own)
     queue.refresh_layout(worker.queue(client).layout)
     dispatcher = Dispatcher(
@@ -94,3 +99,20 @@ def ids_by_shard(queue: Queue, per_shard: int) -> dict[int, list[str]]:
             ids[shard].append(str(number))
         number += 1
     return ids
+
+
+def process(handler: ShardHandler) -> bool:
+    """One pop of ``handler``'s shard, performed and settled on this thread by a dispatcher
+    with no executor thread (as :func:`lowkiq.testing.drain` runs); ``False`` when it
+    gave nothing to do.  Its finished batch waits for its ack, which rides on the next
+    pop, as in a worker process."""
+    dispatcher = Dispatcher(handler.queue.client, 0, SeqScheduler(), 0.0, threading.Event())
+    dispatcher.add(handler)
+    dispatcher.apply()
+    worked = dispatcher.round() > 0
+    for _ in range(3):  # a suspect runs alone, in the round after its pop
+        dispatcher.collect()
+        if not dispatcher.in_flight:
+            break
+        dispatcher.round()
+    return worked

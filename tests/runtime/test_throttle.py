@@ -11,6 +11,7 @@ import redis
 
 import lowkiq
 from tests.built_server import built_server
+from tests.runtime.serving import process
 
 
 class Paced(lowkiq.Worker):
@@ -37,7 +38,7 @@ def test_a_dispatcher_waits_for_its_shards_tokens_without_calling_redis(redis_ur
     with built_server(redis_url, Paced) as (_, _, dispatcher):
         (handler,) = dispatcher.handlers
         Paced.perform_async([{"id": n} for n in range(5)])
-        assert handler.process()  # the bucket's one token; the next one is reserved
+        assert process(handler)  # the bucket's one token; the next one is reserved
         assert not handler.ready()  # not popped before the reserved token is due
         (delay,) = dispatcher.due_in(dispatcher.handlers)
         # 200 ms of refill, paid on the next step of the 50 ms grid (PACE_SECONDS).
@@ -51,7 +52,7 @@ def test_a_dispatcher_waits_for_its_shards_tokens_without_calling_redis(redis_ur
         slept = time.monotonic() - started
         assert calls(redis_client) - before == 1  # the INFO above: nothing from the thread
         assert 0.1 < slept < 0.3
-        assert handler.ready() and handler.process()
+        assert handler.ready() and process(handler)
         assert Paced.metrics()["length"] == 3
 
 
@@ -68,7 +69,7 @@ def test_a_long_wait_for_tokens_is_napped_in_steps_after_acking(redis_url, redis
     with built_server(redis_url, Slow) as (_, _, dispatcher):
         (handler,) = dispatcher.handlers
         Slow.perform_async([{"id": n} for n in range(3)])
-        assert handler.process()  # the bucket's token; the next one is due in a second
+        assert process(handler)  # the bucket's token; the next one is due in a second
         assert handler.throttle is not None and handler.throttle.waiting()
 
         redis_client.script_load(handler.queue.scripts.ack.script)  # as after a first ack
@@ -89,7 +90,7 @@ def test_a_long_wait_for_tokens_is_napped_in_steps_after_acking(redis_url, redis
             if handler.ready():
                 break
             dispatcher.wait()
-        assert handler.ready() and handler.process()
+        assert handler.ready() and process(handler)
         assert Slow.metrics()["length"] == 1
 
 
@@ -125,9 +126,9 @@ def test_a_limited_pop_takes_several_quick_batches_in_one_script(redis_url, redi
     with built_server(redis_url, worker) as (_, _, dispatcher):
         (handler,) = dispatcher.handlers
         worker.perform_async([{"id": f"{n:02}"} for n in range(15)])
-        assert handler.process()  # one batch: the shard has not timed one yet
+        assert process(handler)  # one batch: the shard has not timed one yet
         before = commands(redis_client)
-        assert handler.process()
+        assert process(handler)
         after = commands(redis_client)
         # The 13 other jobs (the tokens reserved by the first pop pay for them) in one
         # script that also acked the first batch; performed two at a time, in order.
@@ -143,7 +144,7 @@ def test_a_failed_batch_of_a_pop_is_retried_alone(redis_url, redis_client):
     with built_server(redis_url, worker) as (_, _, dispatcher):
         (handler,) = dispatcher.handlers
         worker.perform_async([{"id": f"{n:02}"} for n in range(12)])
-        assert handler.process() and handler.process()
+        assert process(handler) and process(handler)
         assert len(worker.performed) == 6  # the batches after the failed one ran too
         handler.ack_now()
         metrics = worker.metrics()
@@ -158,7 +159,7 @@ def test_slow_batches_are_popped_one_at_a_time(redis_url, redis_client):
         (handler,) = dispatcher.handlers
         worker.perform_async([{"id": f"{n:02}"} for n in range(6)])
         for done in range(1, 4):
-            assert handler.process()
+            assert process(handler)
             assert len(worker.performed) == done
 
 
@@ -169,9 +170,9 @@ def test_the_batches_of_a_pop_run_to_their_end_when_the_process_is_told_to_stop(
     with built_server(redis_url, worker) as (_, _, dispatcher):
         (handler,) = dispatcher.handlers
         worker.perform_async([{"id": f"{n:02}"} for n in range(9)])
-        assert handler.process()  # one batch: the shard has not timed one yet
+        assert process(handler)  # one batch: the shard has not timed one yet
         worker.on_perform = staticmethod(dispatcher.stop.set)  # stop during the next batch
-        assert handler.process()
+        assert process(handler)
         assert len(worker.performed) == 5  # the four batches of the second pop
         dispatcher.shutdown()
         metrics = worker.metrics()

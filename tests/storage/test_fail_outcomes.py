@@ -17,7 +17,9 @@ from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.serializers import split_error
 from lowkiq.storage.processing import JobEnd
 from lowkiq.testing import drain
+from tests.leasing import batch as batch_number
 from tests.leasing import pop, token
+from tests.runtime.serving import process
 
 IDS = [f"o{n}" for n in range(10)]
 
@@ -32,7 +34,7 @@ def run_once(worker: type[lowkiq.Worker]) -> None:
     handler = ShardHandler(
         worker, 0, queue, token(queue, 0), format_error=lowkiq.settings.format_error
     )
-    assert handler.process() is True
+    assert process(handler) is True
     if handler.unacked:
         handler.ack_now()
 
@@ -175,7 +177,9 @@ def test_the_fail_script_ends_each_job_as_its_fate_says(worker, queue):
         JobEnd("d", Fate.DISCARD),
         JobEnd("a", Fate.DONE),
     ]
-    dead = queue.settle_failed(0, token(queue, 0), ends, max_retry_count=3, now=NOW)
+    dead = queue.settle_failed(
+        0, token(queue, 0), batch_number(queue, 0), ends, max_retry_count=3, now=NOW
+    )
     assert [(job["id"], job["error"]) for job in dead] == [("k", "kill me")]
     [retried] = worker.queries().fetch(["r"])
     assert (retried["retry_count"], retried["perform_in"], retried["error"]) == (
@@ -195,6 +199,8 @@ def test_a_stale_lease_settles_nothing(worker, queue):
     pop(queue, 0, 10, now=NOW)
     ends = [JobEnd("a", Fate.KILL, "x"), JobEnd("b", Fate.DONE)]
     with pytest.raises(LeaseLost):
-        queue.settle_failed(0, "1 someone-else", ends, max_retry_count=3, now=NOW)
+        queue.settle_failed(
+            0, "1 someone-else", batch_number(queue, 0), ends, max_retry_count=3, now=NOW
+        )
     assert len(worker.queries().processing_data()) == 2
     assert worker.metrics()["processed"] == 0

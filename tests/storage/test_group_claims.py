@@ -98,14 +98,14 @@ def test_a_pop_skips_the_groups_at_their_cap_and_names_the_groups_it_took(
         groups = {dict(jobs)[job.id] for job in popped.jobs} - {None}
         assert set(popped.groups) - {""} == groups
         taken[str(shard)] = [job.id for job in popped.jobs]
-        queue.ack(shard, token(queue, shard))
+        queue.ack(shard, token(queue, shard), popped.batch)
     assert sorted(i for ids in taken.values() for i in ids) == ["b1", "c1", "n1"]
     for shard in {queue.shard_of("a1"), queue.shard_of("a2")}:  # A's place came free
         popped = queue.pop(shard, token(queue, shard), 10, now=NOW, capped=frozenset())
         assert {job.id for job in popped.jobs} <= {"a1", "a2"} and popped.groups == {
             "A": len(popped.jobs)
         }
-        queue.ack(shard, token(queue, shard))
+        queue.ack(shard, token(queue, shard), popped.batch)
     assert Capped.metrics()["length"] == 0
 
 
@@ -123,7 +123,7 @@ def test_a_one_job_pop_passes_over_every_capped_group_to_a_due_one(claims: Group
     )
     popped = queue.pop(shard, token(queue, shard), 1, now=NOW, capped=frozenset(groups[:5]))
     assert [job.id for job in popped.jobs] == [mine[5]] and popped.groups == {"G5": 1}
-    queue.ack(shard, token(queue, shard))
+    queue.ack(shard, token(queue, shard), popped.batch)
     none = queue.pop(shard, token(queue, shard), 1, now=NOW, capped=frozenset(groups))
     assert none.jobs == [] and not none.fenced
     assert Capped.metrics()["length"] == 5

@@ -21,6 +21,7 @@ ZERO = {
     "failed": 0,
     "busy": 0,
     "discarded": 0,
+    "stale_calls": 0,
 }
 
 
@@ -52,6 +53,7 @@ def test_metrics_count_every_state(worker, queue):
         "failed": 3,
         "busy": 1,
         "discarded": 0,
+        "stale_calls": 0,
     }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from storage_support import NOW
 
 import lowkiq
+from tests.leasing import batch as batch_number
 from tests.leasing import pop, token
 
 BAD = b"\xff{not json"
@@ -24,7 +25,10 @@ def test_bury_moves_the_job_whole_to_the_morgue_with_its_bytes_and_error(worker,
     queue.push([("bad", b'"fine"', 1.0, NOW - 1, None), ("bad", BAD, 2.0, NOW - 1, None)])
     worker.perform_async([{"id": "good", "payload": 1, "score": 1, "perform_in": NOW - 1}])
     batch = pop(queue, 0, 10, now=NOW)
-    assert queue.bury(0, token(queue, 0), [("bad", "cannot decode")], now=NOW) == 1
+    assert (
+        queue.bury(0, token(queue, 0), batch_number(queue, 0), [("bad", "cannot decode")], now=NOW)
+        == 1
+    )
     [dead] = worker.queries().morgue_fetch(["bad"])
     assert dead["error"] == "cannot decode" and dead["updated_at"] == NOW
     assert dead["payloads"][0] == ["fine", 1.0]

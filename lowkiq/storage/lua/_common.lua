@@ -846,6 +846,23 @@ local function lease_held(keys, token)
   return redis.call('get', keys.lease) == token
 end
 
+-- A batch is named by the number its pop returned: K.batch_counter counts the
+-- shard's pops that took jobs, and holds the number of the batch in its
+-- processing area.  Ack, fail, yield, bury and restore name the batch they end,
+-- and change nothing when the area holds another one (theirs ended already: it
+-- was acked, failed or restored, and another pop took a new batch).  A shard
+-- never popped holds batch 0 (none).
+local function batch_in_area(keys, batch)
+  return (redis.call('get', keys.batch_counter) or '0') == batch
+end
+
+-- The error reply of a script that named a batch no longer in processing; it changed
+-- nothing but the shard's count of such calls (keys.stale_counter, in its metrics).
+local function stale_batch(keys, batch)
+  redis.call('incr', keys.stale_counter)
+  return redis.error_reply('STALE ' .. P .. ': batch ' .. batch .. ' is no longer in processing')
+end
+
 -- The error reply of a script called with a stale lease; nothing was changed.
 local function fenced()
   return redis.error_reply('FENCED ' .. P .. ': the lease is not held')

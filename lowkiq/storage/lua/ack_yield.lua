@@ -7,16 +7,19 @@
 -- restores_hash, forgotten when the id ends).
 -- KEYS[1]  the shard's prefix
 -- ARGV[1]  lease token of the shard
--- ARGV[2]  now: '' for Redis's clock (a test may fix it)
--- ARGV[3..]  per yielded id: id, count, then `count` positions (1-based) of the
+-- ARGV[2]  the batch: the number its pop returned
+-- ARGV[3]  now: '' for Redis's clock (a test may fix it)
+-- ARGV[4..]  per yielded id: id, count, then `count` positions (1-based) of the
 --            payloads it gives back, in the order of its popped payloads
 -- Writes: processing_hash, queue keys, restores_hash, processed_counter
--- Returns: {jobs acked, jobs yielded}; error FENCED when the lease is not held
+-- Returns: {jobs acked, jobs yielded}; error FENCED when the lease is not held, error
+--   STALE when the area holds another batch (nothing is changed)
 if not lease_held(K, ARGV[1]) then return fenced() end
-local now = clock(ARGV[2])
+if not batch_in_area(K, ARGV[2]) then return stale_batch(K, ARGV[2]) end
+local now = clock(ARGV[3])
 local processing = K.processing_hash
 local yielded = 0
-local i = 3
+local i = 4
 while i <= #ARGV do
   local id, count = ARGV[i], tonumber(ARGV[i + 1])
   local value = redis.call('hget', processing, id)

@@ -2,18 +2,21 @@
 -- error, without retries (e.g. a payload the app cannot decode).
 -- KEYS[1]  the shard's prefix
 -- ARGV[1]  lease token of the shard
--- ARGV[2]  now: '' for Redis's clock (a test may fix it)
--- ARGV[3+2i..4+2i]  id, error (already serialized)
+-- ARGV[2]  the batch: the number its pop returned
+-- ARGV[3]  now: '' for Redis's clock (a test may fix it)
+-- ARGV[4+2i..5+2i]  id, error (already serialized)
 -- Writes: processing_hash, morgue keys, failed_counter (+= jobs buried)
--- Returns: the number of jobs buried; error FENCED when the lease is not held
-local token, now = ARGV[1], clock(ARGV[2])
+-- Returns: the number of jobs buried; error FENCED when the lease is not held, error
+--   STALE when the area holds another batch (nothing is changed)
+local token, now = ARGV[1], clock(ARGV[3])
 if not lease_held(K, token) then return fenced() end
+if not batch_in_area(K, ARGV[2]) then return stale_batch(K, ARGV[2]) end
 local processing = K.processing_hash
 local buried = 0
 local ids = {}
-for i = 3, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
+for i = 4, #ARGV, 2 do ids[#ids + 1] = ARGV[i] end
 forget_restores(K, ids)
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   local id = ARGV[i]
   local value = redis.call('hget', processing, id)
   if value then

@@ -10,10 +10,11 @@
 -- not yet) stay there.
 -- KEYS[1]  the shard's prefix
 -- ARGV[1]  lease token of the shard
--- ARGV[2]  now: '' for Redis's clock (a test may fix it)
--- ARGV[3]  max_retry_count
--- ARGV[4]  n: how many error texts follow
--- ARGV[5..4+n]  the error texts (already serialized), each sent once
+-- ARGV[2]  the batch: the number its pop returned
+-- ARGV[3]  now: '' for Redis's clock (a test may fix it)
+-- ARGV[4]  max_retry_count
+-- ARGV[5]  n: how many error texts follow
+-- ARGV[6..5+n]  the error texts (already serialized), each sent once
 -- then per job, 4 arguments: id, fate, index of its error among the texts
 --   (1-based; 0: none), seconds until its retry (retry_in(retry_count + 1);
 --   the retry's perform_in is now + that, on Redis's clock)
@@ -21,14 +22,16 @@
 --   keys, morgue keys (with the per-id payload sets of hot ids),
 --   failed_counter (retry, kill), processed_counter (done), discarded_counter
 -- Returns: flat list id, blob of the payloads each job sent to the morgue;
---   error FENCED when the lease is not held
-local token, now = ARGV[1], clock(ARGV[2])
-local max_retry_count = tonumber(ARGV[3])
+--   error FENCED when the lease is not held, error STALE when the area holds
+--   another batch (nothing is changed)
+local token, now = ARGV[1], clock(ARGV[3])
+local max_retry_count = tonumber(ARGV[4])
 if not lease_held(K, token) then return fenced() end
+if not batch_in_area(K, ARGV[2]) then return stale_batch(K, ARGV[2]) end
 local processing = K.processing_hash
 local errors = {}
-for i = 1, tonumber(ARGV[4]) do errors[i] = ARGV[4 + i] end
-local first_job = 5 + #errors
+for i = 1, tonumber(ARGV[5]) do errors[i] = ARGV[5 + i] end
+local first_job = 6 + #errors
 local ids = {}
 for i = first_job, #ARGV, 4 do ids[#ids + 1] = ARGV[i] end
 forget_restores(K, ids)

@@ -8,14 +8,15 @@
 -- ARGV[2]  now: '' for Redis's clock (a test may fix it)
 -- ARGV[3]  limit (batch size)
 -- ARGV[4]  lease token of the KEYS[2] shard
--- ARGV[5]  optional: the worker's rate limit, tokens per ms (one token per job)
--- ARGV[6]  its bucket's capacity (burst), ARGV[7] tokens to reserve at a time,
--- ARGV[8]  tokens reserved by rate_take for this pop (Redis Cluster), or 0
--- ARGV[9]  the grid (ms) reservations that wait for the refill are paid on, or 0
--- ARGV[10] optional, with a rate limit: batches to pop at most (default 1): up to
+-- ARGV[5]  the batch of the KEYS[2] shard to ack: the number its pop returned
+-- ARGV[6]  optional: the worker's rate limit, tokens per ms (one token per job)
+-- ARGV[7]  its bucket's capacity (burst), ARGV[8] tokens to reserve at a time,
+-- ARGV[9]  tokens reserved by rate_take for this pop (Redis Cluster), or 0
+-- ARGV[10] the grid (ms) reservations that wait for the refill are paid on, or 0
+-- ARGV[11] optional, with a rate limit: batches to pop at most (default 1): up to
 --          ARGV[3] jobs each, each batch's hot ids giving it at most
 --          BATCH_PAYLOADS payloads (the caller performs them one batch at a time)
--- ARGV[11..] optional (ARGV[5..10] then given, '' when unused): pairs group, weight
+-- ARGV[12..] optional (ARGV[6..11] then given, '' when unused): pairs group, weight
 --          (Worker.group_weights; a group not named weighs 1); first a NUL
 --          (Worker.group_concurrency, a per-group rate limit): a group of weight 0
 --          (the default one: '') is at its cap or out of tokens and gives no job, and
@@ -25,14 +26,16 @@
 --   processing_hash (of both shards), processed_counter (of the acked shard),
 --   with a rate limit rate_budget_hash and the bucket (see _common.lua)
 -- Returns: a flat list: the ack's result (jobs acked; -1 when its lease is not
---   held, so nothing was acked; -2 when no ack was asked), the pop's status
+--   held, so nothing was acked; -2 when no ack was asked; -3 when the area holds
+--   another batch than the one named, so nothing was acked), the pop's status
 --   (1 popped; 2 popped one job alone, whose process died running it before (a
 --   suspect, see restore_processing); 0 the processing area is still occupied by a batch not yet
 --   acked, failed or restored; -1 the lease is not held; -2 a reshard holds
 --   the shard: it is new and waits for its old shards, or retired; -3 the rate
 --   limit gives no token now, nothing was popped), ms to wait before the next
 --   pop of the shard (0 without a rate limit; -1: reserve tokens with rate_take
---   first), then (after a NUL of ARGV[11]) a flat list group, jobs popped of it (the
+--   first), the number of the batch popped (0: none), then (after a NUL of ARGV[12])
+--   a flat list group, jobs popped of it (the
 --   default group ''), then id, retry_count, perform_in, blob of each popped job,
 --   earliest
 --   perform_in first; in a shard holding jobs of groups, due jobs are taken in turn
@@ -43,7 +46,7 @@
 --   next pop), and due_since_zset keeps when it first became due (the lag counts
 --   from it) until the id leaves the queue.
 local token, now, batch_size = ARGV[1], clock(ARGV[2]), tonumber(ARGV[3])
-local batches = tonumber(ARGV[10] or '') or 1
+local batches = tonumber(ARGV[11] or '') or 1
 local limit = batch_size * batches
 -- ARGV[3] as it came, when it is the limit: Redis formats a number argument with
 -- snprintf, and takes a string as it is.
@@ -51,7 +54,7 @@ local limit_arg = limit
 if batches == 1 and not string.find(ARGV[3], '.', 1, true) then limit_arg = ARGV[3] end
 -- Worker.group_concurrency: the pop skips the groups at their cap, and names the groups
 -- of the jobs it takes.
-local capping = ARGV[11] == '\0'
+local capping = ARGV[12] == '\0'
 local ack_prefix = KEYS[2]
 if ack_prefix == '' then ack_prefix = nil end
 local acked = -2
@@ -133,7 +136,12 @@ end
 if ack_prefix then
   acked = -1
   local A = same and K or keys_at(ack_prefix)
-  if lease_held(A, ARGV[4]) then
+  if lease_held(A, ARGV[4]) and not batch_in_area(A, ARGV[5]) then
+    acked = -3
+    redis.call('incr', A.stale_counter)
+    -- The area holds a batch this ack does not name: left for the caller to restore.
+    if same and redis.call('exists', processing) == 1 then return {acked, 0, 0, 0} end
+  elseif lease_held(A, ARGV[4]) then
     local restores = nil
     if same then
       extra = without_groups(redis.call('exists', K.hold, K.errors_hash, K.restores_hash,
@@ -154,7 +162,7 @@ if ack_prefix then
     end
   end
 end
-if not held and not lease_held(K, token) then return {acked, -1, 0} end
+if not held and not lease_held(K, token) then return {acked, -1, 0, 0} end
 if not same then
   extra = without_groups(redis.call('exists', K.hold, K.errors_hash, K.restores_hash, processing,
     unpack(GROUP_KEYS)))
@@ -165,9 +173,9 @@ end
 if extra > 0 then
   if redis.call('exists', K.hold) == 1 then
     if done_ids then track_done() end
-    return {acked, -2, 0}
+    return {acked, -2, 0, 0}
   end
-  if not same and redis.call('exists', processing) == 1 then return {acked, 0, 0} end
+  if not same and redis.call('exists', processing) == 1 then return {acked, 0, 0, 0} end
 end
 -- The due jobs: in a shard with groups, picker() -> id, perform_in and group of the
 -- next (nil: none left), unpick(group) when the pop does not take the job it just
@@ -179,14 +187,14 @@ local picker, unpick, finish, any_grouped_due, due
 local base = false
 if grouped_known then
   local weights = {}
-  for i = capping and 12 or 11, #ARGV, 2 do weights[ARGV[i]] = tonumber(ARGV[i + 1]) end
+  for i = capping and 13 or 12, #ARGV, 2 do weights[ARGV[i]] = tonumber(ARGV[i + 1]) end
   picker, unpick, finish, any_grouped_due = group_picker(now, limit, weights, first_turn, first_wait)
 else
   -- A shard of one group gives nothing while that group is at its cap or out of tokens.
   base = base_group()
   local base_out = false
   if capping then
-    for i = 12, #ARGV, 2 do
+    for i = 13, #ARGV, 2 do
       if ARGV[i] == base and ARGV[i + 1] == '0' then base_out = true end
     end
   end
@@ -199,33 +207,33 @@ local function any_due()
 end
 -- Rate limit: pop at most the tokens of the shard's budget (none are reserved for
 -- a shard with nothing due).
-local rate = tonumber(ARGV[5] or '')
+local rate = tonumber(ARGV[6] or '')
 local R = rate and rate_limits()
 local rate_args, tokens, from, now_ms
 local allowance = limit
 if rate and not any_due() then
-  R.budget_idle(KEYS[3], tonumber(ARGV[6]), tonumber(ARGV[8]))
+  R.budget_idle(KEYS[3], tonumber(ARGV[7]), tonumber(ARGV[9]))
 elseif rate then
-  local pace = tonumber(ARGV[9] or '') or 0
-  rate_args = {tonumber(ARGV[7]), rate, tonumber(ARGV[6]), pace, KEYS[3]}
-  tokens, from, now_ms = R.budget_open(rate_args[1], rate, rate_args[3], tonumber(ARGV[8]),
+  local pace = tonumber(ARGV[10] or '') or 0
+  rate_args = {tonumber(ARGV[8]), rate, tonumber(ARGV[7]), pace, KEYS[3]}
+  tokens, from, now_ms = R.budget_open(rate_args[1], rate, rate_args[3], tonumber(ARGV[9]),
     KEYS[3], pace)
   if tokens <= 0 or from > now_ms then
     if done_ids then track_done() end
-    if tokens <= 0 then return {acked, -3, -1} end
+    if tokens <= 0 then return {acked, -3, -1, 0} end
     R.budget_keep(tokens, from, now_ms)
-    return {acked, -3, math.ceil(from - now_ms)}
+    return {acked, -3, math.ceil(from - now_ms), 0}
   end
   allowance = tokens
 end
-local out = {acked, 1, 0}
+local out = {acked, 1, 0, 0}
 -- With Worker.group_concurrency or a per-group rate limit, the jobs taken of each group
 -- (flat group, count; its index in `seen_groups`): the caller claims their places and
 -- tokens before the batch runs.
 local taken_groups, seen_groups = nil, nil
 if capping then
   taken_groups, seen_groups = {}, {}
-  out[4] = taken_groups
+  out[5] = taken_groups
 end
 local budget = BATCH_PAYLOADS
 -- Most pops find no error and no restored job (`extra` counts the errors and
@@ -376,6 +384,7 @@ end
 -- one group of those the pop read stays in the turns).
 if staying == 1 then groups().collapse() end
 call_many('hset', processing, entries)
+if #entries > 0 then out[4] = redis.call('incr', K.batch_counter) end
 if TRACK then
   local popped = taken > 0 and table.concat(popped_ids, '\0') or nil
   if done_ids then

@@ -1,10 +1,15 @@
--- restore: put a shard's processing area back into the queue (the lease holder,
--- after a Redis error left the area's state unknown).
+-- restore: put a shard's processing area back into the queue (the lease holder:
+-- a batch it did not run, or, after a Redis error left the area's state
+-- unknown, whatever batch the area holds).
 -- The processing copy's perform_in, retry_count and error win (SPEC §3 rule 3).
 -- KEYS[1]  the shard's prefix
 -- ARGV[1]  lease token of the shard
--- ARGV[2]  now: '' for Redis's clock (a test may fix it)
+-- ARGV[2]  the batch: the number its pop returned; '' for whatever the area holds
+-- ARGV[3]  now: '' for Redis's clock (a test may fix it)
 -- Writes: processing_hash, queue keys (with payloads_zset(id) of hot ids)
--- Returns: the number of jobs restored; error FENCED when the lease is not held
+-- Returns: the number of jobs restored; error FENCED when the lease is not held,
+--   error STALE when the area holds another batch than the one named (nothing is
+--   changed)
 if not lease_held(K, ARGV[1]) then return fenced() end
-return (restore_processing(clock(ARGV[2]), nil, nil, ARGV[1]))
+if ARGV[2] ~= '' and not batch_in_area(K, ARGV[2]) then return stale_batch(K, ARGV[2]) end
+return (restore_processing(clock(ARGV[3]), nil, nil, ARGV[1]))

@@ -1,0 +1,158 @@
+"""Faults as inputs: a dispatcher's Redis client that fails its N-th call, and a recorder
+of every perform, for the runtime's invariants (``tests/runtime/test_faults.py``).
+
+A :class:`FaultyClient` counts the calls the dispatcher makes (a write of several
+commands is one call, as it is one trip to Redis) and fails the one a :class:`Fault`
+names, in one of the ways Redis and the network fail:
+
+* ``refused``: the connection fails before anything is sent: nothing ran;
+* ``lost``: everything ran, the connection fails before the replies are read;
+* ``timeout``: the same, as a read timeout;
+* ``cut``: the first half of a write's commands ran, the connection fails there;
+* ``oom``: Redis refuses the first command of the call at maxmemory (an error reply;
+  it did not run), the others run;
+* ``noscript``: Redis lost its scripts just before the call (a restart or ``SCRIPT
+  FLUSH``): the client loads them again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from redis.exceptions import OutOfMemoryError
+
+from lowkiq.clients.connection import KeyedCommand
+from lowkiq.clients.thread import ThreadClient
+
+KINDS = ("refused", "lost", "timeout", "cut", "oom", "noscript")
+
+
+@dataclass
+class Fault:
+    """Fail call number ``at`` (1-based; 0: none) in the way ``kind`` says."""
+
+    at: int = 0
+    kind: str = "lost"
+    #: Calls counted so far, and whether the fault fired.
+    calls: int = 0
+    fired: bool = False
+    #: Calls are counted once armed (not while a test sets the dispatcher up).
+    armed: bool = False
+    #: Where the failed call was made (the stack), once it fired.
+    where: str = ""
+
+    def strikes(self) -> bool:
+        """Count a call; ``True`` when it is the one to fail."""
+        if not self.armed:
+            return False
+        self.calls += 1
+        if self.calls == self.at:
+            self.fired = True
+            self.where = "".join(traceback.format_stack(limit=9)[:-3])
+            return True
+        return False
+
+
+def _oom() -> OutOfMemoryError:
+    return OutOfMemoryError("OOM command not allowed when used memory > 'maxmemory'.")
+
+
+class FaultyClient(ThreadClient):
+    """A dispatcher's client that fails the call its :class:`Fault` names."""
+
+    def __init__(self, template: redis.Redis, fault: Fault) -> None:
+        super().__init__(template)
+        self.fault = fault
+        self._admin = template
+
+    def _error(self) -> redis.RedisError:
+        if self.fault.kind == "timeout":
+            return redis.TimeoutError("injected: timeout reading the reply")
+        return redis.ConnectionError("injected: connection lost")
+
+    def _before(self) -> str | None:
+        """The kind of fault for this call, after doing what must happen before it is
+        sent (``refused`` raises, ``noscript`` flushes the scripts)."""
+        if not self.fault.strikes():
+            return None
+        kind = self.fault.kind
+        if kind == "refused":
+            self.disconnect()
+            raise redis.ConnectionError("injected: connection refused")
+        if kind == "noscript":
+            self._admin.script_flush()
+            return None
+        return kind
+
+    def _after(self) -> None:
+        self.disconnect()
+        raise self._error()
+
+    def run_keyed(self, commands: Sequence[KeyedCommand]) -> list[Any]:
+        kind = self._before()
+        if kind is None:
+            return super().run_keyed(commands)
+        if kind == "oom":
+            return [_oom(), *super().run_keyed(commands[1:])] if commands else []
+        if kind == "cut":
+            super().run_keyed(commands[: len(commands) // 2])
+        else:
+            super().run_keyed(commands)
+        self._after()
+        raise AssertionError("unreachable")
+
+    def _one(self, call: Any) -> Any:
+        kind = self._before()
+        if kind is None:
+            return call()
+        if kind == "oom":
+            raise _oom()
+        call()  # lost, timeout, cut: a single command cut short ran (whole)
+        self._after()
+        raise AssertionError("unreachable")
+
+    def run_command(self, command: KeyedCommand) -> Any:
+        return self._one(lambda: super(FaultyClient, self).run_command(command))
+
+    def run_script(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        return self._one(lambda: super(FaultyClient, self).run_script(script, keys, args))
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        return self._one(lambda: super(FaultyClient, self).execute_command(*args, **options))
+
+
+@dataclass
+class Performs:
+    """Every perform's start and end, by shard, to check that no shard ever ran two
+    batches at once and which payloads ran."""
+
+    #: shard -> (start, end) of each perform.
+    spans: dict[int, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
+    #: (id, payload) -> times performed.
+    payloads: dict[tuple[str, Any], int] = field(default_factory=lambda: defaultdict(int))
+    #: Shards with a perform running now, and the overlaps seen.
+    running: set[int] = field(default_factory=set)
+    overlaps: list[int] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self, shard: int) -> float:
+        with self.lock:
+            if shard in self.running:
+                self.overlaps.append(shard)
+            self.running.add(shard)
+        return time.monotonic()
+
+    def end(self, shard: int, started: float, batch: dict[str, list[Any]]) -> None:
+        with self.lock:
+            self.running.discard(shard)
+            self.spans[shard].append((started, time.monotonic()))
+            for job_id, payloads in batch.items():
+                for payload in payloads:
+                    self.payloads[(job_id, payload)] += 1

@@ -1,0 +1,341 @@
+"""The runtime under Redis faults: for scripted scenarios (acks riding on pops, several
+batches a pop, failures, partial failures, yields, burials, group claims, a hand-over),
+every call of the dispatcher is failed in turn, in every way of
+:mod:`tests.runtime.faults`, and after each run:
+
+* every enqueued payload was performed at least once, or is dead (nothing was acked
+  unperformed, nothing lost);
+* a shard never ran two batches at once;
+* the dispatcher never raised anything but a Redis error (the process would live on).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import redis
+
+import lowkiq
+from lowkiq.ownership import leases
+from lowkiq.runtime.dispatcher import Dispatcher
+from lowkiq.runtime.lifecycle import State
+from lowkiq.runtime.shard_handler import ShardHandler
+from lowkiq.storage.metrics import queue_metrics
+from lowkiq.storage.queue import Queue
+from tests.runtime.faults import KINDS, Fault, FaultyClient, Performs
+from tests.runtime.serving import dispatcher_of, ids_by_shard
+
+#: What a scenario's perform does with a job, by the first letter of its payload:
+#: ``f`` fails its batch the first time, ``p`` fails only its own id the first time
+#: (BatchFailed), ``y`` gives its later payloads back the first time (yield_rest).
+UNDECODABLE = b"\xff{not json"
+#: A time long past: jobs enqueued at it are due at once, in the order of their times.
+PAST = 1_000_000_000.0
+
+
+class Faulted(lowkiq.Worker):
+    shards_count = 2
+    batch_size = 1
+    performs = Performs()
+    #: (id, payload) that already failed or yielded once.
+    once: set[tuple[str, Any]] = set()
+
+    @classmethod
+    def retry_in(cls, retry_count: int) -> float:
+        return 0.0
+
+    @classmethod
+    def perform(cls, batch: dict[str, list[Any]]) -> None:
+        shard = cls.queue().shard_of(next(iter(batch)))
+        started = cls.performs.start(shard)
+        try:
+            cls._act(batch)
+        finally:
+            cls.performs.end(shard, started, batch)
+
+    @classmethod
+    def _act(cls, batch: dict[str, list[Any]]) -> None:
+        failed: dict[str, Exception] = {}
+        for job_id, payloads in batch.items():
+            first = (job_id, payloads[0])
+            kind = str(payloads[0])[:1]
+            if first in cls.once:
+                continue
+            if kind == "f":
+                cls.once.add(first)
+                raise RuntimeError("fails its batch once")
+            if kind == "p":
+                cls.once.add(first)
+                failed[job_id] = RuntimeError("fails its id once")
+            if kind == "y" and len(payloads) > 1:
+                cls.once.add(first)
+                running = lowkiq.current_batch()
+                assert running is not None
+                running.yield_rest(job_id, payloads[1:])
+        if failed:
+            raise lowkiq.BatchFailed(failed)
+
+
+class Capped(Faulted):
+    """Jobs of groups, one batch of a group at a time (group claims)."""
+
+    group_concurrency = 1
+
+
+@dataclass
+class Scenario:
+    """A worker, its jobs (``(id, payloads)`` by shard), and what else a run does."""
+
+    name: str
+    worker: type[Faulted]
+    payloads: Callable[[int], list[str]]
+    batch_size: int = 1
+    per_shard: int = 3
+    threads: int = 2
+    groups: bool = False
+    undecodable: bool = False
+    #: After this many turns, shard 0 is handed over: given up and taken again.
+    hand_over_at: int | None = None
+    jobs: dict[str, list[str]] = field(default_factory=dict)
+
+
+SCENARIOS = [
+    Scenario("acks riding on pops", Faulted, lambda n: [f"a{n}"]),
+    Scenario("merged payloads, several batches a pop", Faulted, lambda n: [f"a{n}", f"b{n}"], 2),
+    Scenario("failures", Faulted, lambda n: [f"f{n}"] if n % 2 else [f"a{n}"]),
+    Scenario("partial failures", Faulted, lambda n: [f"p{n}"] if n % 2 else [f"a{n}"], 3),
+    Scenario("yields", Faulted, lambda n: [f"y{n}", f"z{n}", f"w{n}"]),
+    Scenario("burials", Faulted, lambda n: [f"a{n}"], 2, undecodable=True),
+    Scenario("group claims", Capped, lambda n: [f"a{n}"], groups=True),
+    Scenario("hand-over", Faulted, lambda n: [f"a{n}"], per_shard=4, hand_over_at=3),
+]
+
+
+def prepare(client: redis.Redis, scenario: Scenario) -> dict[tuple[str, str], bool]:
+    """Empty Redis, enqueue the scenario's jobs; returns each (id, payload) enqueued ->
+    whether it must run (``False``: it must be dead)."""
+    client.flushdb()
+    worker = scenario.worker
+    worker.batch_size = scenario.batch_size
+    worker.performs = Performs()
+    worker.once = set()
+    lowkiq.settings.workers = [worker]
+    expected: dict[tuple[str, str], bool] = {}
+    jobs = []
+    queue = worker.queue()
+    for shard, ids in ids_by_shard(queue, scenario.per_shard).items():
+        for n, job_id in enumerate(ids):
+            for score, payload in enumerate(scenario.payloads(n + 10 * shard)):
+                job: dict[str, Any] = {"id": job_id, "payload": payload, "score": score}
+                if scenario.groups:
+                    job["group"] = f"g{n % 2}"
+                jobs.append(job)
+                expected[(job_id, payload)] = True
+    worker.perform_async(jobs)
+    if scenario.undecodable:
+        for shard in queue.shards:
+            bad = f"bad{shard}"
+            while queue.shard_of(bad) != shard:
+                bad += "x"
+            queue.push([(bad, UNDECODABLE, 0.0, PAST, None)])
+            expected[(bad, "")] = False
+    return expected
+
+
+def drained(dispatcher: Dispatcher, queue: Queue) -> bool:
+    """Nothing in flight, queued, or in a processing area."""
+    if dispatcher.in_flight or any(h.unacked for h in dispatcher.handlers):
+        return False
+    metrics = queue_metrics(queue)
+    return metrics["length"] == 0 and metrics["busy"] == 0
+
+
+def hand_over(dispatcher: Dispatcher, queue: Queue, worker: type[Faulted]) -> None:
+    """Shard 0 is asked back (its lease released once its batch is settled), then a
+    new lease on it is served by a new handler."""
+    dispatcher.remove((queue.name, 0), release=True)
+    for _ in range(200):
+        try:
+            dispatcher.turn()
+        except redis.RedisError:
+            continue
+        if all(h.shard != 0 for h in dispatcher.handlers) and (queue.name, 0) not in (
+            dispatcher.leaving
+        ):
+            break
+    lease, _, _ = leases.acquire(worker.queue(), 0, "again", 3600)
+    if lease is None:  # its release failed: the old lease lapses (at once, here)
+        worker.queue().client.delete(queue.keys.lease(0))
+        lease, _, _ = leases.acquire(worker.queue(), 0, "again", 3600)
+    assert lease is not None
+    dispatcher.add(ShardHandler(worker, 0, queue, lease.token))
+
+
+def run(client: redis.Redis, scenario: Scenario, fault: Fault) -> list[str]:
+    """One run of ``scenario`` with ``fault``; returns the invariants it broke."""
+    expected = prepare(client, scenario)
+    worker = scenario.worker
+    broken: list[str] = []
+    own = FaultyClient(client, fault)
+    with dispatcher_of(client, worker, scenario.threads, own=own, poll_interval=0.02) as (
+        dispatcher,
+        queue,
+    ):
+        fault.armed = True
+        turns = 0
+        while True:
+            if turns >= 400:
+                broken.append(f"not drained after {turns} turns")
+                break
+            if turns == scenario.hand_over_at:
+                hand_over(dispatcher, queue, worker)
+            turns += 1
+            try:
+                dispatcher.turn()
+            except redis.RedisError:
+                pass
+            except Exception as exc:  # noqa: BLE001 - the process would die of it
+                broken.append(f"the dispatcher raised {exc!r}")
+                break
+            try:
+                if drained(dispatcher, worker.queue()):
+                    break
+            except redis.RedisError:
+                continue
+        if not all(thread.is_alive() for thread in dispatcher.executor.threads):
+            broken.append("an executor thread died")
+    performs = worker.performs
+    if performs.overlaps:
+        broken.append(f"two batches at once on shards {sorted(set(performs.overlaps))}")
+    dead = {job["id"] for job in worker.queries().morgue_range_by_id("-", "+")}
+    for (job_id, payload), must_run in expected.items():
+        if must_run and not performs.payloads.get((job_id, payload)) and job_id not in dead:
+            broken.append(f"{job_id}:{payload} never performed, and not dead")
+        if not must_run and job_id not in dead:
+            broken.append(f"{job_id} (undecodable) not dead")
+    return broken
+
+
+@pytest.fixture
+def redis_direct(redis_client: redis.Redis) -> Iterator[redis.Redis]:
+    yield redis_client
+    lowkiq.settings.workers = []
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_every_failed_call_of_a_scenario_keeps_the_invariants(
+    redis_direct: redis.Redis, scenario: Scenario
+) -> None:
+    calls = Fault()
+    assert run(redis_direct, scenario, calls) == []
+    points = 0
+    violations: list[str] = []
+    for kind in KINDS:
+        for at in range(1, calls.calls + 1):
+            fault = Fault(at, kind)
+            broken = run(redis_direct, scenario, fault)
+            points += fault.fired
+            violations += [f"{kind} at call {at}: {what}" for what in broken]
+            if broken:
+                violations.append(f"the call failed:\n{fault.where}")
+    print(f"{scenario.name}: {points} failure points, {len(violations)} violations")
+    assert violations == [], "\n".join(violations)
+    assert points >= len(KINDS) * calls.calls // 2
+
+
+def test_a_redis_error_in_one_reply_of_a_round_strands_no_other_shard(
+    redis_direct: redis.Redis,
+) -> None:
+    """The first burial of a round fails (the connection drops); the pop of the other
+    shard in that round carried its ack and took a new batch: that batch still runs."""
+
+    class Burying(Faulted):
+        pass
+
+    lowkiq.settings.workers = [Burying]
+    queue = Burying.queue()
+    ids = ids_by_shard(queue, 3)
+    first, second = ids[0], ids[1]
+    # Shard 0 is due first, and its second job cannot be decoded: its pop in the second
+    # round (which acks the first) buries it; shard 1's pop in that round acks its
+    # first batch and takes its second.
+    Burying.perform_async([{"id": first[0], "payload": "a", "perform_in": PAST + 1}])
+    queue.push([(first[1], UNDECODABLE, 0.0, PAST + 2, None)])
+    Burying.perform_async(
+        [
+            {"id": job_id, "payload": "a", "perform_in": PAST + 10 + n}
+            for n, job_id in enumerate(second)
+        ]
+    )
+    burials = 0
+
+    class FailingBury(FaultyClient):
+        def run_script(self, script: Any, keys: Any, args: Any) -> Any:
+            nonlocal burials
+            if script.sha == queue.scripts.bury.sha:
+                burials += 1
+                if burials == 1:
+                    self.disconnect()
+                    raise redis.ConnectionError("injected: the burial's connection dropped")
+            return super().run_script(script, keys, args)
+
+    own = FailingBury(redis_direct, Fault())
+    with dispatcher_of(redis_direct, Burying, 2, own=own, poll_interval=0.02) as (dispatcher, _):
+        for _ in range(200):
+            with contextlib.suppress(redis.RedisError):
+                dispatcher.turn()
+            if drained(dispatcher, Burying.queue()):
+                break
+    assert burials >= 1
+    performed = {job_id for job_id, _ in Burying.performs.payloads}
+    assert set(second) <= performed, f"never performed: {set(second) - performed}"
+    assert {job["id"] for job in Burying.queries().morgue_range_by_id("-", "+")} == {first[1]}
+
+
+def test_an_ack_naming_a_batch_no_longer_in_processing_changes_nothing(
+    redis_direct: redis.Redis,
+) -> None:
+    """A shard's handler that believes an old batch waits for its ack, while Redis holds
+    a newer batch in the area: its ack (riding on its pop, or alone) acks nothing, and
+    the newer batch runs."""
+    lowkiq.settings.workers = [Faulted]
+    Faulted.performs = Performs()
+    queue = Faulted.queue()
+    [old, new] = ids_by_shard(queue, 2)[0]
+    Faulted.perform_async([{"id": old, "payload": "a", "perform_in": PAST + 1}])
+    Faulted.perform_async([{"id": new, "payload": "a", "perform_in": PAST + 2}])
+    with dispatcher_of(redis_direct, Faulted, 1, poll_interval=0.02) as (dispatcher, _):
+        handler = next(h for h in dispatcher.handlers if h.shard == 0)
+        stale = handler.batch
+        token = handler.token
+        popped = queue.pop(0, token, 1)  # another pop the handler never heard of
+        assert [job.id for job in popped.jobs] == [old]
+        queue.ack(0, token, popped.batch)
+        popped = queue.pop(0, token, 1)
+        assert [job.id for job in popped.jobs] == [new] and popped.batch != stale
+        handler.life.state = State.FINISHED  # it believes its (old) batch waits for its ack
+        for _ in range(100):
+            dispatcher.turn()
+            if (new, "a") in Faulted.performs.payloads and drained(dispatcher, queue):
+                break
+    assert Faulted.performs.payloads[(new, "a")] == 1
+    assert queue_metrics(queue)["stale_calls"] == 1
+    assert queue_metrics(queue)["processed"] == 2
+
+
+def test_the_harness_counts_calls_and_fails_the_one_named(redis_direct: redis.Redis) -> None:
+    fault = Fault(2, "lost", armed=True)
+    client = FaultyClient(redis_direct, fault)
+    assert client.execute_command("PING")
+    with pytest.raises(redis.ConnectionError):
+        client.execute_command("SET", "k", "v")
+    assert redis_direct.get("k") == b"v"  # it ran: only its reply was lost
+    assert fault.fired and fault.calls == 2
+    refused = FaultyClient(redis_direct, Fault(1, "refused", armed=True))
+    with pytest.raises(redis.ConnectionError):
+        refused.execute_command("SET", "r", "v")
+    assert redis_direct.get("r") is None
