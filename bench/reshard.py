@@ -3,7 +3,7 @@
 Two `lowkiq worker` processes run the chaos app (bench/chaos_app.py: 8 shards,
 batch 5, every perform recorded with its versions, start, end and pid in a
 second Redis).  The queue is filled with one job per id, then a feeder keeps
-enqueueing newer versions of random ids while `lowkiq.resharding.reshard`
+enqueueing newer versions of random ids while `lowkiq.ownership.resharding.reshard`
 runs; then the feed stops and the queue drains.  Checked from the records:
 payload versions lost, overlapping performs of one id, and versions performed
 out of order for one id (across performs, not only within one).
@@ -30,7 +30,7 @@ import redis
 from _machine import machine
 
 from lowkiq.clients.embedded import start_server
-from lowkiq.resharding import Progress, reshard
+from lowkiq.ownership.resharding import Progress, reshard
 
 ROOT = Path(__file__).resolve().parents[1]
 

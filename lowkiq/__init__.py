@@ -22,25 +22,25 @@ from lowkiq.errors import (
     RedisUnavailable,
 )
 from lowkiq.iterable import IterableWorker
+from lowkiq.limits.rate_limit import RateLimit
 from lowkiq.outcomes import BatchFailed, Discard, Kill
 from lowkiq.ownership.status import Process, Processes, QueueOwners, command_process, processes
-from lowkiq.pausing import paused_queues
+from lowkiq.perform.timeouts import PerformTimeout
 from lowkiq.periodic import Schedule
-from lowkiq.rate_limit import RateLimit
 from lowkiq.running import BatchLease, RunningBatch, current_batch
-from lowkiq.schedulers import build_lag_scheduler, build_seq_scheduler
 from lowkiq.serializers import Undecodable
 from lowkiq.settings import Settings, settings
-from lowkiq.splitters import build_by_node_splitter, build_default_splitter
 from lowkiq.storage.actions import Actions
 from lowkiq.storage.job_events import JobEvent, queue_events
 from lowkiq.storage.metrics import Overview, QueueMetrics
 from lowkiq.storage.metrics import overview as metrics_overview
+from lowkiq.storage.pausing import paused_queues
 from lowkiq.storage.queries import Job, Queries
+from lowkiq.strategies.schedulers import build_lag_scheduler, build_seq_scheduler
+from lowkiq.strategies.splitters import build_by_node_splitter, build_default_splitter
 from lowkiq.telemetry import history as _history
 from lowkiq.telemetry.counts import Counts
 from lowkiq.telemetry.history import History, Span
-from lowkiq.timeouts import PerformTimeout
 from lowkiq.version import __version__
 from lowkiq.worker import Worker
 

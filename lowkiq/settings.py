@@ -21,14 +21,14 @@ from redis import Redis
 
 from lowkiq.clients.connection import Client
 from lowkiq.clients.default_redis import default_redis
-from lowkiq.environment import env_bool, env_float, env_int
+from lowkiq.config.environment import env_bool, env_float, env_int
 from lowkiq.errors import ConfigurationError
 from lowkiq.middleware import ClientMiddleware, ServerMiddleware
 from lowkiq.periodic.schedule import Schedule, schedule_list
-from lowkiq.schedulers import Scheduler, build_lag_scheduler
 from lowkiq.serializers import Codec, dump_json, format_error, identity, load_json
-from lowkiq.splitters import Splitter, default_build_splitter
 from lowkiq.storage.queue_base import Replication
+from lowkiq.strategies.schedulers import Scheduler, build_lag_scheduler
+from lowkiq.strategies.splitters import Splitter, default_build_splitter
 
 if TYPE_CHECKING:
     from lowkiq.worker import Worker
@@ -228,7 +228,7 @@ class Settings:
     )
     #: Seconds one ``perform`` may run before the process's /live answers 503
     #: (env LOWKIQ_STUCK_AFTER); a worker that sets ``perform_timeout`` has its own
-    #: threshold instead, ``perform_timeout`` + 5 s (lowkiq.timeouts.STUCK_GRACE).
+    #: threshold instead, ``perform_timeout`` + 5 s (lowkiq.perform.timeouts.STUCK_GRACE).
     stuck_after: float = setting(
         factory=lambda: env_float("LOWKIQ_STUCK_AFTER", 300.0), check=positive_number
     )

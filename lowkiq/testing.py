@@ -23,9 +23,9 @@ from lowkiq.outcomes import BatchFailed, Discard
 from lowkiq.ownership import leases
 from lowkiq.runtime.dispatcher import Dispatcher
 from lowkiq.runtime.shard_handler import ShardHandler
-from lowkiq.schedulers import LagScheduler
 from lowkiq.settings import Settings, settings
 from lowkiq.storage.actions import Actions
+from lowkiq.strategies.schedulers import LagScheduler
 from lowkiq.worker import Worker
 
 #: Seconds the shards' leases last while drain() holds them.
@@ -113,9 +113,7 @@ def drain(
     return drained
 
 
-def _run(
-    dispatcher: Dispatcher, worker: type[Worker], drained: Drained, max_batches: int
-) -> None:
+def _run(dispatcher: Dispatcher, worker: type[Worker], drained: Drained, max_batches: int) -> None:
     """Turn ``dispatcher`` until a round pops nothing and no batch is left to settle."""
     dispatcher.apply()
     while True:

@@ -8,14 +8,10 @@ from typing import Any, ClassVar, Literal
 
 import redis
 
-from lowkiq import pausing
 from lowkiq.clients.connection import Client
 from lowkiq.clients.default_redis import unreachable_hint
 from lowkiq.errors import ConfigurationError, RedisFull, RedisUnavailable, is_out_of_memory
-from lowkiq.jobs import check_group_weights, check_merge_perform_in, validate_jobs
-from lowkiq.middleware import chain
-from lowkiq.ownership import leases
-from lowkiq.rate_limit import (
+from lowkiq.limits.rate_limit import (
     RateLimit,
     RateLimitStatus,
     check_rate_limit,
@@ -24,15 +20,19 @@ from lowkiq.rate_limit import (
     rate_limit_status,
     set_rate_limit,
 )
+from lowkiq.middleware import chain
+from lowkiq.ownership import leases
+from lowkiq.perform.timeouts import check_perform_timeout
 from lowkiq.settings import Settings, settings
+from lowkiq.storage import pausing
 from lowkiq.storage.actions import Actions
 from lowkiq.storage.enqueueing import max_bulk_len
 from lowkiq.storage.job_events import JobEvent, job_history
+from lowkiq.storage.jobs import check_group_weights, check_merge_perform_in, validate_jobs
 from lowkiq.storage.metrics import QueueMetrics, queue_metrics
 from lowkiq.storage.push_plan import NewJob
 from lowkiq.storage.queries import Queries
 from lowkiq.storage.queue import Queue
-from lowkiq.timeouts import check_perform_timeout
 
 
 class Worker:
@@ -57,11 +57,11 @@ class Worker:
     max_perform_seconds: ClassVar[float | None] = None
     queue_name: ClassVar[str] = "Worker"
     #: At most so many jobs started per period across every process (``None``: no
-    #: limit); see :mod:`lowkiq.rate_limit`.
+    #: limit); see :mod:`lowkiq.limits.rate_limit`.
     rate_limit: ClassVar[RateLimit | None] = None
     #: Seconds one ``perform`` may run (``None``: no limit): past it a sync perform gets
     #: ``lowkiq.PerformTimeout`` raised in its thread and an ``async def`` one is
-    #: cancelled; the batch fails as on any exception (see :mod:`lowkiq.timeouts`).
+    #: cancelled; the batch fails as on any exception (see :mod:`lowkiq.perform.timeouts`).
     perform_timeout: ClassVar[float | None] = None
     #: The perform_in of a job enqueued onto a queued one of the same id: ``"keep"``
     #: the queued job's (SPEC §3 rule 2), the ``"latest"`` enqueue's (a trailing-edge
@@ -140,7 +140,7 @@ class Worker:
     def retries_exhausted(cls, jobs: list[dict[str, Any]]) -> Awaitable[None] | None:
         """Called with the jobs just moved to the morgue: ``{"id", "payloads", "error"}``,
         ``payloads`` being ``[[payload, score], ...]`` as in every job dict.  May be
-        ``async def`` (see :mod:`lowkiq.coroutines`)."""
+        ``async def`` (see :mod:`lowkiq.perform.coroutines`)."""
 
     @classmethod
     def perform(cls, payloads_by_id: dict[str, list[Any]]) -> Awaitable[None] | None:
@@ -157,7 +157,7 @@ class Worker:
         A job's ``group`` (a tenant) takes turns with the other groups in each shard; an
         id keeps its group while queued.
 
-        The whole list is validated first (:mod:`lowkiq.jobs`): one bad job raises
+        The whole list is validated first (:mod:`lowkiq.storage.jobs`): one bad job raises
         :class:`~lowkiq.errors.InvalidJob` and nothing is enqueued.  A job without
         ``score`` or ``perform_in`` gets Redis's time, not this host's; ``delay`` is
         seconds from now on Redis's time.  Redis out of

@@ -14,7 +14,7 @@ from werkzeug.wrappers import Response
 
 import lowkiq
 from lowkiq.errors import ConfigurationError
-from lowkiq.rate_limit import RateLimit, rate_limit_overrides
+from lowkiq.limits.rate_limit import RateLimit, rate_limit_overrides
 from lowkiq_web.blueprint import lowkiq_web
 from lowkiq_web.listing import BadParameter
 from lowkiq_web.overview import find_worker

@@ -8,7 +8,7 @@ import os
 
 from flask import Flask, Response, redirect, url_for
 
-from lowkiq.app_loader import load_app
+from lowkiq.cli.app_loader import load_app
 from lowkiq.errors import ConfigurationError
 
 #: The app to load, as ``-r`` takes it: a ``.py`` path or a dotted module name.
@@ -19,7 +19,7 @@ URL_PREFIX_ENV = "LOWKIQ_WEB_URL_PREFIX"
 
 def load_lowkiq_app(target: str | None) -> None:
     """Import ``target``, else ``LOWKIQ_APP`` when set, so that ``lowkiq.settings``
-    names the app's workers; :class:`~lowkiq.app_loader.AppLoadError` when it fails."""
+    names the app's workers; :class:`~lowkiq.cli.app_loader.AppLoadError` when it fails."""
     target = target or os.environ.get(APP_ENV)
     if target:
         load_app(target)

@@ -100,7 +100,7 @@ def test_a_perform_stuck_in_a_c_call_makes_live_503_naming_it_past_the_grace(
     worker_processes: Callable[..., WorkerProcess],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from lowkiq.timeouts import STUCK_GRACE
+    from lowkiq.perform.timeouts import STUCK_GRACE
 
     port = free_ports()
     ccall, process = start(

@@ -6,7 +6,7 @@ job 3 times"): a thread pops all its shards in one round, so when ``perform`` of
 poison job ended the process, the batches popped with it in that round (run or not yet
 run: a run batch's ack waits for its shard's next pop) were still in their shards'
 processing areas, and every death of the poison job counted against them too.  A job
-with a death counted now runs alone (lowkiq.suspects).
+with a death counted now runs alone (lowkiq.runtime.suspects).
 """
 
 from __future__ import annotations

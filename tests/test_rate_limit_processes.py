@@ -11,7 +11,7 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.rate_limit import RateLimit
+from lowkiq.limits.rate_limit import RateLimit
 from tests.apps.runner import WorkerProcess, eventually
 from tests.test_pause import cpu_seconds, lowkiq_cli
 

@@ -8,7 +8,7 @@ live beside it, each imported only when it runs:
 * :mod:`lowkiq_web.cli`: ``web``;
 * :mod:`lowkiq.cli.support`: what the commands share (loading the app, one-line errors).
 
-Thin glue: the logic lives in :mod:`lowkiq.runtime.server`, :mod:`lowkiq.app_loader`
+Thin glue: the logic lives in :mod:`lowkiq.runtime.server`, :mod:`lowkiq.cli.app_loader`
 and :mod:`lowkiq.clients.embedded`.
 """
 
@@ -248,7 +248,7 @@ def rate_limit(worker_name: str, limit: str | None, app: str, burst: int | None)
     the limit, or `code` to go back to the class's rate_limit.  Without LIMIT,
     show the limit in force.
     """
-    from lowkiq.rate_limit import RateLimit
+    from lowkiq.limits.rate_limit import RateLimit
 
     worker = _find_worker(app, worker_name)
     if limit is not None and limit not in ("none", "code"):
@@ -287,7 +287,7 @@ def reshard(worker_name: str, app: str, shards: int | None) -> None:
     Progress is printed; an interrupted reshard goes on when the same command
     runs again.  Afterwards, set the class's shards_count to the new number.
     """
-    from lowkiq import resharding
+    from lowkiq.ownership import resharding
 
     worker = _find_worker(app, worker_name)
     queue = worker.queue()

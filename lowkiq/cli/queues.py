@@ -1,5 +1,5 @@
 """``lowkiq info`` and ``lowkiq enqueue``: look at the queues and put a job in one from
-a shell.  Thin glue over :mod:`lowkiq.info` and ``Worker.perform_async``; imported only
+a shell.  Thin glue over :mod:`lowkiq.cli.info` and ``Worker.perform_async``; imported only
 when one of them runs."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def info(app: str, as_json: bool) -> None:
     shards held, batches running, time up, quiet or running.
     """
     load_app_or_exit(app)
-    from lowkiq.info import read_info, render_info
+    from lowkiq.cli.info import read_info, render_info
 
     document = redis_call_or_exit(read_info)
     if as_json:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from lowkiq.app_loader import AppLoadError, load_app
+from lowkiq.cli.app_loader import AppLoadError, load_app
 from lowkiq.clients.connection import check_url
 from lowkiq.clients.default_redis import EMBEDDED_ENV, unreachable_hint
 from lowkiq.errors import ConfigurationError
@@ -69,7 +69,7 @@ def check_redis_url_or_exit() -> None:
 
 
 def load_app_or_exit(app: str) -> None:
-    """:func:`~lowkiq.app_loader.load_app`, or a one-line error naming the app and exit 2;
+    """:func:`~lowkiq.cli.app_loader.load_app`, or a one-line error naming the app and exit 2;
     a bad ``REDIS_URL`` is refused first (:func:`check_redis_url_or_exit`)."""
     check_redis_url_or_exit()
     try:

@@ -20,7 +20,7 @@ from redis import Redis
 
 from lowkiq.clients.connection import Client, check_url, client_from_url, describe_redis
 from lowkiq.clients.embedded import project_server_url
-from lowkiq.environment import env_bool
+from lowkiq.config.environment import env_bool
 from lowkiq.errors import ConfigurationError, RedisUnavailable
 
 #: The environment switch that opts into the embedded development server.

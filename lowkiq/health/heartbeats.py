@@ -30,10 +30,10 @@ class Performing:
     #: When ``perform`` started, on the heartbeats' clock (``time.monotonic``).
     since: float
     #: Seconds after which it is stuck (``None``: ``settings.stuck_after``); a worker with
-    #: ``perform_timeout`` sets its own (:func:`lowkiq.timeouts.stuck_threshold`).
+    #: ``perform_timeout`` sets its own (:func:`lowkiq.perform.timeouts.stuck_threshold`).
     stuck_after: float | None = None
     #: With ``settings.stuck_after``, at least this many seconds (a worker's
-    #: ``max_perform_seconds`` + grace: :func:`lowkiq.timeouts.stuck_floor`).
+    #: ``max_perform_seconds`` + grace: :func:`lowkiq.perform.timeouts.stuck_floor`).
     stuck_floor: float | None = None
 
 

@@ -2,7 +2,7 @@
 
 *Live* (``GET /live``): every loop of the process makes progress.  A
 processing thread in one ``perform`` for longer than ``stuck_after`` seconds (for
-a worker with ``perform_timeout``: that + :data:`lowkiq.timeouts.STUCK_GRACE`,
+a worker with ``perform_timeout``: that + :data:`lowkiq.perform.timeouts.STUCK_GRACE`,
 past which the perform could not be interrupted), or a loop (a processing thread
 outside ``perform``, or the coordinator) that has not stamped its heartbeat for
 :func:`silent_after` seconds, makes it not live: restarting the process is the
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lowkiq.health.heartbeats import Heartbeat, Heartbeats, Performing
+from lowkiq.perform.timeouts import Watched, performs
 from lowkiq.settings import Settings
-from lowkiq.timeouts import Watched, performs
 
 #: Least seconds a loop may go without a heartbeat before the process is not live.
 SILENT_AFTER_MIN = 60.0

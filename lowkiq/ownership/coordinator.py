@@ -12,7 +12,7 @@ in its round trip when they are due (:mod:`~lowkiq.ownership.renewer`), whose
 own timer renews them when no beat did, so a slow or failing beat never lets
 them lapse.  It
 also re-reads which queues are paused and where their shards are when the
-beat's config version moves (:mod:`lowkiq.pausing`, :mod:`lowkiq.resharding`).
+beat's config version moves (:mod:`lowkiq.storage.pausing`, :mod:`lowkiq.ownership.resharding`).
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from lowkiq.clients.connection import Client
-from lowkiq.pausing import paused_queues
 from lowkiq.storage import layout as layouts
 from lowkiq.storage.layout import Layout
+from lowkiq.storage.pausing import paused_queues
 from lowkiq.storage.queue import Queue
 
 log = logging.getLogger("lowkiq.ownership")

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from lowkiq.errors import LowkiqError
-from lowkiq.pausing import paused_queues
 from lowkiq.periodic import ticks
 from lowkiq.periodic.schedule import Schedule
 from lowkiq.settings import Settings, settings
 from lowkiq.storage import schedules as store
+from lowkiq.storage.pausing import paused_queues
 from lowkiq.storage.queries import Queries
 from lowkiq.storage.schedules import Enqueue
 

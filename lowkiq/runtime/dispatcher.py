@@ -8,7 +8,7 @@ It serves every shard whose lease the process holds.  Each turn it
    batch is settled;
 2. settles the works the executor finished (:mod:`lowkiq.runtime.executor`): failed
    batches fail (one script each), succeeded ones wait for their ack;
-3. pops the idle shards the scheduler puts first (:mod:`lowkiq.schedulers`), as many
+3. pops the idle shards the scheduler puts first (:mod:`lowkiq.strategies.schedulers`), as many
    as the executor has room for, each pop carrying its shard's ack, and sends them
    with the acks of the other idle shards in one write (one per master on a Redis
    Cluster); it hands each popped batch to the executor;
@@ -38,22 +38,22 @@ from typing import Any
 
 import redis
 
-from lowkiq import suspects
 from lowkiq.clients.connection import Client, KeyedCommand, is_cluster
 from lowkiq.clients.outages import MasterDown
 from lowkiq.health.heartbeats import Heartbeat, Heartbeats
+from lowkiq.limits.group_caps import GroupCaps
 from lowkiq.ownership import leases
 from lowkiq.ownership.assignment import ShardKey
 from lowkiq.ownership.leases import Lease
+from lowkiq.runtime import suspects
 from lowkiq.runtime.backoff import backoff
 from lowkiq.runtime.executor import Executor, Work
-from lowkiq.runtime.group_caps import GroupCaps
 from lowkiq.runtime.lifecycle import State
 from lowkiq.runtime.planning import Candidate, first_look, plan_round
 from lowkiq.runtime.shard_handler import ShardHandler, Taken
-from lowkiq.schedulers import Scheduler
 from lowkiq.storage.group_claims import ClaimCall
 from lowkiq.storage.rate_bucket import Throttle
+from lowkiq.strategies.schedulers import Scheduler
 from lowkiq.telemetry.recorder import Recorder
 
 log = logging.getLogger("lowkiq.dispatcher")
@@ -179,14 +179,14 @@ class Dispatcher:
         #: The work of each shard with a batch in flight.
         self.in_flight: dict[ShardKey, Work] = {}
         #: Each worker's group caps and per-group rate (by queue name), shared by its
-        #: shards' handlers (:mod:`lowkiq.runtime.group_caps`).
+        #: shards' handlers (:mod:`lowkiq.limits.group_caps`).
         self.group_caps: dict[str, GroupCaps] = {}
         #: Shards asked back while their batch was in flight: given up once it is settled.
         self.leaving: dict[ShardKey, ShardHandler] = {}
         # Shards whose perform raised a BaseException that is not an Exception: their
         # batch stays in processing for the next owner, and they are not popped again.
         self._broken: set[ShardKey] = set()
-        # The suspect batch waiting to run alone, or running alone (lowkiq.suspects).
+        # The suspect batch waiting to run alone, or running alone (lowkiq.runtime.suspects).
         self._suspect: Work | None = None
         self._alone = False
         self._lock = threading.Lock()
@@ -655,7 +655,7 @@ class Dispatcher:
 
     def _run_suspect_alone(self) -> None:
         """Run the waiting suspect once it is the only batch of the process in flight and
-        every finished batch is acked (:mod:`lowkiq.suspects`)."""
+        every finished batch is acked (:mod:`lowkiq.runtime.suspects`)."""
         suspect = self._suspect
         if suspect is None or self._alone or len(self.in_flight) > 1:
             return

@@ -20,12 +20,12 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
-from lowkiq.coroutines import close_thread_loop
 from lowkiq.health.heartbeats import Heartbeat, Heartbeats
+from lowkiq.perform.coroutines import close_thread_loop
+from lowkiq.perform.timeouts import stuck_floor, stuck_threshold
 from lowkiq.runtime.shard_handler import Outcome, ShardHandler
 from lowkiq.storage.processing import PoppedJob
 from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder, Recorder
-from lowkiq.timeouts import stuck_floor, stuck_threshold
 
 log = logging.getLogger("lowkiq.executor")
 
@@ -36,7 +36,7 @@ class Work:
 
     handler: ShardHandler
     batches: list[list[PoppedJob]]
-    #: Whether the batch is a suspect (:mod:`lowkiq.suspects`): it runs alone.
+    #: Whether the batch is a suspect (:mod:`lowkiq.runtime.suspects`): it runs alone.
     suspect: bool = False
     #: What each performed batch did, in order.
     outcomes: list[Outcome] = field(default_factory=list)

@@ -37,10 +37,11 @@ from redis.exceptions import RedisClusterException
 from lowkiq.clients.cluster import bounded, thread_client
 from lowkiq.clients.connection import Client, describe_redis
 from lowkiq.clients.memory_policy import check_eviction
-from lowkiq.coroutines import close_thread_loop
 from lowkiq.errors import ConfigurationError, is_out_of_memory
 from lowkiq.health import Heartbeats
 from lowkiq.health.verdicts import ProcessState
+from lowkiq.limits.group_caps import GroupCaps
+from lowkiq.limits.throttling import RateLimits
 from lowkiq.ownership.coordinator import Coordinator, Plan
 from lowkiq.ownership.membership import (
     Membership,
@@ -48,19 +49,18 @@ from lowkiq.ownership.membership import (
     own_process_id,
     socket_timeout_of,
 )
+from lowkiq.perform.coroutines import close_thread_loop
 from lowkiq.periodic.runner import ScheduleRunner
 from lowkiq.runtime.backoff import backoff
 from lowkiq.runtime.dispatcher import Dispatcher
-from lowkiq.runtime.group_caps import GroupCaps
 from lowkiq.runtime.shard_handler import ShardHandler
+from lowkiq.runtime.wakeup import Wakeup
 from lowkiq.settings import Settings, pooled_client, settings
-from lowkiq.splitters import build_default_splitter, with_threads
 from lowkiq.storage.group_claims import GroupClaims
+from lowkiq.strategies.splitters import build_default_splitter, with_threads
 from lowkiq.telemetry import prometheus
 from lowkiq.telemetry.recorder import Recorder
-from lowkiq.throttling import RateLimits
 from lowkiq.version import __version__
-from lowkiq.wakeup import Wakeup
 from lowkiq.worker import Worker
 
 log = logging.getLogger("lowkiq.server")
@@ -69,7 +69,7 @@ log = logging.getLogger("lowkiq.server")
 #: while it waits for Redis to answer at start.
 MAIN_TICK = 0.05
 #: Longest sleep, seconds, of the running process's main thread: signals, stop requests,
-#: fatal errors and ending threads wake it at once (lowkiq.wakeup).
+#: fatal errors and ending threads wake it at once (lowkiq.runtime.wakeup).
 MAIN_IDLE = 1.0
 
 

@@ -37,21 +37,21 @@ from typing import Any
 import redis
 
 from lowkiq.clients.connection import KeyedCommand
-from lowkiq.coroutines import settle
 from lowkiq.errors import LeaseLost, StaleBatch
+from lowkiq.limits.group_caps import GroupCaps
+from lowkiq.limits.throttling import RateLimits, ShardThrottle
 from lowkiq.middleware import Batch, Next, ServerMiddleware, chain
 from lowkiq.outcomes import Fate, Verdict, judge, log_failure
 from lowkiq.ownership.leases import Term
+from lowkiq.perform.coroutines import settle
+from lowkiq.perform.timeouts import perform_within_limit
 from lowkiq.running import Running, RunningBatch, running
-from lowkiq.runtime.group_caps import GroupCaps
 from lowkiq.runtime.lifecycle import Lifecycle, State
 from lowkiq.serializers import format_error as default_format_error
 from lowkiq.storage.processing import JobEnd
 from lowkiq.storage.queue import ACK_FENCED, ACK_STALE, Popped, PoppedJob, Queue
 from lowkiq.storage.rate_bucket import Throttle
 from lowkiq.telemetry.recorder import BatchRecorder
-from lowkiq.throttling import RateLimits, ShardThrottle
-from lowkiq.timeouts import perform_within_limit
 from lowkiq.worker import Worker
 
 log = logging.getLogger("lowkiq.shard_handler")
@@ -101,7 +101,7 @@ class Outcome:
 @dataclass(slots=True)
 class Taken:
     """What a pop gave a shard to perform: its batches, in order (none: nothing to do),
-    whether its one job is a suspect (:mod:`lowkiq.suspects`), and whether the pop did
+    whether its one job is a suspect (:mod:`lowkiq.runtime.suspects`), and whether the pop did
     work though it left nothing to perform (it restored an occupied processing area, or
     buried every job it took): the shard is popped again at once."""
 

@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lowkiq.ownership.membership import PROCESS_ID_ENV, new_process_id
-from lowkiq.wakeup import Wakeup
+from lowkiq.runtime.wakeup import Wakeup
 
 log = logging.getLogger("lowkiq.supervisor")
 
 #: Longest sleep, seconds, of the supervisor: signals and children that exit (SIGCHLD)
-#: wake it at once (lowkiq.wakeup), a child's restart when it is due.
+#: wake it at once (lowkiq.runtime.wakeup), a child's restart when it is due.
 IDLE = 1.0
 #: First and longest wait, seconds, before restarting a child that died.
 RESTART_BACKOFF = 0.5

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple
 
 from lowkiq.clients.connection import KeyedCommand
-from lowkiq.rate_limit import RateLimit
+from lowkiq.limits.rate_limit import RateLimit
 from lowkiq.storage.queue import Queue
 
 Operation = Literal["claim", "release", "renew", "full"]

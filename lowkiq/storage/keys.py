@@ -83,7 +83,7 @@ L retired                 set    the old shards (numbers) whose jobs were all mo
 L lock                    str    the process running the reshard command, with a TTL
 ========================  =====  ==========================================
 
-The rate limit of a queue (:mod:`lowkiq.rate_limit`; ``R`` = ``lowkiq:{name:rate}:``, a
+The rate limit of a queue (:mod:`lowkiq.limits.rate_limit`; ``R`` = ``lowkiq:{name:rate}:``, a
 slot of its own): ``R bucket``, a hash: ``tokens`` (below 0 while reservations run ahead of
 the refill), ``at`` (ms on Redis's clock of the last refill), ``taken`` (tokens reserved so
 far), ``waited`` (reservations that had to wait for the refill).
@@ -129,8 +129,9 @@ M processes               zset   process id -> heartbeat expiry, ms on Redis's c
 M process:<id>            hash   ``info`` (JSON), ``weight`` (threads; 0 when quiet),
                                  ``queues`` (JSON list), ``beat`` (ms), ``command``
 M nudge:<id>              list   at most one element: "membership changed, look now"
-M paused                  set    names of paused queues (:mod:`lowkiq.pausing`)
-M rate_limits             hash   queue name -> rate limit set at run time (:mod:`lowkiq.rate_limit`)
+M paused                  set    names of paused queues (:mod:`lowkiq.storage.pausing`)
+M rate_limits             hash   queue name -> rate limit set at run time
+                                 (:mod:`lowkiq.limits.rate_limit`)
 ========================  =====  ==========================================
 
 A lease is the only right to change a shard: pop, ack, fail and restore take

@@ -5,7 +5,7 @@ A queue starts with shards ``0 .. shards_count - 1``, the class's count, which
 the first process to use the queue writes to Redis (``layout_hash``,
 :mod:`lowkiq.storage.keys`); from then on the record decides, and a changed
 ``shards_count`` in the code is only reported, never followed.  Resharding
-(:mod:`lowkiq.resharding`) numbers the new shards right after the old ones (8
+(:mod:`lowkiq.ownership.resharding`) numbers the new shards right after the old ones (8
 shards become 32 as shards 8 to 39), so no shard number is ever used twice: a
 job's keys never change their name, only the shard they are in.
 

@@ -86,12 +86,12 @@ class Popped:
     bury and restore name.
     ``occupied``: the processing area still held a batch, nothing was popped.
     ``fenced``: the popped shard's lease was not held, nothing was popped.
-    ``held``: a reshard holds the shard (:mod:`lowkiq.resharding`), nothing was popped.
+    ``held``: a reshard holds the shard (:mod:`lowkiq.ownership.resharding`), nothing was popped.
     ``limited``: the worker's rate limit gave no token now, nothing was popped.
     ``wait``: with a rate limit, seconds before the shard may be popped again.
     ``suspect``: the one job popped had ended a process running it before (it was
     restored by the shard's next owner), so it runs with no other batch of the process
-    in processing (:mod:`lowkiq.suspects`).
+    in processing (:mod:`lowkiq.runtime.suspects`).
     ``needs_tokens``: on a Redis Cluster, the shard's rate-limit budget ran out and
     due jobs remain: reserve tokens (:func:`~lowkiq.storage.rate_bucket.take`) for its
     next pop.

@@ -45,8 +45,8 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from lowkiq.clients.connection import Client
+from lowkiq.limits.rate_limit import rate_limit_overrides, rate_limit_status
 from lowkiq.ownership.membership import ProcessInfo, live_processes
-from lowkiq.rate_limit import rate_limit_overrides, rate_limit_status
 from lowkiq.settings import Settings, settings
 from lowkiq.storage.metrics import overview
 from lowkiq.telemetry import store

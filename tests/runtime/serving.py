@@ -16,8 +16,8 @@ from lowkiq.clients.cluster import thread_client
 from lowkiq.clients.connection import Client
 from lowkiq.runtime.dispatcher import Dispatcher
 from lowkiq.runtime.shard_handler import ShardHandler
-from lowkiq.schedulers import LagScheduler, SeqScheduler
 from lowkiq.storage.queue import Queue
+from lowkiq.strategies.schedulers import LagScheduler, SeqScheduler
 from tests.leasing import token
 
 

@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from lowkiq.runtime.planning import Candidate, Plan, first_look, plan_round
-from lowkiq.schedulers import LagScheduler, SeqScheduler
+from lowkiq.strategies.schedulers import LagScheduler, SeqScheduler
 
 
 def shard(n: int, **options: object) -> Candidate:

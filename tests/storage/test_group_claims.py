@@ -11,7 +11,7 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.rate_limit import rate_limit_status
+from lowkiq.limits.rate_limit import rate_limit_status
 from lowkiq.storage.group_claims import GroupClaims, claimant
 from tests.leasing import token
 

@@ -354,7 +354,7 @@ def test_the_push_itself_refuses_another_group_and_names_the_queued_one(worker, 
 
 
 def test_a_reshard_keeps_every_jobs_group_and_the_turns(sharded_worker, redis_client):
-    from lowkiq.resharding import reshard
+    from lowkiq.ownership.resharding import reshard
 
     enqueue(sharded_worker, "A", [f"a{n}" for n in range(12)])
     enqueue(sharded_worker, "B", [f"b{n}" for n in range(3)])

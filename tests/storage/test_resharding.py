@@ -1,4 +1,5 @@
-"""Changing a queue's shards_count online (lowkiq.resharding), on a server and a cluster."""
+"""Changing a queue's shards_count online (lowkiq.ownership.resharding), on a server and a
+cluster."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from storage_support import NOW, hot_layout, retry_in
 
 import lowkiq
 from lowkiq.ownership import leases
-from lowkiq.resharding import RECORD_FIELDS, Progress, ReshardError, reshard
+from lowkiq.ownership.resharding import RECORD_FIELDS, Progress, ReshardError, reshard
 from lowkiq.storage import layout as layouts
 from lowkiq.storage.layout import Layout
 from lowkiq.storage.queries import Queries

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from lowkiq.resharding import _Resharding, reshard
+from lowkiq.ownership.resharding import _Resharding, reshard
 from lowkiq.storage import schedules as store
 from lowkiq.storage.queue import Queue
 

@@ -9,7 +9,7 @@ import time
 from test_web_prometheus import scrape, value
 from web_support import MailWorker, OrderWorker, post
 
-from lowkiq.rate_limit import RateLimit
+from lowkiq.limits.rate_limit import RateLimit
 from lowkiq.storage.group_claims import GroupClaims
 from lowkiq.storage.rate_bucket import Throttle
 from lowkiq_web import create_app

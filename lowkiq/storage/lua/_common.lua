@@ -903,7 +903,7 @@ local function restore_processing(now, max_restores, death_error, token)
   return #entries / 2 - #dead / 2, dead
 end
 
--- Rate limits (lowkiq/rate_limit.py).  A worker's token bucket is one hash in
+-- Rate limits (lowkiq/limits/rate_limit.py).  A worker's token bucket is one hash in
 -- a slot of its own, `lowkiq:{name:rate}:bucket`: `tokens` (below 0 while
 -- reservations run ahead of the refill), `at` (ms on Redis's clock of the last
 -- refill), `taken` (tokens reserved so far) and `waited` (reservations that had

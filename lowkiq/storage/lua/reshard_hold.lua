@@ -1,4 +1,4 @@
--- reshard_hold: hold a shard for a reshard (lowkiq/resharding.py).  `closed`:
+-- reshard_hold: hold a shard for a reshard (lowkiq/ownership/resharding.py).  `closed`:
 -- a new shard takes pushes but no pop until its old shards are emptied.
 -- `retired`: an old shard takes neither, for good (a late enqueue under the
 -- old layout is refused and sent again to the new shards).

@@ -14,17 +14,17 @@ from typing import Any
 import pytest
 
 import lowkiq
-from lowkiq import timeouts
 from lowkiq.health.heartbeats import Heartbeats
 from lowkiq.health.verdicts import Limits, ProcessState, live
-from lowkiq.runtime.shard_handler import perform_chain
-from lowkiq.timeouts import (
+from lowkiq.perform import timeouts
+from lowkiq.perform.timeouts import (
     PerformTimeout,
     Watchdog,
     Watched,
     perform_within_limit,
     stuck_threshold,
 )
+from lowkiq.runtime.shard_handler import perform_chain
 
 #: Slack for a shared, noisy machine.
 SLACK = 0.5
@@ -205,7 +205,7 @@ def test_a_deadline_earlier_than_those_waiting_wakes_the_watchdog() -> None:
 def test_no_watchdog_runs_in_a_process_whose_workers_set_no_perform_timeout() -> None:
     code = """
 import threading, lowkiq
-from lowkiq import timeouts
+from lowkiq.perform import timeouts
 from lowkiq.runtime.shard_handler import perform_chain
 
 class Plain(lowkiq.Worker):

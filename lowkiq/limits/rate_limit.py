@@ -14,7 +14,7 @@ tokens in the worker's claims slot after its pop, all or none
 A limit set at run time (:func:`set_rate_limit`, ``lowkiq rate-limit``, the
 dashboard) overrides the class's on every process within a heartbeat, without a
 restart, until it is cleared (:func:`clear_rate_limit`); it lives in a hash in
-Redis like the paused queues (:mod:`lowkiq.pausing`).
+Redis like the paused queues (:mod:`lowkiq.storage.pausing`).
 """
 
 from __future__ import annotations

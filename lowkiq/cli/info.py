@@ -9,9 +9,9 @@ from typing import Any
 
 from lowkiq.clients.connection import describe_redis
 from lowkiq.ownership.status import processes
-from lowkiq.pausing import paused_queues
 from lowkiq.settings import Settings, settings
 from lowkiq.storage.metrics import overview
+from lowkiq.storage.pausing import paused_queues
 
 #: The worker table's columns: document key -> heading.
 WORKER_COLUMNS = {

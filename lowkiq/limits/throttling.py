@@ -2,7 +2,7 @@
 when each shard may be popped again.
 
 :class:`RateLimits` holds the limit in force per queue in this process: the worker
-class's ``rate_limit``, unless one was set at run time (:mod:`lowkiq.rate_limit`),
+class's ``rate_limit``, unless one was set at run time (:mod:`lowkiq.limits.rate_limit`),
 read again on every heartbeat.  A shard's :class:`ShardThrottle` gives its pops
 their rate-limit arguments and keeps the time a pop said to come back: until
 then the dispatcher does not pop the shard, and when every idle
@@ -19,7 +19,7 @@ from typing import Any
 
 import redis
 
-from lowkiq.rate_limit import RateLimit, rate_limit_overrides
+from lowkiq.limits.rate_limit import RateLimit, rate_limit_overrides
 from lowkiq.storage.queue import Popped, Queue
 from lowkiq.storage.rate_bucket import Throttle, take, throttle_for
 

@@ -6,7 +6,7 @@ import pytest
 
 import lowkiq
 from lowkiq.errors import ConfigurationError
-from lowkiq.rate_limit import RateLimit
+from lowkiq.limits.rate_limit import RateLimit
 
 
 def test_a_limit_is_jobs_per_period_with_an_optional_burst():

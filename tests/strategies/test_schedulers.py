@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import lowkiq
-from lowkiq.schedulers import LagScheduler, SeqScheduler, build_lag_scheduler, build_seq_scheduler
+from lowkiq.strategies.schedulers import (
+    LagScheduler,
+    SeqScheduler,
+    build_lag_scheduler,
+    build_seq_scheduler,
+)
 
 
 def test_lag_pops_the_due_shards_the_longest_waiting_first() -> None:

@@ -6,7 +6,7 @@ import pytest
 
 import lowkiq
 from lowkiq.errors import ConfigurationError
-from lowkiq.splitters import (
+from lowkiq.strategies.splitters import (
     build_by_node_splitter,
     build_default_splitter,
     build_env_splitter,

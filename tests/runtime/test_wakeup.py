@@ -1,5 +1,5 @@
 """The worker process's main thread sleeps until something wakes it: a signal, a stop
-request, a thread that ends (lowkiq.wakeup), not polling its flags many times a second."""
+request, a thread that ends (lowkiq.runtime.wakeup), not polling its flags many times a second."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from lowkiq.wakeup import Wakeup
+from lowkiq.runtime.wakeup import Wakeup
 from tests.apps.runner import WorkerProcess, eventually, main_thread_wakeups
 
 

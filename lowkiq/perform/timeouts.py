@@ -30,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lowkiq.coroutines import thread_loop
 from lowkiq.errors import ConfigurationError, LowkiqError
+from lowkiq.perform.coroutines import thread_loop
 from lowkiq.running import running
 
 if TYPE_CHECKING:

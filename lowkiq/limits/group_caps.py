@@ -23,9 +23,9 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from lowkiq.clients.connection import KeyedCommand
-from lowkiq.rate_limit import RateLimit
+from lowkiq.limits.rate_limit import RateLimit
+from lowkiq.limits.throttling import RateLimits
 from lowkiq.storage.group_claims import ClaimCall, GroupClaims, claimant, read_claims
-from lowkiq.throttling import RateLimits
 
 #: Seconds between two questions "which groups are at their cap, or out of tokens?"
 #: while some are, at first and after an answer that changed them.

@@ -1,4 +1,4 @@
-"""What one process asks Redis about its worker's full groups (``lowkiq.runtime.group_caps``):
+"""What one process asks Redis about its worker's full groups (``lowkiq.limits.group_caps``):
 while a group stays at its cap, the question "which groups are full?" comes less and
 less often, up to ``FULL_REFRESH_MAX`` apart, so a fleet whose group stays capped asks
 about once a second per process; an answer that changes the full groups brings the
@@ -11,7 +11,7 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.runtime.group_caps import FULL_REFRESH, FULL_REFRESH_MAX, GroupCaps
+from lowkiq.limits.group_caps import FULL_REFRESH, FULL_REFRESH_MAX, GroupCaps
 from lowkiq.storage.group_claims import GroupClaims, claimant
 from tests.moved_clock import Clock
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from lowkiq.environment import env_int
+from lowkiq.config.environment import env_int
 from lowkiq.errors import ConfigurationError
 
 T = TypeVar("T")
