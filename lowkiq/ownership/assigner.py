@@ -67,13 +67,13 @@ def encode(shards: Mapping[str, Sequence[int]]) -> str:
 
 def by_process(owners: Mapping[ShardKey, str]) -> dict[str, dict[str, list[int]]]:
     """``process id -> {queue: [shard, ...]}`` of an owner map, shards in order."""
-    grouped: dict[str, dict[str, list[int]]] = {}
+    by_owner: dict[str, dict[str, list[int]]] = {}
     for (queue, shard), owner in owners.items():
-        grouped.setdefault(owner, {}).setdefault(queue, []).append(shard)
-    for shards in grouped.values():
+        by_owner.setdefault(owner, {}).setdefault(queue, []).append(shard)
+    for shards in by_owner.values():
         for numbers in shards.values():
             numbers.sort()
-    return grouped
+    return by_owner
 
 
 @dataclass

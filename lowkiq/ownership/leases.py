@@ -181,20 +181,20 @@ def release(queue: Queue, leases: Sequence[Lease]) -> int:
 
 
 def _by_queue(held: Iterable[Lease]) -> list[list[Lease]]:
-    groups: dict[str, list[Lease]] = {}
+    by_queue: dict[str, list[Lease]] = {}
     for lease in held:
-        groups.setdefault(lease.queue.name, []).append(lease)
-    return list(groups.values())
+        by_queue.setdefault(lease.queue.name, []).append(lease)
+    return list(by_queue.values())
 
 
 def renew_many(held: Iterable[Lease], ttl: float) -> list[Lease]:
     """Extend leases of any queues, a round trip per queue; returns those no longer held."""
-    return [lost for group in _by_queue(held) for lost in renew(group[0].queue, group, ttl)]
+    return [lost for same in _by_queue(held) for lost in renew(same[0].queue, same, ttl)]
 
 
 def release_many(held: Iterable[Lease]) -> int:
     """Give up leases of any queues, a round trip per queue; returns how many were held."""
-    return sum(release(group[0].queue, group) for group in _by_queue(held))
+    return sum(release(same[0].queue, same) for same in _by_queue(held))
 
 
 def tokens(queue: Queue) -> list[str | None]:

@@ -297,21 +297,23 @@ class Renewer:
                 result.error = result.error or exc
                 continue
             by_master.setdefault(node.name, (node, []))[1].append(held)
-        groups = list(by_master.values())
+        masters = list(by_master.values())
         ttl_ms = lease_ms(self.ttl)
         sent = time.monotonic()
-        calls = [(node, [_renew_one(held, ttl_ms) for held in group]) for node, group in groups]
-        for (_, group), outcome in zip(groups, run_on_masters(cluster, calls), strict=True):
+        calls = [
+            (node, [_renew_one(held, ttl_ms) for held in on_master]) for node, on_master in masters
+        ]
+        for (_, on_master), outcome in zip(masters, run_on_masters(cluster, calls), strict=True):
             if isinstance(outcome, Exception):  # the master's connection failed
-                result.add(Round(unsure=group, error=outcome))
+                result.add(Round(unsure=on_master, error=outcome))
                 continue
-            result.add(self._read(group, outcome, sent))
+            result.add(self._read(on_master, outcome, sent))
         return result
 
-    def _read(self, group: Sequence[HeldLease], replies: Sequence[Any], sent: float) -> Round:
+    def _read(self, leases: Sequence[HeldLease], replies: Sequence[Any], sent: float) -> Round:
         """Renewed, lost, or unsure (an error reply) from each lease's reply."""
         result = Round()
-        for held, reply in zip(group, replies, strict=True):
+        for held, reply in zip(leases, replies, strict=True):
             if isinstance(reply, Exception):
                 result.add(Round(unsure=[held], error=reply))
             else:
@@ -323,10 +325,10 @@ class Renewer:
         if self._cluster is not None:
             self._cluster.close()
 
-    def _confirm(self, group: Sequence[HeldLease], replies: Sequence[Any], sent: float) -> int:
+    def _confirm(self, leases: Sequence[HeldLease], replies: Sequence[Any], sent: float) -> int:
         """Move the deadlines of the leases Redis renewed; report the ones it said are gone."""
         renewed = 0
-        for held, reply in zip(group, replies, strict=True):
+        for held, reply in zip(leases, replies, strict=True):
             if reply:
                 held.term.confirm(sent)
                 renewed += 1
@@ -334,13 +336,13 @@ class Renewer:
                 self.on_lost(held)
         return renewed
 
-    def _renew_many(self, group: Sequence[HeldLease]) -> ScriptCall:
-        """One script call renewing all of ``group`` (a single server only)."""
-        prefixes = [held.lease.queue.keys.prefix(held.lease.shard) for held in group]
+    def _renew_many(self, leases: Sequence[HeldLease]) -> ScriptCall:
+        """One script call renewing all of ``leases`` (a single server only)."""
+        prefixes = [held.lease.queue.keys.prefix(held.lease.shard) for held in leases]
         args: list[Any] = [lease_ms(self.ttl)]
-        for prefix, held in zip(prefixes, group, strict=True):
+        for prefix, held in zip(prefixes, leases, strict=True):
             args += [prefix, held.lease.token]
-        return (group[0].lease.queue.scripts.lease_renew_many, prefixes[:1], args)
+        return (leases[0].lease.queue.scripts.lease_renew_many, prefixes[:1], args)
 
 
 def _renew_one(held: HeldLease, ttl_ms: int) -> ScriptCall:

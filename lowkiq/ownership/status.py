@@ -63,11 +63,11 @@ class Process:
     @property
     def shards_by_queue(self) -> dict[str, list[int]]:
         """Its shards grouped by queue, in order."""
-        grouped: dict[str, list[int]] = {}
+        by_queue: dict[str, list[int]] = {}
         for name in self.shards:
             queue, _, shard = name.rpartition(":")
-            grouped.setdefault(queue, []).append(int(shard))
-        return {queue: sorted(shards) for queue, shards in sorted(grouped.items())}
+            by_queue.setdefault(queue, []).append(int(shard))
+        return {queue: sorted(shards) for queue, shards in sorted(by_queue.items())}
 
 
 @dataclass(frozen=True)

@@ -166,14 +166,14 @@ class Server:
             raise ConfigurationError("settings.workers is empty: no queue to process")
         if config.build_splitter is build_default_splitter:
             return Plan()
-        # The splitter's groups say which shards are this process's (the one dispatcher
-        # serves them all, whatever group the splitter put each in).
+        # The splitter's lists, one per thread, say which shards are this process's (the
+        # one dispatcher serves them all, whatever thread's list the splitter put each in).
         splitter = with_threads(config.build_splitter(), config.threads_per_node)
-        groups = [group for group in splitter(all_shards(workers, config)) if group]
+        per_thread = [shards for shards in splitter(all_shards(workers, config)) if shards]
         seen: set[Shard] = set()
         static: list[tuple[str, int]] = []
-        for group in groups:
-            for shard in group:
+        for shards in per_thread:
+            for shard in shards:
                 if not isinstance(shard, Shard) or shard in seen:
                     raise ConfigurationError(f"the splitter gave out {shard!r} twice or made it up")
                 seen.add(shard)

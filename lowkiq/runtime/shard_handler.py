@@ -16,7 +16,7 @@ with no executor thread: each batch is performed on the dispatcher's thread).
 
 The ack of a successful batch waits (:attr:`ShardHandler.unacked`): it rides on the
 shard's next pop, or goes out with the dispatcher's next write.  One pop may take
-several batches (as many as the shard performs in about :data:`GROUP_SECONDS`,
+several batches (as many as the shard performs in about :data:`POP_SECONDS`,
 judging by its last batches, at most :data:`MAX_BATCHES`): they run one after the
 other, each its own success or failure, and are acked together.
 
@@ -62,7 +62,7 @@ HELD_RETRY = 0.5
 #: its last batches (at most :data:`MAX_BATCHES`, and under a rate limit at most what
 #: the shard's reserved tokens pay for): a round trip, and a wake-up of Redis, serve
 #: them all, and a crash performs that much of the shard's work again.
-GROUP_SECONDS = 0.05
+POP_SECONDS = 0.05
 #: Most batches one pop takes.
 MAX_BATCHES = 64
 #: How fast the time a shard's batches take is forgotten (per batch): one slow batch
@@ -288,13 +288,13 @@ class ShardHandler:
 
     def batches(self) -> int:
         """How many batches a pop of the shard may take: as many as it performs in
-        :data:`GROUP_SECONDS`, at most :data:`MAX_BATCHES` (under a rate limit its
+        :data:`POP_SECONDS`, at most :data:`MAX_BATCHES` (under a rate limit its
         reserved tokens bound them further, :meth:`ShardThrottle.args`); one until a
         batch ran."""
         seconds = self._batch_seconds
         if seconds is None:
             return 1
-        return max(1, min(MAX_BATCHES, int(GROUP_SECONDS / max(seconds, 1e-6))))
+        return max(1, min(MAX_BATCHES, int(POP_SECONDS / max(seconds, 1e-6))))
 
     def unsent(self, acking: bool) -> None:
         """Its pop was not sent (its master is out): as it was, its ack still waiting

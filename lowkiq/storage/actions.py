@@ -196,17 +196,19 @@ class Actions:
         for _ in range(MOVE_REROUTES + 1):
             if not pending:
                 break
-            groups: dict[int, list[Any]] = {}
+            by_shard: dict[int, list[Any]] = {}
             for job_id, packed, error, group in pending:
                 wire = b"" if error is None else b"+" + error
-                groups.setdefault(target.shard_of(job_id), []).append((job_id, packed, wire, group))
+                by_shard.setdefault(target.shard_of(job_id), []).append(
+                    (job_id, packed, wire, group)
+                )
             source = self.queue.name
             calls = [
-                ("move_put", to_shard, ["", source, *(arg for job in group for arg in job)])
-                for to_shard, group in groups.items()
+                ("move_put", to_shard, ["", source, *(arg for job in moved for arg in job)])
+                for to_shard, moved in by_shard.items()
             ]
             replies = target.run_pipelined(calls)
-            refused = {shard for shard, reply in zip(groups, replies, strict=True) if reply == -1}
+            refused = {shard for shard, reply in zip(by_shard, replies, strict=True) if reply == -1}
             pending = [job for job in pending if target.shard_of(job[0]) in refused]
             if pending:
                 target.refresh_layout()
@@ -223,15 +225,15 @@ class Actions:
     def _by_shard(self, ids: Iterable[Any], handle: Callable[[int, list[str]], int]) -> int:
         """Apply ``handle(shard, ids)`` to the given ids (each once), grouped by shard, at
         most :data:`CHUNK` ids a call."""
-        groups: dict[int, dict[str, None]] = {}
+        by_shard: dict[int, dict[str, None]] = {}
         for job_id in ids:
             text = str(job_id)
             if "\0" in text:
                 raise InvalidQuery(f"a job id must not contain NUL, got {text!r}")
-            groups.setdefault(self.shard_of(text), {})[text] = None
+            by_shard.setdefault(self.shard_of(text), {})[text] = None
         total = 0
-        for shard, group in sorted(groups.items()):
-            chosen = list(group)
+        for shard, ids_of_shard in sorted(by_shard.items()):
+            chosen = list(ids_of_shard)
             for start in range(0, len(chosen), CHUNK):
                 total += int(handle(shard, chosen[start : start + CHUNK]))
         return total

@@ -29,8 +29,8 @@ from lowkiq.storage.push_plan import (
     ROUND_JOBS,
     NewJob,
     cut_rounds,
-    grouped,
-    grouped_unique,
+    placed,
+    placed_unique,
     push_args,
     pushed_ids,
     rerouted,
@@ -231,11 +231,11 @@ class Enqueueing(QueueBase):
         """
         jobs = jobs if isinstance(jobs, list) else list(jobs)
         layout = self.layout
-        groups = grouped_unique(jobs, layout.count)
-        if groups is None:  # an id more than once: its payloads merge into one member
-            groups = grouped(jobs, layout.count)
-        rounds = cut_rounds(groups, ROUND_JOBS, ROUND_BYTES)
-        if len(groups) > 1 and any(job[4] for job in jobs):
+        by_place = placed_unique(jobs, layout.count)
+        if by_place is None:  # an id more than once: its payloads merge into one member
+            by_place = placed(jobs, layout.count)
+        rounds = cut_rounds(by_place, ROUND_JOBS, ROUND_BYTES)
+        if len(by_place) > 1 and any(job[4] for job in jobs):
             self._check_groups(jobs, layout)
         for number, part in enumerate(rounds):
             by_shard = push_args(part, layout.base, "" if now is None else now, merge_perform_in)

@@ -28,7 +28,7 @@ Section = tuple[float | str | None, str]
 Place = tuple[int, float | str | None, str]
 
 #: Push members ``id\0blob`` by (shard, perform_in, group).
-Groups = dict[Place, list[bytes]]
+ByPlace = dict[Place, list[bytes]]
 
 #: At most so many jobs in one round (one round trip, a MULTI of push calls): the
 #: push script costs about 5 µs a new job and 15-20 µs a job merged onto a queued
@@ -39,7 +39,7 @@ ROUND_JOBS = 1000
 #: At most so many bytes of members (``id``, 13 bytes, payload) in one round, at
 #: 2-4 ns a byte in the push script.  A single larger job goes in a round of its own.
 ROUND_BYTES = 4 * 1024 * 1024
-#: The push script's arguments before its groups: now, and how perform_in merges.
+#: The push script's arguments before its sections: now, and how perform_in merges.
 HEAD = 2
 
 
@@ -63,7 +63,7 @@ def pushed_ids(by_shard: dict[int, list[Any]], shards: Iterable[int]) -> list[st
     ]
 
 
-def grouped_unique(jobs: list[NewJob], shards_count: int) -> Groups | None:
+def placed_unique(jobs: list[NewJob], shards_count: int) -> ByPlace | None:
     """Members ``id\\0blob`` by (shard, perform_in, group), or ``None`` when an id
     repeats.  The common case of a call with distinct ids."""
     if len(set(map(itemgetter(0), jobs))) != len(jobs):
@@ -91,7 +91,7 @@ def grouped_unique(jobs: list[NewJob], shards_count: int) -> Groups | None:
     }
 
 
-def grouped(jobs: list[NewJob], shards_count: int) -> Groups:
+def placed(jobs: list[NewJob], shards_count: int) -> ByPlace:
     """Members by (shard, perform_in, group), the payloads of one id packed into one
     member (the id's first perform_in; its last group given, when any)."""
     by_id: dict[str, tuple[float | str | None, list[tuple[bytes, float | None]], str]] = {}
@@ -103,22 +103,22 @@ def grouped(jobs: list[NewJob], shards_count: int) -> Groups:
             entry[1].append((payload, score))
             if group:
                 by_id[job_id] = (entry[0], entry[1], group)
-    groups: Groups = {}
+    by_place: ByPlace = {}
     for job_id, (perform_in, payloads, group) in by_id.items():
         id_bytes = job_id.encode()
         key = (zlib.crc32(id_bytes) % shards_count, perform_in, group)
-        groups.setdefault(key, []).append(id_bytes + b"\0" + blob.pack(payloads))
-    return groups
+        by_place.setdefault(key, []).append(id_bytes + b"\0" + blob.pack(payloads))
+    return by_place
 
 
-def cut_rounds(groups: Groups, max_jobs: int, max_bytes: int) -> list[Groups]:
-    """``groups`` cut into rounds of at most ``max_jobs`` members and ``max_bytes``
+def cut_rounds(by_place: ByPlace, max_jobs: int, max_bytes: int) -> list[ByPlace]:
+    """``by_place`` cut into rounds of at most ``max_jobs`` members and ``max_bytes``
     bytes of members (a member larger than that alone).  Each round takes its share
-    of every group, so that on a Redis Cluster every master works in every round."""
-    rounds: list[Groups] = []
-    current: Groups = {}
+    of every place, so that on a Redis Cluster every master works in every round."""
+    rounds: list[ByPlace] = []
+    current: ByPlace = {}
     jobs = size = 0
-    for key, members in _interleaved(groups, max(1, max_jobs // max(1, len(groups)))):
+    for key, members in _interleaved(by_place, max(1, max_jobs // max(1, len(by_place)))):
         start = 0
         while start < len(members):
             piece = members[start : start + max_jobs - jobs]
@@ -136,9 +136,9 @@ def cut_rounds(groups: Groups, max_jobs: int, max_bytes: int) -> list[Groups]:
     return rounds
 
 
-def _interleaved(groups: Groups, step: int) -> Iterator[tuple[Place, list[bytes]]]:
-    """Slices of ``step`` members of each group in turn, each group's in order."""
-    pending = list(groups.items())
+def _interleaved(by_place: ByPlace, step: int) -> Iterator[tuple[Place, list[bytes]]]:
+    """Slices of ``step`` members of each place in turn, each place's in order."""
+    pending = list(by_place.items())
     offset = 0
     while pending:
         for key, members in pending:
@@ -160,24 +160,24 @@ def _fitting(members: list[bytes], room: int) -> tuple[int, int]:
     return len(members), size  # not reached: the members did not fit
 
 
-def round_ids(rounds: Iterable[Groups]) -> list[str]:
+def round_ids(rounds: Iterable[ByPlace]) -> list[str]:
     """The job ids of ``rounds``' members, in order."""
     return [
         member.split(b"\0", 1)[0].decode()
-        for groups in rounds
-        for members in groups.values()
+        for by_place in rounds
+        for members in by_place.values()
         for member in members
     ]
 
 
 def push_args(
-    groups: Groups, base: int, now: float | str, merge_perform_in: str = "keep"
+    by_place: ByPlace, base: int, now: float | str, merge_perform_in: str = "keep"
 ) -> dict[int, list[Any]]:
-    """The push script's arguments per shard (``base`` + the group's shard): ``now``,
+    """The push script's arguments per shard (``base`` + the place's shard): ``now``,
     ``merge_perform_in`` (``keep``, ``latest`` or ``max``), then per section:
     perform_in (``''``: now), group (``''``: none), count, members."""
     by_shard: dict[int, list[Any]] = {}
-    for (shard, perform_in, group), members in groups.items():
+    for (shard, perform_in, group), members in by_place.items():
         args = by_shard.get(base + shard)
         if args is None:
             args = by_shard[base + shard] = [now, merge_perform_in]
@@ -188,10 +188,10 @@ def push_args(
 
 def rerouted(refused: list[list[Any]], layout: Layout) -> dict[int, list[Any]]:
     """The push arguments of shards that refused them, regrouped by ``layout``'s shards."""
-    groups: Groups = {}
+    by_place: ByPlace = {}
     for args in refused:
         for (perform_in, group), members in sections(args):
             for member in members:
                 shard = zlib.crc32(member.split(b"\0", 1)[0]) % layout.count
-                groups.setdefault((shard, perform_in, group), []).append(member)
-    return push_args(groups, layout.base, refused[0][0], refused[0][1])
+                by_place.setdefault((shard, perform_in, group), []).append(member)
+    return push_args(by_place, layout.base, refused[0][0], refused[0][1])

@@ -16,7 +16,7 @@ when the bucket holds less than that much of the rate), and on one server a shar
 reserves its share of :data:`RESERVE_SECONDS` of the rate at a time: the waiting
 shards of a worker come back together at the steps of the grid, a few at each,
 and each pops the batches of its reservation (in one script when they run quickly:
-:data:`lowkiq.runtime.shard_handler.GROUP_SECONDS`), instead of each waking alone for every
+:data:`lowkiq.runtime.shard_handler.POP_SECONDS`), instead of each waking alone for every
 token.  A wake-up of an idle thread, and of an idle Redis, costs CPU; few of them,
 each serving a dozen jobs, make a job under a limit cost less than one drained flat
 out.

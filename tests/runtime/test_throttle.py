@@ -94,7 +94,7 @@ def test_a_long_wait_for_tokens_is_napped_in_steps_after_acking(redis_url, redis
         assert Slow.metrics()["length"] == 1
 
 
-class Grouped(lowkiq.Worker):
+class MultiBatch(lowkiq.Worker):
     """Batches of two; records each batch and calls ``on_perform``; fails those that hold
     an id in ``failing``; sleeps ``seconds`` in each."""
 
@@ -115,14 +115,14 @@ class Grouped(lowkiq.Worker):
             raise RuntimeError("boom")
 
 
-def group(failing: set[str] = frozenset(), seconds: float = 0.0) -> type[Grouped]:
-    Grouped.performed, Grouped.failing, Grouped.seconds = [], set(failing), seconds
-    Grouped.on_perform = staticmethod(lambda: None)
-    return Grouped
+def multi_batch(failing: set[str] = frozenset(), seconds: float = 0.0) -> type[MultiBatch]:
+    MultiBatch.performed, MultiBatch.failing, MultiBatch.seconds = [], set(failing), seconds
+    MultiBatch.on_perform = staticmethod(lambda: None)
+    return MultiBatch
 
 
 def test_a_limited_pop_takes_several_quick_batches_in_one_script(redis_url, redis_client):
-    worker = group()
+    worker = multi_batch()
     with built_server(redis_url, worker) as (_, _, dispatcher):
         (handler,) = dispatcher.handlers
         worker.perform_async([{"id": f"{n:02}"} for n in range(15)])
@@ -140,7 +140,7 @@ def test_a_limited_pop_takes_several_quick_batches_in_one_script(redis_url, redi
 
 
 def test_a_failed_batch_of_a_pop_is_retried_alone(redis_url, redis_client):
-    worker = group(failing={"07"})
+    worker = multi_batch(failing={"07"})
     with built_server(redis_url, worker) as (_, _, dispatcher):
         (handler,) = dispatcher.handlers
         worker.perform_async([{"id": f"{n:02}"} for n in range(12)])
@@ -154,7 +154,7 @@ def test_a_failed_batch_of_a_pop_is_retried_alone(redis_url, redis_client):
 
 
 def test_slow_batches_are_popped_one_at_a_time(redis_url, redis_client):
-    worker = group(seconds=0.03)  # more than half of GROUP_SECONDS each
+    worker = multi_batch(seconds=0.03)  # more than half of POP_SECONDS each
     with built_server(redis_url, worker) as (_, _, dispatcher):
         (handler,) = dispatcher.handlers
         worker.perform_async([{"id": f"{n:02}"} for n in range(6)])
@@ -166,7 +166,7 @@ def test_slow_batches_are_popped_one_at_a_time(redis_url, redis_client):
 def test_the_batches_of_a_pop_run_to_their_end_when_the_process_is_told_to_stop(
     redis_url, redis_client
 ):
-    worker = group()
+    worker = multi_batch()
     with built_server(redis_url, worker) as (_, _, dispatcher):
         (handler,) = dispatcher.handlers
         worker.perform_async([{"id": f"{n:02}"} for n in range(9)])
