@@ -1,4 +1,5 @@
-"""The packages' import graph has layers: every module imports alone, and none import in a cycle."""
+"""The packages' import graph has layers (:data:`LAYERS`): every module imports alone, none
+import in a cycle, and none imports a module of a higher layer."""
 
 from __future__ import annotations
 
@@ -176,6 +177,134 @@ def test_the_dashboard_uses_the_engine_s_public_objects_not_its_storage() -> Non
         if name.startswith("lowkiq_web"):
             storage = sorted(m for m in imported_modules(name) if m.startswith("lowkiq.storage"))
             assert not storage, f"{name} imports {storage}"
+
+
+#: The layers of the packages, lowest first: (what the layer holds, its entries).  A
+#: module imports at run time (``if TYPE_CHECKING:`` aside) only modules of its own
+#: layer or of a lower one.  An entry is a module, or a package with its modules; a
+#: module belongs to the longest entry that names it (``lowkiq`` names only the
+#: package's ``__init__``).  Every module must belong to one: a new package, or a new
+#: module at the top of ``lowkiq``, needs a layer here.  docs/architecture.md draws them.
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    (
+        "plain values and strategies, no Redis",
+        frozenset(
+            {
+                "lowkiq.errors",
+                "lowkiq.version",
+                "lowkiq.serializers",
+                "lowkiq.outcomes",
+                "lowkiq.middleware",
+                "lowkiq.config",
+                "lowkiq.strategies",
+                # What a Schedule is, which the settings hold; the rest of
+                # lowkiq.periodic runs schedules and reads the settings.
+                "lowkiq.periodic.schedule",
+            }
+        ),
+    ),
+    ("the Redis clients", frozenset({"lowkiq.clients"})),
+    ("storage: key names, Lua scripts, a queue's writes and reads", frozenset({"lowkiq.storage"})),
+    ("the settings", frozenset({"lowkiq.settings"})),
+    (
+        "over storage: shard ownership, rate limits and group caps, periodic jobs",
+        frozenset({"lowkiq.ownership", "lowkiq.limits", "lowkiq.periodic"}),
+    ),
+    ("the batch being performed, for user code", frozenset({"lowkiq.running"})),
+    ("around one perform: its event loop, its time limit", frozenset({"lowkiq.perform"})),
+    ("the Worker base class", frozenset({"lowkiq.worker"})),
+    (
+        "beside workers: metrics, health, integrations, iterable workers",
+        frozenset({"lowkiq.telemetry", "lowkiq.health", "lowkiq.integrations", "lowkiq.iterable"}),
+    ),
+    ("the worker process", frozenset({"lowkiq.runtime"})),
+    ("users' tests", frozenset({"lowkiq.testing", "lowkiq.pytest_plugin"})),
+    ("the public API", frozenset({"lowkiq"})),
+    ("the command line", frozenset({"lowkiq.cli", "lowkiq.__main__"})),
+    ("the dashboard", frozenset({"lowkiq_web"})),
+)
+
+#: Run-time imports up the layers, known and to be fixed: (module, what it imports).
+UPWARD = frozenset(
+    {
+        # RateLimit only annotates the claims' calls; storage should not need lowkiq.limits.
+        ("lowkiq.storage.group_claims", "lowkiq.limits.rate_limit"),
+    }
+)
+
+
+def entry_of(module: str, layers: tuple[tuple[str, frozenset[str]], ...] = LAYERS) -> str | None:
+    """The entry of ``layers`` that ``module`` belongs to (the longest naming it), or
+    ``None``."""
+    names = [
+        entry
+        for _, entries in layers
+        for entry in entries
+        if module == entry or (entry != "lowkiq" and module.startswith(f"{entry}."))
+    ]
+    return max(names, key=len, default=None)
+
+
+def upward_imports(
+    graph: dict[str, set[str]],
+    layers: tuple[tuple[str, frozenset[str]], ...] = LAYERS,
+    allowed: frozenset[tuple[str, str]] = frozenset(),
+) -> list[str]:
+    """Each import of ``graph`` from a module into one of a higher layer of ``layers``,
+    but those ``allowed``."""
+    number = {entry: n for n, (_, entries) in enumerate(layers) for entry in entries}
+
+    def layer(module: str) -> int:
+        entry = entry_of(module, layers)
+        assert entry is not None, f"{module} has no layer"
+        return number[entry]
+
+    return [
+        f"{name} ({layers[layer(name)][0]}) imports {target} ({layers[layer(target)][0]})"
+        for name in sorted(graph)
+        for target in sorted(graph[name])
+        if layer(target) > layer(name) and (name, target) not in allowed
+    ]
+
+
+def test_the_layer_list_finds_an_upward_import_and_a_module_without_a_layer() -> None:
+    layers = (
+        ("low", frozenset({"lowkiq.storage", "lowkiq.periodic.schedule"})),
+        ("high", frozenset({"lowkiq.periodic", "lowkiq"})),
+    )
+    assert entry_of("lowkiq.storage.keys", layers) == "lowkiq.storage"
+    assert entry_of("lowkiq.periodic.schedule", layers) == "lowkiq.periodic.schedule"
+    assert entry_of("lowkiq.periodic.runner", layers) == "lowkiq.periodic"
+    assert entry_of("lowkiq.newcomer", layers) is None  # "lowkiq" is the __init__ only
+    graph = {
+        "lowkiq": {"lowkiq.storage.keys"},
+        "lowkiq.periodic.runner": {"lowkiq.periodic.schedule"},
+        "lowkiq.periodic.schedule": set(),
+        "lowkiq.storage.keys": {"lowkiq.periodic"},
+        "lowkiq.periodic": {"lowkiq.periodic.schedule"},
+    }
+    assert upward_imports(graph, layers) == [
+        "lowkiq.storage.keys (low) imports lowkiq.periodic (high)"
+    ]
+    assert (
+        upward_imports(graph, layers, frozenset({("lowkiq.storage.keys", "lowkiq.periodic")})) == []
+    )
+
+
+def test_every_module_has_a_layer() -> None:
+    """A new package or top-level module fails here until LAYERS names its layer."""
+    entries = [entry for _, layer in LAYERS for entry in layer]
+    assert len(entries) == len(set(entries)), "an entry is in two layers"
+    assert [name for name in MODULES if entry_of(name) is None] == []
+    assert [e for e in entries if not any(entry_of(name) == e for name in MODULES)] == []
+
+
+def test_lower_layers_never_import_higher_ones() -> None:
+    run_time = {name: imported_modules(name) for name in MODULES}
+    assert upward_imports(run_time, LAYERS, UPWARD) == []
+    assert [pair for pair in sorted(UPWARD) if pair[1] not in run_time[pair[0]]] == [], (
+        "fixed: delete it from UPWARD"
+    )
 
 
 @pytest.mark.parametrize("name", [name for name in MODULES if not name.endswith("__main__")])
