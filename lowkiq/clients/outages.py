@@ -19,12 +19,16 @@ from dataclasses import dataclass
 
 import redis
 
+from lowkiq.clients.retry import Backoff
+
 log = logging.getLogger("lowkiq.redis")
 
 #: Seconds before a master that did not answer is tried again.
 FIRST_RETRY = 0.5
 #: The longest wait between two tries of a master that stays silent, seconds.
 MAX_RETRY = 8.0
+#: The waits before a silent master is tried again (the retry policy).
+RETRIES = Backoff(FIRST_RETRY, MAX_RETRY)
 
 
 class MasterDown(redis.ConnectionError):
@@ -63,7 +67,7 @@ class Outages:
         the error to report, and when to try the master again."""
         outage = self._outages.get(name)
         failures = 1 if outage is None else outage.failures + 1
-        wait = min(FIRST_RETRY * 2 ** (failures - 1), MAX_RETRY)
+        wait = RETRIES.delay(failures)
         self._outages[name] = _Outage(failures, self.clock() + wait)
         if failures == 1:
             log.warning(

@@ -16,11 +16,12 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis
 
 from lowkiq.clients.connection import Client
+from lowkiq.clients.retry import Backoff, Retries
 from lowkiq.errors import LowkiqError
 from lowkiq.periodic import ticks
 from lowkiq.periodic.schedule import Schedule, check_schedules
@@ -47,7 +48,12 @@ class _Entry:
     looked: bool = False
     #: When (ms, Redis's clock) to look again.
     due_at: int = 0
-    failures: int = 0
+    #: Its looks that failed in a row, and the wait before the next.
+    retries: Retries = field(init=False)
+
+    def __post_init__(self) -> None:
+        name = f"schedule {self.schedule.id!r}"
+        self.retries = Retries(name, log, Backoff(RETRY_WAIT, RETRY_CAP))
 
 
 class ScheduleRunner:
@@ -104,15 +110,12 @@ class ScheduleRunner:
             log.exception("schedule %r: could not enqueue", entry.schedule.id)
             self._failed(entry, exc, None)
         else:
-            if entry.failures:
-                log.info("schedule %r: enqueueing again", entry.schedule.id)
-            entry.failures = 0
+            entry.retries.succeeded()
 
     def _failed(self, entry: _Entry, exc: BaseException, message: str | None) -> None:
-        entry.failures += 1
-        if entry.failures == 1 and message is not None:
-            log.warning("schedule %r: %s; retrying", entry.schedule.id, message)
-        wait = min(RETRY_CAP, RETRY_WAIT * 2 ** min(entry.failures - 1, 16))
+        """A look failed (``message``: what to log; ``None``: logged already): look again
+        after the retry policy's wait."""
+        wait = entry.retries.failed(exc, "" if message is None else message)
         entry.due_at = self.now_ms() + int(wait * 1000)
 
     def _measure_offset(self, queue: Queue) -> None:

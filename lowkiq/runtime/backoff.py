@@ -1,12 +1,15 @@
-"""How long a loop waits after consecutive Redis errors before it tries again."""
+"""How long lowkiq's loops wait after consecutive Redis errors (the policy is
+:mod:`lowkiq.clients.retry`'s)."""
 
 from __future__ import annotations
 
-#: Longest wait, seconds, between reconnection attempts while Redis is down.
+from lowkiq.clients.retry import Backoff
+
+#: Longest wait, seconds, between attempts while Redis is down.
 BACKOFF_CAP = 5.0
 
 
-def backoff(failures: int, poll_interval: float) -> float:
-    """Seconds to wait after ``failures`` consecutive Redis errors (doubling, capped)."""
-    doubled: float = poll_interval * 2.0 ** min(failures - 1, 16)
-    return min(max(BACKOFF_CAP, poll_interval), doubled)
+def redis_backoff(poll_interval: float) -> Backoff:
+    """The waits of a loop that polls every ``poll_interval`` seconds: doubling from it,
+    jittered, at most :data:`BACKOFF_CAP` (or ``poll_interval`` when longer)."""
+    return Backoff(poll_interval, max(BACKOFF_CAP, poll_interval))

@@ -40,13 +40,14 @@ import redis
 
 from lowkiq.clients.connection import Client, KeyedCommand, is_cluster
 from lowkiq.clients.outages import MasterDown
+from lowkiq.clients.retry import Retries
 from lowkiq.health.heartbeats import Heartbeat, Heartbeats
 from lowkiq.limits.group_caps import GroupCaps
 from lowkiq.ownership import leases
 from lowkiq.ownership.assignment import ShardKey
 from lowkiq.ownership.leases import Lease
 from lowkiq.runtime import suspects
-from lowkiq.runtime.backoff import backoff
+from lowkiq.runtime.backoff import redis_backoff
 from lowkiq.runtime.executor import Executor, Work
 from lowkiq.runtime.lifecycle import State
 from lowkiq.runtime.planning import Candidate, first_look, plan_round
@@ -286,31 +287,23 @@ class Dispatcher:
         """Turn until the process stops, backing off on Redis errors; then let the
         running batches finish, ack them and give every lease up."""
         self.executor.start()
-        failures = 0
+        retries = Retries("dispatcher", log, redis_backoff(self.poll_interval))
         try:
             while not self.stop.is_set():
                 self.heartbeat.stamp()
                 try:
                     self.turn()
                 except redis.RedisError as exc:
-                    failures += 1
-                    if failures == 1:
-                        log.warning(
-                            "Redis error, retrying with backoff: %s: %s", type(exc).__name__, exc
-                        )
-                    self._kick.wait(backoff(failures, self.poll_interval))
+                    self._kick.wait(retries.failed(exc))
                     continue
-                except Exception:
+                except Exception as exc:
                     # A bug of lowkiq's, or a reply no call expected: the shards served are
                     # restored before their next pop, and the dispatcher goes on.
-                    failures += 1
                     log.exception("the dispatcher's turn raised; going on (please report this)")
                     self._distrust()
-                    self._kick.wait(backoff(failures, self.poll_interval))
+                    self._kick.wait(retries.failed(exc, ""))
                     continue
-                if failures:
-                    log.info("Redis answers again after %d failed attempt(s)", failures)
-                    failures = 0
+                retries.succeeded()
         finally:
             self.shutdown()
 

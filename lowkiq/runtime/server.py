@@ -37,6 +37,7 @@ from redis.exceptions import RedisClusterException
 from lowkiq.clients.cluster import bounded, thread_client
 from lowkiq.clients.connection import Client, describe_redis
 from lowkiq.clients.memory_policy import check_eviction
+from lowkiq.clients.retry import Retries
 from lowkiq.errors import ConfigurationError, is_out_of_memory
 from lowkiq.health import Heartbeats
 from lowkiq.health.verdicts import ProcessState
@@ -51,7 +52,7 @@ from lowkiq.ownership.membership import (
 )
 from lowkiq.perform.coroutines import close_thread_loop
 from lowkiq.periodic.runner import ScheduleRunner
-from lowkiq.runtime.backoff import backoff
+from lowkiq.runtime.backoff import redis_backoff
 from lowkiq.runtime.dispatcher import Dispatcher
 from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.runtime.wakeup import Wakeup
@@ -320,25 +321,17 @@ class Server:
     def _until_redis_answers(self, action: Callable[[], Any]) -> Any:
         """``action()``, again and again while Redis is unreachable or full (out of
         memory under ``noeviction``); ``None`` when the process is told to stop first."""
-        failures = 0
+        retries = Retries("start", log, redis_backoff(self.settings.poll_interval))
         while True:
             try:
                 return action()
             except (redis.ConnectionError, redis.ResponseError) as exc:
                 if not isinstance(exc, redis.ConnectionError) and not is_out_of_memory(exc):
                     raise
-                failures += 1
-                if failures == 1 and is_out_of_memory(exc):
-                    log.warning(
-                        "Redis is full (%s): it refuses writes until memory is freed or "
-                        "maxmemory raised; retrying",
-                        exc,
-                    )
-                elif failures == 1:
-                    log.warning("Redis is unreachable (%s); retrying", exc)
+                wait = retries.failed(exc, _why_redis_failed(exc))
                 if self._stop_signal is not None:
                     return None
-                deadline = time.monotonic() + backoff(failures, self.settings.poll_interval)
+                deadline = time.monotonic() + wait
                 while time.monotonic() < deadline:
                     if self._stop_signal is not None or self.stop_event.is_set():
                         return None
@@ -417,7 +410,7 @@ class Server:
         log.info("Prometheus metrics on http://%s:%d/metrics", host, port)
 
     def _run_coordinator(self, coordinator: Coordinator[ShardHandler]) -> None:
-        failures = 0
+        retries = Retries("heartbeat", log, redis_backoff(self.settings.poll_interval))
         heartbeat = self.health.coordinator
         while not self.stop_event.is_set():
             try:
@@ -427,20 +420,13 @@ class Server:
                 coordinator.beat()
             except (redis.RedisError, RedisClusterException) as exc:
                 heartbeat.failed(exc)
-                failures += 1
-                if failures == 1 and is_out_of_memory(exc):
-                    log.warning("heartbeat failed, retrying: Redis is full: %s", exc)
-                elif failures == 1:
-                    log.warning("heartbeat failed, retrying: %s: %s", type(exc).__name__, exc)
-                self.stop_event.wait(backoff(failures, self.settings.poll_interval))
+                self.stop_event.wait(retries.failed(exc, _why_redis_failed(exc)))
                 continue
             except Exception as exc:  # noqa: BLE001 - a bug here must not go unnoticed
                 self._fatal(exc)
                 return
             heartbeat.succeeded()
-            if failures:
-                log.info("heartbeat: Redis answers again after %d failed attempt(s)", failures)
-                failures = 0
+            retries.succeeded()
             if coordinator.stop_requested.is_set():
                 self.request_stop()
 
@@ -625,3 +611,14 @@ class Server:
             return 1
         log.info("stopped")
         return 0
+
+
+def _why_redis_failed(error: BaseException) -> str:
+    """What a failed call of lowkiq's own loops is logged with: Redis full, or the error."""
+    if is_out_of_memory(error):
+        return (
+            f"Redis is full ({error}): it refuses writes until memory is freed or maxmemory raised"
+        )
+    if isinstance(error, redis.ConnectionError):
+        return f"Redis is unreachable ({error})"
+    return f"Redis error ({type(error).__name__}: {error})"

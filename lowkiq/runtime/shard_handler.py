@@ -486,8 +486,10 @@ class ShardHandler:
 
     def stale(self, what: str) -> None:
         """Redis said the batch a call named is no longer in the processing area: the
-        call changed nothing (Redis counted it: the ``stale_calls`` metric); logged once
-        per shard."""
+        call changed nothing.  Counted in Redis (the ``stale_calls`` metric), logged
+        once per shard."""
+        with contextlib.suppress(redis.RedisError):
+            self.queue.count_stale(self.shard)
         if not self._stale_logged:
             self._stale_logged = True
             log.warning(

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lowkiq.clients.retry import Backoff
 from lowkiq.ownership.membership import PROCESS_ID_ENV, new_process_id
 from lowkiq.runtime.wakeup import Wakeup
 
@@ -40,6 +41,8 @@ IDLE = 1.0
 #: First and longest wait, seconds, before restarting a child that died.
 RESTART_BACKOFF = 0.5
 RESTART_BACKOFF_CAP = 30.0
+#: The waits before a child that keeps dying is started again (the retry policy).
+RESTARTS = Backoff(RESTART_BACKOFF, RESTART_BACKOFF_CAP)
 #: A child that ran this many seconds resets its slot's backoff.
 HEALTHY_AFTER = 60.0
 # prctl(2) option: the signal a process gets when its parent dies.
@@ -165,7 +168,7 @@ class Supervisor:
             self._bury(slot.process_id)
             lived = time.monotonic() - slot.started
             slot.failures = 1 if lived >= HEALTHY_AFTER else slot.failures + 1
-            delay = min(RESTART_BACKOFF_CAP, RESTART_BACKOFF * 2 ** (slot.failures - 1))
+            delay = RESTARTS.delay(slot.failures)
             slot.restart_at = time.monotonic() + delay
             log.warning(
                 "worker process %d (pid %d) exited with %d after %.1fs; restarting in %.1fs",

@@ -23,9 +23,10 @@ S due_since                   zset   id -> when it first became due, for the hot
                                      perform_in a pop moved behind the ids already due
                                      (the ``lag`` counts from it); absent in most shards
 S processing                  hash   id -> packed job, the batch the shard is running
-S batch                       str    counter, +1 on every pop that takes jobs: the number of the
+S (the prefix itself)         str    counter, +1 on every pop that takes jobs: the number of the
                                      batch in processing (its ack, fail, yield, bury and restore
                                      name it); never expires
+S stale                       str    count of the calls that named a batch no longer in processing
 S restores                    hash   id -> times a new owner restored the job from processing
                                      (its process died running it); gone once it ends
 S wake                        list   at most one element: "the shard has new due work"
@@ -163,7 +164,8 @@ SUFFIXES = {
     "perform_in_zset": "perform_in",
     "due_since_zset": "due_since",
     "processing_hash": "processing",
-    "batch_counter": "batch",
+    # The shard's prefix itself (no suffix): the name costs a script nothing to build.
+    "batch_counter": "",
     "restores_hash": "restores",
     "wake_list": "wake",
     "payloads_zset": "payloads:",

@@ -336,6 +336,11 @@ class Processing(QueueBase):
             args += (job_id, len(positions), *(position + 1 for position in positions))
         return int(self.run_fenced("ack_yield", shard, token, *args)[1])
 
+    def count_stale(self, shard: int) -> None:
+        """Count a call that named a batch no longer in ``shard``'s processing area (it
+        changed nothing): the ``stale_calls`` metric."""
+        self.client.incr(self.keys.stale_counter(shard))
+
     def announce_stop(self, shard: int, token: str) -> None:
         """This process stops with a batch of ``shard`` running: should it be killed before
         the batch is settled, the next owner restores it without counting a restore.

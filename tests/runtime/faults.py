@@ -28,7 +28,8 @@ from typing import Any
 import redis
 from redis.exceptions import OutOfMemoryError
 
-from lowkiq.clients.connection import KeyedCommand
+from lowkiq.clients.cluster import ClusterThreadClient
+from lowkiq.clients.connection import Client, KeyedCommand
 from lowkiq.clients.thread import ThreadClient
 
 KINDS = ("refused", "lost", "timeout", "cut", "oom", "noscript")
@@ -47,10 +48,13 @@ class Fault:
     armed: bool = False
     #: Where the failed call was made (the stack), once it fired.
     where: str = ""
+    #: Count only the calls of this script (its SHA; ``None``: every call).
+    sha: str | None = None
 
-    def strikes(self) -> bool:
-        """Count a call; ``True`` when it is the one to fail."""
-        if not self.armed:
+    def strikes(self, shas: Sequence[str | None] = (None,)) -> bool:
+        """Count a call (running the scripts ``shas``); ``True`` when it is the one to
+        fail."""
+        if not self.armed or (self.sha is not None and self.sha not in shas):
             return False
         self.calls += 1
         if self.calls == self.at:
@@ -64,30 +68,34 @@ def _oom() -> OutOfMemoryError:
     return OutOfMemoryError("OOM command not allowed when used memory > 'maxmemory'.")
 
 
-class FaultyClient(ThreadClient):
-    """A dispatcher's client that fails the call its :class:`Fault` names."""
+class Faulty(ThreadClient):
+    """What a dispatcher's client does to fail the call its :class:`Fault` names (mixed
+    into a server's and a cluster's thread client)."""
 
-    def __init__(self, template: redis.Redis, fault: Fault) -> None:
-        super().__init__(template)
-        self.fault = fault
-        self._admin = template
+    fault: Fault
+    _admin: Client
 
     def _error(self) -> redis.RedisError:
         if self.fault.kind == "timeout":
             return redis.TimeoutError("injected: timeout reading the reply")
         return redis.ConnectionError("injected: connection lost")
 
-    def _before(self) -> str | None:
-        """The kind of fault for this call, after doing what must happen before it is
-        sent (``refused`` raises, ``noscript`` flushes the scripts)."""
-        if not self.fault.strikes():
+    def _before(self, shas: Sequence[str | None] = (None,)) -> str | None:
+        """The kind of fault for this call (of the scripts ``shas``), after doing what must
+        happen before it is sent (``refused`` raises, ``noscript`` flushes the scripts)."""
+        if not self.fault.strikes(shas):
             return None
         kind = self.fault.kind
         if kind == "refused":
             self.disconnect()
             raise redis.ConnectionError("injected: connection refused")
         if kind == "noscript":
-            self._admin.script_flush()
+            if isinstance(self._admin, redis.RedisCluster):
+                self._admin.execute_command(
+                    "SCRIPT FLUSH", target_nodes=redis.RedisCluster.PRIMARIES
+                )
+            else:
+                self._admin.script_flush()
             return None
         return kind
 
@@ -96,7 +104,7 @@ class FaultyClient(ThreadClient):
         raise self._error()
 
     def run_keyed(self, commands: Sequence[KeyedCommand]) -> list[Any]:
-        kind = self._before()
+        kind = self._before([script and script.sha for _, _, script in commands])
         if kind is None:
             return super().run_keyed(commands)
         if kind == "oom":
@@ -108,8 +116,8 @@ class FaultyClient(ThreadClient):
         self._after()
         raise AssertionError("unreachable")
 
-    def _one(self, call: Any) -> Any:
-        kind = self._before()
+    def _one(self, call: Any, sha: str | None = None) -> Any:
+        kind = self._before((sha,))
         if kind is None:
             return call()
         if kind == "oom":
@@ -119,13 +127,37 @@ class FaultyClient(ThreadClient):
         raise AssertionError("unreachable")
 
     def run_command(self, command: KeyedCommand) -> Any:
-        return self._one(lambda: super(FaultyClient, self).run_command(command))
+        script = command[2]
+        return self._one(lambda: super(Faulty, self).run_command(command), script and script.sha)
 
     def run_script(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        return self._one(lambda: super(FaultyClient, self).run_script(script, keys, args))
+        return self._one(lambda: super(Faulty, self).run_script(script, keys, args), script.sha)
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
-        return self._one(lambda: super(FaultyClient, self).execute_command(*args, **options))
+        return self._one(lambda: super(Faulty, self).execute_command(*args, **options))
+
+
+class FaultyClient(Faulty):
+    """A server's dispatcher client that fails the call its :class:`Fault` names."""
+
+    def __init__(self, template: redis.Redis, fault: Fault) -> None:
+        super().__init__(template)
+        self.fault, self._admin = fault, template
+
+
+class FaultyClusterClient(Faulty, ClusterThreadClient):
+    """A cluster's dispatcher client that fails the call its :class:`Fault` names."""
+
+    def __init__(self, template: redis.RedisCluster, fault: Fault) -> None:
+        ClusterThreadClient.__init__(self, template)
+        self.fault, self._admin = fault, template
+
+
+def faulty(template: Client, fault: Fault) -> Faulty:
+    """The dispatcher client of ``template``'s kind of Redis, failing as ``fault`` says."""
+    if isinstance(template, redis.RedisCluster):
+        return FaultyClusterClient(template, fault)
+    return FaultyClient(template, fault)
 
 
 @dataclass

@@ -20,13 +20,15 @@ import pytest
 import redis
 
 import lowkiq
+from lowkiq.clients.connection import Client
 from lowkiq.ownership import leases
 from lowkiq.runtime.dispatcher import Dispatcher
 from lowkiq.runtime.lifecycle import State
 from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.storage.metrics import queue_metrics
 from lowkiq.storage.queue import Queue
-from tests.runtime.faults import KINDS, Fault, FaultyClient, Performs
+from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client)
+from tests.runtime.faults import KINDS, Fault, Performs, faulty
 from tests.runtime.serving import dispatcher_of, ids_by_shard
 
 #: What a scenario's perform does with a job, by the first letter of its payload:
@@ -115,10 +117,13 @@ SCENARIOS = [
 ]
 
 
-def prepare(client: redis.Redis, scenario: Scenario) -> dict[tuple[str, str], bool]:
+def prepare(client: Client, scenario: Scenario) -> dict[tuple[str, str], bool]:
     """Empty Redis, enqueue the scenario's jobs; returns each (id, payload) enqueued ->
     whether it must run (``False``: it must be dead)."""
-    client.flushdb()
+    if isinstance(client, redis.RedisCluster):
+        client.flushall(target_nodes=redis.RedisCluster.PRIMARIES)
+    else:
+        client.flushall()
     worker = scenario.worker
     worker.batch_size = scenario.batch_size
     worker.performs = Performs()
@@ -175,12 +180,12 @@ def hand_over(dispatcher: Dispatcher, queue: Queue, worker: type[Faulted]) -> No
     dispatcher.add(ShardHandler(worker, 0, queue, lease.token))
 
 
-def run(client: redis.Redis, scenario: Scenario, fault: Fault) -> list[str]:
+def run(client: Client, scenario: Scenario, fault: Fault) -> list[str]:
     """One run of ``scenario`` with ``fault``; returns the invariants it broke."""
     expected = prepare(client, scenario)
     worker = scenario.worker
     broken: list[str] = []
-    own = FaultyClient(client, fault)
+    own = faulty(client, fault)
     with dispatcher_of(client, worker, scenario.threads, own=own, poll_interval=0.02) as (
         dispatcher,
         queue,
@@ -221,14 +226,14 @@ def run(client: redis.Redis, scenario: Scenario, fault: Fault) -> list[str]:
 
 
 @pytest.fixture
-def redis_direct(redis_client: redis.Redis) -> Iterator[redis.Redis]:
+def redis_direct(redis_client: Client) -> Iterator[Client]:
     yield redis_client
     lowkiq.settings.workers = []
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_every_failed_call_of_a_scenario_keeps_the_invariants(
-    redis_direct: redis.Redis, scenario: Scenario
+    redis_direct: Client, scenario: Scenario
 ) -> None:
     calls = Fault()
     assert run(redis_direct, scenario, calls) == []
@@ -248,7 +253,7 @@ def test_every_failed_call_of_a_scenario_keeps_the_invariants(
 
 
 def test_a_redis_error_in_one_reply_of_a_round_strands_no_other_shard(
-    redis_direct: redis.Redis,
+    redis_direct: Client,
 ) -> None:
     """The first burial of a round fails (the connection drops); the pop of the other
     shard in that round carried its ack and took a new batch: that batch still runs."""
@@ -271,33 +276,23 @@ def test_a_redis_error_in_one_reply_of_a_round_strands_no_other_shard(
             for n, job_id in enumerate(second)
         ]
     )
-    burials = 0
-
-    class FailingBury(FaultyClient):
-        def run_script(self, script: Any, keys: Any, args: Any) -> Any:
-            nonlocal burials
-            if script.sha == queue.scripts.bury.sha:
-                burials += 1
-                if burials == 1:
-                    self.disconnect()
-                    raise redis.ConnectionError("injected: the burial's connection dropped")
-            return super().run_script(script, keys, args)
-
-    own = FailingBury(redis_direct, Fault())
+    # The first burial's connection drops before it is sent.
+    fault = Fault(1, "refused", armed=True, sha=queue.scripts.bury.sha)
+    own = faulty(redis_direct, fault)
     with dispatcher_of(redis_direct, Burying, 2, own=own, poll_interval=0.02) as (dispatcher, _):
         for _ in range(200):
             with contextlib.suppress(redis.RedisError):
                 dispatcher.turn()
             if drained(dispatcher, Burying.queue()):
                 break
-    assert burials >= 1
+    assert fault.fired
     performed = {job_id for job_id, _ in Burying.performs.payloads}
     assert set(second) <= performed, f"never performed: {set(second) - performed}"
     assert {job["id"] for job in Burying.queries().morgue_range_by_id("-", "+")} == {first[1]}
 
 
 def test_an_ack_naming_a_batch_no_longer_in_processing_changes_nothing(
-    redis_direct: redis.Redis,
+    redis_direct: Client,
 ) -> None:
     """A shard's handler that believes an old batch waits for its ack, while Redis holds
     a newer batch in the area: its ack (riding on its pop, or alone) acks nothing, and
@@ -327,15 +322,15 @@ def test_an_ack_naming_a_batch_no_longer_in_processing_changes_nothing(
     assert queue_metrics(queue)["processed"] == 2
 
 
-def test_the_harness_counts_calls_and_fails_the_one_named(redis_direct: redis.Redis) -> None:
+def test_the_harness_counts_calls_and_fails_the_one_named(redis_direct: Client) -> None:
     fault = Fault(2, "lost", armed=True)
-    client = FaultyClient(redis_direct, fault)
+    client = faulty(redis_direct, fault)
     assert client.execute_command("PING")
     with pytest.raises(redis.ConnectionError):
         client.execute_command("SET", "k", "v")
     assert redis_direct.get("k") == b"v"  # it ran: only its reply was lost
     assert fault.fired and fault.calls == 2
-    refused = FaultyClient(redis_direct, Fault(1, "refused", armed=True))
+    refused = faulty(redis_direct, Fault(1, "refused", armed=True))
     with pytest.raises(redis.ConnectionError):
         refused.execute_command("SET", "r", "v")
     assert redis_direct.get("r") is None

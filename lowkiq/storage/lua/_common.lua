@@ -852,14 +852,17 @@ end
 -- and change nothing when the area holds another one (theirs ended already: it
 -- was acked, failed or restored, and another pop took a new batch).  A shard
 -- never popped holds batch 0 (none).
-local function batch_in_area(keys, batch)
-  return (redis.call('get', keys.batch_counter) or '0') == batch
+--
+-- Whether `token` is the lease on the shard whose keys are `keys`, and whether its
+-- processing area holds batch `batch` (both in one read).
+local function lease_and_batch(keys, token, batch)
+  local held = redis.call('mget', keys.lease, keys.batch_counter)
+  return held[1] == token, (held[2] or '0') == batch
 end
 
 -- The error reply of a script that named a batch no longer in processing; it changed
--- nothing but the shard's count of such calls (keys.stale_counter, in its metrics).
-local function stale_batch(keys, batch)
-  redis.call('incr', keys.stale_counter)
+-- nothing (the caller counts it in the shard's stale counter, in its metrics).
+local function stale_batch(batch)
   return redis.error_reply('STALE ' .. P .. ': batch ' .. batch .. ' is no longer in processing')
 end
 

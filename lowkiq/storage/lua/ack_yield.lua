@@ -14,8 +14,9 @@
 -- Writes: processing_hash, queue keys, restores_hash, processed_counter
 -- Returns: {jobs acked, jobs yielded}; error FENCED when the lease is not held, error
 --   STALE when the area holds another batch (nothing is changed)
-if not lease_held(K, ARGV[1]) then return fenced() end
-if not batch_in_area(K, ARGV[2]) then return stale_batch(K, ARGV[2]) end
+local held, in_area = lease_and_batch(K, ARGV[1], ARGV[2])
+if not held then return fenced() end
+if not in_area then return stale_batch(ARGV[2]) end
 local now = clock(ARGV[3])
 local processing = K.processing_hash
 local yielded = 0

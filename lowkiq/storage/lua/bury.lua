@@ -9,8 +9,9 @@
 -- Returns: the number of jobs buried; error FENCED when the lease is not held, error
 --   STALE when the area holds another batch (nothing is changed)
 local token, now = ARGV[1], clock(ARGV[3])
-if not lease_held(K, token) then return fenced() end
-if not batch_in_area(K, ARGV[2]) then return stale_batch(K, ARGV[2]) end
+local held, in_area = lease_and_batch(K, token, ARGV[2])
+if not held then return fenced() end
+if not in_area then return stale_batch(ARGV[2]) end
 local processing = K.processing_hash
 local buried = 0
 local ids = {}

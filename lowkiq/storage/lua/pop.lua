@@ -136,12 +136,12 @@ end
 if ack_prefix then
   acked = -1
   local A = same and K or keys_at(ack_prefix)
-  if lease_held(A, ARGV[4]) and not batch_in_area(A, ARGV[5]) then
+  local ack_held, in_area = lease_and_batch(A, ARGV[4], ARGV[5])
+  if ack_held and not in_area then
     acked = -3
-    redis.call('incr', A.stale_counter)
     -- The area holds a batch this ack does not name: left for the caller to restore.
     if same and redis.call('exists', processing) == 1 then return {acked, 0, 0, 0} end
-  elseif lease_held(A, ARGV[4]) then
+  elseif ack_held then
     local restores = nil
     if same then
       extra = without_groups(redis.call('exists', K.hold, K.errors_hash, K.restores_hash,

@@ -10,6 +10,7 @@
 -- Returns: the number of jobs restored; error FENCED when the lease is not held,
 --   error STALE when the area holds another batch than the one named (nothing is
 --   changed)
-if not lease_held(K, ARGV[1]) then return fenced() end
-if ARGV[2] ~= '' and not batch_in_area(K, ARGV[2]) then return stale_batch(K, ARGV[2]) end
+local held, in_area = lease_and_batch(K, ARGV[1], ARGV[2])
+if not held then return fenced() end
+if ARGV[2] ~= '' and not in_area then return stale_batch(ARGV[2]) end
 return (restore_processing(clock(ARGV[3]), nil, nil, ARGV[1]))

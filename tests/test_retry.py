@@ -1,0 +1,49 @@
+"""The one retry policy of lowkiq's loops: jittered waits that double up to a cap, a
+warning at the first failure and a line at recovery (no Redis)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from lowkiq.clients.retry import Backoff, Retries
+
+
+def test_the_waits_double_from_the_base_up_to_the_cap_each_jittered_by_half() -> None:
+    backoff = Backoff(0.5, 8.0)
+    for failures, full in enumerate([0.5, 1.0, 2.0, 4.0, 8.0, 8.0], start=1):
+        waits = [backoff.delay(failures) for _ in range(200)]
+        assert all(full / 2 <= wait <= full for wait in waits)
+        assert max(waits) - min(waits) > full / 10  # jittered, not one value
+    assert backoff.delay(10_000) <= 8.0
+
+
+def test_a_cap_below_the_base_is_the_base() -> None:
+    assert Backoff(2.0, 1.0).delay(5) <= 2.0
+
+
+def test_the_first_failure_is_logged_once_and_the_recovery_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    retries = Retries("dispatcher", logging.getLogger("test.retry"), Backoff(0.1, 1.0))
+    with caplog.at_level(logging.INFO, logger="test.retry"):
+        retries.succeeded()  # nothing failed: nothing said
+        for _ in range(3):
+            assert 0.0 < retries.failed(ConnectionError("gone")) <= 1.0
+        retries.succeeded()
+        retries.succeeded()
+    assert [r.getMessage() for r in caplog.records] == [
+        "dispatcher: Redis error (ConnectionError: gone); retrying with backoff",
+        "dispatcher: works again after 3 failed attempt(s)",
+    ]
+    assert retries.failures == 0
+
+
+def test_a_failure_the_caller_logged_is_not_logged_again(caplog: pytest.LogCaptureFixture) -> None:
+    retries = Retries("schedule 'x'", logging.getLogger("test.retry"), Backoff(0.1, 1.0))
+    with caplog.at_level(logging.INFO, logger="test.retry"):
+        retries.failed(ValueError("bad payload"), "")
+        retries.failed(ValueError("bad payload"), "")
+    assert caplog.records == []
+    assert retries.failures == 2
