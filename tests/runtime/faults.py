@@ -28,6 +28,7 @@ from typing import Any
 import redis
 from redis.exceptions import OutOfMemoryError
 
+import lowkiq
 from lowkiq.clients.cluster import ClusterThreadClient
 from lowkiq.clients.connection import Client, KeyedCommand
 from lowkiq.clients.thread import ThreadClient
@@ -188,3 +189,71 @@ class Performs:
             for job_id, payloads in batch.items():
                 for payload in payloads:
                     self.payloads[(job_id, payload)] += 1
+
+
+class Scripted(lowkiq.Worker):
+    """Two shards, retries at once, and each job doing what its payload's kind says: ``f``
+    fails its batch the first time, ``p`` fails only its own id the first time
+    (BatchFailed), ``y`` gives its later payloads back the first time (yield_rest);
+    anything else succeeds.  :attr:`performs` records the payloads performed
+    successfully."""
+
+    shards_count = 2
+    batch_size = 1
+    #: Every perform's span by shard; the payloads performed successfully.
+    performs = Performs()
+    #: (id, payload) that already failed or yielded once.
+    once: set[tuple[str, Any]] = set()
+
+    @classmethod
+    def retry_in(cls, retry_count: int) -> float:
+        return 0.0
+
+    @classmethod
+    def perform(cls, batch: dict[str, list[Any]]) -> None:
+        shard = cls.queue().shard_of(next(iter(batch)))
+        started = cls.performs.start(shard)
+        done: dict[str, list[Any]] = {}
+        try:
+            cls._act(batch, done)
+        finally:
+            cls.performs.end(shard, started, done)
+
+    @classmethod
+    def _act(cls, batch: dict[str, list[Any]], done: dict[str, list[Any]]) -> None:
+        """Perform ``batch``, putting in ``done`` the payloads performed once it
+        returns or raises BatchFailed (nothing when it raises anything else)."""
+        failed: dict[str, Exception] = {}
+        yielding: list[str] = []
+        for job_id, payloads in batch.items():
+            first = (job_id, payloads[0])
+            kind = str(payloads[0])[:1]
+            if first in cls.once:
+                continue
+            if kind == "f":
+                cls.once.add(first)
+                raise RuntimeError("fails its batch once")
+            if kind == "p":
+                cls.once.add(first)
+                failed[job_id] = RuntimeError("fails its id once")
+            if kind == "y" and len(payloads) > 1:
+                yielding.append(job_id)
+        if failed:
+            # yield_rest counts only when perform returns: under BatchFailed the ids it
+            # does not name are acked whole (docs/guides/workers.md), so none yields.
+            done.update((i, payloads) for i, payloads in batch.items() if i not in failed)
+            raise lowkiq.BatchFailed(failed)
+        running = lowkiq.current_batch()
+        assert running is not None
+        for job_id in yielding:
+            cls.once.add((job_id, batch[job_id][0]))
+            running.yield_rest(job_id, batch[job_id][1:])
+        done.update(
+            (i, payloads[:1] if i in yielding else payloads) for i, payloads in batch.items()
+        )
+
+
+class ScriptedCapped(Scripted):
+    """One batch of a group at a time (group claims)."""
+
+    group_concurrency = 1

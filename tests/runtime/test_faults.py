@@ -28,64 +28,22 @@ from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.storage.metrics import queue_metrics
 from lowkiq.storage.queue import Queue
 from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client)
-from tests.runtime.faults import KINDS, Fault, Performs, faulty
+from tests.runtime.faults import KINDS, Fault, Performs, Scripted, ScriptedCapped, faulty
 from tests.runtime.serving import dispatcher_of, ids_by_shard
 
-#: What a scenario's perform does with a job, by the first letter of its payload:
-#: ``f`` fails its batch the first time, ``p`` fails only its own id the first time
-#: (BatchFailed), ``y`` gives its later payloads back the first time (yield_rest).
+#: A scenario's perform does with a job what the first letter of its payload says
+#: (:class:`tests.runtime.faults.Scripted`).
 UNDECODABLE = b"\xff{not json"
 #: A time long past: jobs enqueued at it are due at once, in the order of their times.
 PAST = 1_000_000_000.0
 
 
-class Faulted(lowkiq.Worker):
-    shards_count = 2
-    batch_size = 1
-    performs = Performs()
-    #: (id, payload) that already failed or yielded once.
-    once: set[tuple[str, Any]] = set()
-
-    @classmethod
-    def retry_in(cls, retry_count: int) -> float:
-        return 0.0
-
-    @classmethod
-    def perform(cls, batch: dict[str, list[Any]]) -> None:
-        shard = cls.queue().shard_of(next(iter(batch)))
-        started = cls.performs.start(shard)
-        try:
-            cls._act(batch)
-        finally:
-            cls.performs.end(shard, started, batch)
-
-    @classmethod
-    def _act(cls, batch: dict[str, list[Any]]) -> None:
-        failed: dict[str, Exception] = {}
-        for job_id, payloads in batch.items():
-            first = (job_id, payloads[0])
-            kind = str(payloads[0])[:1]
-            if first in cls.once:
-                continue
-            if kind == "f":
-                cls.once.add(first)
-                raise RuntimeError("fails its batch once")
-            if kind == "p":
-                cls.once.add(first)
-                failed[job_id] = RuntimeError("fails its id once")
-            if kind == "y" and len(payloads) > 1:
-                cls.once.add(first)
-                running = lowkiq.current_batch()
-                assert running is not None
-                running.yield_rest(job_id, payloads[1:])
-        if failed:
-            raise lowkiq.BatchFailed(failed)
+class Faulted(Scripted):
+    """The scenarios' worker, on a queue of its own."""
 
 
-class Capped(Faulted):
-    """Jobs of groups, one batch of a group at a time (group claims)."""
-
-    group_concurrency = 1
+class Capped(ScriptedCapped):
+    """The scenarios' worker with group claims, on a queue of its own."""
 
 
 @dataclass
@@ -93,7 +51,7 @@ class Scenario:
     """A worker, its jobs (``(id, payloads)`` by shard), and what else a run does."""
 
     name: str
-    worker: type[Faulted]
+    worker: type[Scripted]
     payloads: Callable[[int], list[str]]
     batch_size: int = 1
     per_shard: int = 3
@@ -159,7 +117,7 @@ def drained(dispatcher: Dispatcher, queue: Queue) -> bool:
     return metrics["length"] == 0 and metrics["busy"] == 0
 
 
-def hand_over(dispatcher: Dispatcher, queue: Queue, worker: type[Faulted]) -> None:
+def hand_over(dispatcher: Dispatcher, queue: Queue, worker: type[Scripted]) -> None:
     """Shard 0 is asked back (its lease released once its batch is settled), then a
     new lease on it is served by a new handler."""
     dispatcher.remove((queue.name, 0), release=True)

@@ -34,7 +34,7 @@ from lowkiq.runtime.dispatcher import Dispatcher
 from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.storage.metrics import queue_metrics
 from lowkiq.storage.queue import Queue
-from tests.runtime.faults import KINDS, Fault, FaultyClient, Performs
+from tests.runtime.faults import KINDS, Fault, FaultyClient, Performs, Scripted, ScriptedCapped
 from tests.runtime.serving import dispatcher_of, ids_by_shard
 
 #: Seconds a turn that popped nothing may wait: below the dispatcher's shortest
@@ -76,70 +76,6 @@ class RearmedFault(Fault):
         self.at = 0
 
 
-class Machined(lowkiq.Worker):
-    """Two shards, retries at once, and each job doing what its payload's kind says."""
-
-    shards_count = 2
-    batch_size = 1
-    #: Every perform's span by shard; the payloads performed successfully.
-    performs = Performs()
-    #: (id, payload) that already failed or yielded once.
-    once: set[tuple[str, Any]] = set()
-
-    @classmethod
-    def retry_in(cls, retry_count: int) -> float:
-        return 0.0
-
-    @classmethod
-    def perform(cls, batch: dict[str, list[Any]]) -> None:
-        shard = cls.queue().shard_of(next(iter(batch)))
-        started = cls.performs.start(shard)
-        done: dict[str, list[Any]] = {}
-        try:
-            cls._act(batch, done)
-        finally:
-            cls.performs.end(shard, started, done)
-
-    @classmethod
-    def _act(cls, batch: dict[str, list[Any]], done: dict[str, list[Any]]) -> None:
-        """Perform ``batch``, putting in ``done`` the payloads performed once it
-        returns or raises BatchFailed (nothing when it raises anything else)."""
-        failed: dict[str, Exception] = {}
-        yielding: list[str] = []
-        for job_id, payloads in batch.items():
-            first = (job_id, payloads[0])
-            kind = str(payloads[0])[:1]
-            if first in cls.once:
-                continue
-            if kind == "f":
-                cls.once.add(first)
-                raise RuntimeError("fails its batch once")
-            if kind == "p":
-                cls.once.add(first)
-                failed[job_id] = RuntimeError("fails its id once")
-            if kind == "y" and len(payloads) > 1:
-                yielding.append(job_id)
-        if failed:
-            # yield_rest counts only when perform returns: under BatchFailed the ids it
-            # does not name are acked whole (docs/guides/workers.md), so none yields.
-            done.update((i, payloads) for i, payloads in batch.items() if i not in failed)
-            raise lowkiq.BatchFailed(failed)
-        running = lowkiq.current_batch()
-        assert running is not None
-        for job_id in yielding:
-            cls.once.add((job_id, batch[job_id][0]))
-            running.yield_rest(job_id, batch[job_id][1:])
-        done.update(
-            (i, payloads[:1] if i in yielding else payloads) for i, payloads in batch.items()
-        )
-
-
-class Capped(Machined):
-    """One batch of a group at a time (group claims)."""
-
-    group_concurrency = 1
-
-
 class RuntimeMachine(RuleBasedStateMachine):
     """One dispatcher serving both shards of a worker, on a client that fails the
     calls the machine names."""
@@ -151,7 +87,7 @@ class RuntimeMachine(RuleBasedStateMachine):
         self.client.flushall()
         self.fault = RearmedFault()
         self.stack = contextlib.ExitStack()
-        self.worker: type[Machined] = Machined
+        self.worker: type[Scripted] = Scripted
         self.dispatcher: Dispatcher | None = None
         self.queue: Queue | None = None
         self.ids: list[str] = []
@@ -219,7 +155,7 @@ class RuntimeMachine(RuleBasedStateMachine):
     ) -> None:
         """Serve both shards of a worker (capped groups or not), with a first enqueue."""
         self.clean = False
-        worker = Capped if capped else Machined
+        worker = ScriptedCapped if capped else Scripted
         worker.batch_size = batch_size
         worker.performs = Performs()
         worker.once = set()
