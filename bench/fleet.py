@@ -28,7 +28,7 @@ import os
 import resource
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -85,9 +85,11 @@ class SimProcess:
         queues = [worker.queue(client, config) for worker in workers]
         by_name = {worker.queue_name: worker for worker in workers}
 
-        def make_handler(queue_name: str, shard: int, token: str) -> ShardHandler:
+        def make_handler(
+            queue_name: str, shard: int, token: str, on_lost: Callable[[Any], None]
+        ) -> ShardHandler:
             worker = by_name[queue_name]
-            return ShardHandler(worker, shard, queues_by_name[queue_name], token)
+            return ShardHandler(worker, shard, queues_by_name[queue_name], token, on_lost=on_lost)
 
         queues_by_name = {queue.name: queue for queue in queues}
         self.coordinator = Coordinator(

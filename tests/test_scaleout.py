@@ -9,12 +9,15 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import redis
 
+from lowkiq.clients.embedded import start_server
 from lowkiq.ownership import leases
 from lowkiq.ownership.membership import live_processes
 from tests.apps.runner import WorkerProcess, eventually
+from tests.health.probe import free_ports
 
 #: The recorder app's lease TTL (``TEST_LEASE_TTL``, default 2 s).
 TTL = 2.0
@@ -140,6 +143,27 @@ def test_term_while_waiting_for_redis_at_start_exits_0(
     eventually(lambda: "Redis is unreachable" in waiting.output())
     waiting.signal(signal.SIGTERM)
     assert waiting.wait(10) == 0
+
+
+def test_a_worker_started_on_a_hung_redis_waits_for_it_and_then_serves(
+    workers: Callable[..., WorkerProcess], tmp_path: Path
+) -> None:
+    """Redis accepts the connection but answers nothing (SIGSTOP): the start's calls time
+    out, and the process waits and tries again instead of exiting."""
+    server = start_server(tmp_path / "hung", port=free_ports())
+    assert server.process is not None
+    try:
+        server.process.send_signal(signal.SIGSTOP)
+        waiting = workers(wait=False, REDIS_URL=server.url)
+        eventually(lambda: "Redis is unreachable" in waiting.output(), timeout=30)
+        assert waiting.process.poll() is None  # still waiting, not dead
+        server.process.send_signal(signal.SIGCONT)
+        client = server.client()
+        eventually(lambda: len(live_processes(client)[1]) == 1, timeout=30)
+        assert waiting.process.poll() is None
+    finally:
+        server.process.send_signal(signal.SIGCONT)
+        server.stop()
 
 
 def test_a_stopped_process_leaves_no_lease_and_no_membership_behind(

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic
+from typing import Any, Generic
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -67,15 +67,19 @@ class Coordinator(Generic[Shard]):
         queues: Sequence[Queue],
         plan: Plan,
         dispatcher: DispatcherLike[Shard],
-        make_handler: Callable[[str, int, str], Shard],
+        make_handler: Callable[[str, int, str, Callable[[Any], None]], Shard],
         lease_ttl: float,
         heartbeat_interval: float,
         threads: int,
         *,
         renewal_client: Client | None = None,
+        config_readers: Sequence[Callable[[Client], None]] = (),
     ) -> None:
         """``dispatcher`` serves every shard this process leases, each through the handler
-        ``make_handler(queue, shard, token)`` makes when its lease is acquired.
+        ``make_handler(queue, shard, token, on_lost)`` makes when its lease is acquired
+        (``on_lost(handler)``: the handler found its lease gone).
+        ``config_readers``: called with the client when the config version moves (the
+        paused queues and layouts are followed besides).
         ``threads``: this process's weight in the assignment (its processing threads).
 
         ``renewal_client``: the client the renewer's own rounds use (``None``: ``client``).
@@ -92,7 +96,9 @@ class Coordinator(Generic[Shard]):
         self.threads = threads
         self.report = InfoReport(threads, self.queues, plan.static is not None)
         #: Follows paused queues, layouts and the readers added to ``watcher.others``.
-        self.watcher = ConfigWatcher(client, self.queues, dispatcher, plan.static is not None)
+        self.watcher = ConfigWatcher(
+            client, self.queues, dispatcher, plan.static is not None, others=config_readers
+        )
         self.quiet = False
         #: Set when the dashboard asked this process to stop.
         self.stop_requested = threading.Event()
@@ -180,7 +186,7 @@ class Coordinator(Generic[Shard]):
             weight, self.announced(), self.report.due(self.info()), rider.call if rider else None
         )
         if rider is not None:
-            self.renewer.settle(rider, beat.carried)
+            self.renewer.confirm(rider, beat.carried)
         published = self.assigner.run() if self.assigner.due(beat) else None
         return beat, published
 
@@ -229,7 +235,7 @@ class Coordinator(Generic[Shard]):
                     restored,
                 )
             held = HeldLease(lease, Term(self.lease_ttl, sent))
-            handler = self.make_handler(key[0], key[1], lease.token)
+            handler = self.make_handler(key[0], key[1], lease.token, self.holdings.lost)
             handler.term = held.term
             handler.exhausted = list(lease.buried)  # reported before its first pop
             self.holdings.add(key, held, handler)

@@ -168,7 +168,7 @@ class Renewer:
             return None
         return Rider(leases, self._renew_many(leases), now)
 
-    def settle(self, rider: Rider, reply: list[Any]) -> int:
+    def confirm(self, rider: Rider, reply: list[Any]) -> int:
         """Apply the reply to a round a heartbeat carried; returns how many were renewed."""
         return self._confirm(rider.leases, reply, rider.sent)
 

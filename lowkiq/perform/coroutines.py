@@ -25,7 +25,7 @@ def thread_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-def settle(result: Any) -> Any:
+def resolved(result: Any) -> Any:
     """``result`` itself, or, when a hook returned an awaitable, what it resolves to
     after it ran on the thread's loop."""
     if result is None or not inspect.isawaitable(result):

@@ -231,21 +231,6 @@ class Server:
             for name, w in workers.items()
         }
 
-        def make_handler(queue_name: str, shard: int, token: str) -> ShardHandler:
-            worker = workers[queue_name]
-            handler = ShardHandler(
-                worker,
-                shard,
-                worker.queue(dispatcher.client, config),
-                token,
-                config.server_middlewares,
-                config.format_error,
-                on_lost=coordinator.holdings.lost,
-                rate_limits=self.rate_limits,
-            )
-            handler.group_caps = dispatcher.group_caps.get(queue_name)
-            return handler
-
         if config.schedules:
             periodic_client = pooled_client(own, 2, config.pool_timeout)
             self.periodic = ScheduleRunner(periodic_client, config)
@@ -262,17 +247,38 @@ class Server:
             [worker.queue(client, config) for worker in workers.values()],
             plan,
             dispatcher,
-            make_handler,
+            self._make_handler,
             config.lease_ttl,
             config.heartbeat_interval,
             config.threads_per_node,
             renewal_client=self.renewal_client,
+            # Rate limits set at run time are read when the config version moves.
+            config_readers=[self.rate_limits.follow],
         )
-        # Rate limits set at run time are read when the config version moves.
-        coordinator.watcher.others.append(self.rate_limits.follow)
         dispatcher.on_released = coordinator.released
         self.coordinator = coordinator
         return coordinator
+
+    def _make_handler(
+        self, queue_name: str, shard: int, token: str, on_lost: Callable[[Any], None]
+    ) -> ShardHandler:
+        """The handler of a shard whose lease was just acquired (``on_lost``: called when
+        it finds its lease gone)."""
+        config, dispatcher = self.settings, self.dispatcher
+        assert dispatcher is not None
+        worker = next(w for w in config.workers if w.queue_name == queue_name)
+        handler = ShardHandler(
+            worker,
+            shard,
+            worker.queue(dispatcher.client, config),
+            token,
+            config.server_middlewares,
+            config.format_error,
+            on_lost=on_lost,
+            rate_limits=self.rate_limits,
+        )
+        handler.group_caps = dispatcher.group_caps.get(queue_name)
+        return handler
 
     def _renewal_client(self) -> Client | None:
         """A connection of the renewer's own on one server, so that no wait of the
@@ -319,14 +325,20 @@ class Server:
                 return
 
     def _until_redis_answers(self, action: Callable[[], Any]) -> Any:
-        """``action()``, again and again while Redis is unreachable or full (out of
-        memory under ``noeviction``); ``None`` when the process is told to stop first."""
+        """``action()``, again and again while Redis is unreachable (a connection refused
+        or timing out: a hung server) or full (out of memory under ``noeviction``);
+        ``None`` when the process is told to stop first."""
         retries = Retries("start", log, redis_backoff(self.settings.poll_interval))
         while True:
             try:
                 return action()
-            except (redis.ConnectionError, redis.ResponseError) as exc:
-                if not isinstance(exc, redis.ConnectionError) and not is_out_of_memory(exc):
+            except (
+                redis.ConnectionError,
+                redis.TimeoutError,
+                redis.ResponseError,
+                RedisClusterException,
+            ) as exc:
+                if isinstance(exc, redis.ResponseError) and not is_out_of_memory(exc):
                     raise
                 wait = retries.failed(exc, _why_redis_failed(exc))
                 if self._stop_signal is not None:
@@ -539,19 +551,40 @@ class Server:
             self._wakeup.wait(MAIN_IDLE)
 
     def stop(self) -> None:
-        """Stop every thread after its running batch and wait for them."""
+        """Stop every thread after its running batch and wait for them, in this order: take
+        no more work, let the running batches end, stop renewing, leave the membership,
+        stop the other services, close the connections."""
         if self._stop_signal and self.fatal is None:
             log.info("%s: stopping after the running batches", self._stop_signal)
+        waker = thread_client(self.own_template or self.settings.redis())
+        try:
+            self._take_no_more_work(waker)
+            self._join_threads()
+            self._stop_renewing()
+            self._leave()
+            self._stop_services()
+        finally:
+            waker.close()
+            self._close_clients()
+
+    def _take_no_more_work(self, waker: Client) -> None:
+        """Tell the others this process is going, and end the dispatcher's and the
+        coordinator's waits (the dispatcher then pops nothing more)."""
         coordinator = self.coordinator
         if coordinator is not None:
             coordinator.close()
         self.stop_event.set()
-        waker = thread_client(self.own_template or self.settings.redis())
         if self.dispatcher is not None:
             self.dispatcher.wake(waker)
         if coordinator is not None:
             with contextlib.suppress(redis.RedisError):
                 coordinator.membership.wake()
+
+    def _join_threads(self) -> None:
+        """Wait for the threads (the running batches may take up to shutdown_timeout: the
+        process stays a live member meanwhile, and tells which batches were asked to
+        stop); a SIGTTIN meanwhile writes the threads' stacks."""
+        coordinator = self.coordinator
         beaten = time.monotonic()
         for thread in [*self.threads, self.coordinator_thread]:
             while thread is not None and thread.is_alive():
@@ -563,24 +596,35 @@ class Server:
                     coordinator is not None
                     and time.monotonic() - beaten >= self.settings.heartbeat_interval
                 ):
-                    # Running batches may take up to shutdown_timeout: the process stays a
-                    # live member meanwhile, and tells which batches were asked to stop.
                     beaten = time.monotonic()
                     coordinator.close()
+
+    def _stop_renewing(self) -> None:
+        """Stop the renewer (a lease it no longer renews lapses)."""
         self.renewals_stop.set()
         if self.renewer_thread is not None:
             self.renewer_thread.join(RENEWER_JOIN)
             if self.renewer_thread.is_alive():
                 log.warning("the renewer did not end within %ss; its leases lapse", RENEWER_JOIN)
-        if coordinator is not None:
-            try:
-                if self.dispatcher is not None and self.dispatcher.abandoned:
-                    # Their batches still run: the leases lapse once the process is gone.
-                    coordinator.holdings.released(self.dispatcher.abandoned)
-                coordinator.release_remaining()
-                coordinator.leave()
-            except redis.RedisError as exc:
-                log.warning("could not deregister (%s); this process ages out of the list", exc)
+
+    def _leave(self) -> None:
+        """Release the leases left and deregister (on a Redis error, the process ages out of
+        the list and its leases lapse)."""
+        coordinator = self.coordinator
+        if coordinator is None:
+            return
+        try:
+            if self.dispatcher is not None and self.dispatcher.abandoned:
+                # Their batches still run: the leases lapse once the process is gone.
+                coordinator.holdings.released(self.dispatcher.abandoned)
+            coordinator.release_remaining()
+            coordinator.leave()
+        except redis.RedisError as exc:
+            log.warning("could not deregister (%s); this process ages out of the list", exc)
+
+    def _stop_services(self) -> None:
+        """Stop the schedules, the metrics' recorder (its last counts written) and the
+        metrics server."""
         if self.periodic is not None:
             self.periodic.stop()
         if self.recorder is not None:
@@ -588,13 +632,14 @@ class Server:
         if self.metrics_server is not None:
             self.metrics_server.shutdown()
             self.metrics_server.server_close()
-        waker.close()
+
+    def _close_clients(self) -> None:
+        """Close the connections of lowkiq's own threads."""
         if self.renewal_client is not None:
             self.renewal_client.close()
-        if coordinator is not None and not (
-            self.renewer_thread is not None and self.renewer_thread.is_alive()
-        ):
-            coordinator.renewer.close()
+        renewer_alive = self.renewer_thread is not None and self.renewer_thread.is_alive()
+        if self.coordinator is not None and not renewer_alive:
+            self.coordinator.renewer.close()
         if self.dispatcher is not None:
             self.dispatcher.client.close()
             if self.dispatcher.waker is not None:
@@ -619,6 +664,6 @@ def _why_redis_failed(error: BaseException) -> str:
         return (
             f"Redis is full ({error}): it refuses writes until memory is freed or maxmemory raised"
         )
-    if isinstance(error, redis.ConnectionError):
+    if isinstance(error, (redis.ConnectionError, redis.TimeoutError, RedisClusterException)):
         return f"Redis is unreachable ({error})"
     return f"Redis error ({type(error).__name__}: {error})"

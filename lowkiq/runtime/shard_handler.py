@@ -43,7 +43,7 @@ from lowkiq.limits.throttling import RateLimits, ShardThrottle
 from lowkiq.middleware import Batch, Next, ServerMiddleware, chain
 from lowkiq.outcomes import Fate, Verdict, judge, log_failure
 from lowkiq.ownership.leases import Term
-from lowkiq.perform.coroutines import settle
+from lowkiq.perform.coroutines import resolved
 from lowkiq.perform.timeouts import perform_within_limit
 from lowkiq.running import Running, RunningBatch, running
 from lowkiq.runtime.lifecycle import Lifecycle, State
@@ -74,7 +74,7 @@ def _perform(worker: type[Worker], batch: Batch) -> None:
     if worker.perform_timeout is not None:
         perform_within_limit(worker, batch)  # raises PerformTimeout past the limit
         return
-    settle(worker.perform(batch))
+    resolved(worker.perform(batch))
 
 
 def perform_chain(middlewares: Sequence[ServerMiddleware]) -> Next[type[Worker], Batch]:
@@ -553,7 +553,7 @@ class ShardHandler:
 
     def _retries_exhausted(self, jobs: list[dict[str, Any]]) -> None:
         try:
-            settle(self.worker.retries_exhausted(jobs))
+            resolved(self.worker.retries_exhausted(jobs))
         except Exception:
             log.exception("%s: retries_exhausted raised", self.name)
 

@@ -54,7 +54,9 @@ def coordinator_of(
         [queue],
         Plan(),
         StandInDispatcher(),
-        lambda name, shard, token: ShardHandler(worker, shard, queue, token),
+        lambda name, shard, token, on_lost: ShardHandler(
+            worker, shard, queue, token, on_lost=on_lost
+        ),
         lease_ttl,
         heartbeat_interval,
         1,
