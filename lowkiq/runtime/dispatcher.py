@@ -49,7 +49,7 @@ from lowkiq.ownership.leases import Lease
 from lowkiq.runtime import suspects
 from lowkiq.runtime.backoff import redis_backoff
 from lowkiq.runtime.executor import Executor, Work
-from lowkiq.runtime.lifecycle import State
+from lowkiq.runtime.lifecycle import LEAVING, RUNNING, SETTLING
 from lowkiq.runtime.planning import Candidate, first_look, plan_round
 from lowkiq.runtime.shard_handler import ShardHandler, Taken
 from lowkiq.storage.group_claims import ClaimCall
@@ -373,7 +373,7 @@ class Dispatcher:
                 free.append(handler)
             else:
                 handler.stopping = True  # its perform sees should_stop()
-                handler.life.to(State.LEAVING)
+                handler.life.to(LEAVING)
                 self.leaving[handler.key] = handler
         return free
 
@@ -398,7 +398,7 @@ class Dispatcher:
         served = handler in self.handlers or handler in self.parked
         if handler.group_caps is not None:
             handler.group_caps.release(handler.key)
-        handler.life.to(State.SETTLING)
+        handler.life.to(SETTLING)
         if work.fatal is not None:
             # Its batch stays in processing for the shard's next owner.
             self._broken.add(handler.key)
@@ -466,7 +466,7 @@ class Dispatcher:
             due = self.due_in([by_key[c.key] for c in considered])
         finished = [h.key for h in idle + self.parked if h.unacked]
         plan = plan_round(considered, due, room, self.scheduler.order, finished)
-        if not plan:
+        if plan.empty:
             return 0
         self._reading = None  # a pop changes what is due
         return self._send([by_key[key] for key in plan.pops], [by_key[key] for key in plan.acks])
@@ -638,7 +638,7 @@ class Dispatcher:
             handler.held_until = time.monotonic() + suspects.RETRY
             return 0
         work = Work(handler, taken.batches, suspect=taken.suspect)
-        handler.life.to(State.RUNNING)
+        handler.life.to(RUNNING)
         self.in_flight[key] = work
         if taken.suspect:
             self._suspect = work

@@ -62,6 +62,13 @@ class LifecycleError(RuntimeError):
     """A change of state the lifecycle does not have: a bug of lowkiq's."""
 
 
+# Each state's NEXT, with UNSURE and LOST, as a tuple on the member itself: a change is
+# checked on every pop and settle, and an Enum member hashes in Python (a dict or a set
+# of them costs a call), while a tuple is searched by identity.
+for _state in State:
+    _state.next_states = (*NEXT[_state], State.UNSURE, State.LOST)  # type: ignore[attr-defined]
+
+
 class Lifecycle:
     """A leased shard's state (see the module)."""
 
@@ -75,12 +82,17 @@ class Lifecycle:
         """Change to ``state``; :class:`LifecycleError` when the diagram has no such change
         (a LOST shard stays LOST, whatever is asked)."""
         now = self.state
-        if now is State.LOST or state is now:
+        if now is LOST or state is now:
             return
-        if state in (State.UNSURE, State.LOST) or state in NEXT[now]:
+        if state in now.next_states:  # type: ignore[attr-defined]
             self.state = state
             return
         raise LifecycleError(f"{self.name}: no change from {now.name} to {state.name}")
 
     def __repr__(self) -> str:
         return f"<Lifecycle {self.name} {self.state.name}>"
+
+
+# The states by their plain names, for the code that changes them on every pop and
+# settle (a member read through its Enum class costs a lookup each time).
+IDLE, POPPING, RUNNING, LEAVING, SETTLING, FINISHED, UNSURE, LOST = State

@@ -46,7 +46,7 @@ from lowkiq.ownership.leases import Term
 from lowkiq.perform.coroutines import resolved
 from lowkiq.perform.timeouts import perform_within_limit
 from lowkiq.running import Running, RunningBatch, running
-from lowkiq.runtime.lifecycle import Lifecycle, State
+from lowkiq.runtime.lifecycle import FINISHED, IDLE, LOST, POPPING, UNSURE, Lifecycle, State
 from lowkiq.serializers import format_error as default_format_error
 from lowkiq.storage.processing import JobEnd
 from lowkiq.storage.queue import ACK_FENCED, ACK_STALE, Popped, PoppedJob, Queue
@@ -187,17 +187,17 @@ class ShardHandler:
     @property
     def lost(self) -> bool:
         """Redis refused the lease token: this handler must not be used again."""
-        return self.life.state is State.LOST
+        return self.life.state is LOST
 
     @property
     def unsure(self) -> bool:
         """A Redis call was interrupted: the processing area's state is unknown."""
-        return self.life.state is State.UNSURE
+        return self.life.state is UNSURE
 
     @property
     def unacked(self) -> bool:
         """Whether a finished batch waits in the processing area for its ack."""
-        return self.life.state is State.FINISHED
+        return self.life.state is FINISHED
 
     @property
     def key(self) -> tuple[str, int]:
@@ -230,7 +230,7 @@ class ShardHandler:
         arguments (for :meth:`take`)."""
         acking = self.unacked
         throttle = self._throttle_args()
-        self.life.to(State.POPPING)
+        self.life.to(POPPING)
         try:
             popped = self.queue.pop(
                 self.shard,
@@ -253,7 +253,7 @@ class ShardHandler:
         whether it carries the ack, and its rate-limit arguments (for :meth:`take`)."""
         acking = self.unacked
         throttle = self._throttle_args()
-        self.life.to(State.POPPING)
+        self.life.to(POPPING)
         command = self.queue.pop_command(
             self.shard,
             self.token,
@@ -299,12 +299,12 @@ class ShardHandler:
     def unsent(self, acking: bool) -> None:
         """Its pop was not sent (its master is out): as it was, its ack still waiting
         when the pop carried it."""
-        self.life.to(State.FINISHED if acking else State.IDLE)
+        self.life.to(FINISHED if acking else IDLE)
 
     def interrupted(self) -> None:
         """A call for this shard failed: what it did is unknown (restored before the next
         pop; a batch it may have acked runs again)."""
-        self.life.to(State.UNSURE)
+        self.life.to(UNSURE)
 
     def take(self, popped: Popped, acking: bool, throttle: Throttle | None) -> Taken:
         """Read a pop's reply (that carried the shard's ack when ``acking``, with the
@@ -317,7 +317,7 @@ class ShardHandler:
         if acking and popped.acked == ACK_STALE:
             self.stale("its ack")
         if not popped.jobs:
-            self.life.to(State.IDLE)
+            self.life.to(IDLE)
         else:
             self.batch = popped.batch
         if popped.fenced:
@@ -348,7 +348,7 @@ class ShardHandler:
             if not self._bury(undecodable):
                 return Taken(again=True)
             if not jobs:
-                self.life.to(State.IDLE)
+                self.life.to(IDLE)
                 return Taken(again=True)
         size = self.worker.batch_size
         # A pop may take several batches: they run one after the other.
@@ -380,7 +380,7 @@ class ShardHandler:
                 lambda: self.queue.ack_yield(self.shard, self.token, self.batch, yields), "its ack"
             )
         else:
-            self.life.to(State.FINISHED if succeeded else State.IDLE)
+            self.life.to(FINISHED if succeeded else IDLE)
 
     def ack_command(self) -> KeyedCommand:
         """The shard's ack, packed to go out with other commands in one write (its reply
@@ -404,7 +404,7 @@ class ShardHandler:
         """Ack this shard's finished batch in its own round trip."""
         self._end(lambda: self.queue.ack(self.shard, self.token, self.batch), "its ack")
 
-    def _end(self, call: Callable[[], Any], what: str, then: State | None = State.IDLE) -> bool:
+    def _end(self, call: Callable[[], Any], what: str, then: State | None = IDLE) -> bool:
         """Run ``call``, a script that ends the shard's batch or part of it (acks, fails,
         yields, buries or restores it, naming it): the one place a batch ends.  Returns
         whether it did: the shard is then in state ``then`` (``None``: unchanged, the
@@ -419,7 +419,7 @@ class ShardHandler:
             return False
         except StaleBatch:
             self.stale(what)
-            self.life.to(State.UNSURE)
+            self.life.to(UNSURE)
             return False
         except redis.RedisError:
             self.interrupted()
@@ -474,7 +474,7 @@ class ShardHandler:
         """Redis refused this handler's lease token: stop serving the shard."""
         if self.lost:
             return
-        self.life.to(State.LOST)
+        self.life.to(LOST)
         log.warning(
             "%s: lease epoch %s is no longer held (%s); the shard's new owner restores its batch",
             self.name,

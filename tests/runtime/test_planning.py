@@ -77,8 +77,8 @@ def test_a_popped_shard_s_ack_rides_on_its_pop_and_the_others_go_alone() -> None
 
 
 def test_a_round_with_nothing_to_pop_or_ack_is_empty() -> None:
-    assert not plan_round([shard(0)], [None], 5, LagScheduler().order, [])
-    assert plan_round([], [], 5, LagScheduler().order, [("Q", 3)])
+    assert plan_round([shard(0)], [None], 5, LagScheduler().order, []).empty
+    assert not plan_round([], [], 5, LagScheduler().order, [("Q", 3)]).empty
 
 
 @pytest.mark.parametrize(
