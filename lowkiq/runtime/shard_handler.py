@@ -362,8 +362,11 @@ class ShardHandler:
         script), the succeeded ones wait for their ack (FINISHED); ``unrun``: some were
         not performed (the lease may have lapsed, or the shard is given up), so the
         whole processing area goes back to the queue instead (performed ones run again).
-        A Redis error is raised, the shard UNSURE."""
-        if unrun and not self.lost:
+        A Redis error is raised, the shard UNSURE.  A LOST shard settles nothing: its new
+        owner restores the batch."""
+        if self.lost:
+            return
+        if unrun:
             self._log_lapse()
         yields: dict[str, list[int]] = {}
         succeeded = False
