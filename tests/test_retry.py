@@ -43,7 +43,7 @@ def test_the_first_failure_is_logged_once_and_the_recovery_once(
 def test_a_failure_the_caller_logged_is_not_logged_again(caplog: pytest.LogCaptureFixture) -> None:
     retries = Retries("schedule 'x'", logging.getLogger("test.retry"), Backoff(0.1, 1.0))
     with caplog.at_level(logging.INFO, logger="test.retry"):
-        retries.failed(ValueError("bad payload"), "")
-        retries.failed(ValueError("bad payload"), "")
+        retries.failed(ValueError("bad payload"), logged=True)
+        retries.failed(ValueError("bad payload"), logged=True)
     assert caplog.records == []
     assert retries.failures == 2

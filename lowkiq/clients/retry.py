@@ -39,11 +39,13 @@ class Retries:
         #: Consecutive failures so far (0: the last try worked).
         self.failures = 0
 
-    def failed(self, error: BaseException, reason: str | None = None) -> float:
+    def failed(
+        self, error: BaseException, reason: str | None = None, *, logged: bool = False
+    ) -> float:
         """Count a failure; returns the seconds to wait.  The first is logged: ``reason``,
-        or the Redis error (``""``: not logged, the caller logged it)."""
+        or the Redis error (``logged``: not at all, the caller logged it)."""
         self.failures += 1
-        if self.failures == 1 and reason != "":
+        if self.failures == 1 and not logged:
             said = reason or f"Redis error ({type(error).__name__}: {error})"
             self.log.warning("%s: %s; retrying with backoff", self.what, said)
         return self.backoff.delay(self.failures)

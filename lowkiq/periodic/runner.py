@@ -115,7 +115,7 @@ class ScheduleRunner:
     def _failed(self, entry: _Entry, exc: BaseException, message: str | None) -> None:
         """A look failed (``message``: what to log; ``None``: logged already): look again
         after the retry policy's wait."""
-        wait = entry.retries.failed(exc, "" if message is None else message)
+        wait = entry.retries.failed(exc, message, logged=message is None)
         entry.due_at = self.now_ms() + int(wait * 1000)
 
     def _measure_offset(self, queue: Queue) -> None:

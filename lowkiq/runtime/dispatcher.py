@@ -301,7 +301,7 @@ class Dispatcher:
                     # restored before their next pop, and the dispatcher goes on.
                     log.exception("the dispatcher's turn raised; going on (please report this)")
                     self._distrust()
-                    self._kick.wait(retries.failed(exc, ""))
+                    self._kick.wait(retries.failed(exc, logged=True))
                     continue
                 retries.succeeded()
         finally:
@@ -535,10 +535,7 @@ class Dispatcher:
             except redis.RedisError as exc:
                 handler.interrupted()  # its batch is restored before its next pop
                 failure = failure or exc
-        worked = sum(self._dispatch(handler, taken) for handler, taken in self._claim(popped))
-        if failure is not None:
-            raise failure
-        return worked
+        return self._hand_over(popped, failure)
 
     def _send_apart(self, chosen: Sequence[ShardHandler], acks: Sequence[ShardHandler]) -> int:
         """:meth:`_send` a round trip per call (a client that cannot pipeline them, e.g.
@@ -553,6 +550,14 @@ class Dispatcher:
             except redis.RedisError as exc:
                 handler.interrupted()
                 failure = failure or exc
+        return self._hand_over(popped, failure)
+
+    def _hand_over(
+        self, popped: list[tuple[ShardHandler, Taken]], failure: redis.RedisError | None
+    ) -> int:
+        """Hand the batches a round popped to the executor (after their groups' claims),
+        then raise the round's first Redis error, if any; returns how many shards gave a
+        batch."""
         worked = sum(self._dispatch(handler, taken) for handler, taken in self._claim(popped))
         if failure is not None:
             raise failure

@@ -95,4 +95,15 @@ class Lifecycle:
 
 # The states by their plain names, for the code that changes them on every pop and
 # settle (a member read through its Enum class costs a lookup each time).
-IDLE, POPPING, RUNNING, LEAVING, SETTLING, FINISHED, UNSURE, LOST = State
+IDLE = State.IDLE
+POPPING = State.POPPING
+RUNNING = State.RUNNING
+LEAVING = State.LEAVING
+SETTLING = State.SETTLING
+FINISHED = State.FINISHED
+UNSURE = State.UNSURE
+LOST = State.LOST
+
+#: The states in which the shard's processing area holds the batch it popped, not yet
+#: ended (a FINISHED batch ended: it waits only for its ack).
+HOLDING = (POPPING, RUNNING, LEAVING, SETTLING)

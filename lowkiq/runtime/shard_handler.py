@@ -46,7 +46,16 @@ from lowkiq.ownership.leases import Term
 from lowkiq.perform.coroutines import resolved
 from lowkiq.perform.timeouts import perform_within_limit
 from lowkiq.running import Running, RunningBatch, running
-from lowkiq.runtime.lifecycle import FINISHED, IDLE, LOST, POPPING, UNSURE, Lifecycle, State
+from lowkiq.runtime.lifecycle import (
+    FINISHED,
+    HOLDING,
+    IDLE,
+    LOST,
+    POPPING,
+    UNSURE,
+    Lifecycle,
+    State,
+)
 from lowkiq.serializers import format_error as default_format_error
 from lowkiq.storage.processing import JobEnd
 from lowkiq.storage.queue import ACK_FENCED, ACK_STALE, Popped, PoppedJob, Queue
@@ -460,10 +469,11 @@ class ShardHandler:
             self.restore(quiet=True)
 
     def restore(self, quiet: bool = False) -> bool:
-        """Put the shard's batch back into the queue (whatever batch its processing area
-        holds when the shard is UNSURE); ``False`` when the lease is lost.  ``quiet``: the
-        batch was never run (no log line)."""
-        batch = None if self.unsure or not self.batch else self.batch
+        """Put the shard's batch back into the queue: the one it popped while that is in
+        its processing area (popping to settling), else whatever batch the area holds (an
+        UNSURE shard's, or one the shard does not know of); ``False`` when the lease is
+        lost.  ``quiet``: the batch was never run (no log line)."""
+        batch = self.batch if self.life.state in HOLDING else None
         counted: list[int] = []
         self._end(
             lambda: counted.append(self.queue.restore(self.shard, self.token, batch)),
