@@ -363,9 +363,7 @@ class Dispatcher:
             if work is None or work.handler is not handler:
                 free.append(handler)
             elif work.claim():
-                del self.in_flight[handler.key]
-                if work is self._suspect:
-                    self._suspect, self._alone = None, False
+                self._drop(work)
                 try:
                     handler.restore()
                 except redis.RedisError as exc:
@@ -388,16 +386,22 @@ class Dispatcher:
             count += 1
             self._settle(work)
 
-    def _settle(self, work: Work) -> None:
+    def _drop(self, work: Work) -> None:
+        """``work`` is no longer in flight (settled, or put back unperformed): its group
+        places are released with the next write."""
         handler = work.handler
         if self.in_flight.get(handler.key) is work:
             del self.in_flight[handler.key]
         if work is self._suspect:
             self._suspect, self._alone = None, False
-        leaving = self.leaving.get(handler.key) is handler
-        served = handler in self.handlers or handler in self.parked
         if handler.group_caps is not None:
             handler.group_caps.release(handler.key)
+
+    def _settle(self, work: Work) -> None:
+        handler = work.handler
+        self._drop(work)
+        leaving = self.leaving.get(handler.key) is handler
+        served = handler in self.handlers or handler in self.parked
         handler.life.to(SETTLING)
         if work.fatal is not None:
             # Its batch stays in processing for the shard's next owner.

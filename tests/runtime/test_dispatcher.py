@@ -14,8 +14,10 @@ import redis
 
 import lowkiq
 from lowkiq.clients.connection import Client
+from lowkiq.limits.group_caps import GroupCaps
 from lowkiq.ownership import leases
 from lowkiq.runtime.lifecycle import State
+from lowkiq.storage.group_claims import GroupClaims
 from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client)
 from tests.runtime.serving import (
     collect_until,
@@ -326,3 +328,39 @@ def test_a_slow_retries_exhausted_runs_on_an_executor_thread_not_the_dispatchers
         turn_until(dispatcher, lambda: Doomed.done == [good])
         Doomed.gate.set()
         assert [job["id"] for job in Doomed.queries().morgue_range_by_id("-", "+")] == ["bad"]
+
+
+class Capped(Rounds):
+    """Rounds with at most one batch of a group at a time."""
+
+    group_concurrency = 1
+
+
+def test_a_batch_put_back_unperformed_when_its_shard_is_asked_back_frees_its_group_place(
+    redis_client: Client,
+) -> None:
+    lowkiq.settings.workers = [Capped]
+    with dispatcher_of(redis_client, Capped, threads=1) as (dispatcher, queue):
+        caps = GroupCaps(GroupClaims(Capped.queue(dispatcher.client), 1, 30.0))
+        dispatcher.group_caps = {"Capped": caps}
+        for handler in dispatcher.handlers:
+            handler.group_caps = caps
+        ids = ids_by_shard(queue, 1)
+        first, second = ids[0][0], ids[1][0]
+        Rounds.gates[first] = gate = threading.Event()
+        Capped.perform_async([{"id": first, "group": "A"}])
+        turn_until(dispatcher, lambda: first in Rounds.running)
+        # The one thread is busy: shard 1's batch of group B is popped, its place
+        # claimed, and it waits for the thread.
+        Capped.perform_async([{"id": second, "group": "B"}])
+        turn_until(dispatcher, lambda: ("Capped", 1) in dispatcher.in_flight)
+        held = queue.keys.group_claims_prefix + "held:"
+        assert redis_client.exists(held + "B")
+        dispatcher.remove(("Capped", 1), release=True)
+        dispatcher.turn()  # put back unperformed, and its place released
+        assert not redis_client.exists(held + "B")
+        assert redis_client.zcard(queue.keys.perform_in_zset(1)) == 1
+        gate.set()
+        turn_until(dispatcher, lambda: first in performed_ids() and not dispatcher.in_flight)
+        dispatcher.turn()
+        assert redis_client.keys(held + "*") == []
