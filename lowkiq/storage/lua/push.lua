@@ -8,8 +8,9 @@
 --          one's, the 'latest' (the new one's), or the later of the two ('max')
 -- ARGV[3..]  sections of jobs sharing a perform_in and a group: perform_in ('' for
 --            now, '+s' for s seconds from now), group ('' for none), count, then
---            `count` members `id \0 blob` (ids are unique within one call); a
---            payload given no score carries SCORE_NOW, first in its blob
+--            `count` members `id \0 blob` (ids are unique within one call); the
+--            payloads given no score carry SCORE_NOW, first in their blob, in the
+--            order given
 -- Writes: fresh_lex_zset, retry_lex_zset, payloads_zset(id) of hot ids,
 --   perform_in_zset, due_since_zset (merge_perform_in other than 'keep'), wake_list,
 --   the group keys (see _common.lua)
@@ -24,10 +25,20 @@ local now_score = tonumber(now)
 local now_bytes = struct.pack('>d', now_score)
 local merge = ARGV[2]
 
+-- The next double after the score `x` (> 0): one unit in its last place, a fraction
+-- of a microsecond for a unix time (2^-22 s until 2038).
+local function next_score(x)
+  local _, exponent = math.frexp(x)
+  return x + math.ldexp(1, exponent - 53)
+end
+
 -- A member with every SCORE_NOW of its blob (lowkiq.storage.blob: the NaN whose
--- bytes begin 0x7f 0xf8, never a score of its own, first in the blob) replaced by
--- now; equal payloads then keep the smaller score.  Members without one come back
--- as they are.
+-- bytes begin 0x7f 0xf8, never a score of its own, first in the blob, in the order
+-- given) replaced by now, the next ones by the next doubles after now: payloads
+-- given without a score keep their order, and come before those of a later call
+-- (whose now is a microsecond later at least, and its script started after this
+-- one ran).  Equal payloads then keep the smaller score.  Members without one come
+-- back as they are.
 local function stamped(member, id)
   local at = #id + 2
   local b1, b2 = string.byte(member, at, at + 1)
@@ -36,8 +47,12 @@ local function stamped(member, id)
     return id .. '\0' .. now_bytes .. string.sub(member, at + 8)  -- one payload
   end
   local pairs_ = blob_pairs(string.sub(member, at))
+  local score = now_score
   for _, pair in ipairs(pairs_) do
-    if pair[1] ~= pair[1] then pair[1] = now_score end
+    if pair[1] ~= pair[1] then
+      pair[1] = score
+      score = next_score(score)
+    end
   end
   return id .. '\0' .. blob_merge(blob_pack(pairs_), '')
 end
