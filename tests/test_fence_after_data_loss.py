@@ -78,3 +78,67 @@ def test_a_redis_restarted_without_its_data_hands_out_higher_fences(
         worker.close()
         server.stop()
         lowkiq.settings.reset()
+
+
+def written_or_refused(db_path: Path, before: dict[str, int]) -> bool:
+    """Whether every id was written again since ``before``, or refused."""
+    found = fences(db_path)
+    refused_ids = {row[0] for row in refused(db_path)}
+    return all(found[job_id] != before[job_id] or job_id in refused_ids for job_id in IDS)
+
+
+def reshard(url: str, shards: int) -> None:
+    from lowkiq.ownership.resharding import reshard as run_reshard
+    from tests.apps.fenced_store import FencedStore
+
+    lowkiq.settings.redis = lambda: redis.Redis.from_url(url)
+    try:
+        run_reshard(FencedStore.queue(), shards)
+    finally:
+        lowkiq.settings.reset()
+
+
+def test_fences_grow_after_a_reshard_then_a_redis_that_lost_its_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """4 shards resharded to 8 (shards 4..11), the worker restarted with ``shards_count =
+    8``, then Redis restarted empty: the queue starts again at shard 0, and every fence
+    is still above the one each id stored."""
+    db_path = tmp_path / "store.db"
+    monkeypatch.setenv("FENCE_DB", str(db_path))
+    binary = redis_server_binary(prefer_path=True)
+    server = start_server(tmp_path / "redis", binary=binary)
+
+    def start(shards: int) -> WorkerProcess:
+        env = {"REDIS_URL": server.url, "FENCE_DB": str(db_path), "FENCE_SHARDS": str(shards)}
+        started = WorkerProcess("-r", "tests/apps/fenced_store.py", env=env)
+        started.wait_started()
+        return started
+
+    def run_round(round_: int) -> dict[str, int]:
+        before = fences(db_path)
+        enqueue(server.url, round_)
+        eventually(lambda: written_or_refused(db_path, before), timeout=40)
+        return fences(db_path)
+
+    worker = start(4)
+    try:
+        enqueue(server.url, 1)
+        eventually(lambda: len(fences(db_path)) == len(IDS))
+        reshard(server.url, 8)
+        resharded = run_round(2)
+        worker.close()
+        worker = start(8)
+        before_loss = run_round(3)
+        assert refused(db_path) == []
+        assert resharded != before_loss
+        server.stop()  # no persistence: the layout and the epoch counters are gone
+        server = start_server(tmp_path / "redis", binary=binary)
+        after = run_round(4)
+        assert refused(db_path) == []
+        assert all(after[job_id] > before_loss[job_id] for job_id in IDS)
+        assert worker.process.poll() is None, worker.output()
+    finally:
+        worker.close()
+        server.stop()
+        lowkiq.settings.reset()

@@ -44,11 +44,13 @@ class Lease:
 #: by the local clock (renewals come every third of the TTL).
 DEADLINE_MARGIN = 0.1
 
-#: Shard numbers weigh this much in a fence: a reshard's new shards have higher
-#: numbers than every old one, so a fence grows across reshards too.  Epochs are
-#: milliseconds of Redis's time (``lua/lease_acquire.lua``), below 2**43 until the
-#: year 2248; a fence fits a signed 64-bit column while shard numbers are below 2**20.
-FENCE_SHARD = 2**43
+#: An epoch weighs this much in a fence: time (the epoch, milliseconds of Redis's time,
+#: ``lua/lease_acquire.lua``) dominates it, so a later owner's fence is higher in any
+#: layout, also after Redis lost its data and the queue's layout with it.  Epochs stay
+#: below 2**43 until the year 2248, so a fence fits a signed 64-bit integer.  The
+#: factor puts every fence above every fence of the former formula
+#: ``shard * 2**43 + epoch`` for shard numbers below 200,000 (see the fencing guide).
+FENCE_EPOCH = 2**20
 
 
 @dataclass
@@ -77,9 +79,12 @@ class HeldLease:
 
 
 def fence_of(shard: int, epoch: int) -> int:
-    """A number that only grows for a given job id: across hand-overs (the epoch) and
-    across reshards (the shard numbers of a new layout are higher)."""
-    return shard * FENCE_SHARD + epoch
+    """A number that only grows for a given job id: ``epoch * 2**20``.  Epochs grow
+    with every owner of a shard and are at least Redis's time in milliseconds; a
+    reshard's new shard runs no job before its lease's epoch is above every epoch of the
+    old shards its jobs came from (``lua/reshard_open.lua``).  ``shard`` does not weigh:
+    after Redis lost its data a queue starts again from shard 0."""
+    return epoch * FENCE_EPOCH
 
 
 def parse_owner(token: str) -> str:

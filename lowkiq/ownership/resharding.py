@@ -18,7 +18,9 @@
    is emptied (for 8 → 32 shards that is one old shard; in general those whose
    number is congruent modulo ``gcd(old, new)``).  Until then none of its ids
    runs, so a job moved late merges with the jobs pushed meanwhile and the
-   id's payloads still run in score order, by one thread at a time.
+   id's payloads still run in score order, by one thread at a time.  A lease of
+   it taken under an epoch not above its old shards' is revoked as it opens, so
+   a moved job's fence grows (``lua/reshard_open.lua``).
 4. **Finish**: the layout forgets the old range; the processes release it.
 
 Only one command reshards a queue at a time (a lock with a TTL).  Retired old
@@ -149,6 +151,8 @@ class _Resharding:
         self.started = time.monotonic()
         self.layout = queue.refresh_layout()
         self.retired: set[int] = set()
+        #: New shards this command opened (or found open).
+        self.opened: set[int] = set()
         self.moved = 0
 
     def report(self, event: str) -> None:
@@ -268,23 +272,43 @@ class _Resharding:
             self.client.incrby(keys.discarded_counter(new), discarded)
 
     def open_ready(self) -> None:
-        """Open the new shards whose old shards are all emptied."""
+        """Open the new shards whose old shards are all emptied; a new shard's lease taken
+        under an epoch not above its old shards' is revoked (see ``lua/reshard_open.lua``),
+        so every fence a moved job runs under is above those it ran under before."""
         layout = self.layout
         if layout.previous is None:
             return
         old_base, old_count = layout.previous
         step = math.gcd(old_count, layout.count)
+        sources = {
+            new: [old_base + old for old in range((new - layout.base) % step, old_count, step)]
+            for new in layout.new_shards
+        }
         ready = [
             new
-            for new in layout.new_shards
-            if all(
-                old_base + old in self.retired
-                for old in range((new - layout.base) % step, old_count, step)
-            )
+            for new, olds in sources.items()
+            if new not in self.opened and all(old in self.retired for old in olds)
         ]
-        opened = self._write_each([("reshard_open", new, ()) for new in ready])
-        if any(opened):
-            self.report(f"opened {sum(opened)} new shard(s)")
+        if not ready:
+            return
+        epochs = self._epochs(sorted({old for new in ready for old in sources[new]}))
+        calls = [
+            ("reshard_open", new, (max(epochs[old] for old in sources[new]),)) for new in ready
+        ]
+        replies = self._write_each(calls)
+        self.opened.update(ready)
+        opened = sum(int(reply[0]) for reply in replies)
+        if opened:
+            self.report(f"opened {opened} new shard(s)")
+        if any(int(reply[1]) for reply in replies):
+            self._nudge()  # their holders take them again at once, under a higher epoch
+
+    def _epochs(self, shards: list[int]) -> dict[int, int]:
+        """The last epoch granted on each of ``shards`` (0: never leased)."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in shards:
+            pipe.get(self.queue.keys.epoch_counter(shard))
+        return {shard: int(value or 0) for shard, value in zip(shards, pipe.execute(), strict=True)}
 
     def finish(self) -> Layout:
         keys = self.queue.keys

@@ -1,7 +1,8 @@
 """A worker app for process-level tests: stores each id's last fence in SQLite and refuses
 a write whose fence is lower than the stored one, as the fencing guide tells users to.
 
-Environment: ``REDIS_URL`` (the queue), ``FENCE_DB`` (the SQLite file).  Table
+Environment: ``REDIS_URL`` (the queue), ``FENCE_DB`` (the SQLite file), ``FENCE_SHARDS``
+(the worker's ``shards_count``, default 3).  Table
 ``writes(id, fence)`` keeps each id's stored fence; table ``refused(id, fence,
 stored)`` every write the store refused.
 """
@@ -29,7 +30,7 @@ def connect() -> sqlite3.Connection:
 class FencedStore(lowkiq.Worker):
     """Writes each id's fence, refusing one lower than the stored fence."""
 
-    shards_count = 3
+    shards_count = int(os.environ.get("FENCE_SHARDS", "3"))
 
     @classmethod
     def perform(cls, payloads_by_id: dict) -> None:

@@ -82,9 +82,13 @@ def test_perform_sees_its_lease_and_a_fence_that_grows_with_every_owner(
     lease, _, _ = leases.acquire(queue, 0, "another:1:x", 10.0)
     assert lease is not None and lease.epoch > epoch
     assert leases.fence_of(0, lease.epoch) > fence
-    # A reshard's shards are numbered after the old ones: their fences are higher still,
-    # for every epoch (milliseconds of Redis's time) until the year 2248.
-    assert leases.fence_of(1, 1) > leases.fence_of(0, 2**43 - 1)
+    # Time (the epoch) dominates a fence in any layout: a later owner's is higher whatever
+    # the shard numbers (a queue starts again at shard 0 after Redis lost its data).
+    assert leases.fence_of(0, lease.epoch) > leases.fence_of(2**19, lease.epoch - 1)
+    # Every fence is above every fence of the former formula ``shard * 2**43 + epoch``
+    # for shard numbers below 200,000, and fits a signed 64-bit integer until 2248.
+    assert leases.fence_of(0, lease.epoch) > 200_000 * 2**43 + lease.epoch
+    assert leases.fence_of(0, 2**43 - 1) < 2**63
 
 
 def test_check_raises_lease_lost_when_another_process_took_the_shard(
