@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import random
+import types
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
@@ -10,6 +12,7 @@ import redis
 
 from lowkiq.clients.connection import Client
 from lowkiq.clients.default_redis import unreachable_hint
+from lowkiq.clients.memory_policy import PRODUCER_GATE
 from lowkiq.errors import ConfigurationError, RedisFull, RedisUnavailable, is_out_of_memory
 from lowkiq.limits.rate_limit import (
     RateLimit,
@@ -22,7 +25,7 @@ from lowkiq.limits.rate_limit import (
 )
 from lowkiq.middleware import chain
 from lowkiq.ownership import leases
-from lowkiq.perform.timeouts import check_perform_timeout
+from lowkiq.perform.timeouts import check_perform_hard_timeout, check_perform_timeout
 from lowkiq.settings import Settings, settings
 from lowkiq.storage import pausing
 from lowkiq.storage.actions import Actions
@@ -41,6 +44,11 @@ class Worker:
     Each subclass owns one queue named ``queue_name`` (default: the class
     name), split into ``shards_count`` shards; one thread at a time processes
     a shard, popping up to ``batch_size`` due jobs per call of :meth:`perform`.
+
+    lowkiq calls the hooks (:meth:`perform`, :meth:`retry_in`,
+    :meth:`retries_exhausted`) on the class: define them with ``@classmethod``.  A
+    plain method (``def perform(self, payloads_by_id)``, ``async def`` too) is refused
+    with :class:`~lowkiq.errors.ConfigurationError` when the class is defined.
     """
 
     shards_count: ClassVar[int] = 5
@@ -63,6 +71,11 @@ class Worker:
     #: ``lowkiq.PerformTimeout`` raised in its thread and an ``async def`` one is
     #: cancelled; the batch fails as on any exception (see :mod:`lowkiq.perform.timeouts`).
     perform_timeout: ClassVar[float | None] = None
+    #: Seconds one ``perform`` may run at most, above ``perform_timeout`` (``None``: no
+    #: hard limit): past it the perform's thread is given up, the batch fails with
+    #: ``lowkiq.PerformHardTimeout`` and the process stops cleanly, for its supervisor
+    #: to start it again (see :mod:`lowkiq.perform.timeouts`).
+    perform_hard_timeout: ClassVar[float | None] = None
     #: The perform_in of a job enqueued onto a queued one of the same id: ``"keep"``
     #: the queued job's (SPEC §3 rule 2), the ``"latest"`` enqueue's (a trailing-edge
     #: debounce: with ``delay``, run so long after the last enqueue), or the later of
@@ -86,6 +99,7 @@ class Worker:
         super().__init_subclass__(**kwargs)
         if "queue_name" not in cls.__dict__:
             cls.queue_name = cls.__name__
+        _check_hooks(cls)
         cls.validate()
 
     @classmethod
@@ -110,6 +124,7 @@ class Worker:
             )
         check_rate_limit(cls.__name__, cls.rate_limit)
         check_perform_timeout(cls.__name__, cls.perform_timeout)
+        check_perform_hard_timeout(cls.__name__, cls.perform_timeout, cls.perform_hard_timeout)
         check_merge_perform_in(cls.__name__, cls.merge_perform_in)
         check_group_weights(cls.__name__, cls.group_weights)
         cap = cls.group_concurrency
@@ -160,8 +175,10 @@ class Worker:
         The whole list is validated first (:mod:`lowkiq.storage.jobs`): one bad job raises
         :class:`~lowkiq.errors.InvalidJob` and nothing is enqueued.  A job without
         ``score`` or ``perform_in`` gets Redis's time, not this host's; ``delay`` is
-        seconds from now on Redis's time.  Redis out of
-        memory raises :class:`~lowkiq.errors.RedisFull`; a split call failing part-way
+        seconds from now on Redis's time.  A Redis whose ``maxmemory-policy`` evicts keys
+        raises :class:`~lowkiq.errors.ConfigurationError` unless
+        ``settings.allow_eviction`` (the policy is read at most every few seconds).  Redis
+        out of memory raises :class:`~lowkiq.errors.RedisFull`; a split call failing part-way
         says which ids are enqueued.  Client middlewares ``mw(worker, jobs,
         call_next)`` wrap the enqueue.
         """
@@ -176,6 +193,10 @@ class Worker:
         queue = cls.queue()
         new_jobs: list[NewJob] = []
         try:
+            # An evicting Redis refuses jobs (its policy read at most every few seconds).
+            PRODUCER_GATE.check(
+                queue.client, settings.allow_eviction, f"{cls.__name__}.perform_async"
+            )
             new_jobs = validate_jobs(
                 jobs, queue.codec.dump_payload, lambda: max_bulk_len(queue.client)
             )
@@ -299,6 +320,44 @@ class Worker:
         """``length``, ``fresh``, ``retries``, ``morgue_length``, ``lag``, ``processed``,
         ``failed``, ``busy``."""
         return queue_metrics(cls.queue())
+
+
+#: The hooks lowkiq calls on a worker class, and how many positional arguments it
+#: passes them (``retry_in``: the retry count, or also the exception).
+_HOOK_ARGS: dict[str, tuple[int, ...]] = {
+    "perform": (1,),
+    "perform_one": (2,),
+    "retry_in": (1, 2),
+    "retries_exhausted": (1,),
+}
+
+
+def _check_hooks(cls: type[Worker]) -> None:
+    """Raise :class:`ConfigurationError` when a hook defined on ``cls`` is a plain
+    method (``def perform(self, payloads_by_id)``, sync or async): lowkiq calls it on
+    the class, so every job would fail.  A plain function that takes just the
+    arguments (as a ``@staticmethod`` would) is left alone."""
+    for name, counts in _HOOK_ARGS.items():
+        hook = cls.__dict__.get(name)
+        if not isinstance(hook, types.FunctionType):
+            continue  # a classmethod, a staticmethod, or not defined here
+        parameters = list(inspect.signature(hook).parameters)
+        if parameters[:1] != ["self"] and any(_takes(hook, count) for count in counts):
+            continue
+        kind = "async def" if inspect.iscoroutinefunction(hook) else "def"
+        raise ConfigurationError(
+            f"{cls.__name__}.{name} is a plain method, but lowkiq calls it on the class "
+            f"(every job would fail): make it a @classmethod, `{kind} {name}(cls, ...)`"
+        )
+
+
+def _takes(function: types.FunctionType, count: int) -> bool:
+    """Whether ``function`` can be called with ``count`` positional arguments."""
+    try:
+        inspect.signature(function).bind(*range(count))
+    except TypeError:
+        return False
+    return True
 
 
 def _restore_orphaned(queue: Queue) -> int:

@@ -14,6 +14,7 @@ import redis.backoff
 import redis.retry
 
 import lowkiq
+import lowkiq.testing
 from lowkiq.errors import ConfigurationError, InvalidJob, LowkiqError, RedisUnavailable
 from tests.leasing import pop
 
@@ -327,6 +328,68 @@ def test_perform_async_uses_one_round_trip_per_call(worker, redis_url):
 def test_a_bad_class_attribute_is_rejected_at_definition(redis_client, attribute, value):
     with pytest.raises(ConfigurationError, match=attribute):
         type("BadWorker", (lowkiq.Worker,), {attribute: value})
+
+
+def test_a_perform_without_classmethod_is_refused_at_definition_naming_the_class():
+    with pytest.raises(ConfigurationError) as raised:
+
+        class OrderWorker(lowkiq.Worker):
+            def perform(self, payloads_by_id):
+                pass
+
+    message = str(raised.value)
+    assert "OrderWorker.perform" in message and "@classmethod" in message
+    assert "\n" not in message
+
+
+def test_an_async_perform_without_classmethod_is_refused():
+    with pytest.raises(ConfigurationError, match=r"OrderWorker.perform .*async def perform"):
+
+        class OrderWorker(lowkiq.Worker):
+            async def perform(self, payloads_by_id):
+                pass
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def retry_in(self, retry_count): return 1.0",
+        "def retries_exhausted(self, jobs): pass",
+        "def perform(cls, payloads_by_id): pass",
+    ],
+)
+def test_other_hooks_without_classmethod_are_refused(source):
+    namespace: dict = {}
+    exec(source, namespace)
+    name = source.split()[1].split("(")[0]
+    with pytest.raises(ConfigurationError, match=f"SyncWorker.{name} is a plain method"):
+        type("SyncWorker", (lowkiq.Worker,), {name: namespace[name]})
+
+
+def test_a_perform_of_iterable_worker_without_classmethod_is_refused():
+    with pytest.raises(ConfigurationError, match="ReindexWorker.perform_one"):
+
+        class ReindexWorker(lowkiq.IterableWorker):
+            def perform_one(self, job_id, payload):
+                pass
+
+
+def test_hooks_that_can_be_called_on_the_class_are_taken(redis_client):
+    class StaticWorker(lowkiq.Worker):
+        shards_count = 1
+
+        @staticmethod
+        def perform(payloads_by_id):
+            seen.append(payloads_by_id)
+
+        def retry_in(retry_count):  # a plain function taking just the count works too
+            return 1.0
+
+    seen: list = []
+    StaticWorker.perform_async([{"id": 1, "payload": "x"}])
+    lowkiq.testing.drain(StaticWorker)
+    assert seen == [{"1": ["x"]}]
+    assert StaticWorker.retry_in(0) == 1.0
 
 
 @pytest.mark.parametrize(("attribute", "value"), [("shards_count", 0), ("batch_size", "10")])
