@@ -1,12 +1,19 @@
-"""Redis's memory: a worker refuses a server that evicts keys, waits out a full one.
+"""Redis's memory: a worker refuses a server that evicts keys, notices a policy changed
+while it runs, and drains a full one; producers refuse an evicting server.
 
 Each test runs its own Redis server (the policy and the memory limit are the
 server's), and real ``lowkiq worker`` processes on the recorder app, which
-records its performs on the session's server.
+records its performs on the session's server.  They run on the ``redis-server``
+the fixtures find (Redis 6.2 or 7: on 7 the scripts that run on a full Redis
+carry the ``allow-oom`` flag).
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,9 +22,10 @@ import redis
 
 import lowkiq
 from lowkiq.clients.embedded import EmbeddedServer, redis_server_binary, start_server
-from lowkiq.clients.memory_policy import SAFE_POLICY, check_eviction, policies
-from lowkiq.errors import ConfigurationError
-from tests.apps.runner import WorkerProcess, eventually
+from lowkiq.clients.memory_policy import PRODUCER_GATE, SAFE_POLICY, check_eviction, policies
+from lowkiq.errors import ConfigurationError, RedisFull
+from tests.apps.runner import ROOT, WorkerProcess, eventually
+from tests.health.probe import free_ports, verdict
 
 #: Policies a managed Redis often has by default, both unsafe for lowkiq.
 EVICTING = ["allkeys-lru", "volatile-lru"]
@@ -64,13 +72,15 @@ def start_worker(redis_url: str) -> Iterator[Callable[..., WorkerProcess]]:
 
 
 @pytest.fixture
-def enqueue(monkeypatch: pytest.MonkeyPatch, redis_url: str) -> Callable[[str, list], None]:
-    """Enqueue jobs of the recorder app into the queue at ``queue_url``."""
+def enqueue(monkeypatch: pytest.MonkeyPatch, redis_url: str) -> Callable[..., None]:
+    """Enqueue jobs of the recorder app into the queue at ``queue_url`` (with
+    ``allow_eviction``, into an evicting one too)."""
     monkeypatch.setenv("REDIS_URL", redis_url)
     from tests.apps.recorder import Recorder
 
-    def push(queue_url: str, jobs: list) -> None:
+    def push(queue_url: str, jobs: list, allow_eviction: bool = False) -> None:
         lowkiq.settings.redis = lambda: redis.Redis.from_url(queue_url)
+        lowkiq.settings.allow_eviction = allow_eviction
         try:
             Recorder.perform_async(jobs)
         finally:
@@ -108,7 +118,7 @@ def test_a_supervisor_refuses_before_it_forks(
 def test_allow_eviction_starts_with_a_warning(
     private_redis: Callable[..., EmbeddedServer],
     start_worker: Callable[..., WorkerProcess],
-    enqueue: Callable[[str, list], None],
+    enqueue: Callable[..., None],
     redis_client: redis.Redis,
     policy: str,
 ) -> None:
@@ -117,7 +127,7 @@ def test_allow_eviction_starts_with_a_warning(
     worker.wait_started()
     assert f"maxmemory-policy {policy}" in worker.output()
     assert "running anyway" in worker.output()
-    enqueue(server.url, [{"id": "a", "payload": {"v": 1}}])
+    enqueue(server.url, [{"id": "a", "payload": {"v": 1}}], allow_eviction=True)
     eventually(lambda: redis_client.lrange("test:started", 0, -1) == [b"a"])
 
 
@@ -138,23 +148,139 @@ def test_noeviction_passes(redis_client: redis.Redis) -> None:
     assert [found.evicts for found in check_eviction(redis_client, allow_eviction=False)] == [False]
 
 
-def test_a_worker_started_on_a_full_redis_waits_and_then_drains(
+def health_args(port: int) -> tuple[str, ...]:
+    return ("--health-port", str(port), "--health-host", "127.0.0.1")
+
+
+def reason(port: int) -> str:
+    """The reason ``/ready`` gives for not being ready ('' while ready or not answering)."""
+    status, document = verdict(port, "/ready")
+    return str(document.get("reason", "")) if status == 503 else ""
+
+
+def lowkiq_info(queue_url: str, redis_url: str, *args: str, **env: str) -> str:
+    """What ``lowkiq info`` prints for the recorder app's queue at ``queue_url``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "lowkiq", "info", "-r", "tests/apps/recorder.py", *args],
+        env={**os.environ, "REDIS_URL": queue_url, "RECORD_URL": redis_url, **env},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_a_worker_started_on_a_full_redis_drains_it(
     private_redis: Callable[..., EmbeddedServer],
     start_worker: Callable[..., WorkerProcess],
-    enqueue: Callable[[str, list], None],
+    enqueue: Callable[..., None],
     redis_client: redis.Redis,
+    redis_url: str,
 ) -> None:
     server = private_redis()
     queue = redis.Redis.from_url(server.url)
     enqueue(server.url, [{"id": str(n), "payload": {"v": n}} for n in range(20)])
-    queue.config_set("maxmemory", 1)  # below what it holds: every write is refused
+    queue.config_set("maxmemory", 1)  # below what it holds: every growing write is refused
     with pytest.raises(redis.exceptions.OutOfMemoryError):
         queue.set("probe", 1)
-    worker = start_worker(server.url)
-    eventually(lambda: "Redis is full" in worker.output(), timeout=30)
-    assert worker.process.poll() is None, worker.output()
-    assert redis_client.llen("test:started") == 0
+    port = free_ports()
+    worker = start_worker(server.url, *health_args(port), TEST_BATCH="5")
+    # Its heartbeat, leases, pops and acks run on the full Redis: it drains it.
+    eventually(lambda: redis_client.llen("test:started") == 20, timeout=10)
+    assert queue.config_get("maxmemory")["maxmemory"] == "1"
+    assert "Redis is full (maxmemory 1B, used" in worker.output()
+    assert "Redis is full (maxmemory 1B" in eventually(lambda: reason(port))
+    assert "Redis is full (maxmemory 1B" in lowkiq_info(server.url, redis_url)
+    # A producer is told, and nothing is enqueued.
+    with pytest.raises(RedisFull):
+        enqueue(server.url, [{"id": "late", "payload": {"v": 0}}])
     queue.config_set("maxmemory", 0)
-    eventually(lambda: redis_client.llen("test:started") == 20, timeout=30)
+    eventually(lambda: "Redis is no longer full" in worker.output())
+    assert eventually(lambda: verdict(port, "/ready")[0] == 200)
     assert worker.process.poll() is None
+    queue.close()
+
+
+def test_a_policy_changed_under_a_running_worker_is_noticed_by_workers_and_producers(
+    private_redis: Callable[..., EmbeddedServer],
+    start_worker: Callable[..., WorkerProcess],
+    redis_client: redis.Redis,
+    redis_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = private_redis()
+    port = free_ports()
+    worker = start_worker(server.url, *health_args(port))
+    worker.wait_started()
+    assert eventually(lambda: verdict(port, "/ready")[0] == 200)
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    from tests.apps.recorder import Recorder
+
+    lowkiq.settings.redis = lambda: redis.Redis.from_url(server.url)
+    PRODUCER_GATE.forget()
+    Recorder.perform_async([{"id": "before", "payload": {"v": 1}}])  # reads the policy: safe
+    eventually(lambda: redis_client.lrange("test:started", 0, -1) == [b"before"])
+
+    queue = redis.Redis.from_url(server.url)
+    queue.config_set("maxmemory-policy", "allkeys-lru")
+    changed = time.monotonic()
+    name = f"{server.url.removeprefix('unix://')} has maxmemory-policy allkeys-lru"
+
+    def refused() -> bool:
+        try:
+            Recorder.perform_async([{"id": "after", "payload": {"v": 2}}])
+        except ConfigurationError as error:
+            assert "allkeys-lru" in str(error) and "allow_eviction" in str(error)
+            return True
+        return False
+
+    eventually(refused, timeout=10, interval=0.5)
+    eventually(lambda: name in worker.output(), timeout=10 - (time.monotonic() - changed))
+    assert "ERROR" in next(line for line in worker.output().splitlines() if name in line)
+    assert name in eventually(lambda: reason(port), timeout=10 - (time.monotonic() - changed))
+    assert "maxmemory-policy allkeys-lru (allow_eviction: no)" in lowkiq_info(server.url, redis_url)
+    queue.config_set("maxmemory-policy", SAFE_POLICY)
+    eventually(lambda: "no longer evicts keys" in worker.output())
+    assert eventually(lambda: verdict(port, "/ready")[0] == 200)
+    eventually(lambda: not refused())
+    queue.close()
+
+
+def test_producers_refuse_a_redis_that_evicts_before_any_worker_starts(
+    private_redis: Callable[..., EmbeddedServer],
+    enqueue: Callable[..., None],
+) -> None:
+    server = private_redis("--maxmemory-policy", "volatile-lru")
+    with pytest.raises(ConfigurationError, match="maxmemory-policy volatile-lru"):
+        enqueue(server.url, [{"id": "a", "payload": {"v": 1}}])
+    queue = redis.Redis.from_url(server.url)
+    assert queue.dbsize() == 0
+    enqueue(server.url, [{"id": "a", "payload": {"v": 1}}], allow_eviction=True)
+    assert queue.dbsize() > 0
+    queue.close()
+
+
+def test_with_allow_eviction_a_worker_says_when_redis_evicted_keys(
+    private_redis: Callable[..., EmbeddedServer],
+    start_worker: Callable[..., WorkerProcess],
+    redis_url: str,
+) -> None:
+    server = private_redis("--maxmemory-policy", "allkeys-lru")
+    worker = start_worker(server.url, LOWKIQ_ALLOW_EVICTION="1")
+    worker.wait_started()
+    queue = redis.Redis.from_url(server.url)
+    used = int(queue.info("memory")["used_memory"])
+    queue.config_set("maxmemory", used + 2_000_000)
+    for n in range(100):  # 5 MB of other keys: Redis evicts some to make room
+        queue.set(f"filler:{n}", b"x" * 50_000)
+    assert int(queue.info("stats")["evicted_keys"]) > 0
+    eventually(lambda: "Redis evicted" in worker.output(), timeout=10)
+    line = next(line for line in worker.output().splitlines() if "Redis evicted" in line)
+    assert "evicted_keys in INFO stats" in line and "allkeys-lru" in line
+    assert worker.process.poll() is None
+    assert "maxmemory-policy allkeys-lru (allow_eviction: yes)" in lowkiq_info(
+        server.url, redis_url, LOWKIQ_ALLOW_EVICTION="1"
+    )
     queue.close()

@@ -7,7 +7,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from lowkiq.clients.connection import describe_redis
+import redis
+
+from lowkiq.clients.connection import Client, describe_redis
+from lowkiq.clients.memory_policy import read_memory
 from lowkiq.ownership.status import processes
 from lowkiq.settings import Settings, settings
 from lowkiq.storage.metrics import overview
@@ -38,7 +41,9 @@ PROCESS_COLUMNS = {
 
 
 def read_info(config: Settings = settings) -> dict[str, Any]:
-    """The document of ``lowkiq info --json``: ``redis`` (its URL, no password), ``at``,
+    """The document of ``lowkiq info --json``: ``redis`` (its URL, no password),
+    ``redis_memory`` (each server's ``maxmemory-policy`` and memory, ``allow_eviction``,
+    what is wrong: ``eviction``, ``full``; ``None`` when ``INFO`` is refused), ``at``,
     ``workers`` (name, queue, paused, shards, served_shards and the queue metrics),
     ``total`` and ``processes`` (each live process, oldest first)."""
     client = config.client()
@@ -62,6 +67,7 @@ def read_info(config: Settings = settings) -> dict[str, Any]:
         )
     return {
         "redis": describe_redis(client),
+        "redis_memory": _memory(client, config.allow_eviction),
         "at": found.at,
         "workers": workers,
         "total": dict(found.totals),
@@ -85,13 +91,39 @@ def read_info(config: Settings = settings) -> dict[str, Any]:
     }
 
 
+def _memory(client: Client, allow_eviction: bool) -> dict[str, Any] | None:
+    """The ``redis_memory`` of the document (``None`` when ``INFO`` is refused)."""
+    try:
+        return read_memory(client).document(allow_eviction)
+    except redis.ResponseError:
+        return None
+
+
+def memory_lines(memory: dict[str, Any] | None) -> list[str]:
+    """The lines about Redis's memory: its policy and ``allow_eviction``, then what is
+    wrong (an evicting policy, a full Redis)."""
+    if memory is None:
+        return ["maxmemory-policy unknown (INFO refused): it must be noeviction"]
+    policies = sorted({str(policy) for policy in memory["policies"].values()})
+    allowed = "yes" if memory["allow_eviction"] else "no"
+    lines = [f"maxmemory-policy {', '.join(policies)} (allow_eviction: {allowed})"]
+    if memory["eviction"]:
+        lines.append(f"WARNING: {memory['eviction']}")
+    if memory["full"]:
+        lines.append(f"WARNING: {memory['full']}")
+    return lines
+
+
 def render_info(info: dict[str, Any], now: float | None = None) -> str:
     """The document of :func:`read_info` as the compact tables ``lowkiq info`` prints."""
     now = time.time() if now is None else now
     rows = [_worker_row(worker) for worker in info["workers"]]
     if len(rows) > 1:
         rows.append(_worker_row({"name": "total", **info["total"]}))
-    lines = [f"Redis {info['redis']}", ""]
+    lines = [f"Redis {info['redis']}"]
+    if "redis_memory" in info:
+        lines += memory_lines(info["redis_memory"])
+    lines.append("")
     if rows:
         lines += _table(WORKER_COLUMNS, rows)
     else:

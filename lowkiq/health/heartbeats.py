@@ -3,7 +3,8 @@
 Each processing thread stamps its :class:`Heartbeat` once per turn of its loop
 (waiting, backing off on a Redis error, or after a batch) and marks the start
 and end of every ``perform``; the coordinator stamps its own on every
-heartbeat round, noting whether Redis answered.  Nothing here talks to
+heartbeat round, noting whether Redis answered; the memory watch notes
+whether Redis evicts keys or is full.  Nothing here talks to
 Redis: the health endpoints (:mod:`lowkiq.health.verdicts`) read these stamps,
 so a Redis outage leaves a process live while it keeps retrying.
 """
@@ -99,12 +100,29 @@ class CoordinatorBeat(Heartbeat):
         self.error = f"{type(exc).__name__}: {exc}"
 
 
+class RedisMemory:
+    """What the process last read of Redis's memory (set by
+    :class:`lowkiq.health.memory_watch.MemoryWatch`, every few seconds)."""
+
+    def __init__(self) -> None:
+        #: Why Redis may evict lowkiq's keys (its maxmemory-policy), or ``None``.
+        self.eviction: str | None = None
+        #: Whether ``settings.allow_eviction`` lets the process run on such a server.
+        self.allow_eviction = False
+        #: ``Redis is full (maxmemory …)``, or ``None``.
+        self.full: str | None = None
+        #: When it was last read (``None``: never).
+        self.read_at: float | None = None
+
+
 class Heartbeats:
     """The heartbeats of one process: one per processing thread, and the coordinator's."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.coordinator = CoordinatorBeat(clock)
+        #: Redis's memory policy and fullness, as last read.
+        self.redis_memory = RedisMemory()
         self._threads: dict[int, Heartbeat] = {}
         self._lock = threading.Lock()
 

@@ -12,7 +12,9 @@ retry.
 *Ready* (``GET /ready``): live, registered (its first heartbeat reached
 Redis), connected (its last heartbeat round reached Redis, within
 ``lease_ttl``), and neither quiet nor stopping: a process that serves shards
-or is about to.
+or is about to; and on a Redis that neither evicts keys (unless
+``settings.allow_eviction``) nor is full, as the memory watch last read it
+(:mod:`lowkiq.health.memory_watch`).
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ def facts(heartbeats: Heartbeats, state: ProcessState, limits: Limits) -> dict[s
             }
         )
     succeeded = coordinator.succeeded_at
+    memory = heartbeats.redis_memory
     return {
         "pid": os.getpid(),
         "process_id": state.process_id,
@@ -115,6 +118,12 @@ def facts(heartbeats: Heartbeats, state: ProcessState, limits: Limits) -> dict[s
         },
         "stuck_after": limits.stuck_after,
         "silent_after": limits.silent_after,
+        "redis_memory": {
+            "eviction": memory.eviction,
+            "allow_eviction": memory.allow_eviction,
+            "full": memory.full,
+            "read_age": None if memory.read_at is None else round(now - memory.read_at, 3),
+        },
     }
 
 
@@ -190,4 +199,9 @@ def ready(heartbeats: Heartbeats, state: ProcessState, limits: Limits) -> Verdic
             f"no heartbeat reached Redis for {now - coordinator.succeeded_at:.1f}s "
             f"(lease_ttl {limits.connected_within:g}s)"
         )
+    memory = heartbeats.redis_memory
+    if memory.eviction is not None and not memory.allow_eviction:
+        reasons.append(f"Redis may evict lowkiq's keys: {memory.eviction}")
+    if memory.full is not None:
+        reasons.append(memory.full)
     return Verdict(not reasons, "; ".join(reasons), facts(heartbeats, state, limits))

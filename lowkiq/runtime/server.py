@@ -40,6 +40,7 @@ from lowkiq.clients.memory_policy import check_eviction
 from lowkiq.clients.retry import Retries
 from lowkiq.errors import ConfigurationError, is_out_of_memory
 from lowkiq.health import Heartbeats
+from lowkiq.health.memory_watch import MemoryWatch
 from lowkiq.health.verdicts import ProcessState
 from lowkiq.limits.group_caps import GroupCaps
 from lowkiq.limits.throttling import RateLimits
@@ -373,6 +374,9 @@ class Server:
         self._until_redis_answers(lambda: check_eviction(coordinator.client, config.allow_eviction))
         if self._stop_signal is not None:
             return
+        MemoryWatch(config.redis, config.allow_eviction, self.health.redis_memory).start(
+            self.stop_event
+        )
         if self.metrics_address is not None:
             self.serve_metrics(*self.metrics_address)
         # Renewals start first: the first round may acquire many leases, one by one.

@@ -6,6 +6,17 @@ Each script is the generated key prelude and the constants it shares with
 text on every call, so a script carries only the key names and helper
 definitions it refers to.  redis-py's ``Script`` runs ``EVALSHA`` and loads
 the script on ``NOSCRIPT``, so a restarted Redis needs nothing special.
+
+The scripts of :data:`ALLOW_OOM` keep memory flat or free it (a heartbeat, a lease,
+a pop, an ack, putting a batch back): they run on a full Redis too, so that a
+worker started on one can drain it.  On Redis 7 each carries the ``allow-oom``
+flag (``#!lua flags=allow-oom,allow-cross-slot-keys``; the second flag keeps what a
+script without flags may do).  Redis 6.2 has no script flags: it refuses a script's
+first write that may grow memory while Redis is full, but lets a script that has
+already written go on (it must stay atomic); each of these scripts therefore starts
+with a ``DEL`` of a key that never exists, a write that grows nothing.  A script
+that adds jobs (``push``) has neither: on a full Redis it is refused, and the
+producer told.
 """
 
 from __future__ import annotations
@@ -30,6 +41,35 @@ LUA_DIR = Path(__file__).with_name("lua")
 
 #: Every script: the files of ``lua/`` but the shared ``_common.lua``.
 SCRIPT_NAMES = tuple(sorted(p.stem for p in LUA_DIR.glob("*.lua") if not p.stem.startswith("_")))
+
+#: The scripts that run on a full Redis: each keeps memory about flat (a heartbeat,
+#: publishing who serves which shards, a field per process; taking or renewing a
+#: lease; a pop, moving jobs from the queue to the processing area; putting a batch
+#: back) or frees it (an ack, giving up a lease, leaving), so that a worker can drain
+#: a full Redis.  Not a push, which adds jobs; nor a fail, whose error texts and
+#: retries grow with every failing batch; nor the metrics history.
+ALLOW_OOM = frozenset(
+    {
+        "membership_beat",
+        "membership_leave",
+        "assignment_publish",
+        "lease_acquire",
+        "lease_renew",
+        "lease_renew_many",
+        "lease_release",
+        "announce_stop",
+        "pop",
+        "ack",
+        "ack_yield",
+        "restore",
+    }
+)
+#: The first line of an :data:`ALLOW_OOM` script on Redis 7 and later.
+FLAGS_SHEBANG = "#!lua flags=allow-oom,allow-cross-slot-keys\n"
+#: The first statement of an :data:`ALLOW_OOM` script on Redis 6.2: a write that grows
+#: nothing (the key is never written), after which Redis lets the script's other
+#: writes through on a full server.
+FIRST_WRITE_6 = "redis.call('del', KEYS[1] .. 'allow-oom')\n"
 
 
 _DEFINITION = re.compile(r"^local (?:function )?(\w+)")
@@ -76,10 +116,12 @@ def _helpers() -> list[tuple[str, str, frozenset[str]]]:
 
 
 @functools.cache
-def source(name: str, track_length: int = 0) -> str:
+def source(name: str, track_length: int = 0, script_flags: bool = False) -> str:
     """The full Lua source of one script, as sent to Redis; with ``track_length``
     (``Worker.track``), the script records its job events in the shard's events stream
-    capped at about that many entries (``TRACK``, false without tracking)."""
+    capped at about that many entries (``TRACK``, false without tracking).  A script of
+    :data:`ALLOW_OOM` runs on a full Redis: by its flags (``script_flags``: the server
+    is Redis 7 or later), else by its first write (see the module)."""
     own = (LUA_DIR / f"{name}.lua").read_text()
     blocks = _helpers()
     used: set[str] = set()
@@ -96,28 +138,61 @@ def source(name: str, track_length: int = 0) -> str:
     )
     if "TRACK" in referred:
         constants += f"local TRACK = {track_length or 'false'}\n"
-    return f"{lua_prelude(helpers + own)}{constants}\n{helpers}\n-- {name}.lua\n{own}"
+    text = f"{lua_prelude(helpers + own)}{constants}\n{helpers}\n-- {name}.lua\n{own}"
+    if name not in ALLOW_OOM:
+        return text
+    return FLAGS_SHEBANG + text if script_flags else FIRST_WRITE_6 + text
+
+
+def supports_script_flags(client: Client) -> bool:
+    """Whether every server of ``client`` (each master of a Redis Cluster) is Redis 7 or
+    later, which takes script flags; ``False`` when a version cannot be read (the
+    scripts then run as on Redis 6.2, which Redis 7 runs alike)."""
+    cluster = getattr(client, "topology", client)  # a processing thread's cluster client
+    try:
+        if isinstance(cluster, redis.RedisCluster):
+            servers: list[Any] = [
+                node.redis_connection
+                for node in cluster.get_primaries()  # type: ignore[no-untyped-call]
+            ]
+        else:
+            servers = [client]
+        versions = [
+            str(redis.Redis.info(server, "server").get("redis_version", "")) for server in servers
+        ]
+    except (redis.RedisError, RedisClusterException, AttributeError):
+        return False
+    return bool(versions) and all(_major(version) >= 7 for version in versions)
+
+
+def _major(version: str) -> int:
+    """The major number of a ``redis_version`` (0 when it is not one)."""
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else 0
 
 
 class Scripts:
     """The lowkiq scripts registered on one client, as attributes named after their files."""
 
     def __init__(self, client: Client, track_length: int = 0) -> None:
+        flags = _flags_of(client)
         for name in SCRIPT_NAMES:
-            setattr(self, name, client.register_script(source(name, track_length)))
+            setattr(self, name, client.register_script(source(name, track_length, flags)))
 
     @classmethod
     def for_client(cls, client: Client, track_length: int = 0) -> Scripts:
         """The scripts registered on ``client``, made once per client (and per
         ``track_length``: a tracked worker's scripts record its job events)."""
         with _LOCK:
+            scripts = _BY_CLIENT.get(client, {}).get(track_length)
+        if scripts is not None:
+            return scripts
+        made = cls(client, track_length)  # asks the server's version: not under the lock
+        with _LOCK:
             by_length = _BY_CLIENT.get(client)
             if by_length is None:
                 by_length = _BY_CLIENT[client] = {}
-            scripts = by_length.get(track_length)
-            if scripts is None:
-                scripts = by_length[track_length] = cls(client, track_length)
-            return scripts
+            return by_length.setdefault(track_length, made)
 
     push: Script
     group_check: Script
@@ -306,3 +381,15 @@ def _execute(client: Client, calls: Sequence[ScriptCall], transaction: bool) -> 
 
 _LOCK = threading.Lock()
 _BY_CLIENT: weakref.WeakKeyDictionary[Client, dict[int, Scripts]] = weakref.WeakKeyDictionary()
+_FLAGS: weakref.WeakKeyDictionary[Client, bool] = weakref.WeakKeyDictionary()
+
+
+def _flags_of(client: Client) -> bool:
+    """:func:`supports_script_flags`, asked once per client (a failed read is asked again
+    by the client's next scripts)."""
+    known = _FLAGS.get(client)
+    if known is None:
+        known = supports_script_flags(client)
+        if known:
+            _FLAGS[client] = known
+    return known
