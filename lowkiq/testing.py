@@ -21,6 +21,7 @@ from lowkiq.errors import LowkiqError
 from lowkiq.middleware import Batch, Next
 from lowkiq.outcomes import BatchFailed, Discard
 from lowkiq.ownership import leases
+from lowkiq.ownership.events import Grant
 from lowkiq.runtime.dispatcher import Dispatcher
 from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.settings import Settings, settings
@@ -103,7 +104,7 @@ def drain(
             config.format_error,
         )
         handler.exhausted = list(lease.buried)
-        dispatcher.add(handler)
+        dispatcher.tell(Grant(handler))
     try:
         _run(dispatcher, worker, drained, max_batches)
     finally:

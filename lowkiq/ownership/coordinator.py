@@ -31,7 +31,8 @@ from lowkiq.clients.connection import Client
 from lowkiq.ownership import leases
 from lowkiq.ownership.assigner import Assigner, Published
 from lowkiq.ownership.assignment import ShardKey
-from lowkiq.ownership.holdings import DispatcherLike, Holdings, ServedShard, Shard
+from lowkiq.ownership.events import Mailbox, Released
+from lowkiq.ownership.holdings import DispatcherLike, Holdings, Shard
 from lowkiq.ownership.leases import HeldLease, Term
 from lowkiq.ownership.membership import Beat, Membership
 from lowkiq.ownership.renewer import Renewer
@@ -66,7 +67,7 @@ class Coordinator(Generic[Shard]):
         membership: Membership,
         queues: Sequence[Queue],
         plan: Plan,
-        dispatcher: DispatcherLike[Shard],
+        dispatcher: DispatcherLike,
         make_handler: Callable[[str, int, str, Callable[[Any], None]], Shard],
         lease_ttl: float,
         heartbeat_interval: float,
@@ -74,12 +75,15 @@ class Coordinator(Generic[Shard]):
         *,
         renewal_client: Client | None = None,
         config_readers: Sequence[Callable[[Client], None]] = (),
+        reports: Mailbox[Released] | None = None,
     ) -> None:
         """``dispatcher`` serves every shard this process leases, each through the handler
         ``make_handler(queue, shard, token, on_lost)`` makes when its lease is acquired
         (``on_lost(handler)``: the handler found its lease gone).
         ``config_readers``: called with the client when the config version moves (the
         paused queues and layouts are followed besides).
+        ``reports``: where the dispatcher reports the leases it released (read at each
+        round, and before the last leases are released).
         ``threads``: this process's weight in the assignment (its processing threads).
 
         ``renewal_client``: the client the renewer's own rounds use (``None``: ``client``).
@@ -90,6 +94,7 @@ class Coordinator(Generic[Shard]):
         self.queues = {queue.name: queue for queue in queues}
         self.plan = plan
         self.dispatcher = dispatcher
+        self.reports: Mailbox[Released] = reports or Mailbox()
         self.make_handler = make_handler
         self.lease_ttl = lease_ttl
         self.heartbeat_interval = heartbeat_interval
@@ -103,7 +108,7 @@ class Coordinator(Generic[Shard]):
         #: Set when the dashboard asked this process to stop.
         self.stop_requested = threading.Event()
         #: The leases held and the shards being given up.
-        self.holdings = Holdings(dispatcher, lease_ttl)
+        self.holdings: Holdings[Shard] = Holdings(dispatcher, lease_ttl)
         self._retry_at = 0.0
         self.assigner = Assigner(membership)
         self.renewer = Renewer(
@@ -126,13 +131,10 @@ class Coordinator(Generic[Shard]):
 
     # -- what the dispatcher and the renewer report -----------------------------
 
-    def released(self, handlers: Sequence[ServedShard]) -> None:
-        """The dispatcher gave these leases up: wake their new owners."""
-        self.holdings.released(handlers)
-        try:
-            self.membership.handoff(handler.key for handler in handlers)
-        except (redis.RedisError, RedisClusterException) as exc:
-            log.debug("could not wake the shards' new owners: %s", exc)
+    def take_reports(self) -> None:
+        """Forget the leases the dispatcher reported released since the last look."""
+        for report in self.reports.take():
+            self.holdings.released(report.handlers)
 
     def _renewal_lost(self, held: HeldLease) -> None:
         if self.holdings.renewal_lost(held):
@@ -160,6 +162,7 @@ class Coordinator(Generic[Shard]):
     def beat(self) -> Beat:
         """One round: heartbeat, recompute the assignment when this process is the
         assigner and membership changed, then bring the leases in step; returns the beat."""
+        self.take_reports()
         with self._beating:
             beat, published = self._beat_and_assign()
         self.last_beat = beat
@@ -269,6 +272,7 @@ class Coordinator(Generic[Shard]):
 
     def release_remaining(self) -> int:
         """Give up any lease still held once the dispatcher has stopped; returns how many."""
+        self.take_reports()
         return leases.release_many(self.holdings.forget_all())
 
     def leave(self) -> None:

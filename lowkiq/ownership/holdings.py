@@ -16,6 +16,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from lowkiq.clients.connection import Client
 from lowkiq.ownership.assignment import ShardKey
+from lowkiq.ownership.events import Change, Grant, Lost, Revoke
 from lowkiq.ownership.leases import HeldLease, Lease, Term
 
 log = logging.getLogger("lowkiq.ownership")
@@ -42,19 +43,15 @@ class ServedShard(Protocol):
 
 #: The runtime's kind of served shard, which ownership makes and hands back unchanged.
 Shard = TypeVar("Shard", bound=ServedShard)
-Shard_contra = TypeVar("Shard_contra", bound=ServedShard, contravariant=True)
 
 
-class DispatcherLike(Protocol[Shard_contra]):
+class DispatcherLike(Protocol):
     """What ownership asks of the process's dispatcher
     (:class:`~lowkiq.runtime.dispatcher.Dispatcher`): it serves every shard the process
     leases."""
 
-    def add(self, handler: Shard_contra) -> None:
-        """Serve ``handler``'s shard from the next step on."""
-
-    def remove(self, key: ShardKey, release: bool) -> None:
-        """Stop serving a shard after its running batch; ``release``: give its lease up."""
+    def tell(self, change: Change) -> None:
+        """Take in a shard granted, revoked or lost (:mod:`lowkiq.ownership.events`)."""
 
     def pause(self, queues: frozenset[str]) -> None:
         """Take no new batch of these queues' shards (all the paused ones), keeping them."""
@@ -74,7 +71,7 @@ class DispatcherLike(Protocol[Shard_contra]):
 class Holdings(Generic[Shard]):
     """One process's leases, whose shards its dispatcher serves."""
 
-    def __init__(self, dispatcher: DispatcherLike[Shard], lease_ttl: float) -> None:
+    def __init__(self, dispatcher: DispatcherLike, lease_ttl: float) -> None:
         self.dispatcher = dispatcher
         self.lease_ttl = lease_ttl
         #: Set when the process is stopping: its dispatcher gives every lease up, so a
@@ -99,7 +96,7 @@ class Holdings(Generic[Shard]):
         """A lease was acquired: the dispatcher serves ``handler`` from its next step on."""
         with self._lock:
             self._held[key] = held
-        self.dispatcher.add(handler)
+        self.dispatcher.tell(Grant(handler))
 
     def lost(self, handler: ServedShard) -> None:
         """The dispatcher found ``handler``'s lease gone: forget it (maybe reacquire)."""
@@ -107,7 +104,7 @@ class Holdings(Generic[Shard]):
             held = self._held.get(handler.key)
             if held and held.lease.token == handler.token:
                 del self._held[handler.key]
-                self.dispatcher.remove(handler.key, release=False)
+                self.dispatcher.tell(Lost(handler.key))
 
     def released(self, handlers: Iterable[ServedShard]) -> None:
         """The dispatcher gave these leases up."""
@@ -128,7 +125,7 @@ class Holdings(Generic[Shard]):
             if self.stopping or key in self._releasing or self._held.get(key) is not held:
                 return False
             del self._held[key]
-            self.dispatcher.remove(key, release=False)
+            self.dispatcher.tell(Lost(key))
         return True
 
     def give_up(self, wanted: set[ShardKey]) -> bool:
@@ -142,7 +139,7 @@ class Holdings(Generic[Shard]):
             for key in self._held:
                 if key not in wanted and key not in self._releasing:
                     self._releasing[key] = now
-                    self.dispatcher.remove(key, release=True)
+                    self.dispatcher.tell(Revoke(key))
                     asked = True
         return asked
 

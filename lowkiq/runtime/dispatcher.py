@@ -31,7 +31,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -45,12 +45,14 @@ from lowkiq.health.heartbeats import Heartbeat, Heartbeats
 from lowkiq.limits.group_caps import GroupCaps
 from lowkiq.ownership import leases
 from lowkiq.ownership.assignment import ShardKey
+from lowkiq.ownership.events import Change, Grant, Mailbox, Released, Revoke
 from lowkiq.ownership.leases import Lease
 from lowkiq.runtime import suspects
 from lowkiq.runtime.backoff import redis_backoff
 from lowkiq.runtime.executor import Executor, Work
 from lowkiq.runtime.lifecycle import LEAVING, RUNNING, SETTLING
 from lowkiq.runtime.planning import Candidate, first_look, plan_round
+from lowkiq.runtime.shard_ranges import shard_ranges
 from lowkiq.runtime.shard_handler import ShardHandler, Taken
 from lowkiq.storage.group_claims import ClaimCall
 from lowkiq.storage.rate_bucket import Throttle
@@ -106,22 +108,6 @@ def _seconds(reply: Any) -> float | None:
     return None if reply is None else float(reply)
 
 
-@dataclass(frozen=True)
-class Added:
-    """The coordinator acquired a shard: serve it."""
-
-    handler: ShardHandler
-
-
-@dataclass(frozen=True)
-class Removed:
-    """The coordinator takes a shard back; ``release``: give its lease up (a hand-over),
-    else it is lost already."""
-
-    key: ShardKey
-    release: bool
-
-
 @dataclass(slots=True)
 class _Pop:
     """One shard's pop in a round: whether it carries the shard's ack, and its
@@ -149,7 +135,14 @@ class Dispatcher:
         clock: Callable[[], float] = time.monotonic,
         thread_scope: Callable[[], AbstractContextManager[None]] = nullcontext,
         shutdown_timeout: float = 25.0,
+        group_caps: dict[str, GroupCaps] | None = None,
+        reports: Mailbox[Released] | None = None,
+        handoff: Callable[[list[ShardKey]], object] = lambda keys: None,
     ) -> None:
+        """``group_caps``: each worker's group caps and per-group rate, by queue name.
+        ``reports``: where the leases it releases are reported to ownership
+        (:mod:`lowkiq.ownership.events`); ``handoff(keys)``: wakes the next owners of the
+        shards it released (a call on its own connection)."""
         self.client = client
         #: Seconds the running batches get to end when the process stops.
         self.shutdown_timeout = shutdown_timeout
@@ -170,8 +163,8 @@ class Dispatcher:
             threads, self._finished, self.heartbeats, recorder, fatal, thread_scope=thread_scope
         )
         self.capacity = threads * IN_FLIGHT_PER_THREAD if threads else IN_FLIGHT_INLINE
-        #: Called on the dispatcher's thread with the handlers whose leases it released.
-        self.on_released: Callable[[list[ShardHandler]], None] = lambda handlers: None
+        self.reports = reports
+        self.handoff = handoff
         #: The shards served (their leases held), and those of paused queues (kept, not
         #: popped).
         self.handlers: list[ShardHandler] = []
@@ -181,7 +174,7 @@ class Dispatcher:
         self.in_flight: dict[ShardKey, Work] = {}
         #: Each worker's group caps and per-group rate (by queue name), shared by its
         #: shards' handlers (:mod:`lowkiq.limits.group_caps`).
-        self.group_caps: dict[str, GroupCaps] = {}
+        self.group_caps: dict[str, GroupCaps] = group_caps or {}
         #: Shards asked back while their batch was in flight: given up once it is settled.
         self.leaving: dict[ShardKey, ShardHandler] = {}
         # Shards whose perform raised a BaseException that is not an Exception: their
@@ -191,7 +184,7 @@ class Dispatcher:
         self._suspect: Work | None = None
         self._alone = False
         self._lock = threading.Lock()
-        self._changes: list[Added | Removed] = []
+        self._inbox: Mailbox[Change] = Mailbox()
         self._pausing: frozenset[str] | None = None
         # Set by anything the dispatcher must look at: a change, a finished work, a stop.
         self._kick = threading.Event()
@@ -217,19 +210,12 @@ class Dispatcher:
 
     # -- from other threads -----------------------------------------------------------
 
-    def add(self, handler: ShardHandler) -> None:
-        """Serve ``handler``'s shard (its lease is held) from the next turn on; its
-        ``retries_exhausted`` calls go to the executor."""
-        handler.call_user = self.executor.call
-        with self._lock:
-            self._changes.append(Added(handler))
-        self.wake()
-
-    def remove(self, key: ShardKey, release: bool) -> None:
-        """Stop serving a shard once its batch in flight is settled; ``release``: give
-        its lease up."""
-        with self._lock:
-            self._changes.append(Removed(key, release))
+    def tell(self, change: Change) -> None:
+        """Take ``change`` in from the next turn on (a granted shard's
+        ``retries_exhausted`` calls go to the executor)."""
+        if isinstance(change, Grant):
+            change.handler.call_user = self.executor.call
+        self._inbox.post(change)
         self.wake()
 
     def pause(self, queues: frozenset[str]) -> None:
@@ -275,10 +261,10 @@ class Dispatcher:
         ]
 
     def describe(self) -> str:
-        """The shards served, e.g. ``OrderWorker:0 OrderWorker:3``."""
-        served = " ".join(handler.name for handler in self.handlers) or "(none yet)"
+        """The shards served, e.g. ``OrderWorker:0-7 MailWorker:0,3``."""
+        served = _shard_ranges(self.handlers) or "(none yet)"
         if self.parked:
-            served += " (paused: " + " ".join(handler.name for handler in self.parked) + ")"
+            served += " (paused: " + _shard_ranges(self.parked) + ")"
         return served
 
     # -- the dispatcher's thread ------------------------------------------------------
@@ -331,8 +317,8 @@ class Dispatcher:
         shards changed.  A shard given up with no batch in flight has its finished batch
         acked and its lease released now, even when Redis fails meanwhile (its next
         owner then restores the batch)."""
+        changes = self._inbox.take()
         with self._lock:
-            changes, self._changes = self._changes, []
             pausing, self._pausing = self._pausing, None
         if not changes and pausing is None:
             return False
@@ -341,10 +327,10 @@ class Dispatcher:
         every = self.handlers + self.parked
         released: list[ShardHandler] = []
         for change in changes:
-            if isinstance(change, Added):
+            if isinstance(change, Grant):
                 every.append(change.handler)
                 continue
-            if change.release:
+            if isinstance(change, Revoke):
                 released += [h for h in every if h.key == change.key]
             every = [h for h in every if h.key != change.key]
         self.handlers = [h for h in every if h.queue.name not in self.paused]
@@ -359,6 +345,8 @@ class Dispatcher:
         put back into the queue unperformed); the others are given up once settled."""
         free = []
         for handler in handlers:
+            if handler in self.abandoned:
+                continue  # its lease is kept until the process exits
             work = self.in_flight.get(handler.key)
             if work is None or work.handler is not handler:
                 free.append(handler)
@@ -407,6 +395,9 @@ class Dispatcher:
             # Its batch stays in processing for the shard's next owner.
             self._broken.add(handler.key)
             handler.interrupted()
+        if work.stuck:  # given up past perform_hard_timeout, its thread still performs:
+            self._broken.add(handler.key)  # the shard waits, leased, for the process's end
+            self.abandoned.append(handler)
         try:
             if work.fatal is None:
                 handler.settle(work.outcomes, work.unrun)
@@ -433,12 +424,16 @@ class Dispatcher:
             self._release(handlers)
 
     def _release(self, handlers: list[ShardHandler]) -> None:
+        """Release the leases of ``handlers`` not lost, wake the shards' next owners, and
+        report them all released (a Redis error leaves a lease to lapse)."""
         held = [h for h in handlers if not h.lost]
-        with contextlib.suppress(redis.RedisError):
-            leases.release_many(Lease(h.queue, h.shard, h.token) for h in held)
         if held:
-            log.info("released %s", " ".join(h.name for h in held))
-        self.on_released(handlers)
+            with contextlib.suppress(redis.RedisError):
+                leases.release_many(Lease(h.queue, h.shard, h.token) for h in held)
+                log.info("released %s", _shard_ranges(held))
+                self.handoff([h.key for h in held])
+        if self.reports is not None:
+            self.reports.post(Released(tuple(handlers)))
 
     def round(self) -> int:
         """Pop the idle shards the scheduler puts first, as many as there is room for, with
@@ -838,5 +833,10 @@ class Dispatcher:
             self.shutdown_timeout,
             names,
         )
-        self.abandoned = [work.handler for work in self.in_flight.values()]
+        self.abandoned.extend(work.handler for work in self.in_flight.values())
         self.leaving.clear()
+
+
+def _shard_ranges(handlers: Iterable[ShardHandler]) -> str:
+    """The shards of ``handlers`` as ranges: ``OrderWorker:0-63``."""
+    return shard_ranges((h.worker.__name__, h.shard) for h in handlers)

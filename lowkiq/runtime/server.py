@@ -45,6 +45,7 @@ from lowkiq.health.verdicts import ProcessState
 from lowkiq.limits.group_caps import GroupCaps
 from lowkiq.limits.throttling import RateLimits
 from lowkiq.ownership.coordinator import Coordinator, Plan
+from lowkiq.ownership.events import Mailbox, Released
 from lowkiq.ownership.membership import (
     Membership,
     membership_ttl,
@@ -55,6 +56,7 @@ from lowkiq.perform.coroutines import close_thread_loop
 from lowkiq.periodic.runner import ScheduleRunner
 from lowkiq.runtime.backoff import redis_backoff
 from lowkiq.runtime.dispatcher import Dispatcher
+from lowkiq.runtime.forking import WORKER_SIGNALS, worker_signals_installed
 from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.runtime.wakeup import Wakeup
 from lowkiq.settings import Settings, pooled_client, settings
@@ -204,8 +206,27 @@ class Server:
         )
         client = pooled_client(own, 4, config.pool_timeout)
         recorder = self.recorder = Recorder(client, workers)
+        self.process_id = own_process_id()
+        ttl = membership_ttl(config.lease_ttl, config.heartbeat_interval)
+        dispatching = thread_client(
+            self.template, call_timeout(config.lease_ttl, DISPATCHER_CALL_SHARE)
+        )
+        # Every worker's: a per-group rate limit may also be set at run time.
+        group_caps = {
+            name: GroupCaps(
+                GroupClaims(
+                    w.queue(dispatching, config),
+                    w.group_concurrency,
+                    config.lease_ttl,
+                    w.batch_size,
+                ),
+                self.rate_limits,
+            )
+            for name, w in workers.items()
+        }
+        reports: Mailbox[Released] = Mailbox()
         dispatcher = self.dispatcher = Dispatcher(
-            thread_client(self.template, call_timeout(config.lease_ttl, DISPATCHER_CALL_SHARE)),
+            dispatching,
             config.threads_per_node,
             config.build_scheduler(),
             config.poll_interval,
@@ -216,35 +237,19 @@ class Server:
             fatal=self._fatal,
             thread_scope=config.own_connection,
             shutdown_timeout=config.shutdown_timeout,
+            group_caps=group_caps,
+            reports=reports,
+            handoff=Membership(dispatching, self.process_id, ttl).handoff,
         )
-
-        # Every worker's: a per-group rate limit may also be set at run time.
-        dispatcher.group_caps = {
-            name: GroupCaps(
-                GroupClaims(
-                    w.queue(dispatcher.client, config),
-                    w.group_concurrency,
-                    config.lease_ttl,
-                    w.batch_size,
-                ),
-                self.rate_limits,
-            )
-            for name, w in workers.items()
-        }
 
         if config.schedules:
             periodic_client = pooled_client(own, 2, config.pool_timeout)
             self.periodic = ScheduleRunner(periodic_client, config)
-        self.process_id = own_process_id()
         self._check_socket_timeout(client)
         self.renewal_client = self._renewal_client()
         coordinator = Coordinator(
             client,
-            Membership(
-                client,
-                self.process_id,
-                membership_ttl(config.lease_ttl, config.heartbeat_interval),
-            ),
+            Membership(client, self.process_id, ttl),
             [worker.queue(client, config) for worker in workers.values()],
             plan,
             dispatcher,
@@ -255,8 +260,8 @@ class Server:
             renewal_client=self.renewal_client,
             # Rate limits set at run time are read when the config version moves.
             config_readers=[self.rate_limits.follow],
+            reports=reports,
         )
-        dispatcher.on_released = coordinator.released
         self.coordinator = coordinator
         return coordinator
 
@@ -268,7 +273,7 @@ class Server:
         config, dispatcher = self.settings, self.dispatcher
         assert dispatcher is not None
         worker = next(w for w in config.workers if w.queue_name == queue_name)
-        handler = ShardHandler(
+        return ShardHandler(
             worker,
             shard,
             worker.queue(dispatcher.client, config),
@@ -277,9 +282,8 @@ class Server:
             config.format_error,
             on_lost=on_lost,
             rate_limits=self.rate_limits,
+            group_caps=dispatcher.group_caps.get(queue_name),
         )
-        handler.group_caps = dispatcher.group_caps.get(queue_name)
-        return handler
 
     def _renewal_client(self) -> Client | None:
         """A connection of the renewer's own on one server, so that no wait of the
@@ -329,7 +333,12 @@ class Server:
         """``action()``, again and again while Redis is unreachable (a connection refused
         or timing out: a hung server) or full (out of memory under ``noeviction``);
         ``None`` when the process is told to stop first."""
-        retries = Retries("start", log, redis_backoff(self.settings.poll_interval))
+        retries = Retries(
+            "start",
+            log,
+            redis_backoff(self.settings.poll_interval),
+            waiting_for=f"Redis at {self.health.coordinator.redis}",
+        )
         while True:
             try:
                 return action()
@@ -342,6 +351,7 @@ class Server:
                 if isinstance(exc, redis.ResponseError) and not is_out_of_memory(exc):
                     raise
                 wait = retries.failed(exc, _why_redis_failed(exc))
+                self.health.coordinator.failed(exc)  # the /ready page names what it waits for
                 if self._stop_signal is not None:
                     return None
                 deadline = time.monotonic() + wait
@@ -357,12 +367,13 @@ class Server:
         coordinator = self.build()
         dispatcher = self.dispatcher
         assert dispatcher is not None
+        self.health.coordinator.redis = describe_redis(dispatcher.client)
         log.info(
             "lowkiq %s, pid %d, process %s, Redis %s",
             __version__,
             os.getpid(),
             self.process_id,
-            describe_redis(dispatcher.client),
+            self.health.coordinator.redis,
         )
         mode = "static splitter" if coordinator.plan.static is not None else "automatic"
         log.info(
@@ -479,10 +490,12 @@ class Server:
 
     def install_signal_handlers(self) -> None:
         """TERM/INT: graceful stop (a second TERM or INT exits at once); TTIN: dump stacks."""
+        previous = {signum: signal.getsignal(signum) for signum in WORKER_SIGNALS}
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_int)
         if hasattr(signal, "SIGTTIN"):
             signal.signal(signal.SIGTTIN, self._on_ttin)
+        worker_signals_installed(previous)  # a child forked in perform gets them back
 
     def _on_term(self, signum: int, frame: Any) -> None:
         self._on_stop_signal("TERM", 143)

@@ -135,6 +135,7 @@ class ShardHandler:
         format_error: Callable[[BaseException], str] = str,
         on_lost: Callable[[ShardHandler], None] | None = None,
         rate_limits: RateLimits | None = None,
+        group_caps: GroupCaps | None = None,
     ) -> None:
         self.worker = worker
         self.shard = shard
@@ -168,7 +169,7 @@ class ShardHandler:
         #: The worker's group cap and per-group rate in this process: its pops skip the
         #: groups at their cap or out of tokens (``None``: none are applied, e.g. in
         #: ``lowkiq.testing.drain``).
-        self.group_caps: GroupCaps | None = None
+        self.group_caps = group_caps
         #: The worker's rate limit, as this shard applies it (``None``: never limited).
         self.throttle = (
             None

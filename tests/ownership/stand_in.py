@@ -9,6 +9,7 @@ import lowkiq
 from lowkiq.clients.connection import Client
 from lowkiq.ownership.assignment import ShardKey
 from lowkiq.ownership.coordinator import Coordinator, Plan
+from lowkiq.ownership.events import Change, Grant
 from lowkiq.ownership.membership import Membership, membership_ttl
 from lowkiq.runtime.shard_handler import ShardHandler
 
@@ -21,11 +22,12 @@ class StandInDispatcher:
     def __init__(self) -> None:
         self.handlers: dict[ShardKey, ShardHandler] = {}
 
-    def add(self, handler: ShardHandler) -> None:
-        self.handlers[(handler.queue.name, handler.shard)] = handler
-
-    def remove(self, key: ShardKey, release: bool) -> None:
-        self.handlers.pop(key, None)
+    def tell(self, change: Change) -> None:
+        if isinstance(change, Grant):
+            handler = change.handler
+            self.handlers[(handler.queue.name, handler.shard)] = handler
+        else:
+            self.handlers.pop(change.key, None)
 
     def pause(self, queues: frozenset[str]) -> None:
         pass

@@ -14,6 +14,7 @@ import redis
 import lowkiq
 from lowkiq.clients.cluster import thread_client
 from lowkiq.clients.connection import Client
+from lowkiq.ownership.events import Grant, Mailbox, Released
 from lowkiq.runtime.dispatcher import Dispatcher
 from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.storage.queue import Queue
@@ -45,7 +46,7 @@ def dispatcher_of(
         **options,
     )
     for shard in queue.shards:
-        dispatcher.add(ShardHandler(worker, shard, queue, token(queue, shard)))
+        dispatcher.tell(Grant(ShardHandler(worker, shard, queue, token(queue, shard))))
     dispatcher.apply()
     dispatcher.executor.start()
     try:
@@ -107,7 +108,7 @@ def process(handler: ShardHandler) -> bool:
     gave nothing to do.  Its finished batch waits for its ack, which rides on the next
     pop, as in a worker process."""
     dispatcher = Dispatcher(handler.queue.client, 0, SeqScheduler(), 0.0, threading.Event())
-    dispatcher.add(handler)
+    dispatcher.tell(Grant(handler))
     dispatcher.apply()
     worked = dispatcher.round() > 0
     for _ in range(3):  # a suspect runs alone, in the round after its pop
@@ -116,3 +117,16 @@ def process(handler: ShardHandler) -> bool:
             break
         dispatcher.round()
     return worked
+
+
+class ReleasesInto(Mailbox[Released]):
+    """A dispatcher's reports of released leases, their handlers appended to ``into``
+    as they come (for a test to read)."""
+
+    def __init__(self, into: list[Any]) -> None:
+        super().__init__()
+        self.into = into
+
+    def post(self, item: Released) -> None:
+        """Append the released handlers."""
+        self.into.extend(item.handlers)

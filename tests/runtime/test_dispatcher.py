@@ -16,10 +16,14 @@ import lowkiq
 from lowkiq.clients.connection import Client
 from lowkiq.limits.group_caps import GroupCaps
 from lowkiq.ownership import leases
+from lowkiq.ownership.events import Grant, Lost, Revoke
+from lowkiq.ownership.membership import Membership
 from lowkiq.runtime.lifecycle import State
 from lowkiq.storage.group_claims import GroupClaims
+from lowkiq.storage.keys import OwnershipKeys
 from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client)
 from tests.runtime.serving import (
+    ReleasesInto,
     collect_until,
     dispatcher_of,
     handler_of,
@@ -175,11 +179,11 @@ def test_a_hand_over_waits_for_the_running_batch_then_acks_and_releases(
         ids = enqueue(queue, 2)
         Rounds.gates[ids[0][0]] = gate = threading.Event()
         released: list[Any] = []
-        dispatcher.on_released = released.extend
+        dispatcher.reports = ReleasesInto(released)
         turn_until(dispatcher, lambda: ids[0][0] in Rounds.running)
         leaving = handler_of(dispatcher, 0)
         assert leaving.state is State.RUNNING
-        dispatcher.remove(("Rounds", 0), release=True)
+        dispatcher.tell(Revoke(("Rounds", 0)))
         dispatcher.turn()
         assert leaving.state is State.LEAVING
         # Asked back mid-batch: the lease is kept until the batch ends.
@@ -202,10 +206,10 @@ def test_a_hand_over_completes_when_redis_drops_the_connection_while_acking(
         dispatcher.turn()  # pops the four shards
         collect_until(dispatcher, lambda: handler_of(dispatcher, 0).unacked)
         released: list[Any] = []
-        dispatcher.on_released = released.extend
+        dispatcher.reports = ReleasesInto(released)
         # The coordinator moves shard 0 away, and Redis drops the dispatcher's
         # connection just before it acks the shard's last batch.
-        dispatcher.remove(("Rounds", 0), release=True)
+        dispatcher.tell(Revoke(("Rounds", 0)))
         kill_connection(redis_client, dispatcher.client)
         dispatcher.apply()
         # The hand-over happened all the same: the shard is given up and the coordinator
@@ -235,9 +239,9 @@ def test_a_shard_lost_and_taken_again_mid_batch_never_runs_two_batches_at_once(
         redis_client.delete(queue.keys.lease(0))
         lease, restored, _ = leases.acquire(old.queue, 0, "tests", 60.0)
         assert lease is not None and restored == 1
-        dispatcher.remove(old.key, release=False)
+        dispatcher.tell(Lost(old.key))
         new = type(old)(Rounds, 0, old.queue, lease.token)
-        dispatcher.add(new)
+        dispatcher.tell(Grant(new))
         turn_for(dispatcher, 1.0)
         assert Rounds.overlaps == [] and Rounds.running == {ids[0][0]}
         gate.set()
@@ -254,7 +258,7 @@ def test_stopping_puts_batches_not_started_back_and_lets_the_running_one_finish(
         Rounds.gates[first] = gate = threading.Event()
         Rounds.perform_async([{"id": first}])
         released: list[Any] = []
-        dispatcher.on_released = released.extend
+        dispatcher.reports = ReleasesInto(released)
         turn_until(dispatcher, lambda: first in Rounds.running)
         # One thread, busy: shard 1's batch is popped and waits for it.
         Rounds.perform_async([{"id": second}])
@@ -356,7 +360,7 @@ def test_a_batch_put_back_unperformed_when_its_shard_is_asked_back_frees_its_gro
         turn_until(dispatcher, lambda: ("Capped", 1) in dispatcher.in_flight)
         held = queue.keys.group_claims_prefix + "held:"
         assert redis_client.exists(held + "B")
-        dispatcher.remove(("Capped", 1), release=True)
+        dispatcher.tell(Revoke(("Capped", 1)))
         dispatcher.turn()  # put back unperformed, and its place released
         assert not redis_client.exists(held + "B")
         assert redis_client.zcard(queue.keys.perform_in_zset(1)) == 1
@@ -364,3 +368,20 @@ def test_a_batch_put_back_unperformed_when_its_shard_is_asked_back_frees_its_gro
         turn_until(dispatcher, lambda: first in performed_ids() and not dispatcher.in_flight)
         dispatcher.turn()
         assert redis_client.keys(held + "*") == []
+
+
+def test_a_shard_given_up_wakes_its_next_owner_and_is_reported_released(
+    redis_client: Client,
+) -> None:
+    keys = OwnershipKeys()
+    redis_client.hset(keys.owners_hash, "Rounds:0", "next-owner")
+    with dispatcher_of(redis_client, Rounds) as (dispatcher, queue):
+        released: list[Any] = []
+        dispatcher.reports = ReleasesInto(released)
+        # On the dispatcher's own connection: no other thread's client is used.
+        dispatcher.handoff = Membership(dispatcher.client, "this-process", 30.0).handoff
+        dispatcher.tell(Revoke(("Rounds", 0)))
+        dispatcher.turn()
+        assert [h.shard for h in released] == [0]
+        assert not redis_client.exists(queue.keys.lease(0))
+        assert redis_client.lrange(keys.nudge_list("next-owner"), 0, -1) == [b"1"]

@@ -22,6 +22,7 @@ import redis
 import lowkiq
 from lowkiq.clients.connection import Client
 from lowkiq.ownership import leases
+from lowkiq.ownership.events import Grant, Revoke
 from lowkiq.runtime.dispatcher import Dispatcher
 from lowkiq.runtime.lifecycle import State
 from lowkiq.runtime.shard_handler import ShardHandler
@@ -120,7 +121,7 @@ def drained(dispatcher: Dispatcher, queue: Queue) -> bool:
 def hand_over(dispatcher: Dispatcher, queue: Queue, worker: type[Scripted]) -> None:
     """Shard 0 is asked back (its lease released once its batch is settled), then a
     new lease on it is served by a new handler."""
-    dispatcher.remove((queue.name, 0), release=True)
+    dispatcher.tell(Revoke((queue.name, 0)))
     for _ in range(200):
         try:
             dispatcher.turn()
@@ -135,7 +136,7 @@ def hand_over(dispatcher: Dispatcher, queue: Queue, worker: type[Scripted]) -> N
         worker.queue().client.delete(queue.keys.lease(0))
         lease, _, _ = leases.acquire(worker.queue(), 0, "again", 3600)
     assert lease is not None
-    dispatcher.add(ShardHandler(worker, 0, queue, lease.token))
+    dispatcher.tell(Grant(ShardHandler(worker, 0, queue, lease.token)))
 
 
 def run(client: Client, scenario: Scenario, fault: Fault) -> list[str]:

@@ -12,6 +12,7 @@ import pytest
 import redis
 
 import lowkiq
+from lowkiq.ownership.events import Revoke
 from tests.runtime.serving import dispatcher_of, ids_by_shard, turn_until
 
 
@@ -67,7 +68,7 @@ def test_an_idle_dispatcher_asked_to_give_a_shard_up_stops_waiting_at_once(
         waiting.start()
         time.sleep(0.2)  # blocked on its shards' wake lists, for up to 30 s
         assert waiting.is_alive()
-        dispatcher.remove(("Idle", 2), release=True)
+        dispatcher.tell(Revoke(("Idle", 2)))
         waiting.join(3)
         assert not waiting.is_alive()  # woken, not left waiting for poll_interval
         dispatcher.apply()

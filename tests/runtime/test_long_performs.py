@@ -14,6 +14,7 @@ import pytest
 import redis
 
 import lowkiq
+from lowkiq.ownership.events import Revoke
 from lowkiq.runtime.dispatcher import Dispatcher
 from lowkiq_web import create_app
 from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client)
@@ -124,7 +125,7 @@ def test_should_stop_is_true_when_the_shard_is_handed_over_and_the_rest_goes_bac
         with running(dispatcher):
             assert Stoppable.started.wait(10)
             asked = time.monotonic()
-            dispatcher.remove((queue.name, 0), release=True)  # the shard is handed over
+            dispatcher.tell(Revoke((queue.name, 0)))  # the shard is handed over
             wait_for(lambda: Stoppable.seen)
             assert time.monotonic() - asked < 1.0
         assert Stoppable.seen == [(True, [0, 1, 2])]

@@ -30,6 +30,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 import lowkiq
 from lowkiq.ownership import leases
+from lowkiq.ownership.events import Grant, Revoke
 from lowkiq.runtime.dispatcher import Dispatcher
 from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.storage.metrics import queue_metrics
@@ -205,7 +206,7 @@ class RuntimeMachine(RuleBasedStateMachine):
         self.clean = False
         dispatcher, queue = self.serving
         key = (queue.name, shard)
-        dispatcher.remove(key, release=True)
+        dispatcher.tell(Revoke(key))
         for _ in range(200):
             self.turn()
             if all(h.shard != shard for h in dispatcher.handlers) and key not in (
@@ -220,7 +221,7 @@ class RuntimeMachine(RuleBasedStateMachine):
             self.client.delete(queue.keys.lease(shard))
             lease, _, _ = leases.acquire(self.worker.queue(), shard, owner, 3600)
         assert lease is not None
-        dispatcher.add(ShardHandler(self.worker, shard, queue, lease.token))
+        dispatcher.tell(Grant(ShardHandler(self.worker, shard, queue, lease.token)))
         self.clean = True
 
     @rule(seconds=st.sampled_from([0.002, 0.01]))
