@@ -1,7 +1,8 @@
 """The worker example of the README and of the getting-started page runs as written: its
 ``# app.py`` and ``# enqueue.py`` blocks are saved into an empty folder, a real
 ``lowkiq worker -r app.py`` serves them, and the shell commands the page shows
-(``lowkiq enqueue``, ``lowkiq info``) succeed."""
+(``lowkiq enqueue``, ``lowkiq info``) succeed. The README's ``# test_orders.py`` passes
+under pytest, beside its ``# app.py``, as a user's own test would."""
 
 from __future__ import annotations
 
@@ -71,3 +72,19 @@ def test_the_worker_example_runs_as_written(
         assert "Traceback" not in worker.output()
     finally:
         worker.close()
+
+
+def test_the_readmes_test_of_the_worker_passes_as_written(tmp_path: Path) -> None:
+    files = files_of((ROOT / "README.md").read_text())
+    assert {"app.py", "test_orders.py"} <= set(files), "README.md lost its testing example"
+    for name in ("app.py", "test_orders.py"):
+        (tmp_path / name).write_text(files[name])
+    # A folder of the user's own: no conftest or configuration of this repository; the
+    # lowkiq_redis fixture comes from the installed plugin.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "REDIS_URL"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_orders.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^1 passed", done.stdout, re.M), done.stdout
