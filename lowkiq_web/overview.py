@@ -12,7 +12,7 @@ from werkzeug.exceptions import NotFound
 import lowkiq
 from lowkiq.clients.connection import describe_redis
 from lowkiq.clients.embedded import is_embedded
-from lowkiq.clients.memory_policy import eviction_problem, policies
+from lowkiq.clients.memory_policy import eviction_problem, policies, read_memory
 from lowkiq.errors import LowkiqError
 
 #: The dashboard's totals, in display order: metric key → label.
@@ -46,7 +46,8 @@ def move_targets(worker: str) -> list[str]:
 
 
 def redis_info() -> dict[str, Any]:
-    """Version, uptime, clients, memory and the URL (never the password)."""
+    """Version, uptime, clients, memory, the URL (never the password), and ``full``:
+    ``Redis is full (maxmemory …)`` while it refuses new jobs, else ``None``."""
     client = lowkiq.settings.client()
     info = client.info()
     return {
@@ -56,6 +57,7 @@ def redis_info() -> dict[str, Any]:
         "memory": info.get("used_memory_human", "?"),
         "memory_bytes": int(info.get("used_memory", 0)),
         "url": describe_redis(client),
+        "full": redis_full(),
     }
 
 
@@ -67,22 +69,41 @@ def on_embedded_redis() -> bool:
         return False
 
 
-#: Seconds the dashboard keeps what it read of Redis's maxmemory-policy.
-POLICY_TTL = 60.0
-_policy_read: dict[str, Any] = {"at": -POLICY_TTL, "problem": None}
+#: Seconds the dashboard keeps what it read of Redis's maxmemory-policy and memory (a
+#: policy changed while lowkiq runs shows within seconds).
+POLICY_TTL = 5.0
+_policy_read: dict[str, Any] = {"at": -POLICY_TTL, "problem": None, "full": None}
+
+
+def _read_policy() -> None:
+    """Read the policy and whether Redis is full again when the last read is older than
+    :data:`POLICY_TTL`."""
+    now = time.monotonic()
+    if now - _policy_read["at"] < POLICY_TTL:
+        return
+    problem = full = None
+    try:
+        client = lowkiq.settings.client()
+        problem = eviction_problem(policies(client))
+        full = read_memory(client).full
+    except (LowkiqError, redis.RedisError, RedisClusterException, OSError):
+        pass
+    _policy_read.update(at=now, problem=problem, full=full)
+
+
+def redis_full() -> str | None:
+    """``Redis is full (maxmemory …)`` while Redis refuses new jobs, else ``None``; read
+    at most once every :data:`POLICY_TTL` seconds per process."""
+    _read_policy()
+    full: str | None = _policy_read.get("full")
+    return full
 
 
 def eviction_warning() -> str | None:
     """What the red banner says when Redis may evict lowkiq's keys (its
-    ``maxmemory-policy`` is not ``noeviction``), or ``None``; read at most once a
-    minute per process."""
-    now = time.monotonic()
-    if now - _policy_read["at"] >= POLICY_TTL:
-        try:
-            problem = eviction_problem(policies(lowkiq.settings.client()))
-        except (LowkiqError, redis.RedisError, RedisClusterException, OSError):
-            problem = None
-        _policy_read.update(at=now, problem=problem)
+    ``maxmemory-policy`` is not ``noeviction``), or ``None``; read at most once every
+    :data:`POLICY_TTL` seconds per process."""
+    _read_policy()
     problem = _policy_read["problem"]
     if problem is None:
         return None
