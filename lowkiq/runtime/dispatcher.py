@@ -625,7 +625,7 @@ class Dispatcher:
         freed = {name for name, caps in self.group_caps.items() if full_before[name] - caps.full}
         for handler in self.handlers:
             if handler.queue.name in freed:
-                handler.held_until = 0.0  # a shard that gave no job may give one now
+                handler.not_before = 0.0  # a shard that gave no job may give one now
 
     def _dispatch(self, handler: ShardHandler, taken: Taken) -> int:
         """Hand a pop's batches to the executor (a suspect waits to run alone)."""
@@ -639,7 +639,7 @@ class Dispatcher:
             if handler.group_caps is not None:
                 handler.group_caps.release(key)
             handler.restore()
-            handler.held_until = time.monotonic() + suspects.RETRY
+            handler.not_before = time.monotonic() + suspects.RETRY
             return 0
         work = Work(handler, taken.batches, suspect=taken.suspect)
         handler.life.to(RUNNING)
@@ -677,7 +677,7 @@ class Dispatcher:
             heads = [h.queue.due_in([h.shard])[0] for h in handlers]
         now = time.monotonic()
         for index, handler in enumerate(handlers):
-            if handler.held_until > now:
+            if handler.not_before > now:
                 heads[index] = None
             throttle, head = handler.throttle, heads[index]
             if throttle is not None and throttle.until > now and head is not None:
@@ -763,7 +763,7 @@ class Dispatcher:
         name = key.decode() if isinstance(key, bytes) else key
         for handler, wake_key in zip(idle, keys, strict=True):
             if wake_key == name:
-                handler.held_until = 0.0
+                handler.not_before = 0.0
                 self._woken_keys.add(handler.key)
 
     def _wait_until(self, keys: Sequence[str], due: float) -> None:

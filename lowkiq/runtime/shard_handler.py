@@ -163,9 +163,11 @@ class ShardHandler:
         #: The process stops, or the shard is handed over: a running perform is asked to
         #: end (``current_batch().should_stop()``).
         self.stopping = False
-        #: Until when (time.monotonic) no pop is tried: a reshard holds the shard, or its
-        #: due jobs may all be of groups at their cap or out of tokens.
-        self.held_until = 0.0
+        #: No pop is tried before this time (time.monotonic; 0: any time), whatever the
+        #: reason: a reshard holds the shard, its due jobs may all be of groups at their
+        #: cap or out of tokens, or another suspect batch runs first.  A wake-up of the
+        #: shard, or a group place freed, ends the wait.
+        self.not_before = 0.0
         #: The worker's group cap and per-group rate in this process: its pops skip the
         #: groups at their cap or out of tokens (``None``: none are applied, e.g. in
         #: ``lowkiq.testing.drain``).
@@ -228,10 +230,10 @@ class ShardHandler:
             self._report_exhausted()
         if self.unsure and not self.restore():
             return False
-        if self.held_until:
-            if time.monotonic() < self.held_until:
+        if self.not_before:
+            if time.monotonic() < self.not_before:
                 return False
-            self.held_until = 0.0
+            self.not_before = 0.0
         return self.throttle is None or not self.throttle.waiting()
 
     def pop(self) -> tuple[Popped, bool, Throttle | None]:
@@ -334,7 +336,7 @@ class ShardHandler:
             self.lease_lost("nothing popped")
             return Taken()
         if popped.held:
-            self.held_until = time.monotonic() + HELD_RETRY
+            self.not_before = time.monotonic() + HELD_RETRY
             return Taken()
         if throttle is not None and self.throttle is not None:
             # Only a pop with rate-limit arguments is limited, or says when to come back.
@@ -350,7 +352,7 @@ class ShardHandler:
         if not jobs:
             if self.group_caps is not None and self.group_caps.waits_for_places():
                 # Its due jobs may all be of groups at their cap: look again soon.
-                self.held_until = time.monotonic() + self.group_caps.retry_in()
+                self.not_before = time.monotonic() + self.group_caps.retry_in()
             return Taken()
         undecodable = [job for job in jobs if job.undecodable is not None]
         if undecodable:

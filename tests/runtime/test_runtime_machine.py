@@ -135,7 +135,7 @@ class RuntimeMachine(RuleBasedStateMachine):
         dispatcher, _ = self.serving
         handlers = [
             f"shard {h.shard}: unacked={h.unacked} lost={h.lost} unsure={h.unsure} "
-            f"held={h.held_until > time.monotonic()} lapsed={h.lapsed()}"
+            f"resting={h.not_before > time.monotonic()} lapsed={h.lapsed()}"
             for h in dispatcher.handlers
         ]
         return (
