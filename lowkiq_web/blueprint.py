@@ -9,6 +9,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app
 
 from lowkiq_web import formatting, security, unserved
+from lowkiq_web.mount import STATIC_URL_PATH, check_mount
 from lowkiq_web.overview import eviction_warning, on_embedded_redis
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -36,9 +37,12 @@ lowkiq_web = Blueprint(
     __name__,
     template_folder=str(asset_dir("templates")),
     static_folder=str(asset_dir("static") / "lowkiq"),
-    static_url_path="/static",
+    static_url_path=STATIC_URL_PATH,
 )
-"""The dashboard blueprint: ``app.register_blueprint(lowkiq_web, url_prefix="/lowkiq")``."""
+"""The dashboard blueprint: ``app.register_blueprint(lowkiq_web, url_prefix="/lowkiq")``
+(or without a prefix: its static files have a path of their own, not the app's ``/static``)."""
+
+lowkiq_web.record(check_mount)
 
 
 def read_only() -> bool:

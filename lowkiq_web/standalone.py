@@ -9,7 +9,7 @@ import os
 from flask import Flask, Response, redirect, url_for
 
 from lowkiq.cli.app_loader import load_app
-from lowkiq.errors import ConfigurationError
+from lowkiq_web.mount import check_prefix
 
 #: The app to load, as ``-r`` takes it: a ``.py`` path or a dotted module name.
 APP_ENV = "LOWKIQ_APP"
@@ -27,21 +27,12 @@ def load_lowkiq_app(target: str | None) -> None:
 
 def url_prefix_of(value: str | None, source: str = "url_prefix") -> str | None:
     """``value`` (else ``LOWKIQ_WEB_URL_PREFIX``) as a blueprint's ``url_prefix``:
-    ``/lowkiq`` for ``/lowkiq/``, ``None`` for the root; anything but a plain path
-    raises :class:`ConfigurationError` naming ``source`` (or the variable)."""
+    ``/lowkiq`` for ``/lowkiq/``, ``None`` for the root; a path a browser would not send
+    back as given raises :class:`~lowkiq.errors.ConfigurationError` naming ``source``
+    (or the variable)."""
     if value is None:
         value, source = os.environ.get(URL_PREFIX_ENV, ""), URL_PREFIX_ENV
-    prefix = value.strip().rstrip("/")
-    if not prefix:
-        return None
-    if (
-        not prefix.startswith("/")
-        or "//" in prefix
-        or any(c in prefix for c in "?#%\\ \t")
-        or not prefix.isprintable()
-    ):
-        raise ConfigurationError(f"{source} must be a path such as /lowkiq, got {value!r}")
-    return prefix
+    return check_prefix(value, source)
 
 
 def add_root_redirect(app: Flask) -> None:

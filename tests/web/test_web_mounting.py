@@ -67,7 +67,7 @@ def test_register_blueprint_with_url_prefix(workers, jobs):
     client = host.test_client()
     assert client.get("/").get_data(as_text=True) == "host home"
     seen = crawl(client.get, "/admin/lowkiq/", "/admin/lowkiq")
-    assert "/admin/lowkiq/static/htmx-2.0.11.min.js" in seen
+    assert "/admin/lowkiq/lowkiq-static/htmx-2.0.11.min.js" in seen
     assert any("/OrderWorker/enqueued" in url for url in seen)
     assert any("/OrderWorker/dead" in url for url in seen)
     response = post(client, "/OrderWorker/dead/delete_all", prefix="/admin/lowkiq")
@@ -79,7 +79,7 @@ def test_dispatcher_middleware(workers, jobs):
     host.wsgi_app = DispatcherMiddleware(host.wsgi_app, {"/lowkiq": create_app()})
     client = host.test_client()
     seen = crawl(client.get, "/lowkiq/", "/lowkiq")
-    assert "/lowkiq/static/lowkiq.css" in seen
+    assert "/lowkiq/lowkiq-static/lowkiq.css" in seen
     assert client.get("/lowkiq/api/v1/stats").get_json()["total"]["length"] == 30
     response = post(client, "/OrderWorker/dead/queue_up_all", prefix="/lowkiq")
     assert response.status_code == 200
@@ -90,7 +90,7 @@ def test_dispatcher_middleware(workers, jobs):
 def test_standalone_create_app_at_the_root(workers, jobs):
     client = Client(create_app())
     seen = crawl(client.get, "/", "")
-    assert "/static/htmx-2.0.11.min.js" in seen
+    assert "/lowkiq-static/htmx-2.0.11.min.js" in seen
 
 
 def _free_port() -> int:

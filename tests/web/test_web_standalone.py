@@ -64,7 +64,7 @@ def test_a_url_prefix_serves_pages_actions_and_static_files_under_it(workers):
     bury(OrderWorker, 2)
     client = create_app(url_prefix="/lowkiq/").test_client()
     seen = crawl(client.get, "/lowkiq/", "/lowkiq")
-    assert "/lowkiq/static/lowkiq.css" in seen
+    assert "/lowkiq/lowkiq-static/lowkiq.css" in seen
     assert any("/lowkiq/OrderWorker/enqueued" in url for url in seen)
     css = client.get("/lowkiq/static/lowkiq.css")
     assert css.status_code == 200 and css.data == (REPO / "static/lowkiq/lowkiq.css").read_bytes()
