@@ -25,7 +25,7 @@ from lowkiq.iterable import IterableWorker
 from lowkiq.limits.rate_limit import RateLimit
 from lowkiq.outcomes import BatchFailed, Discard, Kill
 from lowkiq.ownership.status import Process, Processes, QueueOwners, command_process, processes
-from lowkiq.perform.timeouts import PerformTimeout
+from lowkiq.perform.timeouts import PerformHardTimeout, PerformTimeout
 from lowkiq.periodic import Schedule
 from lowkiq.running import BatchLease, RunningBatch, current_batch
 from lowkiq.serializers import Undecodable
@@ -107,6 +107,7 @@ __all__ = [
     "LeaseLost",
     "LowkiqError",
     "Overview",
+    "PerformHardTimeout",
     "PerformTimeout",
     "Process",
     "Processes",

@@ -25,6 +25,7 @@ from lowkiq.config.environment import env_bool, env_float, env_int
 from lowkiq.errors import ConfigurationError
 from lowkiq.middleware import ClientMiddleware, ServerMiddleware
 from lowkiq.periodic.schedule import Schedule, schedule_list
+from lowkiq.runtime.forking import forget_in_children
 from lowkiq.serializers import Codec, dump_json, format_error, identity, load_json
 from lowkiq.storage.queue_base import Replication
 from lowkiq.strategies.schedulers import Scheduler, build_lag_scheduler
@@ -134,6 +135,14 @@ class SharedClient:
         self._client: Client | None = None
         self._pid: int | None = None
         # The client of the thread inside own_connection(), when made.
+        self._thread = threading.local()
+        forget_in_children(self)
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: forget the parent's clients without closing them (their
+        sockets are the parent's); the child's next call makes its own."""
+        self._lock = threading.Lock()
+        self._client = None
         self._thread = threading.local()
 
     def owned(self, make: Callable[[], Client]) -> Client | None:

@@ -8,21 +8,30 @@ lapsed before a batch leaves that batch and the rest unperformed (:attr:`Work.un
 the dispatcher puts them back into the queue.  A work no thread has taken yet the
 dispatcher may take back (:meth:`Work.claim`) when its shard is given up or the process
 stops.  So a long ``perform`` holds one thread and its own shard, never the others.
+
+A perform past its worker's ``perform_hard_timeout`` is given up
+(:meth:`Executor.give_up`): its work goes back to the dispatcher at once, the batch failed
+with :class:`~lowkiq.perform.timeouts.PerformHardTimeout` and the rest unperformed
+(:attr:`Work.stuck`: the shard is not served again by this process, and its lease is
+kept until the process exits), its thread is left to itself, and the process is asked
+to stop (``fatal``): the other works get ``shutdown_timeout`` to end.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 from lowkiq.health.heartbeats import Heartbeat, Heartbeats
 from lowkiq.perform.coroutines import close_thread_loop
-from lowkiq.perform.timeouts import stuck_floor, stuck_threshold
+from lowkiq.perform.timeouts import Watched, hard_limit_handler, stuck_floor, stuck_threshold
+from lowkiq.runtime.forking import exit_if_forked
 from lowkiq.runtime.shard_handler import Outcome, ShardHandler
 from lowkiq.storage.processing import PoppedJob
 from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder, Recorder
@@ -48,22 +57,65 @@ class Work:
     #: The executor thread performing it (its number), and since when (``time.time``).
     thread: int | None = None
     started_at: float | None = None
+    #: Its perform ran past ``perform_hard_timeout`` and was given up while its thread
+    #: still runs it: the batch failed, the rest is unperformed, and the shard must not
+    #: be served again (nor its lease released) until the process exits.
+    stuck: bool = False
     # Taken by whoever acts on the work first: a thread that performs it, or the
     # dispatcher taking it back before it started (a hand-over, a stop).
     _claim: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Guards the batch being performed, the outcomes and the hand-back, between the
+    # performing thread and a hard limit giving the work up.
+    _state: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _performing: Sequence[PoppedJob] | None = field(default=None, repr=False)
+    _handed_back: bool = field(default=False, repr=False)
 
     def claim(self) -> bool:
         """Take the work: ``True`` for the first caller only."""
         return self._claim.acquire(blocking=False)
 
     def run(self, recorder: BatchRecorder) -> None:
-        """Perform the batches in order, until one may not be performed."""
+        """Perform the batches in order, until one may not be performed (or the work was
+        given up)."""
         handler = self.handler
         for batch in self.batches:
-            if handler.lost or handler.stopping or handler.lapsed():
-                self.unrun = True
-                return
-            self.outcomes.append(handler.perform(batch, recorder))
+            with self._state:
+                if self.stuck:
+                    return
+                if handler.lost or handler.stopping or handler.lapsed():
+                    self.unrun = True
+                    return
+                self._performing = batch
+            outcome = handler.perform(batch, recorder)
+            with self._state:
+                if self.stuck:
+                    return  # handed back without it
+                self._performing = None
+                self.outcomes.append(outcome)
+
+    def hand_back(self) -> bool:
+        """Mark the work handed back to the dispatcher: ``False`` when it was already
+        (given up)."""
+        with self._state:
+            handed, self._handed_back = self._handed_back, True
+            return not handed
+
+    def give_up(self, ids: Sequence[str], error: Exception) -> bool:
+        """The perform of the batch of ``ids`` ran past its hard limit: fail that batch
+        with ``error``, leave the rest unperformed, and mark the work stuck and handed
+        back; ``False`` when that batch is no longer being performed (the work goes on,
+        or was handed back)."""
+        with self._state:
+            jobs = self._performing
+            if self._handed_back or jobs is None or [job.id for job in jobs] != list(ids):
+                return False
+            self.stuck = self._handed_back = True
+            self._performing = None
+            performed = len(self.outcomes) + 1
+        verdict = self.handler.judge(jobs, error)
+        self.outcomes = [*self.outcomes, Outcome(jobs, error, verdict=verdict)]
+        self.unrun = performed < len(self.batches)
+        return True
 
 
 class Executor:
@@ -96,9 +148,16 @@ class Executor:
         #: Works in a thread's hands now.
         self.performing = 0
         self._lock = threading.Lock()
+        # The work each thread performs now (by thread number), the threads given up past
+        # a hard limit, and the process they perform for (a child forked in perform
+        # is another).
+        self._works: dict[int, Work] = {}
+        self._given_up: set[int] = set()
+        self._pid = os.getpid()
 
     def start(self) -> None:
         """Start the threads."""
+        self._pid = os.getpid()
         for number in range(self.size):
             thread = threading.Thread(
                 target=self._run, args=(number,), name=f"lowkiq-{number}", daemon=True
@@ -140,16 +199,41 @@ class Executor:
             self._work.put(None)
 
     def join(self, timeout: float | None = None) -> bool:
-        """Wait for the threads to end (at most ``timeout`` seconds in all); ``True`` when
-        they did."""
+        """Wait for the threads to end (at most ``timeout`` seconds in all), but for those
+        given up past a hard limit; ``True`` when they did."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        for thread in self.threads:
+        waited = [t for n, t in enumerate(self.threads) if n not in self._given_up]
+        for thread in waited:
             thread.join(None if deadline is None else max(deadline - time.monotonic(), 0.0))
-        return not any(thread.is_alive() for thread in self.threads)
+        return not any(thread.is_alive() for thread in waited)
+
+    def give_up(self, number: int, entry: Watched) -> None:
+        """Thread ``number``'s perform ``entry`` ran past its worker's
+        ``perform_hard_timeout`` (called on a thread of its own): its work goes back to
+        the dispatcher now, that batch failed with
+        :class:`~lowkiq.perform.timeouts.PerformHardTimeout`, the thread is left to
+        itself, and the process is asked to stop (``fatal``)."""
+        error = entry.hard_error()
+        work = self._works.get(number)
+        if work is None or not work.give_up(entry.ids, error):
+            return  # it ended meanwhile
+        with self._lock:
+            self._given_up.add(number)
+        log.error(
+            "%s ran past %s.perform_hard_timeout (%gs) on thread lowkiq-%d: the batch fails, "
+            "the thread is given up, and the process stops (its other batches get "
+            "shutdown_timeout to end)",
+            entry.describe(),
+            entry.worker.__name__,
+            entry.hard_timeout or 0,
+            number,
+        )
+        self.done(work)
+        self.fatal(error)
 
     def _run(self, number: int) -> None:
         try:
-            with self.thread_scope():
+            with self.thread_scope(), hard_limit_handler(lambda entry: self.give_up(number, entry)):
                 self._serve(number)
         finally:
             close_thread_loop()
@@ -177,12 +261,15 @@ class Executor:
                 tally = tallies[name] = self._tally(name, number)
             with self._lock:
                 self.performing += 1
+                self._works[number] = work
             try:
                 self._perform(work, beat, tally)
             finally:
                 with self._lock:
                     self.performing -= 1
-                self.done(work)
+                    del self._works[number]
+                if work.hand_back():
+                    self.done(work)
             if work.fatal is not None:
                 return
 
@@ -198,8 +285,12 @@ class Executor:
             with beat.performing_batch(work.handler.name, limit, floor):
                 work.run(tally)
         except BaseException as exc:  # noqa: BLE001 - not an Exception: the process stops
-            work.fatal = exc
-            self.fatal(exc)
+            exit_if_forked(self._pid, failed=True)
+            if not work.stuck:  # a work given up is settled already
+                work.fatal = exc
+                self.fatal(exc)
+            return
+        exit_if_forked(self._pid, failed=False)
 
 
 def _call_user(call: Callable[[], None]) -> None:
