@@ -137,3 +137,16 @@ __all__ = [
     "settings",
     "stats",
 ]
+
+
+def _name_errors_publicly() -> None:
+    """Give every exception of :data:`__all__` the module users import it from,
+    ``lowkiq``: a job's stored error and a traceback read ``lowkiq.Kill: ...``, not the
+    module it is defined in (``lowkiq.outcomes.Kill``)."""
+    for name in __all__:
+        value = globals()[name]
+        if isinstance(value, type) and issubclass(value, BaseException):
+            value.__module__ = __name__
+
+
+_name_errors_publicly()

@@ -79,7 +79,7 @@ def test_a_chained_exception_keeps_its_cause_in_the_traceback():
     except lowkiq.Kill as kill:
         text = format_error(kill)
     summary, traceback = split_error(text).summary, split_error(text).traceback or ""
-    assert summary == "lowkiq.outcomes.Kill: no status"
+    assert summary == "lowkiq.Kill: no status"
     assert "KeyError: 'status'" in traceback and "direct cause" in traceback
 
 

@@ -110,7 +110,7 @@ def test_kill_sends_the_batch_to_the_morgue_on_its_first_failure(worker):
     [dead] = worker.queries().morgue_fetch(["k"])
     # Whole: every payload perform got, not only the oldest as when retries run out.
     assert [payload for payload, _ in dead["payloads"]] == ["a", "b", "c"]
-    assert split_error(dead["error"]).summary == "lowkiq.outcomes.Kill: no such customer"
+    assert split_error(dead["error"]).summary == "lowkiq.Kill: no such customer"
     assert sorted(job["id"] for job in exhausted) == ["k", "other"]
     assert all(job["error"] == dead["error"] for job in exhausted)
 

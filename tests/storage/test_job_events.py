@@ -112,7 +112,7 @@ def test_discard_kill_and_a_partial_failure_record_each_ids_own_event() -> None:
     testing.drain(Tracked)
     assert names("d")[-1] == "discarded"
     assert names("k")[-1] == "buried"
-    assert Tracked.history("k")[-1].details["error"] == "lowkiq.outcomes.Kill: hopeless"
+    assert Tracked.history("k")[-1].details["error"] == "lowkiq.Kill: hopeless"
 
 
 def test_a_crash_restores_and_operators_actions_are_recorded(redis_client: redis.Redis) -> None:

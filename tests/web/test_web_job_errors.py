@@ -68,7 +68,7 @@ def test_a_killed_job_shows_the_kill_in_the_dead_list_and_its_cause_on_its_page(
         kill.__cause__ = cause
     fail_with(monkeypatch, kill)
     listed = client.get("/OrderWorker/dead").get_data(as_text=True)
-    assert summaries(listed) == ["lowkiq.outcomes.Kill: no such customer"]
+    assert summaries(listed) == ["lowkiq.Kill: no such customer"]
     page = client.get("/OrderWorker/job?id=42").get_data(as_text=True)
     [traceback] = [html.unescape(text) for text in TRACEBACK.findall(page)]
     assert "ConnectionRefusedError: crm is down" in traceback
