@@ -47,3 +47,47 @@ def test_a_failure_the_caller_logged_is_not_logged_again(caplog: pytest.LogCaptu
         retries.failed(ValueError("bad payload"), logged=True)
     assert caplog.records == []
     assert retries.failures == 2
+
+
+def test_a_loop_that_keeps_failing_is_reminded_every_period_with_the_time_waited(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [100.0]
+    retries = Retries(
+        "start",
+        logging.getLogger("test.retry"),
+        Backoff(0.1, 1.0),
+        waiting_for="Redis at redis://db:6379/0",
+        remind_every=15.0,
+        clock=lambda: now[0],
+    )
+    with caplog.at_level(logging.INFO, logger="test.retry"):
+        for _ in range(50):  # a failure each second for 50 s
+            retries.failed(ConnectionError("refused"), "Redis is unreachable (refused)")
+            now[0] += 1.0
+        retries.succeeded()
+    still = "start: still waiting for Redis at redis://db:6379/0 ({} s): Redis is unreachable"
+    assert [r.getMessage() for r in caplog.records] == [
+        "start: Redis is unreachable (refused); retrying with backoff",
+        still.format(15) + " (refused)",
+        still.format(30) + " (refused)",
+        still.format(45) + " (refused)",
+        "start: works again after 50 failed attempt(s)",
+    ]
+
+
+def test_a_loop_without_a_target_says_how_long_it_has_failed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [0.0]
+    retries = Retries("dispatcher", logging.getLogger("test.retry"), Backoff(0.1, 1.0),
+                      clock=lambda: now[0])  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="test.retry"):
+        retries.failed(ConnectionError("gone"))
+        now[0] = 20.0
+        retries.failed(ConnectionError("gone"))
+        now[0] = 21.0
+        retries.failed(ConnectionError("gone"))
+    assert [r.getMessage() for r in caplog.records][1:] == [
+        "dispatcher: still failing after 20 s: Redis error (ConnectionError: gone)"
+    ]

@@ -225,7 +225,7 @@ def test_seq_scheduler_and_a_custom_splitter(server: Callable[..., Server]) -> N
         build_splitter=lambda: lambda shards: [list(shards)],
     )
     assert srv.dispatcher is not None
-    assert srv.dispatcher.describe() == "Seen:0 Seen:1 Seen:2"
+    assert srv.dispatcher.describe() == "Seen:0-2"
     Seen.perform_async([{"id": n} for n in range(10)])
     eventually(lambda: performed_ids() == {str(n) for n in range(10)})
 

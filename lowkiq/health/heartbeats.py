@@ -85,6 +85,10 @@ class CoordinatorBeat(Heartbeat):
         self.failures = 0
         #: The last Redis error, as ``Type: message``.
         self.error = ""
+        #: When the first of the failures since the last success happened.
+        self.failing_since: float | None = None
+        #: The Redis the process talks to, without its password (``""``: not known yet).
+        self.redis = ""
 
     def succeeded(self) -> None:
         """A heartbeat round reached Redis (the first one registers the process)."""
@@ -92,10 +96,14 @@ class CoordinatorBeat(Heartbeat):
         self.succeeded_at = self.at
         self.failures = 0
         self.error = ""
+        self.failing_since = None
 
     def failed(self, exc: BaseException) -> None:
-        """A heartbeat round failed on a Redis error; the loop backs off and retries."""
+        """A heartbeat round (or the start's first call) failed on a Redis error; the
+        loop backs off and retries."""
         self.stamp()
+        if not self.failures:
+            self.failing_since = self.at
         self.failures += 1
         self.error = f"{type(exc).__name__}: {exc}"
 

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from lowkiq.health.heartbeats import Heartbeat, Heartbeats, Performing
+from lowkiq.health.heartbeats import CoordinatorBeat, Heartbeat, Heartbeats, Performing
 from lowkiq.perform.timeouts import Watched, performs
 from lowkiq.settings import Settings
 
@@ -181,6 +181,14 @@ def live(heartbeats: Heartbeats, state: ProcessState, limits: Limits) -> Verdict
     return Verdict(not reasons, "; ".join(reasons), facts(heartbeats, state, limits))
 
 
+def _waiting(coordinator: CoordinatorBeat, now: float) -> str:
+    """``waiting for Redis at URL for 40 s (the error)``: a process not registered yet."""
+    where = f" at {coordinator.redis}" if coordinator.redis else ""
+    since = coordinator.failing_since
+    waited = "" if since is None else f" for {now - since:.0f} s"
+    return f"waiting for Redis{where}{waited} ({coordinator.error})"
+
+
 def ready(heartbeats: Heartbeats, state: ProcessState, limits: Limits) -> Verdict:
     """The ``/ready`` verdict (see the module)."""
     now = heartbeats.clock()
@@ -190,7 +198,9 @@ def ready(heartbeats: Heartbeats, state: ProcessState, limits: Limits) -> Verdic
         reasons.append("stopping")
     elif state.quiet:
         reasons.append("quiet: takes no batches and hands its shards over")
-    if coordinator.succeeded_at is None:
+    if coordinator.succeeded_at is None and coordinator.failures:
+        reasons.append(f"not registered yet: {_waiting(coordinator, now)}")
+    elif coordinator.succeeded_at is None:
         reasons.append("not registered yet: no heartbeat has reached Redis")
     elif coordinator.failures:
         reasons.append(f"Redis does not answer the heartbeat: {coordinator.error}")
