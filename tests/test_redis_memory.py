@@ -24,6 +24,7 @@ import lowkiq
 from lowkiq.clients.embedded import EmbeddedServer, redis_server_binary, start_server
 from lowkiq.clients.memory_policy import PRODUCER_GATE, SAFE_POLICY, check_eviction, policies
 from lowkiq.errors import ConfigurationError, RedisFull
+from lowkiq.storage.scripts import FIRST_WRITE_6, FLAGS_SHEBANG, Scripts, supports_script_flags
 from tests.apps.runner import ROOT, WorkerProcess, eventually
 from tests.health.probe import free_ports, verdict
 
@@ -285,3 +286,16 @@ def test_with_allow_eviction_a_worker_says_when_redis_evicted_keys(
         server.url, redis_url, LOWKIQ_ALLOW_EVICTION="1"
     )
     queue.close()
+
+
+def test_the_scripts_that_drain_a_full_redis_carry_the_flag_where_redis_takes_it(
+    redis_client: redis.Redis,
+) -> None:
+    major = int(str(redis_client.info("server")["redis_version"]).split(".")[0])
+    assert supports_script_flags(redis_client) == (major >= 7)
+    scripts = Scripts.for_client(redis_client)
+    for name in ("pop", "ack", "lease_acquire", "membership_beat"):
+        text = getattr(scripts, name).script
+        assert text.startswith(FLAGS_SHEBANG if major >= 7 else FIRST_WRITE_6), name
+    assert not scripts.push.script.startswith(("#!", FIRST_WRITE_6))
+    assert "allow-oom" not in scripts.push.script

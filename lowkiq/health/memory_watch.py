@@ -7,7 +7,7 @@ found for ``/ready`` (:class:`lowkiq.health.heartbeats.RedisMemory`).  It logs:
 
 * an error when a server's policy turns to one that evicts (``CONFIG SET`` while
   workers run), naming the server and the policy, then once a minute while it lasts;
-  with ``settings.allow_eviction``, a warning instead;
+  with ``settings.allow_eviction``, a warning when it changes;
 * a warning when Redis is full (``maxmemory …``), then once a minute while it lasts;
 * the keys Redis evicted (``evicted_keys``), at most once a minute, when it evicted
   any: queued jobs may be gone although the dashboard counted them.
@@ -72,7 +72,8 @@ class MemoryWatch:
         self.state = state
         self.check_every = check_every
         self.clock = clock
-        self._eviction = _Repeated(repeat_every)
+        # Allowed, an evicting policy is said when it changes; the keys evicted, each minute.
+        self._eviction = _Repeated(float("inf") if allow_eviction else repeat_every)
         self._full = _Repeated(repeat_every)
         self.repeat_every = repeat_every
         # The evicted_keys count last said (or first read), and when.
@@ -143,13 +144,15 @@ class MemoryWatch:
             return
         said, at = self._evicted
         if count > said and now - at >= self.repeat_every:
-            policies = ", ".join(f"{n.node} {n.policy}" for n in report.nodes if n.evicts)
+            policies = ", ".join(
+                f"{n.node} has maxmemory-policy {n.policy}" for n in report.nodes if n.evicts
+            )
             log.warning(
-                "Redis evicted %d key(s) (evicted_keys in INFO stats went from %d to %d; "
-                "maxmemory-policy %s): jobs counted as queued may be gone",
+                "Redis evicted %d key(s) (evicted_keys in INFO stats went from %d to %d; %s): "
+                "jobs counted as queued may be gone",
                 count - said,
                 said,
                 count,
-                policies or SAFE_POLICY,
+                policies or f"maxmemory-policy {SAFE_POLICY} now",
             )
             self._evicted = (count, now)
