@@ -304,3 +304,112 @@ def test_max_perform_seconds_raises_the_stuck_threshold_never_lowers_it() -> Non
             "Slow:0 for 700.0s (max_perform_seconds + grace 605s)"
             in live(beats, ProcessState(), limits).reason
         )
+
+
+@pytest.mark.parametrize(
+    ("soft", "hard", "message"),
+    [
+        (None, 5.0, r"Bad\.perform_hard_timeout needs Bad\.perform_timeout"),
+        (5.0, 5.0, r"Bad\.perform_hard_timeout \(5\.0\) must be above Bad\.perform_timeout"),
+        (5.0, 1, r"Bad\.perform_hard_timeout \(1\) must be above"),
+        (5.0, "9", r"Bad\.perform_hard_timeout must be None or a finite number"),
+        (5.0, float("inf"), r"Bad\.perform_hard_timeout must be None or a finite number"),
+    ],
+)
+def test_a_bad_perform_hard_timeout_is_a_configuration_error_naming_it(
+    soft: Any, hard: Any, message: str
+) -> None:
+    with pytest.raises(lowkiq.ConfigurationError, match=message):
+        type("Bad", (lowkiq.Worker,), {"perform_timeout": soft, "perform_hard_timeout": hard})
+
+
+def test_perform_hard_timeout_is_none_or_seconds_above_perform_timeout() -> None:
+    assert lowkiq.Worker.perform_hard_timeout is None
+    fine = type("Fine", (lowkiq.Worker,), {"perform_timeout": 1, "perform_hard_timeout": 2})
+    assert fine.perform_hard_timeout == 2
+    assert lowkiq.PerformHardTimeout is timeouts.PerformHardTimeout
+    assert "PerformHardTimeout" in lowkiq.__all__
+
+
+def test_a_perform_past_its_limit_is_interrupted_again_until_it_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(timeouts, "REPEAT_EVERY", 0.1)
+    interrupted: list[float] = []
+    dog = Watchdog(interrupt=lambda ident, exc: exc is None or interrupted.append(1.0) or True)
+    entry = watched("r", 0.05)
+    dog.watch(entry)
+    time.sleep(0.05 + 0.1 * 4 + 0.05)
+    assert dog.unwatch(entry)
+    count = len(interrupted)
+    assert 3 <= count <= 6, count  # the first raise, then one every 0.1 s
+    time.sleep(0.3)
+    assert len(interrupted) == count  # none once it ended
+
+
+class Swallower(lowkiq.Worker):
+    """A retry loop that swallows every Exception for 3 s: attempts of ``REPEAT`` seconds
+    of Python, each followed by as long a back-off, the first attempt across the limit
+    (the first raise lands in it), the back-off after it across the next raise."""
+
+    perform_timeout = 0.2
+    REPEAT = 0.1
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        end = time.monotonic() + 3
+        time.sleep(cls.perform_timeout - cls.REPEAT / 2)
+        while time.monotonic() < end:
+            try:
+                attempt = time.monotonic() + cls.REPEAT
+                while time.monotonic() < attempt:
+                    pass
+            except Exception:  # noqa: BLE001, S110 - what it is about
+                pass
+            time.sleep(cls.REPEAT)
+
+
+def test_a_loop_swallowing_the_exception_meets_a_repeated_raise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(timeouts, "REPEAT_EVERY", Swallower.REPEAT)
+    took, error = timed(Swallower, {"w": [1]})
+    assert isinstance(error, PerformTimeout), error
+    assert took < 1.5, took  # not its 3 s
+
+
+class Sleepy(lowkiq.Worker):
+    perform_timeout = 0.1
+    perform_hard_timeout = 0.3
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        time.sleep(1.0)
+
+
+def test_a_perform_past_its_hard_limit_is_given_to_its_thread_s_handler_once() -> None:
+    given: list[tuple[Watched, str]] = []
+    done = threading.Event()
+
+    def handler(entry: Watched) -> None:
+        given.append((entry, threading.current_thread().name))
+        done.set()
+
+    with timeouts.hard_limit_handler(handler), pytest.raises(PerformTimeout):
+        perform_within_limit(Sleepy, {"h": [1]})
+    assert done.wait(1)
+    [(entry, thread)] = given
+    assert thread == "lowkiq-hard-timeout" and entry.ids == ["h"] and entry.cut
+    assert str(entry.hard_error()) == (
+        "Sleepy perform of 'h' ran past Sleepy.perform_hard_timeout (0.3s): its thread was "
+        "given up and its process stopped"
+    )
+    assert isinstance(entry.hard_error(), lowkiq.PerformHardTimeout)
+
+
+def test_past_the_hard_limit_outside_an_executor_thread_nothing_stops_it_and_that_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with pytest.raises(PerformTimeout):
+        perform_within_limit(Sleepy, {"o": [1]})
+    assert "ran past Sleepy.perform_hard_timeout (0.3s): nothing stops it here" in caplog.text
