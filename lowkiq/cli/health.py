@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any, NoReturn, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from lowkiq.cli.support import embedded_redis_option, fail, load_app_or_exit, require_option
 from lowkiq.health.host import (
@@ -52,6 +53,12 @@ def _process_id_option() -> Callable[[Any], Any]:
     )
 
 
+def _from_environment(name: str) -> bool:
+    """Whether the current command's parameter ``name`` came from the environment."""
+    source = click.get_current_context().get_parameter_source(name)
+    return source is ParameterSource.ENVIRONMENT
+
+
 def _unhealthy(reason: str) -> NoReturn:
     click.echo(f"Error: {reason}", err=True)
     sys.exit(1)
@@ -68,7 +75,7 @@ def _read(call: Callable[[], T]) -> T:
 
 
 @click.command("status")
-@click.option("-r", "--require", "app", metavar="PATH_OR_MODULE", help=_APP_HELP)
+@require_option(_APP_HELP, required=False)
 @_pid_option()
 @_process_id_option()
 @click.option(
@@ -102,12 +109,14 @@ def status_command(
     """
     result: Status
     if health_url is not None:
+        if _from_environment("app"):
+            app = None  # LOWKIQ_APP is set for the other commands: --health-url needs no app
         if app is not None or pid is not None or process_id is not None or processes > 1:
             fail("--health-url goes without -r, --pid, --process-id and --processes")
         result = check_url(health_url)
     else:
         if app is None:
-            fail("give -r/--require APP (or --health-url URL)")
+            fail("give -r/--require APP, or set LOWKIQ_APP (or --health-url URL)")
         load_app_or_exit(app)
         import lowkiq
 

@@ -1,18 +1,22 @@
-"""What the ``lowkiq`` commands share: the ``-r`` option, the ``--embedded-redis`` flag,
-loading the app, finding a worker and calling Redis, or exiting with a one-line error
-(exit status 2)."""
+"""What the ``lowkiq`` commands share: the ``-r`` option (or ``LOWKIQ_APP``), the
+``--traceback`` and ``--embedded-redis`` flags, loading the app, finding a worker and
+calling Redis, or exiting with a one-line error (exit status 2)."""
 
 from __future__ import annotations
 
+import difflib
+import errno
 import importlib
+import logging
 import os
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from lowkiq.cli.app_loader import AppLoadError, load_app
+from lowkiq.cli.app_loader import APP_ENV, AppLoadError, load_app
 from lowkiq.clients.connection import check_url
 from lowkiq.clients.default_redis import EMBEDDED_ENV, unreachable_hint
 from lowkiq.errors import ConfigurationError
@@ -23,10 +27,51 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def require_option(help_text: str) -> Callable[[Any], Any]:
-    """The ``-r/--require PATH_OR_MODULE`` option of the commands that load an app."""
+def _app_given(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
+    if not value:
+        fail(f"give the app: -r/--require PATH_OR_MODULE, or set {APP_ENV}")
+    return value
+
+
+def require_option(help_text: str, required: bool = True) -> Callable[[Any], Any]:
+    """The ``-r/--require PATH_OR_MODULE`` option (else ``LOWKIQ_APP``) of the commands
+    that load an app, with their ``--traceback`` flag."""
+    option = click.option(
+        "-r",
+        "--require",
+        "app",
+        callback=_app_given if required else None,
+        envvar=APP_ENV,
+        show_envvar=True,
+        metavar="PATH_OR_MODULE",
+        help=help_text,
+    )
+
+    def decorate(command: Any) -> Any:
+        return option(traceback_option()(command))
+
+    return decorate
+
+
+#: Whether the command was given ``--traceback``: an app that fails to load shows it.
+_traceback_asked = False
+
+
+def _ask_for_traceback(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    global _traceback_asked
+    _traceback_asked = _traceback_asked or value
+    return value
+
+
+def traceback_option() -> Callable[[Any], Any]:
+    """``--traceback``: when the app fails to load, print its full traceback too."""
     return click.option(
-        "-r", "--require", "app", required=True, metavar="PATH_OR_MODULE", help=help_text
+        "--traceback",
+        is_flag=True,
+        expose_value=False,
+        callback=_ask_for_traceback,
+        help="When the app raises while it is loaded, print the full traceback before the "
+        "one-line error (also shown at --log-level debug).",
     )
 
 
@@ -57,6 +102,21 @@ def fail(message: str) -> NoReturn:
     sys.exit(2)
 
 
+def check_port_free_or_exit(host: str, port: int, what: str) -> None:
+    """A one-line error and exit 2 when ``host:port`` cannot be listened on (a port in use,
+    an address not of this host), before a server retries binding it for seconds."""
+    if port == 0:
+        return
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        hint = "another with --port" if exc.errno == errno.EADDRINUSE else "--host"
+        fail(f"cannot serve {what} on {host}:{port}: {exc.strerror or exc} (check {hint})")
+
+
 def check_redis_url_or_exit() -> None:
     """A one-line error and exit 2 when ``REDIS_URL`` is set but is no Redis URL (a wrong
     scheme, a database or port that is no number): before anything connects."""
@@ -75,6 +135,11 @@ def load_app_or_exit(app: str) -> None:
     try:
         load_app(app)
     except AppLoadError as exc:
+        shown = exc.traceback_text()
+        if shown and (_traceback_asked or logging.getLogger().isEnabledFor(logging.DEBUG)):
+            click.echo(shown.rstrip("\n"), err=True)
+        elif shown:
+            fail(f"{exc}; --traceback shows the full traceback")
         fail(str(exc))
 
 
@@ -98,8 +163,20 @@ def select_workers_or_exit(names: Sequence[str]) -> list[type[Worker]]:
     if unknown:
         known = ", ".join(w.__name__ for w in workers) or "none: the app sets no settings.workers"
         listed = ", ".join(map(repr, unknown))
-        fail(f"no worker {listed} in settings.workers (workers: {known})")
+        guesses = [guess for name in unknown if (guess := closest_worker(name, by_name))]
+        guessed = f"did you mean {' or '.join(map(repr, guesses))}? " if guesses else ""
+        fail(f"no worker {listed} in settings.workers ({guessed}workers: {known})")
     return list(dict.fromkeys(by_name[name] for name in names))
+
+
+def closest_worker(name: str, by_name: dict[str, type[Worker]]) -> str | None:
+    """The class name of the worker whose class or queue name is closest to ``name``
+    (case aside; a name it begins is close), or ``None`` when none is close."""
+    lowered = {known.lower(): worker.__name__ for known, worker in by_name.items()}
+    given = name.lower()
+    found = difflib.get_close_matches(given, list(lowered), n=1, cutoff=0.6)
+    found = found or [known for known in lowered if given and known.startswith(given)][:1]
+    return lowered[found[0]] if found else None
 
 
 def redis_call_or_exit(call: Callable[[], T]) -> T:
