@@ -8,7 +8,13 @@ import click
 from flask import Flask
 from gunicorn.app.base import BaseApplication  # type: ignore[import-untyped]
 
-from lowkiq.cli.support import embedded_redis_option, fail, load_app_or_exit
+from lowkiq.cli.support import (
+    check_port_free_or_exit,
+    embedded_redis_option,
+    fail,
+    load_app_or_exit,
+    traceback_option,
+)
 from lowkiq.clients.default_redis import check_local_redis, check_redis_accepts
 from lowkiq.errors import LowkiqError
 from lowkiq_web.basic_auth import ENV as BASIC_AUTH_ENV
@@ -71,6 +77,7 @@ class DashboardServer(BaseApplication):  # type: ignore[misc]
     help="Ask every request for this user and password (HTTP basic auth; serve it over "
     "HTTPS). Prefer the variable: a command line is visible to other users.",
 )
+@traceback_option()
 @embedded_redis_option()
 def web(
     app: str | None,
@@ -90,6 +97,7 @@ def web(
             Credentials.parse(basic_auth, f"--basic-auth ({BASIC_AUTH_ENV})")
     except LowkiqError as exc:
         fail(str(exc))
+    check_port_free_or_exit(host, port, "the dashboard")
     load_app_or_exit(app)
     import lowkiq
     from lowkiq_web import create_app
