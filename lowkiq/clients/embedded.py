@@ -176,7 +176,10 @@ def project_server_url(directory: Path | str = PROJECT_DIR) -> str:
                 started = True
     if url not in _in_use:
         _in_use.add(url)
-        log.warning(
+        # Said once, by the process that starts the server; the others (every command,
+        # a worker's children, the dashboard) name their Redis in their own lines.
+        log.log(
+            logging.WARNING if started else logging.DEBUG,
             "%s the embedded development Redis server at %s; its data lives in %s "
             "(append-only file). Not for production; stop it with `lowkiq redis stop`.",
             "started" if started else "using",

@@ -98,7 +98,9 @@ def test_workers_asking_for_the_embedded_redis_share_one_persistent_server(
             "-r", "app.py", cwd=tmp_path, env={"REDIS_URL": "", "LOWKIQ_EMBEDDED_REDIS": "1"}
         )
         second.wait_started()
-        assert "using the embedded development Redis server" in second.output()
+        # Said once, by the process that started the server.
+        assert "embedded development Redis server" not in second.output()
+        assert f"Redis unix://{tmp_path / '.lowkiq' / 'redis.sock'}" in second.output()
         subprocess.run([sys.executable, "-c", ENQUEUE], cwd=tmp_path, env=env, check=True)
         eventually(lambda: (tmp_path / "performed.txt").exists())
         assert (tmp_path / "performed.txt").read_text() == "hi\n"
@@ -297,6 +299,35 @@ def test_worker_only_an_unknown_name_is_a_one_line_error(two_workers: Path, redi
     assert done.stderr.strip().splitlines() == [
         "Error: no worker 'Nope' in settings.workers (workers: OrderWorker, MailWorker)"
     ]
+
+
+def test_a_misspelt_worker_name_gets_a_suggestion(two_workers: Path, redis_url: str) -> None:
+    only = lowkiq_command(two_workers, redis_url, "worker", "-r", "app.py", "--only", "MailWorkr")
+    assert only.returncode == 2
+    assert only.stderr.splitlines() == [
+        "Error: no worker 'MailWorkr' in settings.workers "
+        "(did you mean 'MailWorker'? workers: OrderWorker, MailWorker)"
+    ]
+    jobs = lowkiq_command(two_workers, redis_url, "jobs", "delete", "orderworker", "1", "-r",
+                          "app.py")  # fmt: skip
+    assert jobs.returncode == 2
+    assert "(did you mean 'OrderWorker'? workers:" in jobs.stderr
+    moved = lowkiq_command(two_workers, redis_url, "jobs", "move", "OrderWorker", "1",
+                           "--to", "Mail", "-r", "app.py")  # fmt: skip
+    assert "no worker 'Mail' in settings.workers (did you mean 'MailWorker'?" in moved.stderr
+
+
+def test_the_start_line_names_the_shards_served_as_ranges(
+    two_workers: Path, redis_url: str
+) -> None:
+    process = WorkerProcess("-r", "app.py", cwd=two_workers, env={"REDIS_URL": redis_url})
+    try:
+        process.wait_started()
+        [line] = [line for line in process.output().splitlines() if " threads serve " in line]
+        served = line.split(" threads serve ")[1].split()
+        assert sorted(served) == ["MailWorker:0-1", "OrderWorker:0-2"], line
+    finally:
+        process.close()
 
 
 @pytest.mark.parametrize(
