@@ -45,8 +45,9 @@ SCRIPT_NAMES = tuple(sorted(p.stem for p in LUA_DIR.glob("*.lua") if not p.stem.
 #: The scripts that run on a full Redis: each keeps memory about flat (a heartbeat,
 #: publishing who serves which shards, a field per process; taking or renewing a
 #: lease; a pop, moving jobs from the queue to the processing area; putting a batch
-#: back) or frees it (an ack, giving up a lease, leaving), so that a worker can drain
-#: a full Redis.  Not a push, which adds jobs; nor a fail, whose error texts and
+#: back; a rate limit's bucket, a group's places, which come and go with batches) or
+#: frees it (an ack, giving up a lease, leaving), so that a worker can drain a full
+#: Redis.  Not a push, which adds jobs; nor a fail, whose error texts and
 #: retries grow with every failing batch; nor the metrics history.
 ALLOW_OOM = frozenset(
     {
@@ -62,6 +63,8 @@ ALLOW_OOM = frozenset(
         "ack",
         "ack_yield",
         "restore",
+        "rate_take",
+        "group_claims",
     }
 )
 #: The first line of an :data:`ALLOW_OOM` script on Redis 7 and later.

@@ -62,10 +62,12 @@ def on_cluster(
                 master.redis_connection.config_set("maxmemory", 0)
 
 
+@pytest.mark.parametrize("rate", [None, "1000"], ids=["unlimited", "rate-limited"])
 def test_a_worker_drains_a_full_cluster(
     on_cluster: tuple[redis.RedisCluster, dict[str, str]],
     redis_client: redis.Redis,
     worker_processes: Callable[..., WorkerProcess],
+    rate: str | None,
 ) -> None:
     from tests.apps.recorder import Recorder
 
@@ -75,7 +77,8 @@ def test_a_worker_drains_a_full_cluster(
         master.redis_connection.config_set("maxmemory", 1)
     with pytest.raises(RedisFull):
         Recorder.perform_async([{"id": "late", "payload": {"v": 0}}])
-    worker = worker_processes(wait=False, **env)
+    # A rate limit's bucket is on a master of its own: its reservations run there too.
+    worker = worker_processes(wait=False, **env, **({"TEST_RATE": rate} if rate else {}))
     eventually(lambda: redis_client.llen("test:started") > 0, timeout=10)
     eventually(lambda: redis_client.llen("test:started") == 20, timeout=30)
     assert "Redis is full (maxmemory 1B, used" in worker.output()
