@@ -79,7 +79,9 @@ def events(
     """The recorded job events of ``worker`` (``Worker.track``): those kept (from
     ``since``, Unix seconds, when given), in time order; with ``follow``, then each new
     one as it comes (read every ``poll`` seconds), without end.  Events of one id come
-    in their order; those of different shards in the order of Redis's clock."""
+    in their order; those of different shards in the order of Redis's clock.  Raises
+    :class:`ConfigurationError` when ``worker.track`` is off (nothing is recorded)."""
+    worker._check_tracked("events")
     return queue_events(worker._current_queue(config), since, follow, poll)
 
 

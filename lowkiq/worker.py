@@ -310,10 +310,22 @@ class Worker:
 
     @classmethod
     def history(cls, job_id: Any) -> list[JobEvent]:
-        """The recorded events of job ``job_id``, oldest first (``[]`` unless
-        :attr:`track` was on; the oldest go once the shard's stream holds about
-        :attr:`track_length` events)."""
+        """The recorded events of job ``job_id``, oldest first (the oldest go once the
+        shard's stream holds about :attr:`track_length` events; ``[]`` when none are
+        kept).  Raises :class:`~lowkiq.errors.ConfigurationError` when :attr:`track` is
+        off: no events are recorded then."""
+        cls._check_tracked("history")
         return job_history(cls._current_queue(), str(job_id))
+
+    @classmethod
+    def _check_tracked(cls, reader: str) -> None:
+        """Raise :class:`~lowkiq.errors.ConfigurationError` when :attr:`track` is off,
+        naming the call that reads events (``reader``)."""
+        if not cls.track:
+            raise ConfigurationError(
+                f"{cls.__name__}.{reader}: {cls.__name__}.track is off, so no job events "
+                f"are recorded: set track = True on the class to record them"
+            )
 
     @classmethod
     def metrics(cls) -> QueueMetrics:
