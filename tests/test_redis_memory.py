@@ -299,3 +299,20 @@ def test_the_scripts_that_drain_a_full_redis_carry_the_flag_where_redis_takes_it
         assert text.startswith(FLAGS_SHEBANG if major >= 7 else FIRST_WRITE_6), name
     assert not scripts.push.script.startswith(("#!", FIRST_WRITE_6))
     assert "allow-oom" not in scripts.push.script
+
+
+def test_lowkiq_info_on_a_full_redis_lowkiq_never_wrote_to_says_it_is_full(
+    private_redis: Callable[..., EmbeddedServer], redis_url: str
+) -> None:
+    server = private_redis("--maxmemory", "1")
+    done = subprocess.run(
+        [sys.executable, "-m", "lowkiq", "info", "-r", "tests/apps/recorder.py"],
+        env={**os.environ, "REDIS_URL": server.url, "RECORD_URL": redis_url},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "Redis is full (maxmemory 1B, used" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

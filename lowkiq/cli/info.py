@@ -11,6 +11,7 @@ import redis
 
 from lowkiq.clients.connection import Client, describe_redis
 from lowkiq.clients.memory_policy import read_memory
+from lowkiq.errors import is_out_of_memory
 from lowkiq.ownership.status import processes
 from lowkiq.settings import Settings, settings
 from lowkiq.storage.metrics import overview
@@ -47,7 +48,13 @@ def read_info(config: Settings = settings) -> dict[str, Any]:
     ``workers`` (name, queue, paused, shards, served_shards and the queue metrics),
     ``total`` and ``processes`` (each live process, oldest first)."""
     client = config.client()
-    found = overview(client, {w.__name__: w.queue(client, config) for w in config.workers})
+    memory = _memory(client, config.allow_eviction)
+    try:
+        found = overview(client, {w.__name__: w.queue(client, config) for w in config.workers})
+    except redis.ResponseError as exc:  # a queue's layout, written at its first use
+        if memory is None or not memory["full"] or not is_out_of_memory(exc):
+            raise
+        raise redis.exceptions.OutOfMemoryError(f"{memory['full']}: {exc}") from exc
     serving = processes(config)
     owners = {queue.worker: queue for queue in serving.queues}
     live = serving.processes
@@ -67,7 +74,7 @@ def read_info(config: Settings = settings) -> dict[str, Any]:
         )
     return {
         "redis": describe_redis(client),
-        "redis_memory": _memory(client, config.allow_eviction),
+        "redis_memory": memory,
         "at": found.at,
         "workers": workers,
         "total": dict(found.totals),

@@ -43,11 +43,12 @@ class _Repeated:
 
     def __init__(self, repeat: float) -> None:
         self.repeat = repeat
-        self.said: str | None = None
+        self.said: object = None
         self.at = 0.0
 
-    def due(self, now: str | None, at: float) -> bool:
-        """Whether to log ``now`` (the condition's text, ``None`` when it is over) at ``at``."""
+    def due(self, now: object, at: float) -> bool:
+        """Whether to log the condition ``now`` (what identifies it, not its changing
+        figures; ``None`` when it is over) at ``at``."""
         if now != self.said or (now is not None and at - self.at >= self.repeat):
             self.said, self.at = now, at
             return True
@@ -116,7 +117,8 @@ class MemoryWatch:
         self.state.eviction, self.state.full, self.state.read_at = eviction, full, now
         if self._eviction.due(eviction, now) and not (first and eviction is None):
             self._say_eviction(eviction, first)
-        if self._full.due(full, now) and not (first and full is None):
+        full_nodes = tuple(n.node for n in report.nodes if n.full) or None
+        if self._full.due(full_nodes, now) and not (first and full is None):
             if full is None:
                 log.info("Redis is no longer full: it takes new jobs again")
             else:

@@ -49,9 +49,9 @@ def test_a_full_redis_is_said_at_once_then_once_a_minute_and_its_end(
     assert state.full is not None and state.full.startswith(
         "Redis is full (maxmemory 1.00K, used 2.00K on redis:6379)"
     )
-    for _ in range(19):  # every 3 s for 57 s: nothing more
+    for n in range(19):  # every 3 s for 57 s, the figures changing: nothing more
         clock.now += 3
-        memory.observe(report(used=2048, maxmemory=1024))
+        memory.observe(report(used=2048 - n, maxmemory=1024))
     assert lines(caplog) == []
     clock.now += 3
     memory.observe(report(used=2048, maxmemory=1024))
