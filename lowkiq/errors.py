@@ -16,13 +16,16 @@ class ConfigurationError(LowkiqError):
 class InvalidJob(LowkiqError, ValueError):
     """A job given to ``perform_async`` is malformed; nothing of that call was enqueued.
 
-    ``index`` is the job's position in the list and ``field`` the offending key.
+    ``index`` is the job's position in the list and ``field`` the offending key;
+    ``index`` is ``None`` when the argument as a whole is wrong (not a list of jobs,
+    ``field`` ``"jobs"``).
     """
 
-    def __init__(self, index: int, field: str, message: str) -> None:
+    def __init__(self, index: int | None, field: str, message: str) -> None:
         self.index = index
         self.field = field
-        super().__init__(f"job {index}: {field!r} {message}")
+        where = "perform_async" if index is None else f"job {index}"
+        super().__init__(f"{where}: {field!r} {message}")
 
 
 class InvalidQuery(LowkiqError, ValueError):

@@ -31,7 +31,12 @@ from lowkiq.storage import pausing
 from lowkiq.storage.actions import Actions
 from lowkiq.storage.enqueueing import max_bulk_len
 from lowkiq.storage.job_events import JobEvent, job_history
-from lowkiq.storage.jobs import check_group_weights, check_merge_perform_in, validate_jobs
+from lowkiq.storage.jobs import (
+    check_group_weights,
+    check_job_list,
+    check_merge_perform_in,
+    validate_jobs,
+)
 from lowkiq.storage.metrics import QueueMetrics, queue_metrics
 from lowkiq.storage.push_plan import NewJob
 from lowkiq.storage.queries import Queries
@@ -174,9 +179,11 @@ class Worker:
 
         The whole list is validated first (:mod:`lowkiq.storage.jobs`): one bad job raises
         :class:`~lowkiq.errors.InvalidJob` and nothing is enqueued.  A job without
-        ``score`` or ``perform_in`` gets Redis's time, not this host's; ``delay`` is
-        seconds from now on Redis's time.  A Redis whose ``maxmemory-policy`` evicts keys
-        raises :class:`~lowkiq.errors.ConfigurationError` unless
+        ``score`` or ``perform_in`` gets Redis's time, not this host's; ``perform_in`` is
+        a unix timestamp or a timezone-aware ``datetime``; ``delay`` is seconds from now
+        on Redis's time.  The payloads given for one id without ``score`` keep their
+        order (then call after call; see docs/concepts/merge.md).  A Redis whose
+        ``maxmemory-policy`` evicts keys raises :class:`~lowkiq.errors.ConfigurationError` unless
         ``settings.allow_eviction`` (the policy is read at most every few seconds).  Redis
         out of memory raises :class:`~lowkiq.errors.RedisFull`; a split call failing part-way
         says which ids are enqueued.  Client middlewares ``mw(worker, jobs,
@@ -186,6 +193,7 @@ class Worker:
         def enqueue(worker: type[Worker], final_jobs: Sequence[dict[str, Any]]) -> None:
             worker._push(final_jobs)
 
+        check_job_list(jobs)  # before the middlewares, which expect a list
         chain(settings.client_middlewares, enqueue)(cls, jobs)
 
     @classmethod

@@ -3,6 +3,7 @@ function, client middlewares, overriding ``perform_async``, and Redis being down
 
 from __future__ import annotations
 
+import datetime
 import decimal
 import math
 import socket
@@ -274,6 +275,50 @@ def test_a_perform_in_that_is_no_timestamp_from_2001_to_2200_raises_invalid_job(
         worker.perform_async([GOOD, {"id": 1, "perform_in": perform_in}])
     assert (caught.value.index, caught.value.field) == (1, "perform_in")
     assert says in str(caught.value)
+    assert redis_client.dbsize() == 0
+
+
+def test_a_single_job_dict_is_refused_as_the_whole_argument_not_as_job_0(worker, redis_client):
+    calls = []
+
+    def listing(worker, jobs, call_next):  # a middleware that relies on a list
+        calls.append(list(jobs))
+        return call_next(worker, jobs)
+
+    lowkiq.settings.client_middlewares = [listing]
+    with pytest.raises(InvalidJob) as caught:
+        worker.perform_async({"id": 1, "payload": "paid"})
+
+    message = str(caught.value)
+    assert "job 0" not in message
+    assert message.startswith("perform_async: 'jobs' must be a list of job dicts, got one dict")
+    assert "perform_async([{...}])" in message
+    assert (caught.value.index, caught.value.field) == (None, "jobs")
+    assert calls == [] and redis_client.dbsize() == 0
+
+
+def test_a_timezone_aware_datetime_is_taken_as_perform_in(worker):
+    at = datetime.datetime(2030, 1, 2, 3, 4, 5, 250_000, tzinfo=datetime.timezone.utc)
+    later = at.astimezone(datetime.timezone(datetime.timedelta(hours=-5)))
+    worker.perform_async([{"id": 1, "perform_in": at}, {"id": 2, "perform_in": later}])
+
+    one, two = worker.queries().fetch([1, 2])
+    assert one["perform_in"] == two["perform_in"] == at.timestamp() == 1893553445.25
+
+
+def test_a_naive_datetime_perform_in_is_refused_saying_to_give_a_timezone(worker, redis_client):
+    with pytest.raises(InvalidJob) as caught:
+        worker.perform_async([GOOD, {"id": 1, "perform_in": datetime.datetime(2030, 1, 2)}])
+
+    assert (caught.value.index, caught.value.field) == (1, "perform_in")
+    assert "naive datetime (2030-01-02T00:00:00)" in str(caught.value)
+    assert "timezone" in str(caught.value) and "unix timestamp" in str(caught.value)
+    assert redis_client.dbsize() == 0
+
+
+def test_a_timedelta_perform_in_is_refused_with_a_hint_to_give_delay(worker, redis_client):
+    with pytest.raises(InvalidJob, match=r'for 90.0 seconds from now give "delay": 90.0'):
+        worker.perform_async([{"id": 1, "perform_in": datetime.timedelta(seconds=90)}])
     assert redis_client.dbsize() == 0
 
 

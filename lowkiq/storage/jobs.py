@@ -5,6 +5,7 @@ the call is enqueued."""
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -56,8 +57,7 @@ def validate_jobs(
     back as the perform_in ``"+seconds"``, added to Redis's clock by the push script.
     A ``group`` is kept as a string (``None``: the default group).
     """
-    if isinstance(jobs, (dict, str, bytes)) or not isinstance(jobs, Sequence):
-        raise InvalidJob(0, "jobs", f"must be a list of job dicts, got {type(jobs).__name__}")
+    check_job_list(jobs)
     result: list[NewJob] = []
     groups: dict[str, str] = {}  # id -> the group a job of this call gave it
     for index, job in enumerate(jobs):
@@ -95,6 +95,19 @@ def validate_jobs(
                 )
         result.append((job_id, payload, score, perform_in, group))
     return result
+
+
+def check_job_list(jobs: object) -> None:
+    """Raise :class:`InvalidJob` (of no job: ``index`` ``None``) unless ``jobs`` is a
+    list (a sequence) of jobs; a single job dict is refused with a hint to wrap it."""
+    if isinstance(jobs, dict):
+        raise InvalidJob(
+            None,
+            "jobs",
+            "must be a list of job dicts, got one dict: wrap it in a list, perform_async([{...}])",
+        )
+    if isinstance(jobs, (str, bytes)) or not isinstance(jobs, Sequence):
+        raise InvalidJob(None, "jobs", f"must be a list of job dicts, got {type(jobs).__name__}")
 
 
 def job_id_of(index: int, value: Any) -> str:
@@ -210,7 +223,25 @@ def _score(index: int, value: Any) -> float:
 
 def _perform_in(index: int, value: Any) -> float:
     """A given perform_in: a unix timestamp from 2001 to 2200 (a delay, a zero or a
-    huge number would make the job's lag absurd)."""
+    huge number would make the job's lag absurd), or a timezone-aware datetime."""
+    if isinstance(value, datetime.datetime):
+        if value.utcoffset() is None:
+            raise InvalidJob(
+                index,
+                "perform_in",
+                f"is a naive datetime ({value.isoformat()}), which names no moment: give "
+                f"it a timezone (e.g. datetime.now(timezone.utc) + timedelta(minutes=5)) "
+                f"or a unix timestamp",
+            )
+        value = value.timestamp()
+    elif isinstance(value, datetime.timedelta):
+        seconds = value.total_seconds()
+        raise InvalidJob(
+            index,
+            "perform_in",
+            f"must be a unix timestamp or a datetime, got a timedelta: for {seconds!r} "
+            f'seconds from now give "delay": {seconds!r} (on Redis\'s clock)',
+        )
     number = _number(index, "perform_in", value)
     if EARLIEST_PERFORM_IN <= number < LATEST_PERFORM_IN:
         return number
