@@ -1,5 +1,6 @@
 """The built wheel ships templates and static files: installed into a fresh virtualenv,
-``create_app()`` serves a page, the vendored htmx and uPlot from the installed package."""
+``create_app()`` serves a page, the vendored htmx and uPlot from the installed package,
+and the ``lowkiq`` command runs."""
 
 from __future__ import annotations
 
@@ -68,3 +69,9 @@ def test_wheel_serves_the_dashboard(tmp_path, redis_url):
     )
     assert result.returncode == 0, result.stderr
     assert "wheel ok" in result.stdout
+    # The README's commands come with it: the installed `lowkiq` script runs.
+    command = subprocess.run(
+        [str(venv / "bin" / "lowkiq"), "--help"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert command.returncode == 0, command.stderr
+    assert "worker" in command.stdout and "info" in command.stdout
