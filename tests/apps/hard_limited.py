@@ -54,8 +54,8 @@ CHILD_GRACE = 5.0
 
 def _retry_loop(seconds: float) -> None:
     """Retries that swallow every ``Exception``: attempts of ``REPEAT_EVERY`` seconds of
-    Python, each followed by as long a back-off, for ``seconds``.  The first attempt
-    runs across the 1 s limit (a single raise lands in it and is swallowed), the
+    Python, each followed by a back-off half as long again, for ``seconds``.  The first
+    attempt runs across the 1 s limit (a single raise lands in it and is swallowed), the
     back-off after it across the limit + ``REPEAT_EVERY``."""
     end = time.monotonic() + seconds
     time.sleep(1.0 - REPEAT_EVERY / 2)
@@ -67,7 +67,7 @@ def _retry_loop(seconds: float) -> None:
             raise ConnectionError("the service is down")
         except Exception:  # noqa: BLE001, S110 - what the loop is about
             pass
-        time.sleep(REPEAT_EVERY)
+        time.sleep(REPEAT_EVERY * 1.5)
 
 
 def _block(how: str) -> None:

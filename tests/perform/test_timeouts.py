@@ -349,8 +349,9 @@ def test_a_perform_past_its_limit_is_interrupted_again_until_it_ends(
 
 class Swallower(lowkiq.Worker):
     """A retry loop that swallows every Exception for 3 s: attempts of ``REPEAT`` seconds
-    of Python, each followed by as long a back-off, the first attempt across the limit
-    (the first raise lands in it), the back-off after it across the next raise."""
+    of Python, each followed by a back-off half as long again, the first attempt across
+    the limit (the first raise lands in it), the back-off after it across the next
+    raise."""
 
     perform_timeout = 0.2
     REPEAT = 0.1
@@ -366,7 +367,7 @@ class Swallower(lowkiq.Worker):
                     pass
             except Exception:  # noqa: BLE001, S110 - what it is about
                 pass
-            time.sleep(cls.REPEAT)
+            time.sleep(cls.REPEAT * 1.5)
 
 
 def test_a_loop_swallowing_the_exception_meets_a_repeated_raise(
