@@ -86,7 +86,7 @@ def readme_setup_commands() -> list[str]:
 
 
 def test_the_readme_installs_the_extra_that_runs_the_example_on_a_bare_machine() -> None:
-    example, tests = readme_setup_commands()
+    *_, example, tests = readme_setup_commands()  # after setting up a virtual environment
     assert example == "python -m pip install -e '.[embedded]' && python -m examples.orders"
     assert tests == "python -m pip install -e '.[test]' && python -m pytest"
     requirements = [req.replace(" ", "").replace("'", '"') for req in requires("lowkiq") or []]
