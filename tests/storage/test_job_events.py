@@ -243,7 +243,8 @@ def test_an_untracked_worker_writes_no_stream_and_bad_settings_are_refused(
     testing.drain(Untracked)
     queue = Untracked.queue()
     assert not any(redis_client.exists(queue.keys.events_stream(s)) for s in queue.shards)
-    assert Untracked.history("u") == []
+    with pytest.raises(lowkiq.ConfigurationError, match="Untracked.track is off"):
+        Untracked.history("u")
     with pytest.raises(lowkiq.ConfigurationError, match="track must be True or False"):
 
         class Bad(lowkiq.Worker):
