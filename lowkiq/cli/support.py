@@ -53,14 +53,18 @@ def require_option(help_text: str, required: bool = True) -> Callable[[Any], Any
     return decorate
 
 
-#: Whether the command was given ``--traceback``: an app that fails to load shows it.
-_traceback_asked = False
+#: The key of ``click.Context.meta`` that holds whether ``--traceback`` was given.
+TRACEBACK_META = "lowkiq.traceback"
 
 
 def _ask_for_traceback(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
-    global _traceback_asked
-    _traceback_asked = _traceback_asked or value
+    ctx.meta[TRACEBACK_META] = value
     return value
+
+
+def _traceback_asked() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.meta.get(TRACEBACK_META))
 
 
 def traceback_option() -> Callable[[Any], Any]:
@@ -136,7 +140,7 @@ def load_app_or_exit(app: str) -> None:
         load_app(app)
     except AppLoadError as exc:
         shown = exc.traceback_text()
-        if shown and (_traceback_asked or logging.getLogger().isEnabledFor(logging.DEBUG)):
+        if shown and (_traceback_asked() or logging.getLogger().isEnabledFor(logging.DEBUG)):
             click.echo(shown.rstrip("\n"), err=True)
         elif shown:
             fail(f"{exc}; --traceback shows the full traceback")

@@ -132,3 +132,17 @@ def test_without_r_or_lowkiq_app_the_error_names_both(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr == "Error: give the app: -r/--require PATH_OR_MODULE, or set LOWKIQ_APP\n"
     assert "LOWKIQ_APP" in run(tmp_path, "info", "--help").stdout
+
+
+def test_traceback_is_asked_per_invocation(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from lowkiq.cli import main
+
+    (tmp_path / "needs_a_variable_app.py").write_text(NEEDS_A_VARIABLE)
+    app = str(tmp_path / "needs_a_variable_app.py")
+    asked = CliRunner().invoke(main, ["info", "-r", app, "--traceback"])
+    assert "Traceback (most recent call last):" in asked.output
+    again = CliRunner().invoke(main, ["info", "-r", app])
+    assert again.exit_code == 2
+    assert again.output.startswith("Error: cannot load app"), again.output
