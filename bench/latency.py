@@ -99,12 +99,12 @@ def next_start(client: redis.Redis, timeout: float = 5.0) -> tuple[str, float, f
 def measure(url: str, jobs: int, scheduled: int, threads: int, shards: int) -> tuple[list, list]:
     """Milliseconds from ``perform_async`` to ``perform`` starting, one job at a time;
     and from ``perform_in`` to ``perform`` starting, for jobs scheduled ahead."""
-    client = redis.Redis.from_url(url)
+    client = redis.Redis.from_url(url, socket_timeout=120)  # beyond next_start's BLPOP
     worker = WorkerProcess(url, threads, Timed, shards)
     samples = []
     try:
         Timed.perform_async([{"id": "warm-up"}])
-        next_start(client)
+        next_start(client, timeout=60.0)  # the worker process may still be starting
         for n in range(jobs):
             time.sleep(0.02)  # every thread idle again
             sent = time.perf_counter()
@@ -139,7 +139,7 @@ FLOOR_WAKE, FLOOR_WOKEN = "bench:floor:wake", "bench:floor:woken"
 
 def wake_consumer(url: str, wakes: int) -> None:
     """The floor's consumer: ``wakes`` times, block on FLOOR_WAKE and note when it woke."""
-    client = redis.Redis.from_url(url)
+    client = redis.Redis.from_url(url, socket_timeout=120)
     for _ in range(wakes):
         client.blpop([FLOOR_WAKE], timeout=10)
         client.rpush(FLOOR_WOKEN, time.perf_counter())
@@ -147,7 +147,7 @@ def wake_consumer(url: str, wakes: int) -> None:
 
 def measure_floor(url: str, wakes: int) -> list[float]:
     """Milliseconds from an ``RPUSH`` to the ``BLPOP`` it wakes in another process."""
-    client = redis.Redis.from_url(url)
+    client = redis.Redis.from_url(url, socket_timeout=120)
     process = multiprocessing.get_context("spawn").Process(
         target=wake_consumer, args=(url, wakes + 1)
     )

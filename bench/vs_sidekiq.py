@@ -1,22 +1,31 @@
-"""Drain side by side with Sidekiq: the same job, counted inside the job, on one Redis.
+"""lowkiq side by side with Sidekiq on the same job, in one run: drain rate and CPU,
+enqueue Redis CPU, idle enqueue -> perform latency; or (``--callgrind``) Redis
+instructions per job of the enqueue and of the drain.
 
-Every round enqueues N jobs (default 20,000), then starts one worker process and
+Sidekiq is Debian's (``apt-get install -y ruby-sidekiq``: Sidekiq 6.4 on Ruby 3.1);
+without ``sidekiq`` and ``ruby`` on PATH every part runs lowkiq only and says so.
+
+Drain. Every round enqueues N jobs (default 20,000), then starts one worker process and
 times the drain from the first to the N-th job, for: `lowkiq worker` at its defaults
-(5 shards, batch_size 1, 5 threads), Sidekiq (`sidekiq -c 5`, Debian's ruby-sidekiq)
-and `lowkiq worker` at batch_size 10, in turn, so that a noisy host hits all alike.
+(5 shards, batch_size 1, 5 threads), Sidekiq (`sidekiq -c 5`) and `lowkiq worker` at
+batch_size 10, in turn, so that a noisy host hits all alike.
 The job is the same in both systems: one ``INCR`` of ``bench:counter`` through the
 system's own connection (``lowkiq.settings.client()``, ``Sidekiq.redis``); the job
 that brings the counter to 1 and the one that brings it to N append their time to
 ``bench:marks``, which this script waits on (BLPOP). Nothing is read from
 Sidekiq::Stats, whose ``processed`` the heartbeat flushes only every few seconds.
+The enqueue is one process of the system's own client (lowkiq ``perform_async``,
+Sidekiq ``Sidekiq::Client.push_bulk``), 1,000 jobs a call.
 
 Per run it prints jobs/s ((N - 1) / the time between the two marks), the worker
 process's CPU per job (utime + stime from /proc, its descendants included) and the
-Redis server's (/proc), both over the same window, then the lowkiq/Sidekiq ratios of
-each round and the targets. Redis is a private server started here (the embedded
-binary the tests use) on 127.0.0.1: DB 0 for lowkiq, DB 1 for Sidekiq, flushed
-before each run. Without `sidekiq` on PATH (apt-get install ruby-sidekiq) only the
-lowkiq runs are made. Not run in CI.
+Redis server's (/proc), both over the same window, and the Redis server's CPU per job
+of the enqueue (INFO cpu, from the enqueuer's start to its exit); then the
+lowkiq/Sidekiq ratios of each round and the targets (median over the rounds): lowkiq
+at its defaults drains >= 1.5x Sidekiq's jobs/s with <= its Redis and worker CPU per
+job, enqueues with <= 2x its Redis CPU per job; at batch_size 10, >= 2.5x its jobs/s.
+Redis is a private server started here (the embedded binary the tests use) on
+127.0.0.1: DB 0 for lowkiq, DB 1 for Sidekiq, flushed before each run.
 
 Each round also times the job alone, with no queue at all: one Python process whose
 ``--threads`` threads, each on a connection of its own, do the N ``INCR`` (and the two
@@ -24,7 +33,29 @@ marks) back to back (DB 2). That is the most any Python worker running this job 
 that many threads can drain on the host in that round: the report says what it is
 against Sidekiq, and how close lowkiq at batch_size 10 comes to it.
 
+Latency (after the drains; bench/vs_sidekiq_latency.py): ``--latency-rounds`` rounds
+(default 2) of ``--latency-samples`` samples (default 200) for lowkiq, then Sidekiq,
+then the host's floor (a bare RPUSH waking a BLPOP in another process): one job
+enqueued into an idle worker, from the enqueuer's send to the job's start, both on
+CLOCK_MONOTONIC of this host. Printed: p50 / p99 / max per round and overall, the
+lowkiq/Sidekiq ratios and the targets (lowkiq p50 <= Sidekiq's p50; p99 <= max(2 ms,
+1.5x Sidekiq's p99)). These figures move with the host's load: compare the systems of
+one run.
+
+``--callgrind`` (bench/vs_sidekiq_callgrind.py, whose docstring says how each phase's
+window is cut): one Redis under valgrind's callgrind; per system (lowkiq, lowkiq with
+two groups in every shard, Sidekiq) the Redis instructions per job of enqueueing N jobs
+(default 3,000) 1,000 a call, and of draining them, the ratios lowkiq/Sidekiq and
+groups/no groups, and the targets (drain <= 2.0x Sidekiq's, enqueue <= 5.0x). The
+counts do not depend on the host's load. No drain timing nor latency in this mode.
+
+Not run in CI.
+
 Usage: python bench/vs_sidekiq.py [--jobs 20000] [--rounds 3] [--threads 5]
+           [--latency-samples 200] [--latency-rounds 2]
+       python bench/vs_sidekiq.py --rounds 0            # latency only
+       python bench/vs_sidekiq.py --latency-samples 0   # drains only
+       python bench/vs_sidekiq.py --callgrind [--jobs 3000] [--threads 5] [--idle-seconds 10]
 """
 
 from __future__ import annotations
@@ -45,7 +76,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import redis
-from _machine import machine
+from _machine import machine, redis_cpu
 
 from lowkiq.clients.embedded import start_server
 
@@ -86,6 +117,18 @@ class IncrJob
     end
   end
 end
+
+# The job of the latency bench (vs_sidekiq_latency.py): notes when perform started, on
+# CLOCK_MONOTONIC (Python's time.perf_counter on Linux).
+class StartJob
+  include JOB_MODULE
+  sidekiq_options retry: false
+
+  def perform
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    Sidekiq.redis { |conn| conn.rpush("bench:starts", started.to_s) }
+  end
+end
 """
 
 #: The job alone: argv[1] threads, each on a connection of its own, share the N INCR.
@@ -122,7 +165,7 @@ puts "Sidekiq #{Sidekiq::VERSION} (Ruby #{RUBY_VERSION}): IncrJob includes #{JOB
 
 @dataclass
 class Run:
-    """One drain: its rate and CPU per job."""
+    """One drain: its rate and CPU per job, and the Redis CPU per job of its enqueue."""
 
     name: str
     round: int
@@ -130,6 +173,7 @@ class Run:
     rate: float
     worker_us: float
     redis_us: float
+    enqueue_redis_us: float
 
 
 @dataclass
@@ -216,10 +260,12 @@ def drain(system: System, url: str, redis_pid: int, jobs: int, number: int, logs
     """Enqueue ``jobs`` into an emptied DB, start the worker, time the first to the last job."""
     client = redis.Redis.from_url(f"{url}/{system.db}", socket_timeout=STEP_TIMEOUT)
     client.flushdb()
+    enqueue_before = redis_cpu(client)
     subprocess.run(
         system.enqueue, env=system.env, cwd=system.cwd, check=True, timeout=STEP_TIMEOUT,
         capture_output=True,
     )  # fmt: skip
+    enqueue_used = redis_cpu(client) - enqueue_before
     log = logs / f"{system.name.split()[0]}-{number}.log"
     with log.open("wb") as output:
         worker = subprocess.Popen(
@@ -242,7 +288,7 @@ def drain(system: System, url: str, redis_pid: int, jobs: int, number: int, logs
     per_job = 1e6 / (jobs - 1)
     return Run(
         system.name, number, seconds, (jobs - 1) / seconds, worker_used * per_job,
-        redis_used * per_job,
+        redis_used * per_job, enqueue_used * 1e6 / jobs,
     )  # fmt: skip
 
 
@@ -313,12 +359,18 @@ def ratio(runs: list[Run], name: str, base: str, field: str) -> list[float]:
     ]
 
 
+def _enqueue_cell(value: float, ceiling: bool, width: int) -> str:
+    """An enqueue figure, or ``-`` for the job alone (it has no queue to enqueue into)."""
+    return f"{'-':>{width}}" if ceiling else f"{value:>{width}.2f}"
+
+
 def report(runs: list[Run], names: list[str], sidekiq: str | None, ceiling: str) -> None:
     """The per-run table, the medians, then the targets and whether each is met, and
     the job alone (``ceiling``) against Sidekiq and lowkiq at batch_size 10."""
     print(
         f"{'round':>6}  {'system':<25} {'drain s':>8} {'jobs/s':>8} {'worker µs/job':>14} "
-        f"{'Redis µs/job':>13}  x Sidekiq (jobs/s, worker, Redis)"
+        f"{'Redis µs/job':>13} {'enq. Redis µs/job':>18}  "
+        "x Sidekiq (jobs/s, worker, Redis, enq. Redis)"
     )
     for run in runs:
         versus = ""
@@ -328,17 +380,22 @@ def report(runs: list[Run], names: list[str], sidekiq: str | None, ceiling: str)
                 f"{run.rate / base.rate:.2f}x, {run.worker_us / base.worker_us:.2f}x, "
                 f"{run.redis_us / base.redis_us:.2f}x"
             )
+            if run.name != ceiling:
+                versus += f", {run.enqueue_redis_us / base.enqueue_redis_us:.2f}x"
         print(
             f"{run.round:>6}  {run.name:<25} {run.seconds:>8.3f} {run.rate:>8,.0f} "
-            f"{run.worker_us:>14.1f} {run.redis_us:>13.1f}  {versus}"
+            f"{run.worker_us:>14.1f} {run.redis_us:>13.1f} "
+            f"{_enqueue_cell(run.enqueue_redis_us, run.name == ceiling, 18)}  {versus}"
         )
     for name in [*names, ceiling]:
         mine = [run for run in runs if run.name == name]
+        enqueued = statistics.median(r.enqueue_redis_us for r in mine)
         print(
             f"{'median':>6}  {name:<25} {statistics.median(r.seconds for r in mine):>8.3f} "
             f"{statistics.median(r.rate for r in mine):>8,.0f} "
             f"{statistics.median(r.worker_us for r in mine):>14.1f} "
-            f"{statistics.median(r.redis_us for r in mine):>13.1f}"
+            f"{statistics.median(r.redis_us for r in mine):>13.1f} "
+            f"{_enqueue_cell(enqueued, name == ceiling, 18)}"
         )
     print("targets (median over the rounds of each round's lowkiq/Sidekiq ratio):")
     defaults, batched = names[0], names[-1]
@@ -347,7 +404,11 @@ def report(runs: list[Run], names: list[str], sidekiq: str | None, ceiling: str)
         (f"{defaults}: Redis CPU per job <= Sidekiq's", defaults, "redis_us", "<=", 1.0),
         (f"{defaults}: worker CPU per job <= Sidekiq's", defaults, "worker_us", "<=", 1.0),
         (f"{batched}: jobs/s >= 2.5x Sidekiq's", batched, "rate", ">=", 2.5),
-    ]
+        (
+            f"{defaults}: enqueue Redis CPU per job <= 2x Sidekiq's",
+            defaults, "enqueue_redis_us", "<=", 2.0,
+        ),
+    ]  # fmt: skip
     for text, name, field, sense, bound in targets:
         if sidekiq is None:
             print(f"  {text}: not measured (no Sidekiq)")
@@ -365,16 +426,34 @@ def report(runs: list[Run], names: list[str], sidekiq: str | None, ceiling: str)
 
 
 def main() -> None:
-    """Run the rounds and print the table."""
+    """Run the rounds and print the table, then the latencies; or, with --callgrind, count
+    Redis instructions instead."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--jobs", type=int, default=20_000, help="jobs per run (>= 2)")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--jobs", type=int, help="jobs per run (>= 2; default 20,000, 3,000 with --callgrind)"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="drain rounds (0: none)")
     parser.add_argument("--threads", type=int, default=5, help="lowkiq --threads, sidekiq -c")
+    parser.add_argument("--latency-samples", type=int, default=200, help="per round (0: none)")
+    parser.add_argument("--latency-rounds", type=int, default=2)
+    parser.add_argument(
+        "--callgrind", action="store_true", help="count Redis instructions (valgrind) instead"
+    )
+    parser.add_argument(
+        "--idle-seconds", type=float, default=10.0, help="--callgrind: idle window, seconds"
+    )
     args = parser.parse_args()
+    if args.jobs is None:
+        args.jobs = 3_000 if args.callgrind else 20_000
     if args.jobs < 2:
         parser.error("--jobs must be at least 2")
+    if args.callgrind:
+        from vs_sidekiq_callgrind import run_callgrind
+
+        run_callgrind(args.jobs, args.threads, args.idle_seconds)
+        return
     directory = Path(tempfile.mkdtemp(prefix="lowkiq-vs-sidekiq-"))
     port = free_port()
     server = start_server(directory / "redis", port=port)
@@ -406,8 +485,16 @@ def main() -> None:
             for system in systems:
                 runs.append(drain(system, url, server.process.pid, args.jobs, number, directory))
                 print(f"  round {number}: {system.name}: {runs[-1].rate:,.0f} jobs/s", flush=True)
-        names = [system.name for system in systems if system is not ceiling]
-        report(runs, names, sidekiq and sidekiq.name, ceiling.name)
+        if runs:
+            names = [system.name for system in systems if system is not ceiling]
+            report(runs, names, sidekiq and sidekiq.name, ceiling.name)
+        if args.latency_samples > 0 and args.latency_rounds > 0:
+            from vs_sidekiq_latency import report_latency, run_latency
+
+            latencies = run_latency(
+                url, sidekiq, args.latency_samples, args.latency_rounds, args.threads
+            )
+            report_latency(latencies, args.threads)
         print("load average after the runs: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     finally:
         server.stop()
