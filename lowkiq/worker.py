@@ -358,9 +358,9 @@ def _check_hooks(cls: type[Worker]) -> None:
     the class, so every job would fail.  A plain function that takes just the
     arguments (as a ``@staticmethod`` would) is left alone."""
     for name, counts in _HOOK_ARGS.items():
-        hook = cls.__dict__.get(name)
+        hook = inspect.getattr_static(cls, name, None)  # as defined, a mixin's too
         if not isinstance(hook, types.FunctionType):
-            continue  # a classmethod, a staticmethod, or not defined here
+            continue  # a classmethod, a staticmethod, or not defined
         parameters = list(inspect.signature(hook).parameters)
         if parameters[:1] != ["self"] and any(_takes(hook, count) for count in counts):
             continue

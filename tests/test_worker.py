@@ -419,6 +419,17 @@ def test_a_perform_of_iterable_worker_without_classmethod_is_refused():
                 pass
 
 
+def test_a_plain_perform_of_a_mixin_is_refused_too():
+    class Auditing:
+        def perform(self, payloads_by_id):
+            pass
+
+    with pytest.raises(ConfigurationError, match="AuditedWorker.perform is a plain method"):
+
+        class AuditedWorker(Auditing, lowkiq.Worker):
+            pass
+
+
 def test_hooks_that_can_be_called_on_the_class_are_taken(redis_client):
     class StaticWorker(lowkiq.Worker):
         shards_count = 1
