@@ -16,7 +16,7 @@ groups throughout).
 
 Needs ``valgrind`` on PATH; runs for about a minute per 20,000 jobs and scenario.
 Usage: python bench/redis_instructions.py [--jobs 20000] [--shards 5] [--batches 32]
-       [--scenarios none one one+20 two]
+       [--scenarios none one one+20 two] [--redis-server PATH]
 """
 
 from __future__ import annotations
@@ -52,13 +52,13 @@ SCENARIOS: dict[str, tuple[Callable[[int], str | None], int]] = {
 class CountedRedis:
     """A Redis server under callgrind, whose instructions are counted phase by phase."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, binary: str | None = None) -> None:
         self.directory = directory
         socket = directory / "redis.sock"
         self.process = subprocess.Popen(
             [
                 "valgrind", "--tool=callgrind", f"--callgrind-out-file={directory}/cg.%p",
-                redis_server_binary(), "--port", "0", "--unixsocket", str(socket),
+                binary or redis_server_binary(), "--port", "0", "--unixsocket", str(socket),
                 "--save", "", "--appendonly", "no",
             ],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=directory,
@@ -141,13 +141,16 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=5)
     parser.add_argument("--batches", type=int, default=32, help="batches of one job a pop")
     parser.add_argument("--scenarios", nargs="*", default=list(SCENARIOS), choices=SCENARIOS)
+    parser.add_argument(
+        "--redis-server", help="the redis-server binary (default: the embedded one)"
+    )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not on PATH")
     print(machine(), f"| {args.jobs} jobs, {args.shards} shards, pops of {args.batches} batches")
     print("scenario   enqueue/job    pop/job  total/job  against none")
     directory = Path(tempfile.mkdtemp(prefix="lowkiq-bench-"))
-    server = CountedRedis(directory)
+    server = CountedRedis(directory, args.redis_server)
     try:
         base = None
         for name in args.scenarios:
