@@ -171,9 +171,12 @@ class PolicyGate:
         if known is not None and now - known[0] < self.recheck:
             return known[1]
         try:
-            found = eviction_problem(policies(client))
-        except RedisClusterException as exc:
-            raise redis.ConnectionError(str(exc)) from exc
+            found = read_memory(client).eviction  # INFO: no CONFIG call for the producer
+        except redis.ResponseError:  # INFO refused: CONFIG GET
+            try:
+                found = eviction_problem(policies(client))
+            except RedisClusterException as exc:
+                raise redis.ConnectionError(str(exc)) from exc
         with self._lock:
             self._read[client] = (now, found)
         return found
