@@ -17,6 +17,7 @@ client, so a producer learns of an evicting Redis within seconds at no cost per 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -307,21 +308,31 @@ def _node_memory(name: str, client: redis.Redis) -> NodeMemory:
 
 
 def read_memory(client: Client) -> MemoryReport:
-    """The :class:`MemoryReport` of the server, or of every master of a Redis Cluster.
+    """The :class:`MemoryReport` of the server, or of every master of a Redis Cluster that
+    answers (a master that does not is left out, and the slot map reloaded, so that its
+    replica is read once it took over; the others' policies still count).
 
-    Raises ``redis.ConnectionError`` when a server cannot be reached, and
-    ``redis.ResponseError`` when ``INFO`` is refused.
+    Raises ``redis.ConnectionError`` when the server, or every master, cannot be
+    reached, and ``redis.ResponseError`` when ``INFO`` is refused.
     """
     cluster = getattr(client, "topology", client)  # a processing thread's cluster client
+    if not isinstance(cluster, redis.RedisCluster):
+        assert isinstance(client, redis.Redis)
+        return MemoryReport([_node_memory(_node_name(client), client)])
+    found: list[NodeMemory] = []
+    failed: Exception | None = None
     try:
-        if isinstance(cluster, redis.RedisCluster):
-            return MemoryReport(
-                [
-                    _node_memory(node.name, node.redis_connection)
-                    for node in cluster.get_primaries()  # type: ignore[no-untyped-call]
-                ]
-            )
+        masters = cluster.get_primaries()  # type: ignore[no-untyped-call]
     except RedisClusterException as exc:
         raise redis.ConnectionError(str(exc)) from exc
-    assert isinstance(client, redis.Redis)
-    return MemoryReport([_node_memory(_node_name(client), client)])
+    for node in masters:
+        try:
+            found.append(_node_memory(node.name, node.redis_connection))
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            failed = exc
+    if failed is not None:
+        with contextlib.suppress(RedisClusterException, redis.RedisError):
+            cluster.nodes_manager.initialize()
+        if not found:
+            raise redis.ConnectionError(f"no master answered: {failed}") from failed
+    return MemoryReport(found)
