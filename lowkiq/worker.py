@@ -41,6 +41,7 @@ from lowkiq.storage.metrics import QueueMetrics, queue_metrics
 from lowkiq.storage.push_plan import NewJob
 from lowkiq.storage.queries import Queries
 from lowkiq.storage.queue import Queue
+from lowkiq.storage.unreachable import unreachable_raises
 
 
 class Worker:
@@ -309,12 +310,14 @@ class Worker:
         """Read-only views of the queue (fetch, range_by_*, processing_data); with
         ``payloads_limit``, each job carries at most that many payloads and
         ``payloads_count``."""
-        return Queries(cls._current_queue(), payloads_limit)
+        with unreachable_raises(f"{cls.__name__}.queries()"):
+            return Queries(cls._current_queue(), payloads_limit)
 
     @classmethod
     def actions(cls) -> Actions:
         """Bulk operations on the queue and its morgue."""
-        return Actions(cls._current_queue(), restore_orphaned=_restore_orphaned)
+        with unreachable_raises(f"{cls.__name__}.actions()"):
+            return Actions(cls._current_queue(), restore_orphaned=_restore_orphaned)
 
     @classmethod
     def history(cls, job_id: Any) -> list[JobEvent]:

@@ -42,6 +42,8 @@ S lease                       str    ``epoch owner``: the lease on the shard, wi
 S epoch                       str    counter, +1 on every acquisition of the shard; never expires
 S hold                        str    set during a reshard: ``closed`` (a new shard, no pops yet)
                                      or ``retired`` (an old shard; kept for good)
+S moving                      set    the ids of a retired shard a reshard is moving (read, not yet
+                                     removed): actions wait for them, then act in the new shard
 S rate_budget                 hash   ``tokens`` the shard reserved of its worker's rate limit,
                                      to spend from ``from`` (ms on Redis's clock); with a TTL
 S group_base                  str    the shard's base group: every queued id not in
@@ -181,6 +183,7 @@ SUFFIXES = {
     "epoch_counter": "epoch",
     "stopping_flag": "stopping",
     "hold": "hold",
+    "moving_set": "moving",
     "rate_budget_hash": "rate_budget",
     "group_base": "group_base",
     "group_of_hash": "group_of",
@@ -313,6 +316,10 @@ class QueueKeys:
     def hold(self, shard: int) -> str:
         """``closed`` or ``retired`` while the queue is resharded: no batch is popped."""
         return self._key("hold", shard)
+
+    def moving_set(self, shard: int) -> str:
+        """The ids of a retired shard whose jobs a reshard is moving (read, not removed)."""
+        return self._key("moving_set", shard)
 
     def schedule_hash(self, shard: int, schedule_id: str) -> str:
         """The ticks of the periodic job ``schedule_id`` (its job id's shard)."""

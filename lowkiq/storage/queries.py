@@ -26,6 +26,7 @@ from lowkiq.storage.group_rows import GroupRows, group_rows
 from lowkiq.storage.processing import PROCESSING_HEADER, processing_group
 from lowkiq.storage.queue import Queue
 from lowkiq.storage.scripts import run_pipelined
+from lowkiq.storage.unreachable import public_calls_raise_unavailable
 
 
 class _JobFields(TypedDict):
@@ -48,8 +49,10 @@ class Job(_JobFields, total=False):
     payloads_count: int
 
 
+@public_calls_raise_unavailable("queries")
 class Queries:
-    """Read-only views of one queue; every method is a few pipelined round trips."""
+    """Read-only views of one queue; every method is a few pipelined round trips.
+    Redis out of reach raises :class:`lowkiq.RedisUnavailable`."""
 
     def __init__(self, queue: Queue, payloads_limit: int | None = None) -> None:
         self.queue = queue

@@ -10,7 +10,7 @@ from storage_support import NOW, hot_layout, retry_in
 
 import lowkiq
 from lowkiq.errors import InvalidQuery
-from lowkiq.storage.actions import KILLED_ERROR
+from lowkiq.storage.actions import KILLED_ERROR, JobsRunning
 from tests.leasing import fail, pop
 
 
@@ -149,13 +149,18 @@ def test_no_action_touches_a_processing_area(worker, queue, redis_client):
     assert actions.perform_now(["a"]) == 1
     assert actions.delete(["a"]) == 1
     assert actions.kill(["b"]) == 1
-    assert actions.move(["c"], to=Elsewhere) == 1
-    assert actions.clear() == 1  # "d": the only job left queued
+    [queued_c] = worker.queries().fetch(["c"])
+    # A move waits for the running batch; past its wait it moves nothing of the id.
+    with pytest.raises(JobsRunning, match="batch still running") as refused:
+        actions.move(["c"], to=Elsewhere, wait=0.1)
+    assert refused.value.running == ["c"] and refused.value.moved == 0
+    assert worker.queries().fetch(["c"]) == [queued_c]
+    assert Elsewhere.queries().fetch(["c"]) == []
+    assert actions.clear() == 2  # "c" and "d": the jobs left queued
     assert redis_client.hgetall(processing) == running
     assert worker.metrics()["busy"] == 3
     assert ids(worker.queries().processing_data()) == ["a", "b", "c"]
     assert [p for p, _ in worker.queries().morgue_fetch(["b"])[0]["payloads"]] == ["queued"]
-    assert Elsewhere.queries().fetch(["c"])[0]["payloads"][0][0] == "queued"
 
 
 class Target(lowkiq.Worker):
@@ -217,15 +222,17 @@ def test_move_takes_out_only_what_it_put_in_the_target(worker, queue):
     """A payload enqueued between the read and the take stays in the source, with the
     job's schedule; the copied ones are taken out (the three steps run by hand)."""
     worker.perform_async([{"id": "a", "payload": p, "score": s} for p, s in (("x", 1), ("y", 2))])
-    found = queue.run("move_read", 0, "a")
+    [before] = worker.queries().fetch(["a"])
+    found, _, _, hold = queue.run("move_read", 0, "", 30, "a")
     target = Target.queue()
     shard = target.shard_of("a")
     assert target.run("move_put", shard, "", queue.name, found[0], found[1], b"", b"") == 1
     worker.perform_async([{"id": "a", "payload": "late", "score": 3}])
-    # The job stays, with "late".
-    assert queue.run("move_take", 0, target.name, found[0], found[1]) == 0
+    # The job stays, with "late", and its perform_in from before the move held it.
+    assert queue.run("move_take", 0, target.name, hold, found[0], found[1], found[4]) == [0, []]
     [left] = worker.queries().fetch(["a"])
     assert left["payloads"] == [["late", 3.0]]
+    assert left["perform_in"] == before["perform_in"]
     [moved] = Target.queries().fetch(["a"])
     assert moved["payloads"] == [["x", 1.0], ["y", 2.0]]
 

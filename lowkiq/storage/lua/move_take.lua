@@ -2,14 +2,22 @@
 -- the payloads move_put has written into the target queue, and only those
 -- (the same payload with the same score), so a payload enqueued meanwhile
 -- stays.  A job left with no payload is removed; one left with some keeps its
--- perform_in, retry_count and error.  A job popped meanwhile is not touched
--- (it runs here and in the target: a move duplicates at worst, never loses).
+-- retry_count and error, and gets back the perform_in it had before move_read
+-- held it (when it is still held).  An empty blob takes nothing: it only gives
+-- a held job its perform_in back (a move that gave up on an id).
+-- On a shard a reshard retired, an id the reshard is moving (K.moving_set), or
+-- gone from here, is left alone and returned: the caller takes its payloads
+-- out of its new shard once it is moved.
 -- KEYS[1]  the shard's prefix
 -- ARGV[1]  the name of the queue the jobs moved to (for the events)
--- ARGV[2..]  pairs id, blob (as move_read returned them)
--- Writes: queue keys (with payloads_zset(id) of hot ids)
--- Returns: the number of jobs removed whole
-if retired() then return 0 end  -- its jobs moved to the new shards
+-- ARGV[2]  hold: the perform_in move_read gave the jobs it held
+-- ARGV[3..]  triples id, blob (as move_read returned them), perform_in before the hold
+-- Writes: queue keys (with payloads_zset(id) of hot ids), the group keys
+-- Returns: {the number of jobs removed whole, ids to take from their new shard}
+local retiring = retired()
+local moving = retiring and K.moving_set
+local hold = tonumber(ARGV[2])
+local now = clock('')
 local removed = 0
 
 -- The payloads of `blob` not in `copied` with the same score (payloads of one
@@ -24,10 +32,20 @@ local function kept_pairs(blob, copied)
   return kept
 end
 
-for i = 2, #ARGV, 2 do
-  local id, copied = ARGV[i], ARGV[i + 1]
-  local member, is_retry = find_queued(id)
-  if member then
+local elsewhere = {}
+for i = 3, #ARGV, 3 do
+  local id, copied, perform_in = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local member, is_retry = nil, nil
+  if not (moving and redis.call('sismember', moving, id) == 1) then
+    member, is_retry = find_queued(id)
+  end
+  if not member then
+    if retiring and copied ~= '' then elsewhere[#elsewhere + 1] = id end
+  elseif copied == '' then
+    if tonumber(redis.call('zscore', K.perform_in_zset, id)) == hold then
+      reschedule_queued(id, perform_in, now)
+    end
+  else
     if TRACK then track(K, 'moved', id, 'to', ARGV[1]) end
     local blob = blob_of(member, id)
     local left = 0  -- payloads the job keeps (none when it is as it was read)
@@ -59,7 +77,9 @@ for i = 2, #ARGV, 2 do
     if left == 0 then
       delete_queued(id, member, is_retry)
       removed = removed + 1
+    elseif tonumber(redis.call('zscore', K.perform_in_zset, id)) == hold then
+      reschedule_queued(id, perform_in, now)
     end
   end
 end
-return removed
+return {removed, elsewhere}

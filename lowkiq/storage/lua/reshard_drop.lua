@@ -1,8 +1,9 @@
 -- reshard_drop: remove from a retired shard the jobs reshard_put merged into
--- the new shards.
+-- the new shards, and their ids from the moving ones (actions now find them in
+-- their new shards).
 -- KEYS[1]  the old shard's prefix
 -- ARGV     pairs of kind ('q' queued, 'm' dead) and id
--- Writes: queue keys, morgue keys (with hot ids' payload sorted sets)
+-- Writes: queue keys, morgue keys (with hot ids' payload sorted sets), moving_set
 -- Returns: the number of jobs removed
 if not retired() then return redis.error_reply('NOTRETIRED ' .. P .. ': the shard is not retired') end
 local removed = 0
@@ -17,5 +18,6 @@ for i = 1, #ARGV, 2 do
   elseif delete_dead(id) then
     removed = removed + 1
   end
+  redis.call('srem', K.moving_set, id)
 end
 return removed

@@ -1,10 +1,13 @@
 -- reshard_take: read (not remove) up to `limit` jobs of a retired shard whose
 -- processing area is empty: queued jobs first, then dead ones.  The shard is
--- frozen (no push, no pop, no action), so what is read stays as it is until
--- reshard_drop removes it, after the jobs were merged into the new shards.
+-- frozen (no push, no pop), and the ids read are marked moving (K.moving_set):
+-- an action leaves them alone (and waits) until reshard_drop removes them, after
+-- the jobs were merged into the new shards, so what is read stays as it is.  An
+-- action acts in place on the ids not marked, which are read later as they are then.
 -- KEYS[1]  the shard's prefix
 -- ARGV[1]  limit
 -- Reads: queue keys (with due_since_zset), morgue keys (hot ids' payload sorted sets in full)
+-- Writes: moving_set (the ids read)
 -- Returns: a flat list of records of 8 fields: kind ('q' queued, 'm' dead),
 --   id, perform_in (queued) or updated_at (dead), retry_count ('' when dead),
 --   '1' when it has an error else '0', the error or '', the payloads as a blob,
@@ -25,6 +28,7 @@ local function full_blob(blob, key)
 end
 
 local function add(kind, id, at, retry_count, error, blob, group)
+  redis.call('sadd', K.moving_set, id)
   out[#out + 1] = kind
   out[#out + 1] = id
   out[#out + 1] = at
