@@ -2,8 +2,9 @@
 full, and the keys it evicted.
 
 Every :data:`CHECK_SECONDS` the watch reads ``INFO memory`` and ``INFO stats`` of the
-server (each master of a Redis Cluster) on a connection of its own, and notes what it
-found for ``/ready`` (:class:`lowkiq.health.heartbeats.RedisMemory`).  It logs:
+server (each master of a Redis Cluster) through the client of the process's own calls
+(a connection of its pool for a moment; no slot map of its own to load), and notes what
+it found for ``/ready`` (:class:`lowkiq.health.heartbeats.RedisMemory`).  It logs:
 
 * an error when a server's policy turns to one that evicts (``CONFIG SET`` while
   workers run), naming the server and the policy, then once a minute while it lasts;
@@ -61,14 +62,14 @@ class MemoryWatch:
 
     def __init__(
         self,
-        make_client: Callable[[], Client],
+        client: Client,
         allow_eviction: bool,
         state: RedisMemory,
         check_every: float = CHECK_SECONDS,
         repeat_every: float = REPEAT_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.make_client = make_client
+        self.client = client
         self.allow_eviction = allow_eviction
         self.state = state
         self.check_every = check_every
@@ -91,18 +92,14 @@ class MemoryWatch:
 
     def run(self, stop: threading.Event) -> None:
         """Read, note and log every ``check_every`` seconds until ``stop`` is set."""
-        client = self.make_client()
-        try:
-            while not stop.is_set():
-                self.check(client)
-                stop.wait(self.check_every)
-        finally:
-            client.close()
+        while not stop.is_set():
+            self.check()
+            stop.wait(self.check_every)
 
-    def check(self, client: Client) -> MemoryReport | None:
-        """One read of ``client``'s servers, noted and logged; ``None`` when it failed."""
+    def check(self) -> MemoryReport | None:
+        """One read of the servers, noted and logged; ``None`` when it failed."""
         try:
-            report = read_memory(client)
+            report = read_memory(self.client)
         except (redis.RedisError, RedisClusterException, OSError) as exc:
             log.debug("could not read Redis's memory: %s: %s", type(exc).__name__, exc)
             return None

@@ -14,7 +14,7 @@ flag (``#!lua flags=allow-oom,allow-cross-slot-keys``; the second flag keeps wha
 script without flags may do).  Redis 6.2 has no script flags: it refuses a script's
 first write that may grow memory while Redis is full, but lets a script that has
 already written go on (it must stay atomic); each of these scripts therefore starts
-with a ``DEL`` of a key that never exists, a write that grows nothing.  A script
+with an ``UNLINK`` of a key that never exists, a write that grows nothing.  A script
 that adds jobs (``push``) has neither: on a full Redis it is refused, and the
 producer told.
 """
@@ -72,7 +72,7 @@ FLAGS_SHEBANG = "#!lua flags=allow-oom,allow-cross-slot-keys\n"
 #: The first statement of an :data:`ALLOW_OOM` script on Redis 6.2: a write that grows
 #: nothing (the key is never written), after which Redis lets the script's other
 #: writes through on a full server.
-FIRST_WRITE_6 = "redis.call('del', KEYS[1] .. 'allow-oom')\n"
+FIRST_WRITE_6 = "redis.call('unlink', KEYS[1] .. 'allow-oom')\n"
 
 
 _DEFINITION = re.compile(r"^local (?:function )?(\w+)")

@@ -27,7 +27,7 @@ def report(policy: str = "noeviction", used: int = 10, maxmemory: int = 0, evict
 
 def watch(allow_eviction: bool = False) -> tuple[MemoryWatch, Clock, RedisMemory]:
     clock, state = Clock(), RedisMemory()
-    return MemoryWatch(lambda: None, allow_eviction, state, clock=clock), clock, state  # type: ignore[arg-type, return-value]
+    return MemoryWatch(None, allow_eviction, state, clock=clock), clock, state  # type: ignore[arg-type]
 
 
 def lines(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
