@@ -45,9 +45,11 @@ one run.
 ``--callgrind`` (bench/vs_sidekiq_callgrind.py, whose docstring says how each phase's
 window is cut): one Redis under valgrind's callgrind; per system (lowkiq, lowkiq with
 two groups in every shard, Sidekiq) the Redis instructions per job of enqueueing N jobs
-(default 3,000) 1,000 a call, and of draining them, the ratios lowkiq/Sidekiq and
-groups/no groups, and the targets (drain <= 2.0x Sidekiq's, enqueue <= 5.0x). The
-counts do not depend on the host's load. No drain timing nor latency in this mode.
+(default 3,000) 1,000 a call, and of draining them, the Redis commands per job of
+the drain, the ratios lowkiq/Sidekiq and groups/no groups, and the targets (drain <=
+2.0x Sidekiq's, enqueue <= 5.0x). Other load on the host leaves the counts alone, but
+lowkiq's drain count moves between runs by up to 20 % (see there why). No drain
+timing nor latency in this mode.
 
 Not run in CI.
 

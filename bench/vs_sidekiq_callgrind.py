@@ -5,9 +5,12 @@ Run as ``python bench/vs_sidekiq.py --callgrind [--jobs 3000] [--threads 5]
 ``redis_server_binary()``) runs under ``valgrind --tool=callgrind`` on 127.0.0.1;
 ``callgrind_control`` zeroes its counts before each phase and dumps them after (as
 bench/redis_instructions.py does), so a figure counts only what Redis ran in that
-phase's window. Counts are the same from run to run within about a percent (what moves
-is the little that depends on time: heartbeats, lease renewals, blocking-pop timeouts),
-whatever the host's load, where CPU time moves by ±10 %.
+phase's window, whatever else loads the host. The enqueue figures and Sidekiq's drain
+repeat within 2 % from run to run. lowkiq's drain does not quite: what a worker's five
+threads do per job depends on how their pops interleave, and the time-dependent
+background (heartbeats, lease renewals, blocking-pop timeouts) grows with the window,
+which callgrind and a loaded host stretch; over three runs on a loaded 2-core host it
+moved by 20 % (238,000 to 195,000 a job). Compare runs with a like "drain s", or several.
 
 Systems, each alone in its own phases, in turn: lowkiq at its defaults (5 shards,
 batch_size 1, ``--threads`` threads; ``lowkiq worker -r vs_sidekiq_app``, DB 0); the
@@ -28,16 +31,18 @@ ruby-sidekiq). The job is vs_sidekiq.py's: one ``INCR`` inside the job. Per syst
 4. drain: SIGCONT; the window ends 0.5 s after the job that brings the counter to
    ``--jobs`` (so that its acknowledgement lands), with SIGSTOP.
 
-Printed: instructions per job of the enqueue and of the drain, the drain window's
-seconds (callgrind slows Redis some 50-fold, and a loaded host more, which stretches
-the window and so the time-dependent part), idle instructions per second, the drain
-per job less the idle rate over its window ("less idle": the time-dependent part taken
-off, at most), each lowkiq figure over Sidekiq's,
-lowkiq with groups over lowkiq without, and the targets (lowkiq's drain <= 2.0x
-Sidekiq's, its enqueue <= 5.0x). The host's floor: the job alone, ``--jobs`` ``INCR``
-from one client with no queue, the part of every drain figure that is the job itself.
+Printed: per system the instructions per job of the enqueue and of the drain, the
+drain window's seconds (callgrind slows Redis some 50-fold, a loaded host more, which
+stretches the window and so its time-dependent part), the idle instructions per
+second, the drain per job less the idle rate over its window ("less idle": that part
+taken off, at most), each lowkiq figure over Sidekiq's; the Redis commands per job in
+the drain window (INFO commandstats: the script calls and the commands they run); lowkiq
+with groups over lowkiq without; the targets (lowkiq's drain <= 2.0x Sidekiq's, its
+enqueue <= 5.0x). The host's floor: the job alone, ``--jobs`` ``INCR`` from one client
+with no queue, the part of every drain figure that is the job itself.
 
-Needs ``valgrind`` and ``callgrind_control`` on PATH; takes a few minutes.
+Needs ``valgrind`` and ``callgrind_control`` on PATH (apt-get install valgrind); takes
+4 to 8 minutes on a loaded 2-core host.
 """
 
 from __future__ import annotations
@@ -168,6 +173,9 @@ class Counted:
     drain: int
     drain_seconds: float
     idle_per_second: float
+    #: Redis commands per job in the drain window, by name (INFO commandstats: the
+    #: commands a script runs are counted too).
+    drain_commands: dict[str, float]
 
     @property
     def enqueue_per_job(self) -> float:
@@ -249,7 +257,9 @@ def count_system(
             time.sleep(SETTLE)
             _signal(worker, signal.SIGSTOP)
 
+        server.client.config_resetstat()
         drained, drain_seconds = server.timed_count(drain)
+        commands = server.client.info("commandstats")
         _signal(worker, signal.SIGCONT)
         done = int(client.get(COUNTER) or 0)
         if done != jobs:
@@ -264,7 +274,10 @@ def count_system(
         except subprocess.TimeoutExpired:
             feeder.kill()
         errors.close()
-    return Counted(system.name, jobs, enqueued, drained, drain_seconds, idle / idle_for)
+    per_job = {
+        name.removeprefix("cmdstat_"): stats["calls"] / jobs for name, stats in commands.items()
+    }
+    return Counted(system.name, jobs, enqueued, drained, drain_seconds, idle / idle_for, per_job)
 
 
 def count_job_alone(server: CountedServer, jobs: int) -> int:
@@ -298,6 +311,13 @@ def report(counted: list[Counted], sidekiq: Counted | None, job_alone: int, jobs
         f"{'the job alone (INCR, no queue)':<36} {'-':>12} {job_alone / jobs:>10,.0f}"
         "  (the floor of every drain figure)"
     )
+    print(
+        "Redis commands per job in the drain window (INFO commandstats, a script's own included):"
+    )
+    for row in counted:
+        busiest = sorted(row.drain_commands.items(), key=lambda item: -item[1])[:10]
+        listed = ", ".join(f"{name} {calls:.2f}" for name, calls in busiest if calls >= 0.005)
+        print(f"  {row.name}: {listed}")
     plain, grouped = counted[0], counted[1]
     print(
         f"{grouped.name} / {plain.name}: enqueue "
