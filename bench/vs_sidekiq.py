@@ -465,10 +465,11 @@ def main() -> None:
         print(machine())
         print("load average before the runs: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
         print(f"Redis {server.client().info('server')['redis_version']} on 127.0.0.1:{port}")
-        print(
-            f"{args.jobs:,} jobs per run, each one INCR; {args.threads} threads; "
-            f"logs in {directory}"
-        )
+        if args.rounds > 0:
+            print(
+                f"{args.jobs:,} jobs per run, each one INCR; {args.threads} threads; "
+                f"logs in {directory}"
+            )
         lowkiq_defaults = lowkiq_system(url, args.jobs, args.threads, 1)
         lowkiq_batched = lowkiq_system(url, args.jobs, args.threads, 10)
         print("lowkiq: perform does lowkiq.settings.client().incr(...) once per job")

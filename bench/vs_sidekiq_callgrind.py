@@ -4,13 +4,14 @@ Run as ``python bench/vs_sidekiq.py --callgrind [--jobs 3000] [--threads 5]
 [--idle-seconds 10]``. One private Redis (lowkiq's embedded binary,
 ``redis_server_binary()``) runs under ``valgrind --tool=callgrind`` on 127.0.0.1;
 ``callgrind_control`` zeroes its counts before each phase and dumps them after (as
-bench/redis_instructions.py does), so a figure counts only what Redis ran in that
-phase's window, whatever else loads the host. The enqueue figures and Sidekiq's drain
-repeat within 2 % from run to run. lowkiq's drain does not quite: what a worker's five
-threads do per job depends on how their pops interleave, and the time-dependent
-background (heartbeats, lease renewals, blocking-pop timeouts) grows with the window,
-which callgrind and a loaded host stretch; over three runs on a loaded 2-core host it
-moved by 20 % (238,000 to 195,000 a job). Compare runs with a like "drain s", or several.
+bench/redis_instructions.py does, and at ``hz 1`` as there, so that the server's timer
+adds little), so a figure counts only what Redis ran in that phase's window, whatever
+else loads the host. The enqueue figures and Sidekiq's drain repeat within 2 % from run
+to run. lowkiq's drain does not quite: what a worker's five threads do per job depends
+on how their pops interleave, and the time-dependent background (heartbeats, lease
+renewals, blocking-pop timeouts) grows with the window, which callgrind and a loaded
+host stretch; over three runs on a loaded 2-core host (at hz 10) it moved by 20 %
+(238,000 to 195,000 a job). Compare runs with a like "drain s", or several.
 
 Systems, each alone in its own phases, in turn: lowkiq at its defaults (5 shards,
 batch_size 1, ``--threads`` threads; ``lowkiq worker -r vs_sidekiq_app``, DB 0); the
@@ -130,7 +131,7 @@ class CountedServer(CountedRedis):
             [
                 "valgrind", "--tool=callgrind", f"--callgrind-out-file={directory}/cg.%p",
                 redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no",
+                "--save", "", "--appendonly", "no", "--hz", "1",
             ],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=directory,
         )  # fmt: skip
