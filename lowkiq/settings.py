@@ -21,11 +21,11 @@ from redis import Redis
 
 from lowkiq.clients.connection import Client
 from lowkiq.clients.default_redis import default_redis
+from lowkiq.clients.forking import forget_in_children
 from lowkiq.config.environment import env_bool, env_float, env_int
 from lowkiq.errors import ConfigurationError
 from lowkiq.middleware import ClientMiddleware, ServerMiddleware
 from lowkiq.periodic.schedule import Schedule, schedule_list
-from lowkiq.runtime.forking import forget_in_children
 from lowkiq.serializers import Codec, dump_json, format_error, identity, load_json
 from lowkiq.storage.queue_base import Replication
 from lowkiq.strategies.schedulers import Scheduler, build_lag_scheduler

@@ -28,10 +28,10 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
+from lowkiq.clients.forking import exit_if_forked
 from lowkiq.health.heartbeats import Heartbeat, Heartbeats
 from lowkiq.perform.coroutines import close_thread_loop
 from lowkiq.perform.timeouts import Watched, hard_limit_handler, stuck_floor, stuck_threshold
-from lowkiq.runtime.forking import exit_if_forked
 from lowkiq.runtime.shard_handler import Outcome, ShardHandler
 from lowkiq.storage.processing import PoppedJob
 from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder, Recorder

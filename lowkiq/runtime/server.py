@@ -36,6 +36,7 @@ from redis.exceptions import RedisClusterException
 
 from lowkiq.clients.cluster import bounded, thread_client
 from lowkiq.clients.connection import Client, describe_redis
+from lowkiq.clients.forking import WORKER_SIGNALS, worker_signals_installed
 from lowkiq.clients.memory_policy import check_eviction
 from lowkiq.clients.retry import Retries
 from lowkiq.errors import ConfigurationError, is_out_of_memory
@@ -56,7 +57,6 @@ from lowkiq.perform.coroutines import close_thread_loop
 from lowkiq.periodic.runner import ScheduleRunner
 from lowkiq.runtime.backoff import redis_backoff
 from lowkiq.runtime.dispatcher import Dispatcher
-from lowkiq.runtime.forking import WORKER_SIGNALS, worker_signals_installed
 from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.runtime.wakeup import Wakeup
 from lowkiq.settings import Settings, pooled_client, settings
@@ -385,8 +385,9 @@ class Server:
         self._until_redis_answers(lambda: check_eviction(coordinator.client, config.allow_eviction))
         if self._stop_signal is not None:
             return
-        memory = MemoryWatch(coordinator.client, config.allow_eviction, self.health.redis_memory)
-        memory.start(self.stop_event)
+        MemoryWatch(config.redis, config.allow_eviction, self.health.redis_memory).start(
+            self.stop_event
+        )
         if self.metrics_address is not None:
             self.serve_metrics(*self.metrics_address)
         # Renewals start first: the first round may acquire many leases, one by one.
