@@ -99,10 +99,12 @@ class Fate(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class JobVerdict:
-    """One job's fate, and the error text stored with it (retried and killed jobs)."""
+    """One job's fate, the error text stored with it (retried and killed jobs), and the
+    exception it failed with (for ``Worker.retry_in(retry_count, exception)``)."""
 
     fate: Fate
     error: str | None = None
+    exception: BaseException | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -156,7 +158,7 @@ def _judge_some(
 
 def _job_verdict(exc: Exception, format_error: Callable[[BaseException], str]) -> JobVerdict:
     fate = fate_of(exc)
-    return JobVerdict(fate, None if fate is Fate.DISCARD else format_error(exc))
+    return JobVerdict(fate, None if fate is Fate.DISCARD else format_error(exc), exc)
 
 
 def log_failure(

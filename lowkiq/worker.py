@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import random
 import types
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 import redis
@@ -154,7 +155,10 @@ class Worker:
 
     @classmethod
     def retry_in(cls, retry_count: int) -> float:
-        """Seconds before retry number ``retry_count`` (0 for the first failure)."""
+        """Seconds before retry number ``retry_count`` (0 for the first failure).  Define
+        ``retry_in(cls, retry_count, exception)`` to see the exception the job failed
+        with (the one :class:`~lowkiq.BatchFailed` names for its id), so the delay can
+        differ per error; either form works."""
         return float(retry_count**4 + 15 + random.randrange(30) * (retry_count + 1))
 
     @classmethod
@@ -372,6 +376,20 @@ def _check_hooks(cls: type[Worker]) -> None:
             f"{cls.__name__}.{name} is a plain method, but lowkiq calls it on the class "
             f"(every job would fail): make it a @classmethod, `{kind} {name}(cls, ...)`"
         )
+
+
+def retry_in_takes_exception(worker: type[Worker]) -> bool:
+    """Whether ``worker.retry_in`` takes the exception besides the retry count."""
+    return _takes_exception(worker.retry_in)
+
+
+@functools.cache
+def _takes_exception(retry_in: Callable[..., float]) -> bool:
+    try:
+        inspect.signature(retry_in).bind(0, None)
+    except TypeError:
+        return False
+    return True
 
 
 def _takes(function: types.FunctionType, count: int) -> bool:

@@ -61,7 +61,7 @@ from lowkiq.storage.processing import JobEnd
 from lowkiq.storage.queue import ACK_FENCED, ACK_STALE, Popped, PoppedJob, Queue
 from lowkiq.storage.rate_bucket import Throttle
 from lowkiq.telemetry.recorder import BatchRecorder
-from lowkiq.worker import Worker
+from lowkiq.worker import Worker, retry_in_takes_exception
 
 log = logging.getLogger("lowkiq.shard_handler")
 
@@ -543,9 +543,11 @@ class ShardHandler:
         """The script's view of ``verdict``: a retried job's delay comes from ``retry_in``."""
         ends = []
         for job in batch:
-            fate, error = verdict.jobs[job.id].fate, verdict.jobs[job.id].error
-            delay = self._retry_in(job.retry_count + 1) if fate is Fate.RETRY else 0.0
-            ends.append(JobEnd(job.id, fate, error, delay))
+            end = verdict.jobs[job.id]
+            delay = 0.0
+            if end.fate is Fate.RETRY:
+                delay = self._retry_in(job.retry_count + 1, end.exception)
+            ends.append(JobEnd(job.id, end.fate, end.error, delay))
         return ends
 
     def judge(self, batch: Sequence[PoppedJob], exc: Exception) -> Verdict:
@@ -586,8 +588,13 @@ class ShardHandler:
             then=None,
         )
 
-    def _retry_in(self, retry_count: int) -> float:
+    def _retry_in(self, retry_count: int, exception: BaseException | None) -> float:
+        """``Worker.retry_in``'s delay: given the exception too when it takes two
+        arguments (``retry_in(retry_count, exception)``); the default delay when it raises."""
         try:
+            retry_in: Callable[..., float] = self.worker.retry_in
+            if retry_in_takes_exception(self.worker):
+                return float(retry_in(retry_count, exception))
             return float(self.worker.retry_in(retry_count))
         except Exception:
             log.exception("%s: retry_in raised; using the default delay", self.name)
