@@ -385,9 +385,8 @@ class Server:
         self._until_redis_answers(lambda: check_eviction(coordinator.client, config.allow_eviction))
         if self._stop_signal is not None:
             return
-        MemoryWatch(config.redis, config.allow_eviction, self.health.redis_memory).start(
-            self.stop_event
-        )
+        memory = MemoryWatch(coordinator.client, config.allow_eviction, self.health.redis_memory)
+        memory.start(self.stop_event)
         if self.metrics_address is not None:
             self.serve_metrics(*self.metrics_address)
         # Renewals start first: the first round may acquire many leases, one by one.
