@@ -52,8 +52,8 @@ from lowkiq.runtime.backoff import redis_backoff
 from lowkiq.runtime.executor import Executor, Work
 from lowkiq.runtime.lifecycle import LEAVING, RUNNING, SETTLING
 from lowkiq.runtime.planning import Candidate, first_look, plan_round
-from lowkiq.runtime.shard_ranges import shard_ranges
 from lowkiq.runtime.shard_handler import ShardHandler, Taken
+from lowkiq.runtime.shard_ranges import shard_ranges
 from lowkiq.storage.group_claims import ClaimCall
 from lowkiq.storage.rate_bucket import Throttle
 from lowkiq.strategies.schedulers import Scheduler
