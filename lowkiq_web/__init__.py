@@ -23,6 +23,7 @@ from flask import Flask
 from lowkiq_web import (  # noqa: F401  (they register their routes)
     actions,
     errors,
+    find,
     history,
     processes,
     rate_limits,
@@ -64,6 +65,7 @@ def create_app(
     load_lowkiq_app(require)
     app = Flask(__name__, static_folder=None)
     app.config["LOWKIQ_WEB_READ_ONLY"] = read_only
+    app.config[find.STANDALONE] = True
     app.config.update(config)
     if credentials is not None:
         app.before_request(guard(credentials))

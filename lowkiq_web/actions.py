@@ -159,8 +159,13 @@ def _one_job(worker: str, kind: str, action: str) -> Response | str:
         context = views.list_context(worker, kind, params)
         message = _message(count, job_action.done)
         return render_template("lowkiq/_list_response.html", message=message, **context)
+    done = f"Job {job_id} {job_action.done}." if count else f"Job {job_id} was already gone."
     return render_template(
-        "lowkiq/_row_gone.html", worker=found.__name__, kind=kind, metrics=found.metrics()
+        "lowkiq/_row_gone.html",
+        worker=found.__name__,
+        kind=kind,
+        metrics=found.metrics(),
+        message=done,
     )
 
 

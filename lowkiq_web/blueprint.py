@@ -10,6 +10,7 @@ from flask import Blueprint, Response, current_app
 
 from lowkiq_web import formatting, security, unserved
 from lowkiq_web.mount import STATIC_URL_PATH, check_mount
+from lowkiq_web.no_app import served_elsewhere
 from lowkiq_web.overview import eviction_warning, on_embedded_redis
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -59,6 +60,7 @@ def template_helpers() -> dict[str, Any]:
         "embedded_redis": on_embedded_redis(),
         "eviction_warning": eviction_warning(),
         "unserved_shards": unserved.unserved_shards,
+        "served_elsewhere": served_elsewhere,
         "csrf_token": security.csrf_token(),
         "htmx_file": f"htmx-{HTMX_VERSION}.min.js",
         "uplot_file": f"uPlot-{UPLOT_VERSION}.min",

@@ -36,6 +36,8 @@ class BulkAction:
     counts: str
     #: Destroys or buries jobs: styled as dangerous.
     danger: bool = False
+    #: When to use it, shown beside its button ('' when the label says it all).
+    explanation: str = ""
 
     def confirmation(self, worker: str, counts: Mapping[str, int] | None = None) -> str:
         """The question asked before running it on ``worker``, with the count of the jobs
@@ -97,6 +99,9 @@ BULK_ACTIONS = (
         "Put back into the queue every batch of {worker} left in processing by a process "
         "that died, in shards no live process holds? {count} busy now.",
         Actions.restore_orphaned_batches, "put back into the queue", "busy",
+        explanation="For batches left here by a process that died while no live process "
+        "serves this worker (they would show as busy forever). A process taking a shard "
+        "over puts its batch back itself; batches of live processes are left alone.",
     ),
     BulkAction(
         "queue_up_all", "dead", "Queue up all",

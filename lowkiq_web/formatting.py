@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from lowkiq import Undecodable
@@ -179,3 +179,46 @@ def clock_time(timestamp: float) -> str:
         return datetime.fromtimestamp(timestamp, tz=timezone.utc).strftime("%H:%M:%S")
     except (OverflowError, OSError, ValueError):
         return str(timestamp)
+
+
+#: Payload scores between these (2001-09-09 and 2100-01-01, Unix seconds) are shown as
+#: times: lowkiq's default score is the time the payload was enqueued.
+SCORE_TIMES = (1_000_000_000.0, 4_102_444_800.0)
+
+
+def score_time(score: float) -> float | None:
+    """``score`` as a Unix time when it reads as one (see :data:`SCORE_TIMES`), else
+    ``None`` (an app's own number, e.g. a version: shown as given)."""
+    low, high = SCORE_TIMES
+    return float(score) if low <= float(score) < high else None
+
+
+_PERIOD_UNITS = ((86400, "day"), (3600, "h"), (60, "min"), (1, "s"))
+
+
+def period(every: timedelta) -> str:
+    """A schedule's period in words: ``30 s``, ``5 min``, ``1 h 30 min``, ``2 days``,
+    ``1.5 s`` (whole milliseconds)."""
+    total_ms = round(every.total_seconds() * 1000)
+    seconds, ms = divmod(total_ms, 1000)
+    parts: list[str] = []
+    for size, unit in _PERIOD_UNITS:
+        count, seconds = divmod(seconds, size)
+        if count:
+            plural = "s" if unit == "day" and count != 1 else ""
+            parts.append(f"{count} {unit}{plural}")
+    if ms:
+        if parts and parts[-1].endswith(" s"):
+            whole = int(parts.pop().split()[0])
+            parts.append(f"{whole}.{ms:03d}".rstrip("0") + " s")
+        else:
+            parts.append(f"{ms} ms")
+    return " ".join(parts) or "0 s"
+
+
+#: What each ``catch_up`` does with the ticks missed while no worker process ran.
+CATCH_UP_WORDS = {
+    "last": "one job for them all",
+    "none": "skipped, no job",
+    "all": "one job each (the latest 100)",
+}

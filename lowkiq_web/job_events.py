@@ -3,6 +3,7 @@ newest first, in plain words (see :mod:`lowkiq.storage.job_events` for the event
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import lowkiq
@@ -85,6 +86,7 @@ WORDS = {
     "done": "Done (its batch succeeded)",
     "failed": "Failed",
     "discarded": "Discarded (lowkiq.Discard)",
+    "snoozed": "Snoozed (lowkiq.Snooze): due again later, not failed",
     "buried": "Moved to the morgue",
     "restored": "Back in the queue (its process died or stopped, or its group had no place)",
     "deleted": "Deleted from the queue",
@@ -119,3 +121,40 @@ def other_details(event: JobEvent) -> dict[str, str]:
     """The event's details not shown in their own way (fields a later version may add),
     without empty ones."""
     return {k: v for k, v in event.details.items() if k not in SHOWN_DETAILS and v != ""}
+
+
+@dataclass(frozen=True)
+class DeadJobFacts:
+    """What the dashboard can tell of a dead job beyond the morgue's ``updated_at``."""
+
+    #: Its retries before it died: the ``failed`` events kept since it was last enqueued
+    #: (each one scheduled a retry); ``None`` when the worker keeps no events.
+    retries: int | None
+    #: When it was first enqueued, Unix seconds, when known.
+    first_enqueued: float | None
+    #: Where :attr:`first_enqueued` comes from: ``event`` (the oldest ``enqueued`` event
+    #: kept) or ``score`` (its oldest payload's score, a time).
+    first_enqueued_from: str | None
+
+
+def dead_job_facts(
+    timeline_: Timeline, oldest_score: float | None, score_time: Callable[[float], float | None]
+) -> DeadJobFacts:
+    """The retries and first enqueue of a dead job, from its ``timeline_`` (newest first)
+    or, for its first enqueue, its ``oldest_score`` when ``score_time`` reads it as a time
+    (the morgue keeps neither)."""
+    retries: int | None = None
+    first: float | None = None
+    if timeline_.tracked:
+        retries = 0
+        for event in timeline_.events:  # newest first: back to the enqueue that led here
+            if event.event == "failed":
+                retries += 1
+            elif event.event == "enqueued":
+                break
+        enqueues = [event.at for event in timeline_.events if event.event == "enqueued"]
+        first = min(enqueues) if enqueues else None
+    if first is not None:
+        return DeadJobFacts(retries, first, "event")
+    at = None if oldest_score is None else score_time(oldest_score)
+    return DeadJobFacts(retries, at, None if at is None else "score")

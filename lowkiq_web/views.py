@@ -145,10 +145,13 @@ def list_context(worker_name: str, kind: str, args: Any) -> dict[str, Any]:
 
 
 def list_page(worker_name: str, kind: str) -> str:
-    """A list page: the list, and above it the worker's groups (SPEC §11) with the most
-    queued jobs (none when its jobs have no group)."""
+    """A list page: the list; on the Enqueued page, above it, the worker's pause and rate
+    limit controls and its groups (SPEC §11) with the most queued jobs (none when its jobs
+    have no group)."""
     context = list_context(worker_name, kind, request.args)
-    groups = find_worker(worker_name).queries().groups(GROUPS_SHOWN)
+    groups = None
+    if kind == "enqueued":
+        groups = find_worker(worker_name).queries().groups(GROUPS_SHOWN)
     return render_template("lowkiq/list.html", groups=groups, groups_shown=GROUPS_SHOWN, **context)
 
 

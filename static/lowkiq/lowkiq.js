@@ -1,5 +1,5 @@
 // lowkiq dashboard (no inline script; CSP-safe): htmx request failures in the #flash banner,
-// the checked rows of a list, and the Move action's question.
+// the checked rows of a list, and the questions of the Move and rate-limit actions.
 (function () {
   "use strict";
   function flash(text) {
@@ -59,36 +59,60 @@
     }
     if (target.matches('[data-check-all], input[form="checked"]')) updateChecked();
   });
-  // Move: the question names the worker chosen.
-  function moveQuestion(form, question) {
+  // Move: the question names the worker chosen; none chosen yet, it asks for one instead.
+  function moveTarget(form) {
     var target = form.querySelector("[data-move-target]");
-    return question.replace("{to}", target ? target.value : "");
+    return target ? target.value : "";
+  }
+  function moveQuestion(form, question) {
+    return question.replace("{to}", moveTarget(form));
+  }
+  function isMove(form, path) {
+    if (form.hasAttribute("data-move-form")) return true;
+    var button = form.querySelector('button[data-action="checked-move"]');
+    return button !== null && button.getAttribute("formaction") === path;
+  }
+  // A rate-limit change: the question of the button pressed, with the limit typed.
+  function rateLimitQuestion(form, submit) {
+    var button = submit && submit.submitter;
+    var question = (button && button.getAttribute("data-question")) ||
+      form.getAttribute("hx-confirm");
+    var limit = form.querySelector('input[name="limit"]').value.trim();
+    var burst = form.querySelector('input[name="burst"]').value.trim();
+    return question.replace("{limit}", limit || "(no limit typed)")
+      .replace("{burst}", burst ? " (burst " + burst + ")" : "");
+  }
+  function ask(event, question) {
+    event.preventDefault();
+    if (window.confirm(question)) event.detail.issueRequest(true);
   }
   document.addEventListener("htmx:confirm", function (event) {
     var form = event.detail.elt;
-    if (form.hasAttribute && form.hasAttribute("data-move-form")) {
-      event.preventDefault();
-      if (window.confirm(moveQuestion(form, form.getAttribute("data-question")))) {
-        event.detail.issueRequest(true);
-      }
+    if (!form.hasAttribute) return;
+    if (form.hasAttribute("data-rate-limit-form")) {
+      ask(event, rateLimitQuestion(form, event.detail.triggeringEvent));
       return;
     }
-    if (!form.hasAttribute || !form.hasAttribute("data-checked-form")) return;
-    event.preventDefault();
-    var count = updateChecked();
+    if (!form.hasAttribute("data-move-form") && !form.hasAttribute("data-checked-form")) return;
+    var count = form.hasAttribute("data-checked-form") ? updateChecked() : 1;
     if (count === 0) {
+      event.preventDefault();
       flash("Check at least one job first.");
       return;
     }
-    var question = "Run this on the {n} checked job(s)?";
+    if (isMove(form, event.detail.path) && !moveTarget(form)) {
+      event.preventDefault();
+      flash("Choose the worker to move the jobs to first.");
+      form.querySelector("[data-move-target]").focus();
+      return;
+    }
+    var question = form.getAttribute("data-question") || "Run this on the {n} checked job(s)?";
     form.querySelectorAll("button[formaction]").forEach(function (button) {
       if (button.getAttribute("formaction") === event.detail.path) {
         question = button.getAttribute("data-question") || question;
       }
     });
-    if (window.confirm(moveQuestion(form, question.replace("{n}", String(count))))) {
-      event.detail.issueRequest(true);
-    }
+    ask(event, moveQuestion(form, question.replace("{n}", String(count))));
   });
   document.addEventListener("htmx:afterSettle", updateChecked);
   document.addEventListener("DOMContentLoaded", updateChecked);

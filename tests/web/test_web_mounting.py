@@ -33,7 +33,7 @@ def crawl(get, start: str, prefix: str) -> set[str]:
     while todo:
         url = todo.pop()
         path = url.split("?")[0]
-        form_only = path.endswith("/job") and "?" not in url  # the find-by-id form
+        form_only = path.endswith("/find") and "?" not in url  # the find-by-id form
         post_only = any(f"/{kind}/" in path for kind in ("dead", "busy", "retries", "scheduled"))
         post_only = post_only or path.endswith(("/pause", "/resume", "/rate-limit"))
         if url in seen or form_only or post_only:

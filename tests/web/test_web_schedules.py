@@ -41,7 +41,7 @@ def test_the_page_lists_every_schedule_with_its_ticks_and_last_job(client, sched
     assert 'href="/OrderWorker/job?id=digest"' in digest and ">queued<" in digest
     assert '<code class="by">host-a:42</code>' in digest
     stock = row(html, "stock")
-    assert "every 0:05:00" in stock and "catch-up: none" in stock
+    assert "every 5 min" in stock and "catch-up: none (missed ticks: skipped, no job)" in stock
     assert ">never<" in stock and "none yet" in stock and "not queued" in stock
     assert 'data-action="run-now"' in stock and "hx-confirm=" in stock
 

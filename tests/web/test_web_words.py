@@ -68,7 +68,7 @@ def test_list_pages_show_words_and_relative_times_not_raw_values(client, jobs_ev
     times = re.findall(
         r'<time class="when" datetime="([^"]+)" title="([^"]+)">([^<]+)</time>', html
     )
-    assert times, "no time shown"
+    assert times or kind == "busy", "no time shown"  # busy: its start, when a process reports it
     for machine, title, shown in times:
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", machine)
         assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(unix [\d.]+\)", title)
@@ -97,7 +97,8 @@ def test_the_job_page_shows_words_and_relative_times(client, jobs_everywhere):
     shown = re.search(r'<dt>Perform in</dt><dd><time class="when"[^>]*>([^<]+)</time>', page)
     assert shown and re.fullmatch(r"in (59m|1h)( \d+s)?", shown.group(1)), shown
     dead = client.get("/OrderWorker/job", query_string={"id": "d0000"}).get_data(as_text=True)
-    assert re.search(r'<dt>Updated at</dt><dd><time class="when"[^>]*>\S+ ago</time>', dead)
+    died = r'<dt>Died</dt><dd class="died-at"><time class="when"[^>]*>\S+ ago</time>'
+    assert re.search(died, dead)
     assert not EPOCH.search(visible_text(dead))
 
 
