@@ -10,8 +10,9 @@ else loads the host. The enqueue figures and Sidekiq's drain repeat within 2 % f
 to run. lowkiq's drain does not quite: what a worker's five threads do per job depends
 on how their pops interleave, and the time-dependent background (heartbeats, lease
 renewals, blocking-pop timeouts) grows with the window, which callgrind and a loaded
-host stretch; over three runs on a loaded 2-core host (at hz 10) it moved by 20 %
-(238,000 to 195,000 a job). Compare runs with a like "drain s", or several.
+host stretch. Over four runs on a loaded 2-core host it went from 238,000 to 156,000 a
+job, its script calls from 0.92 to 0.70 a job, at 210,000 to 225,000 instructions a
+call. Compare runs with a like "drain s", or several, or the figure per script call.
 
 Systems, each alone in its own phases, in turn: lowkiq at its defaults (5 shards,
 batch_size 1, ``--threads`` threads; ``lowkiq worker -r vs_sidekiq_app``, DB 0); the
@@ -37,10 +38,12 @@ drain window's seconds (callgrind slows Redis some 50-fold, a loaded host more, 
 stretches the window and so its time-dependent part), the idle instructions per
 second, the drain per job less the idle rate over its window ("less idle": that part
 taken off, at most), each lowkiq figure over Sidekiq's; the Redis commands per job in
-the drain window (INFO commandstats: the script calls and the commands they run); lowkiq
-with groups over lowkiq without; the targets (lowkiq's drain <= 2.0x Sidekiq's, its
-enqueue <= 5.0x). The host's floor: the job alone, ``--jobs`` ``INCR`` from one client
-with no queue, the part of every drain figure that is the job itself.
+the drain window (INFO commandstats: the script calls and the commands they run), and
+the drain's instructions per script call (steadier than per job: how many jobs one
+call serves depends on timing); lowkiq with groups over lowkiq without; the targets
+(lowkiq's drain <= 2.0x Sidekiq's, its enqueue <= 5.0x). The host's floor: the job
+alone, ``--jobs`` ``INCR`` from one client with no queue, the part of every drain
+figure that is the job itself.
 
 Needs ``valgrind`` and ``callgrind_control`` on PATH (apt-get install valgrind); takes
 4 to 8 minutes on a loaded 2-core host.
@@ -318,6 +321,9 @@ def report(counted: list[Counted], sidekiq: Counted | None, job_alone: int, jobs
     for row in counted:
         busiest = sorted(row.drain_commands.items(), key=lambda item: -item[1])[:10]
         listed = ", ".join(f"{name} {calls:.2f}" for name, calls in busiest if calls >= 0.005)
+        scripts = row.drain_commands.get("evalsha", 0.0)
+        if scripts:
+            listed += f"; {row.drain_per_job / scripts:,.0f} instructions per evalsha"
         print(f"  {row.name}: {listed}")
     plain, grouped = counted[0], counted[1]
     print(
