@@ -107,6 +107,28 @@ def eviction_warning() -> str | None:
     problem = _policy_read["problem"]
     if problem is None:
         return None
-    if lowkiq.settings.allow_eviction:
-        return f"{problem}. settings.allow_eviction is true: workers run anyway."
-    return f"{problem}. Workers refuse to start until then."
+    refuse = (
+        "a worker process refuses to start on it unless its settings.allow_eviction is "
+        "true (LOWKIQ_ALLOW_EVICTION=1)"
+    )
+    running = _live_process_count()
+    if running:
+        plural = "es run" if running != 1 else " runs"
+        return (
+            f"{problem}. {running} worker process{plural} on it all the same (started "
+            f"with settings.allow_eviction, or before the policy changed); {refuse}."
+        )
+    return f"{problem}. {refuse[0].upper()}{refuse[1:]}."
+
+
+def _live_process_count() -> int:
+    """How many live worker processes Redis's membership lists (0 when it cannot say).
+
+    The banner cannot read the workers' ``allow_eviction``: each process has its own
+    settings (this web process's are not theirs).  A worker started without it refuses
+    to start under an evicting policy, so a live one runs with it, or started before
+    the policy changed."""
+    try:
+        return len(lowkiq.processes().processes)
+    except (LowkiqError, redis.RedisError, RedisClusterException, OSError):
+        return 0

@@ -44,14 +44,17 @@ def test_a_red_banner_names_the_policy_and_the_fix(client: FlaskClient) -> None:
     assert shown is not None
     assert "maxmemory-policy allkeys-lru" in shown
     assert "set maxmemory-policy noeviction" in shown
-    assert "Workers refuse to start" in shown
+    assert "A worker process refuses to start on it unless its settings.allow_eviction" in shown
     assert banner(client, "/processes") == shown
 
 
 @pytest.mark.usefixtures("policy")
-def test_with_allow_eviction_the_banner_says_workers_run_anyway(client: FlaskClient) -> None:
-    lowkiq.settings.allow_eviction = True
+def test_the_web_process_own_allow_eviction_does_not_change_what_workers_do(
+    client: FlaskClient,
+) -> None:
+    lowkiq.settings.allow_eviction = True  # this web process's setting, not the workers'
     shown = banner(client)
     assert shown is not None
     assert "allkeys-lru" in shown
-    assert "workers run anyway" in shown
+    assert "A worker process refuses to start on it unless its settings.allow_eviction" in shown
+    assert "all the same" not in shown
