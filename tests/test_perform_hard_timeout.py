@@ -87,6 +87,19 @@ def test_a_retry_loop_that_swallows_exceptions_is_interrupted_again_and_fails(
     assert "ran past Blocker.perform_timeout (1s)" in job["error"], job
 
 
+def released_shards(output: str) -> set[tuple[str, int]]:
+    """The shards a process's log says it released (``released A:0-2 B:1,3``)."""
+    shards = set()
+    for line in output.splitlines():
+        _, found, names = line.partition("lowkiq.dispatcher: released ")
+        for name in names.split() if found else []:
+            worker, _, numbers = name.partition(":")
+            for run in numbers.split(","):
+                first, _, last = run.partition("-")
+                shards.update((worker, n) for n in range(int(first), int(last or first) + 1))
+    return shards
+
+
 def check_failed_by_the_hard_limit(job_id: str) -> None:
     """``job_id`` failed once (retry_count 0, queued for its retry) with an error naming
     the hard limit; it was never restored."""
@@ -118,6 +131,11 @@ def test_a_perform_asleep_past_the_hard_limit_stops_its_process_after_its_other_
     assert rows(redis_client, "test:hard:ended:s") == []
     output = process.output()
     assert "perform_hard_timeout" in output and "PerformHardTimeout" in output, output
+    # The stuck shard's lease was kept while its thread ran (it lapses once the process
+    # is gone): no other process could serve the shard meanwhile.
+    released = released_shards(output)
+    assert ("Neighbour", 0) in released, output
+    assert ("HardBlocker", HardBlocker.queries().shard_of("s")) not in released, output
     # The neighbour's batch finished during the stop and was acked: it ran once.
     assert rows(redis_client, "test:hard:ended:n")[0][1:] == ["done", "-"]
     assert len(rows(redis_client, "test:hard:started:n")) == 1
