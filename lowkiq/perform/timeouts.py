@@ -166,7 +166,9 @@ class Watched:
     cut: bool = False
     #: The perform ended: nothing is raised in its thread any more.
     done: bool = False
-    #: When the watchdog looks at it next (its item in the heap at that time is current).
+    #: When it is raised in (or cancelled) next, and when the watchdog looks at it next
+    #: (its item in the heap at that time is the current one).
+    raise_at: float = 0.0
     next_at: float = 0.0
     #: The task of an ``async def perform`` and its loop, while the loop runs it.
     task: asyncio.Future[Any] | None = field(default=None, repr=False)
@@ -208,14 +210,13 @@ class Watched:
     def follow(self, now: float) -> tuple[bool, bool]:
         """What is due at ``now``: a raise (the first, or one of the repeats) and the hard
         limit; sets when to look next.  The watchdog's lock is held."""
-        raise_now = now >= self.deadline and (not self.fired or now >= self.next_at)
+        raise_now = now >= self.raise_at
         give_up = not self.cut and now >= self.hard_deadline
         if raise_now:
-            self.next_at = now + REPEAT_EVERY
+            self.raise_at = now + REPEAT_EVERY
         if give_up:
             self.cut = True
-        if not self.cut:
-            self.next_at = min(self.next_at, self.hard_deadline)
+        self.next_at = self.raise_at if self.cut else min(self.raise_at, self.hard_deadline)
         return raise_now, give_up
 
 
@@ -262,7 +263,7 @@ class Watchdog:
         entry.deadline = entry.started + entry.timeout
         if entry.hard_timeout is not None:
             entry.hard_deadline = entry.started + entry.hard_timeout
-        entry.next_at = entry.deadline
+        entry.raise_at = entry.next_at = entry.deadline
         with self._lock:
             self._start()
             self._running.add(entry)
