@@ -48,7 +48,12 @@ def find() -> Response | tuple[str, int]:
 
 
 def not_found(unknown: str) -> str:
-    """A path under the dashboard that names no page: the dashboard's 404 page."""
+    """A path under the dashboard that names no page: the dashboard's 404 page (which
+    names the worker's lists when the path starts with a worker's name)."""
+    first = unknown.split("/", 1)[0]
+    if any(worker.__name__ == first for worker in lowkiq.settings.workers):
+        lists = url_for("lowkiq_web.enqueued", worker=first)
+        abort(404, f"The dashboard has no page at /{unknown}. {first}'s jobs: {lists}.")
     abort(404, f"The dashboard has no page at /{unknown}.")
 
 

@@ -4,6 +4,7 @@ styled 404 page (under a prefix, and in the standalone app)."""
 from __future__ import annotations
 
 import re
+from html import unescape
 
 import pytest
 from flask import Flask
@@ -70,6 +71,12 @@ def _is_dashboard_404(response) -> bool:
 @pytest.mark.parametrize("path", ["/OrderWorker", "/nope/deeper/still", "/OrderWorker/nope"])
 def test_an_unknown_path_of_the_standalone_app_is_a_styled_404(client, path):
     assert _is_dashboard_404(client.get(path))
+
+
+def test_a_path_naming_a_worker_points_to_its_lists(client):
+    html = unescape(client.get("/OrderWorker").get_data(as_text=True))
+    assert "The dashboard has no page at /OrderWorker. OrderWorker's jobs: " in html
+    assert "/OrderWorker/enqueued." in html
 
 
 def test_an_unknown_path_under_a_prefix_is_a_styled_404(workers):
