@@ -299,6 +299,14 @@ class Watchdog:
         with self._lock:
             entry.loop = entry.task = None
 
+    @contextmanager
+    def while_running(self, entry: Watched) -> Iterator[bool]:
+        """Inside, ``entry``'s perform cannot end (its thread waits to take its deadline
+        back); yields whether it still runs.  Take no other lock the performing thread
+        may hold inside."""
+        with self._lock:
+            yield not entry.done
+
     def performs(self) -> list[Watched]:
         """The performs under a limit now."""
         with self._lock:

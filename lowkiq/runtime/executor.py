@@ -31,7 +31,13 @@ from dataclasses import dataclass, field
 from lowkiq.clients.forking import exit_if_forked
 from lowkiq.health.heartbeats import Heartbeat, Heartbeats
 from lowkiq.perform.coroutines import close_thread_loop
-from lowkiq.perform.timeouts import Watched, hard_limit_handler, stuck_floor, stuck_threshold
+from lowkiq.perform.timeouts import (
+    Watched,
+    hard_limit_handler,
+    stuck_floor,
+    stuck_threshold,
+    watchdog,
+)
 from lowkiq.runtime.shard_handler import Outcome, ShardHandler
 from lowkiq.storage.processing import PoppedJob
 from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder, Recorder
@@ -100,22 +106,19 @@ class Work:
             handed, self._handed_back = self._handed_back, True
             return not handed
 
-    def give_up(self, ids: Sequence[str], error: Exception) -> bool:
-        """The perform of the batch of ``ids`` ran past its hard limit: fail that batch
-        with ``error``, leave the rest unperformed, and mark the work stuck and handed
-        back; ``False`` when that batch is no longer being performed (the work goes on,
-        or was handed back)."""
+    def give_up(self) -> Sequence[PoppedJob] | None:
+        """The batch being performed ran past its hard limit: mark the work stuck and
+        handed back, the batches after it unperformed, and return that batch (its
+        outcome is for the caller to add); ``None`` when no batch is being performed (the
+        work was handed back)."""
         with self._state:
             jobs = self._performing
-            if self._handed_back or jobs is None or [job.id for job in jobs] != list(ids):
-                return False
+            if self._handed_back or jobs is None:
+                return None
             self.stuck = self._handed_back = True
             self._performing = None
-            performed = len(self.outcomes) + 1
-        verdict = self.handler.judge(jobs, error)
-        self.outcomes = [*self.outcomes, Outcome(jobs, error, verdict=verdict)]
-        self.unrun = performed < len(self.batches)
-        return True
+            self.unrun = len(self.outcomes) + 1 < len(self.batches)
+            return jobs
 
 
 class Executor:
@@ -213,10 +216,17 @@ class Executor:
         the dispatcher now, that batch failed with
         :class:`~lowkiq.perform.timeouts.PerformHardTimeout`, the thread is left to
         itself, and the process is asked to stop (``fatal``)."""
-        error = entry.hard_error()
-        work = self._works.get(number)
-        if work is None or not work.give_up(entry.ids, error):
+        with watchdog().while_running(entry) as running:
+            # The perform cannot end meanwhile: the batch given up is the one past its limit.
+            work = self._works.get(number) if running else None
+            jobs = None if work is None else work.give_up()
+        if work is None or jobs is None:
             return  # it ended meanwhile
+        error = entry.hard_error()
+        work.outcomes = [
+            *work.outcomes,
+            Outcome(jobs, error, verdict=work.handler.judge(jobs, error)),
+        ]
         with self._lock:
             self._given_up.add(number)
         log.error(
