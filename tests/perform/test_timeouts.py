@@ -414,3 +414,31 @@ def test_past_the_hard_limit_outside_an_executor_thread_nothing_stops_it_and_tha
     with pytest.raises(PerformTimeout):
         perform_within_limit(Sleepy, {"o": [1]})
     assert "ran past Sleepy.perform_hard_timeout (0.3s): nothing stops it here" in caplog.text
+
+
+class BlockingCoroutine(lowkiq.Worker):
+    """An ``async def perform`` blocked in a C call: its loop cannot cancel it."""
+
+    perform_timeout = 0.1
+    perform_hard_timeout = 0.3
+
+    @classmethod
+    async def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        time.sleep(1.0)
+
+
+def test_an_async_perform_blocked_past_its_hard_limit_is_given_up_too() -> None:
+    given: list[tuple[Watched, float]] = []
+    done = threading.Event()
+
+    def handler(entry: Watched) -> None:
+        given.append((entry, time.monotonic()))
+        done.set()
+
+    with timeouts.hard_limit_handler(handler), pytest.raises(PerformTimeout):
+        perform_within_limit(BlockingCoroutine, {"a": [1]})
+    returned = time.monotonic()
+    assert done.wait(1)
+    [(entry, at)] = given
+    assert entry.ids == ["a"] and entry.cut
+    assert at < returned  # given up while its loop was still blocked
