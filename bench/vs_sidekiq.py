@@ -48,8 +48,8 @@ two groups in every shard, Sidekiq) the Redis instructions per job of enqueueing
 (default 3,000) 1,000 a call, and of draining them, the Redis commands per job of
 the drain, the ratios lowkiq/Sidekiq and groups/no groups, and the targets (drain <=
 2.0x Sidekiq's, enqueue <= 5.0x). Other load on the host leaves the counts alone, but
-lowkiq's drain count per job moved between runs by up to a third (see there why; per
-script call it moved by 7 %). No drain timing nor latency in this mode.
+lowkiq's drain count per job moved between runs by up to a third (see there why). No
+drain timing nor latency in this mode.
 
 Not run in CI.
 

@@ -7,12 +7,13 @@ Run as ``python bench/vs_sidekiq.py --callgrind [--jobs 3000] [--threads 5]
 bench/redis_instructions.py does, and at ``hz 1`` as there, so that the server's timer
 adds little), so a figure counts only what Redis ran in that phase's window, whatever
 else loads the host. The enqueue figures and Sidekiq's drain repeat within 2 % from run
-to run. lowkiq's drain does not quite: what a worker's five threads do per job depends
+to run. lowkiq's drain does not: what a worker's five threads do per job depends
 on how their pops interleave, and the time-dependent background (heartbeats, lease
 renewals, blocking-pop timeouts) grows with the window, which callgrind and a loaded
-host stretch. Over four runs on a loaded 2-core host it went from 238,000 to 156,000 a
-job, its script calls from 0.92 to 0.70 a job, at 210,000 to 225,000 instructions a
-call. Compare runs with a like "drain s", or several, or the figure per script call.
+host stretch. Over five runs on a loaded 2-core host it went from 156,000 to 238,000 a
+job (with groups 250,000 to 381,000), as the jobs one script call serves moved (0.70 to
+0.92 calls a job). Compare several runs; for the cost of the scripts alone, with the
+pops under control, bench/redis_instructions.py.
 
 Systems, each alone in its own phases, in turn: lowkiq at its defaults (5 shards,
 batch_size 1, ``--threads`` threads; ``lowkiq worker -r vs_sidekiq_app``, DB 0); the
@@ -39,8 +40,8 @@ stretches the window and so its time-dependent part), the idle instructions per
 second, the drain per job less the idle rate over its window ("less idle": that part
 taken off, at most), each lowkiq figure over Sidekiq's; the Redis commands per job in
 the drain window (INFO commandstats: the script calls and the commands they run), and
-the drain's instructions per script call (steadier than per job: how many jobs one
-call serves depends on timing); lowkiq with groups over lowkiq without; the targets
+the drain's instructions per script call (how many jobs one call serves depends on
+timing); lowkiq with groups over lowkiq without; the targets
 (lowkiq's drain <= 2.0x Sidekiq's, its enqueue <= 5.0x). The host's floor: the job
 alone, ``--jobs`` ``INCR`` from one client with no queue, the part of every drain
 figure that is the job itself.
@@ -85,6 +86,9 @@ from vs_sidekiq import (
 
 #: Seconds a worker is left running after the last job, before it is frozen.
 SETTLE = 0.5
+#: Script calls per job from which the drain's instructions per script call are printed
+#: (Sidekiq's scheduler runs one now and then).
+MANY_SCRIPTS = 0.05
 #: Jobs per enqueue call.
 CALL = 1000
 #: Callgrind slows Redis down: the slowest drain waited for, in jobs/s.
@@ -322,7 +326,7 @@ def report(counted: list[Counted], sidekiq: Counted | None, job_alone: int, jobs
         busiest = sorted(row.drain_commands.items(), key=lambda item: -item[1])[:10]
         listed = ", ".join(f"{name} {calls:.2f}" for name, calls in busiest if calls >= 0.005)
         scripts = row.drain_commands.get("evalsha", 0.0)
-        if scripts:
+        if scripts >= MANY_SCRIPTS:
             listed += f"; {row.drain_per_job / scripts:,.0f} instructions per evalsha"
         print(f"  {row.name}: {listed}")
     plain, grouped = counted[0], counted[1]
