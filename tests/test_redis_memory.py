@@ -316,3 +316,38 @@ def test_lowkiq_info_on_a_full_redis_lowkiq_never_wrote_to_says_it_is_full(
     assert done.returncode != 0
     assert "Redis is full (maxmemory 1B, used" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_group_capped_worker_drains_a_full_redis(
+    private_redis: Callable[..., EmbeddedServer],
+    redis_client: redis.Redis,
+    redis_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = private_redis()
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("TEST_GROUP_CAP", "1")
+    from tests.apps.capped import Capped
+
+    lowkiq.settings.redis = lambda: redis.Redis.from_url(server.url)
+    try:
+        Capped.perform_async(
+            [
+                {"id": f"j{n}", "group": f"g{n % 2}", "payload": {"g": f"g{n % 2}", "sleep": 0}}
+                for n in range(12)
+            ]
+        )
+    finally:
+        lowkiq.settings.reset()
+    queue = redis.Redis.from_url(server.url)
+    queue.config_set("maxmemory", 1)
+    env = {"REDIS_URL": server.url, "RECORD_URL": redis_url, "TEST_GROUP_CAP": "1"}
+    worker = WorkerProcess("-r", "tests/apps/capped.py", env=env)
+    try:
+        # Each batch claims a place of its group first: the claims run on the full Redis.
+        started = lambda: sum(redis_client.llen(f"test:starts:g{g}") for g in (0, 1))  # noqa: E731
+        eventually(lambda: started() == 12, timeout=30)
+        assert worker.process.poll() is None
+    finally:
+        worker.close()
+        queue.close()
