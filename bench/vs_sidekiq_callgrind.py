@@ -84,6 +84,8 @@ from vs_sidekiq import (
     stop,
 )
 
+from lowkiq.clients.embedded import redis_server_binary
+
 #: Seconds a worker is left running after the last job, before it is frozen.
 SETTLE = 0.5
 #: Script calls per job from which the drain's instructions per script call are printed
@@ -129,9 +131,7 @@ end
 class CountedServer(CountedRedis):
     """Redis under callgrind on a TCP port of 127.0.0.1, for worker processes to reach."""
 
-    def __init__(self, directory: Path, port: int) -> None:  # noqa: D107 - see the class
-        from lowkiq.clients.embedded import redis_server_binary
-
+    def __init__(self, directory: Path, port: int) -> None:
         self.directory = directory
         self.port = port
         self.process = subprocess.Popen(
