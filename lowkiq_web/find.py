@@ -3,8 +3,9 @@ it does not have (under a URL prefix, or in the standalone app)."""
 
 from __future__ import annotations
 
-from flask import abort, redirect, render_template, request, url_for
+from flask import abort, current_app, redirect, render_template, request, url_for
 from flask.blueprints import BlueprintSetupState
+from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response
 
 import lowkiq
@@ -50,11 +51,25 @@ def find() -> Response | tuple[str, int]:
 def not_found(unknown: str) -> str:
     """A path under the dashboard that names no page: the dashboard's 404 page (which
     names the worker's lists when the path starts with a worker's name)."""
+    _refuse_a_get_of_a_post_route()
     first = unknown.split("/", 1)[0]
     if any(worker.__name__ == first for worker in lowkiq.settings.workers):
         lists = url_for("lowkiq_web.enqueued", worker=first)
         abort(404, f"The dashboard has no page at /{unknown}. {first}'s jobs: {lists}.")
     abort(404, f"The dashboard has no page at /{unknown}.")
+
+
+def _refuse_a_get_of_a_post_route() -> None:
+    """A GET of an action's path (POST only) stays a 405, as without this page."""
+    if request.method == "POST":
+        return
+    adapter = current_app.url_map.bind_to_environ(request.environ)
+    try:
+        endpoint, _ = adapter.match(method="POST")
+    except HTTPException:
+        return
+    if not str(endpoint).endswith(".not_found"):
+        abort(405, valid_methods=["POST"])
 
 
 def add_not_found_page(state: BlueprintSetupState) -> None:

@@ -68,7 +68,7 @@ def _is_dashboard_404(response) -> bool:
     )
 
 
-@pytest.mark.parametrize("path", ["/OrderWorker", "/nope/deeper/still", "/OrderWorker/nope"])
+@pytest.mark.parametrize("path", ["/OrderWorker", "/nope/a/b/c", "/OrderWorker/nope"])
 def test_an_unknown_path_of_the_standalone_app_is_a_styled_404(client, path):
     assert _is_dashboard_404(client.get(path))
 
@@ -100,3 +100,8 @@ def test_a_prefixed_standalone_app_routes_and_404s(workers):
     client = create_app(url_prefix="/lowkiq").test_client()
     assert _is_dashboard_404(client.get("/lowkiq/OrderWorker"))
     assert client.get("/lowkiq/find", query_string={"id": "x"}).status_code == 404
+
+
+def test_a_get_of_an_action_stays_a_405(client):
+    assert client.get("/OrderWorker/pause").status_code == 405
+    assert client.get("/OrderWorker/dead/delete_all").status_code == 405
