@@ -23,7 +23,7 @@ from lowkiq.errors import (
 )
 from lowkiq.iterable import IterableWorker
 from lowkiq.limits.rate_limit import RateLimit
-from lowkiq.outcomes import BatchFailed, Discard, Kill
+from lowkiq.outcomes import BatchFailed, Discard, Kill, Snooze
 from lowkiq.ownership.status import Process, Processes, QueueOwners, command_process, processes
 from lowkiq.perform.timeouts import PerformHardTimeout, PerformTimeout
 from lowkiq.periodic import Schedule
@@ -121,6 +121,7 @@ __all__ = [
     "RedisUnavailable",
     "RunningBatch",
     "Schedule",
+    "Snooze",
     "Span",
     "Undecodable",
     "Worker",

@@ -7,6 +7,8 @@ something else:
   ``discarded``);
 * :class:`Kill`: the batch's jobs go to the morgue at once, whatever their retry count
   (``retries_exhausted`` is called with them);
+* :class:`Snooze`: the batch's jobs are due again after so many seconds, their retry
+  count and error unchanged (counted as ``snoozed``, not as failed);
 * :class:`BatchFailed`: only the jobs it names fail, each with its own exception; the
   rest of the batch is acked.
 
@@ -57,6 +59,28 @@ class Kill(LowkiqError):
         self.reason = reason
 
 
+class Snooze(LowkiqError):
+    """Raised from ``perform``: put the batch's jobs off for ``seconds``, not failing.
+
+    Each job is due again ``seconds`` from now (Redis's clock), with its retry count and
+    error unchanged; no retry is counted, and the jobs are counted as ``snoozed``
+    (``Worker.metrics()``).  For a partner that says when to come back:
+    ``raise lowkiq.Snooze(response.retry_after)``.  In :class:`BatchFailed`, snoozes
+    only the ids it is given for.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not 0 <= seconds < float("inf")
+        ):
+            raise ValueError(f"Snooze(seconds): a finite number of seconds >= 0, got {seconds!r}")
+        super().__init__(f"snoozed for {seconds:g} s")
+        #: Seconds until the jobs are due again.
+        self.seconds = float(seconds)
+
+
 class BatchFailed(LowkiqError):
     """Raised from ``perform``: only the ids of ``failures`` failed, the rest of the batch
     succeeded.
@@ -93,6 +117,8 @@ class Fate(enum.Enum):
     KILL = "kill"
     #: Dropped, counted as discarded.
     DISCARD = "discard"
+    #: Due again later, retry count and error unchanged, counted as snoozed.
+    SNOOZE = "snooze"
     #: Acked, counted as processed (a job :class:`BatchFailed` did not name).
     DONE = "done"
 
@@ -131,6 +157,8 @@ def fate_of(exc: Exception) -> Fate:
         return Fate.DISCARD
     if isinstance(exc, Kill):
         return Fate.KILL
+    if isinstance(exc, Snooze):
+        return Fate.SNOOZE
     return Fate.RETRY
 
 
@@ -158,7 +186,8 @@ def _judge_some(
 
 def _job_verdict(exc: Exception, format_error: Callable[[BaseException], str]) -> JobVerdict:
     fate = fate_of(exc)
-    return JobVerdict(fate, None if fate is Fate.DISCARD else format_error(exc), exc)
+    stored = fate in (Fate.RETRY, Fate.KILL)  # a discarded or snoozed job keeps its error
+    return JobVerdict(fate, format_error(exc) if stored else None, exc)
 
 
 def log_failure(
@@ -186,6 +215,9 @@ def _log_end(name: str, what: str, exc: Exception, fields: dict[str, Any]) -> No
     fate = fate_of(exc)
     if fate is Fate.DISCARD:
         log.info("%s: %s discarded: %s", name, what, str(exc) or "no reason given", extra=fields)
+        return
+    if fate is Fate.SNOOZE:
+        log.info("%s: %s %s", name, what, exc, extra=fields)
         return
     ended = "killed (to the morgue at once)" if fate is Fate.KILL else "failed"
     log.warning(

@@ -19,7 +19,7 @@ from typing import Any
 
 from lowkiq.errors import LowkiqError
 from lowkiq.middleware import Batch, Next
-from lowkiq.outcomes import BatchFailed, Discard
+from lowkiq.outcomes import BatchFailed, Discard, Snooze
 from lowkiq.ownership import leases
 from lowkiq.ownership.events import Grant
 from lowkiq.runtime.dispatcher import Dispatcher
@@ -39,7 +39,8 @@ MAX_BATCHES = 10_000
 @dataclass
 class Drained:
     """What :func:`drain` did: batches run; jobs performed (acked), failed (retried, or
-    killed: :class:`lowkiq.Kill`) and discarded (:class:`lowkiq.Discard`); and the
+    killed: :class:`lowkiq.Kill`), discarded (:class:`lowkiq.Discard`) and snoozed
+    (:class:`lowkiq.Snooze`: due again later, not failed); and the
     exceptions of the failed jobs (a :class:`lowkiq.BatchFailed` counts each of its
     jobs' own exception once, and the batch's other jobs as performed)."""
 
@@ -47,6 +48,7 @@ class Drained:
     performed: int = 0
     failed: int = 0
     discarded: int = 0
+    snoozed: int = 0
     errors: list[Exception] = field(default_factory=list)
 
 
@@ -139,12 +141,17 @@ def _counting(drained: Drained) -> Callable[[type[Worker], Batch, Next[Any, Any]
         except Discard:
             drained.discarded += len(batch)
             raise
+        except Snooze:
+            drained.snoozed += len(batch)
+            raise
         except BatchFailed as partial:
             ids = {str(job_id) for job_id in batch}
             named = {job_id: exc for job_id, exc in partial.failures.items() if job_id in ids}
             for exc in named.values():
                 if isinstance(exc, Discard):
                     drained.discarded += 1
+                elif isinstance(exc, Snooze):
+                    drained.snoozed += 1
                 else:
                     drained.failed += 1
                     drained.errors.append(exc)

@@ -41,7 +41,7 @@ from lowkiq.errors import LeaseLost, StaleBatch
 from lowkiq.limits.group_caps import GroupCaps
 from lowkiq.limits.throttling import RateLimits, ShardThrottle
 from lowkiq.middleware import Batch, Next, ServerMiddleware, chain
-from lowkiq.outcomes import Fate, Verdict, judge, log_failure
+from lowkiq.outcomes import Fate, Snooze, Verdict, judge, log_failure
 from lowkiq.ownership.leases import Term
 from lowkiq.perform.coroutines import resolved
 from lowkiq.perform.timeouts import perform_within_limit
@@ -547,6 +547,8 @@ class ShardHandler:
             delay = 0.0
             if end.fate is Fate.RETRY:
                 delay = self._retry_in(job.retry_count + 1, end.exception)
+            elif isinstance(end.exception, Snooze):
+                delay = end.exception.seconds
             ends.append(JobEnd(job.id, end.fate, end.error, delay))
         return ends
 
@@ -651,9 +653,16 @@ class ShardHandler:
         self._batch_seconds = seconds if kept is None else max(seconds, kept * BATCH_TIME_DECAY)
         if failure is not None:
             verdict = self.judge(jobs, failure)
-            # Each job as the fail script counts it: failed, discarded, or done (processed).
+            # Each job as the fail script counts it: failed, discarded, done (processed), or
+            # snoozed (like a job that gave payloads back: settled by a later run).
             failed = len(verdict.ids(Fate.RETRY)) + len(verdict.ids(Fate.KILL))
-            recorder.performed(jobs, started, failed, len(verdict.ids(Fate.DISCARD)))
+            recorder.performed(
+                jobs,
+                started,
+                failed,
+                len(verdict.ids(Fate.DISCARD)),
+                yielded=len(verdict.ids(Fate.SNOOZE)),
+            )
             fields = RunningBatch.popped(self.worker, self.shard, jobs).log_fields()
             log_failure(self.name, len(jobs), failure, verdict, fields)
             return Outcome(jobs, failure, verdict=verdict)

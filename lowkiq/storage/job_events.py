@@ -9,7 +9,8 @@ Events: ``enqueued`` (``perform_in``; ``merged`` 1 when a job of that id was que
 ``from`` ``morgue``, ``schedule`` or another queue's name when it did not come from an
 enqueue), ``popped``, ``done``, ``failed`` (``retry_count``,
 ``perform_in`` of the retry, ``error``), ``yielded`` (``left``: payloads given back),
-``discarded``, ``buried`` (moved to the morgue; ``error``), ``restored`` (its process
+``discarded``, ``snoozed`` (``perform_in``: due again then), ``buried`` (moved to the
+morgue; ``error``), ``restored`` (its process
 died or stopped running it: back in the queue), ``deleted`` (``from`` ``queue`` or
 ``morgue``) and ``moved`` (``to``: the queue it moved to).  Events of a batch carry the
 lease it ran under: :attr:`JobEvent.fence` and :attr:`JobEvent.process`.
@@ -37,7 +38,7 @@ class JobEvent:
     #: The job's id.
     id: str
     #: What happened: ``enqueued``, ``popped``, ``done``, ``failed``, ``yielded``,
-    #: ``discarded``, ``buried``, ``restored``, ``deleted`` or ``moved``.
+    #: ``discarded``, ``snoozed``, ``buried``, ``restored``, ``deleted`` or ``moved``.
     event: str
     #: When, Unix seconds on Redis's clock (milliseconds).
     at: float

@@ -38,6 +38,7 @@ S morgue_payloads:<id>        zset   payload -> score, the payloads of a dead ho
 S processed                   str    jobs processed successfully
 S failed                      str    jobs whose batch failed
 S discarded                   str    jobs dropped by ``lowkiq.Discard``
+S snoozed                     str    jobs put off by ``lowkiq.Snooze``
 S lease                       str    ``epoch owner``: the lease on the shard, with a TTL
 S epoch                       str    counter, +1 on every acquisition of the shard; never expires
 S hold                        str    set during a reshard: ``closed`` (a new shard, no pops yet)
@@ -178,6 +179,7 @@ SUFFIXES = {
     "processed_counter": "processed",
     "failed_counter": "failed",
     "discarded_counter": "discarded",
+    "snoozed_counter": "snoozed",
     "stale_counter": "stale",
     "lease": "lease",
     "epoch_counter": "epoch",
@@ -290,6 +292,10 @@ class QueueKeys:
     def discarded_counter(self, shard: int) -> str:
         """Count of the shard's jobs dropped without a retry (``lowkiq.Discard``)."""
         return self._key("discarded_counter", shard)
+
+    def snoozed_counter(self, shard: int) -> str:
+        """Count of the shard's jobs put off without a failure (``lowkiq.Snooze``)."""
+        return self._key("snoozed_counter", shard)
 
     def stale_counter(self, shard: int) -> str:
         """Count of the calls that named a batch no longer in the shard's processing area."""

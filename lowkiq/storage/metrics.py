@@ -39,12 +39,15 @@ class QueueMetrics(TypedDict):
     #: Calls that named a batch no longer in its shard's processing area, ever: they
     #: changed nothing (a worker met a Redis fault between a batch's pop and its end).
     stale_calls: int
+    #: Jobs put off by ``lowkiq.Snooze`` (due again later, not failed).
+    snoozed: int
 
 
 def _decode(shard_replies: Sequence[Sequence[Any]], now: float | None) -> QueueMetrics:
     """One queue's metrics from the ``metrics`` script's reply of each of its shards; the
     lag on Redis's clock (each shard's master's), unless a test fixes ``now``."""
     fresh = retries = morgue_length = processed = failed = busy = discarded = stale = 0
+    snoozed = 0
     lag = 0.0
     for reply in shard_replies:
         fresh += int(reply[0])
@@ -55,6 +58,7 @@ def _decode(shard_replies: Sequence[Sequence[Any]], now: float | None) -> QueueM
         busy += int(reply[5])
         discarded += int(reply[8])
         stale += int(reply[10])
+        snoozed += int(reply[11])
         if reply[6]:
             at = float(reply[7]) if now is None else now
             due = float(reply[6])
@@ -72,6 +76,7 @@ def _decode(shard_replies: Sequence[Sequence[Any]], now: float | None) -> QueueM
         "busy": busy,
         "discarded": discarded,
         "stale_calls": stale,
+        "snoozed": snoozed,
     }
 
 
@@ -138,5 +143,6 @@ def overview(client: Client, queues: Mapping[str, Queue], now: float | None = No
         busy=sum(m["busy"] for m in metrics),
         discarded=sum(m["discarded"] for m in metrics),
         stale_calls=sum(m["stale_calls"] for m in metrics),
+        snoozed=sum(m["snoozed"] for m in metrics),
     )
     return Overview(dict(zip(queues, metrics, strict=True)), totals, now)

@@ -83,7 +83,7 @@ class LowkiqCollector(Collector):
         processed = CounterMetricFamily(
             "lowkiq_jobs_processed",
             "Jobs performed: success (acked), failure (their batch raised), discarded "
-            "(lowkiq.Discard).",
+            "(lowkiq.Discard), snoozed (lowkiq.Snooze: due again later).",
             labels=["worker", "outcome"],
         )
         duration = HistogramMetricFamily(
@@ -120,6 +120,7 @@ class LowkiqCollector(Collector):
             processed.add_metric([name, "success"], metrics["processed"])
             processed.add_metric([name, "failure"], metrics["failed"])
             processed.add_metric([name, "discarded"], metrics["discarded"])
+            processed.add_metric([name, "snoozed"], metrics["snoozed"])
             length.add_metric([name], metrics["length"])
             lag.add_metric([name], metrics["lag"])
             morgue.add_metric([name], metrics["morgue_length"])

@@ -22,6 +22,7 @@ ZERO = {
     "busy": 0,
     "discarded": 0,
     "stale_calls": 0,
+    "snoozed": 0,
 }
 
 
@@ -54,6 +55,7 @@ def test_metrics_count_every_state(worker, queue):
         "busy": 1,
         "discarded": 0,
         "stale_calls": 0,
+        "snoozed": 0,
     }
 
 

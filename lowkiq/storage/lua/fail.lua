@@ -5,6 +5,8 @@
 --            queued again as fresh
 --   kill     to the morgue at once, whole (lowkiq.Kill)
 --   discard  dropped without a retry, counted as discarded (lowkiq.Discard)
+--   snooze   queued again, due its seconds from now, its retry_count and error
+--            unchanged, counted as snoozed (lowkiq.Snooze)
 --   done     acked, counted as processed (a job lowkiq.BatchFailed did not name)
 -- The other jobs of the processing area (batches popped with it, performed or
 -- not yet) stay there.
@@ -17,10 +19,12 @@
 -- ARGV[6..5+n]  the error texts (already serialized), each sent once
 -- then per job, 4 arguments: id, fate, index of its error among the texts
 --   (1-based; 0: none), seconds until its retry (retry_in(retry_count + 1);
---   the retry's perform_in is now + that, on Redis's clock)
+--   the retry's perform_in is now + that, on Redis's clock) or, snoozed, until
+--   it is due again
 -- Writes: processing_hash (the batch's jobs leave it), restores_hash, queue
 --   keys, morgue keys (with the per-id payload sets of hot ids),
---   failed_counter (retry, kill), processed_counter (done), discarded_counter
+--   failed_counter (retry, kill), processed_counter (done), discarded_counter,
+--   snoozed_counter
 -- Returns: flat list id, blob of the payloads each job sent to the morgue;
 --   error FENCED when the lease is not held, error STALE when the area holds
 --   another batch (nothing is changed)
@@ -37,15 +41,21 @@ local ids = {}
 for i = first_job, #ARGV, 4 do ids[#ids + 1] = ARGV[i] end
 forget_restores(K, ids)
 local dead = {}
-local counts = {retry = 0, kill = 0, discard = 0, done = 0}
+local counts = {retry = 0, kill = 0, discard = 0, done = 0, snooze = 0}
 for i = first_job, #ARGV, 4 do
   local id, fate, error = ARGV[i], ARGV[i + 1], errors[tonumber(ARGV[i + 2])]
   local value = redis.call('hget', processing, id)
   if value then
     counts[fate] = counts[fate] + 1
     redis.call('hdel', processing, id)
-    local _, retry_count, _, blob, group = processing_unpack(value)
-    if fate == 'kill' then
+    local _, retry_count, stored_error, blob, group = processing_unpack(value)
+    if fate == 'snooze' then
+      local due_at = tonumber(now) + tonumber(ARGV[i + 3])
+      queue_merge(id, blob, due_at, retry_count, stored_error, false, now, nil, group)
+      if TRACK then
+        track(K, 'snoozed', id, 'fence', token, 'perform_in', string.format('%.6f', due_at))
+      end
+    elseif fate == 'kill' then
       morgue_merge(id, blob, error, now, nil, group)
       if TRACK then track(K, 'buried', id, 'fence', token, 'error', error_summary(error)) end
       dead[#dead + 1] = id
@@ -76,4 +86,5 @@ local failed = counts.retry + counts.kill
 if failed > 0 then redis.call('incrby', K.failed_counter, failed) end
 if counts.done > 0 then redis.call('incrby', K.processed_counter, counts.done) end
 if counts.discard > 0 then redis.call('incrby', K.discarded_counter, counts.discard) end
+if counts.snooze > 0 then redis.call('incrby', K.snoozed_counter, counts.snooze) end
 return dead
