@@ -638,7 +638,7 @@ class Dispatcher:
             # Another suspect goes first: this one waits in its queue, not in processing.
             if handler.group_caps is not None:
                 handler.group_caps.release(key)
-            handler.restore()
+            handler.restore(reason="suspect_waits")
             handler.not_before = time.monotonic() + suspects.RETRY
             return 0
         work = Work(handler, taken.batches, suspect=taken.suspect)

@@ -228,7 +228,7 @@ class ShardHandler:
             return False
         if self.exhausted:
             self._report_exhausted()
-        if self.unsure and not self.restore():
+        if self.unsure and not self.restore(reason="redis_error"):
             return False
         if self.not_before:
             if time.monotonic() < self.not_before:
@@ -346,7 +346,7 @@ class ShardHandler:
         if popped.occupied:
             # Our shard's processing area holds a batch we do not know of.
             log.warning("%s: processing area occupied; restoring it", self.name)
-            self.restore()
+            self.restore(reason="redis_error")
             return Taken(again=True)
         jobs = popped.jobs
         if not jobs:
@@ -389,7 +389,7 @@ class ShardHandler:
             elif not self._fail(outcome.jobs, outcome.error, outcome.verdict):
                 return  # lost, or its batch ended already
         if unrun:
-            self.restore()
+            self.restore(reason="given_up")
         elif yields:
             self._end(
                 lambda: self.queue.ack_yield(self.shard, self.token, self.batch, yields), "its ack"
@@ -469,17 +469,20 @@ class ShardHandler:
         tokens); a Redis error leaves the shard unsure: it is restored before its next
         pop."""
         with contextlib.suppress(redis.RedisError):
-            self.restore(quiet=True)
+            self.restore(quiet=True, reason="group_full")
 
-    def restore(self, quiet: bool = False) -> bool:
+    def restore(self, quiet: bool = False, reason: str = "given_up") -> bool:
         """Put the shard's batch back into the queue: the one it popped while that is in
         its processing area (popping to settling), else whatever batch the area holds (an
         UNSURE shard's, or one the shard does not know of); ``False`` when the lease is
-        lost.  ``quiet``: the batch was never run (no log line)."""
+        lost.  ``quiet``: the batch was never run (no log line); ``reason``: why, for
+        its jobs' events (:data:`lowkiq.storage.processing.RESTORE_REASONS`)."""
         batch = self.batch if self.life.state in HOLDING else None
         counted: list[int] = []
         self._end(
-            lambda: counted.append(self.queue.restore(self.shard, self.token, batch)),
+            lambda: counted.append(
+                self.queue.restore(self.shard, self.token, batch, reason=reason)
+            ),
             "its restore",
         )
         if counted and counted[0] and not quiet:

@@ -68,6 +68,19 @@ class JobEnd:
     retry_in: float = 0.0
 
 
+#: Why a batch goes back into the queue unrun, as its jobs' ``restored`` events say
+#: (``reason``; none: its process died or stopped running it).
+RESTORE_REASONS = {
+    #: A group of the batch was at its ``group_concurrency`` cap, or out of tokens.
+    "group_full": "its group had no free place or token",
+    #: The shard was handed over, or the process stopped, before the batch ran.
+    "given_up": "its shard was handed over, or its process stopped, before it ran",
+    #: Another suspect batch (of a job that killed its process) runs first, alone.
+    "suspect_waits": "it waits to run alone after another suspect batch",
+    #: A Redis error left what the processing area holds unknown.
+    "redis_error": "a Redis error left its batch's state unknown",
+}
+
 #: ``Popped.acked`` when no ack was asked, when the ack's lease was not held, and when
 #: the processing area held another batch than the one the ack named.
 NO_ACK = -2
@@ -409,17 +422,25 @@ class Processing(QueueBase):
         ]
 
     def restore(
-        self, shard: int, token: str, batch: int | None = None, now: float | None = None
+        self,
+        shard: int,
+        token: str,
+        batch: int | None = None,
+        now: float | None = None,
+        reason: str = "",
     ) -> int:
         """Put batch ``batch`` of the shard back into the queue (``None``: whatever batch
-        its processing area holds); returns its size.
+        its processing area holds); returns its size.  ``reason``: why it goes back, one
+        of :data:`RESTORE_REASONS` (its jobs' ``restored`` events say it).
 
         Only the lease holder restores (a new owner does it when it acquires the
         lease); raises :class:`LeaseLost` when ``token`` is stale, and
         :class:`StaleBatch` when the area holds another batch than ``batch``.
         """
         return int(
-            self.run_fenced("restore", shard, token, "" if batch is None else batch, _now(now))
+            self.run_fenced(
+                "restore", shard, token, "" if batch is None else batch, _now(now), reason
+            )
         )
 
     def bury(

@@ -19,7 +19,7 @@ from lowkiq.ownership import leases
 from lowkiq.ownership.events import Grant, Lost, Revoke
 from lowkiq.ownership.membership import Membership
 from lowkiq.runtime.lifecycle import State
-from lowkiq.storage.group_claims import GroupClaims
+from lowkiq.storage.group_claims import GroupClaims, claimant
 from lowkiq.storage.keys import OwnershipKeys
 from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client)
 from tests.runtime.serving import (
@@ -385,3 +385,35 @@ def test_a_shard_given_up_wakes_its_next_owner_and_is_reported_released(
         assert [h.shard for h in released] == [0]
         assert not redis_client.exists(queue.keys.lease(0))
         assert redis_client.lrange(keys.nudge_list("next-owner"), 0, -1) == [b"1"]
+
+
+class CappedTracked(Rounds):
+    """Rounds with at most one batch of a group at a time, its job events recorded."""
+
+    group_concurrency = 1
+    track = True
+
+
+def test_a_batch_its_group_had_no_place_for_goes_back_saying_so_in_its_history(
+    redis_client: Client,
+) -> None:
+    lowkiq.settings.workers = [CappedTracked]
+    with dispatcher_of(redis_client, CappedTracked) as (dispatcher, queue):
+        caps = GroupCaps(GroupClaims(CappedTracked.queue(dispatcher.client), 1, 30.0))
+        dispatcher.group_caps = {"CappedTracked": caps}
+        for handler in dispatcher.handlers:
+            handler.group_caps = caps
+        # Another process's batch of group A holds A's only place.
+        other = GroupClaims(CappedTracked.queue(), 1, 30.0)
+        other.call("claim", claimant(0, "7 other-host"), {"A": 1})
+        job_id = ids_by_shard(queue, 1)[1][0]
+        CappedTracked.perform_async([{"id": job_id, "group": "A"}])
+
+        def restored() -> list[Any]:
+            return [e for e in CappedTracked.history(job_id) if e.event == "restored"]
+
+        turn_until(dispatcher, lambda: bool(restored()))  # popped, refused, back unrun
+        assert {e.details.get("reason") for e in restored()} == {"group_full"}
+        assert job_id not in performed_ids()
+        other.call("release", claimant(0, "7 other-host"), {"A": 0})
+        turn_until(dispatcher, lambda: job_id in performed_ids())

@@ -880,9 +880,10 @@ end
 -- move a job restored `max_restores` times to the morgue with `death_error`
 -- instead: a job that kills its process is not run forever.
 -- Returns how many jobs went back to the queue, and the flat list id, blob of
--- those moved to the morgue.  `token`: the lease of the restoring owner (for the
--- events).
-local function restore_processing(now, max_restores, death_error, token)
+-- those moved to the morgue.  `token`: the lease of the restoring owner, and
+-- `reason`, why the batch goes back unrun (nil: its owner died or stopped running
+-- it), for the events.
+local function restore_processing(now, max_restores, death_error, token, reason)
   local processing = K.processing_hash
   local entries = redis.call('hgetall', processing)
   local dead = {}
@@ -898,7 +899,13 @@ local function restore_processing(now, max_restores, death_error, token)
     else
       error = error or redis.call('hget', K.errors_hash, id) or nil
       queue_merge(id, blob, perform_in, retry_count, error, false, now, nil, group)
-      if TRACK then track(K, 'restored', id, 'fence', token) end
+      if TRACK then
+        if reason then
+          track(K, 'restored', id, 'fence', token, 'reason', reason)
+        else
+          track(K, 'restored', id, 'fence', token)
+        end
+      end
     end
   end
   redis.call('del', processing)
