@@ -102,7 +102,8 @@ def redis_full() -> str | None:
 def eviction_warning() -> str | None:
     """What the red banner says when Redis may evict lowkiq's keys (its
     ``maxmemory-policy`` is not ``noeviction``), or ``None``; read at most once every
-    :data:`POLICY_TTL` seconds per process."""
+    :data:`POLICY_TTL` seconds per process.  It says how many live worker processes run
+    on it all the same, and that one started without ``allow_eviction`` refuses."""
     _read_policy()
     problem = _policy_read["problem"]
     if problem is None:
