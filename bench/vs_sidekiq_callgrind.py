@@ -12,8 +12,10 @@ on how their pops interleave, and the time-dependent background (heartbeats, lea
 renewals, blocking-pop timeouts) grows with the window, which callgrind and a loaded
 host stretch. Over five runs on a loaded 2-core host it went from 156,000 to 238,000 a
 job (with groups 250,000 to 381,000), as the jobs one script call serves moved (0.70 to
-0.92 calls a job). Compare several runs; for the cost of the scripts alone, with the
-pops under control, bench/redis_instructions.py.
+0.92 calls a job). With ``--threads 1`` it is steadier (74,000 and 76,000 a job over
+two runs, with groups 132,000 and 144,000: one thread's pop call serves 3 to 4 jobs).
+Compare several runs; for the cost of the scripts alone, with the pops under control,
+bench/redis_instructions.py.
 
 Systems, each alone in its own phases, in turn: lowkiq at its defaults (5 shards,
 batch_size 1, ``--threads`` threads; ``lowkiq worker -r vs_sidekiq_app``, DB 0); the
