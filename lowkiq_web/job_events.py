@@ -3,19 +3,34 @@ newest first, in plain words (see :mod:`lowkiq.storage.job_events` for the event
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import lowkiq
 from lowkiq import JobEvent
+from lowkiq.storage.processing import RESTORE_REASONS
 
 #: Events shown on a job page: the newest ones.
 EVENTS_SHOWN = 200
 
 #: Detail fields an event row shows in its own way (the rest show as ``name=value``).
 SHOWN_DETAILS = frozenset(
-    {"perform_in", "retry_count", "error", "from", "to", "left", "merged", "group"}
+    {
+        "perform_in",
+        "retry_count",
+        "error",
+        "from",
+        "to",
+        "left",
+        "merged",
+        "group",
+        "reason",
+        "times",
+    }
 )
+#: A batch its group had no place (or token) for goes back unrun: the reason of its
+#: ``restored`` events, which the timeline folds.
+GROUP_FULL = "group_full"
 
 
 @dataclass(frozen=True)
@@ -43,7 +58,30 @@ def timeline(worker: type[lowkiq.Worker], job_id: str) -> Timeline:
     if not worker.track:
         return Timeline(False, [], 0, worker.track_length)
     kept = worker.history(job_id)
-    return Timeline(True, kept[::-1][:EVENTS_SHOWN], len(kept), worker.track_length)
+    shown = fold_group_waits(kept)
+    return Timeline(True, shown[::-1][:EVENTS_SHOWN], len(kept), worker.track_length)
+
+
+def fold_group_waits(events: Sequence[JobEvent]) -> list[JobEvent]:
+    """``events`` (oldest first) with each run of batches its group had no place for
+    folded into one row: a pop undone at once by a ``restored`` event of reason
+    ``group_full`` is left out, and a run of them is its last ``restored`` event with
+    ``times`` (how many), so a job that waited for its group reads as one line."""
+    folded: list[JobEvent] = []
+    for event in events:
+        if event.event == "restored" and event.details.get("reason") == GROUP_FULL:
+            if folded and folded[-1].event == "popped":
+                folded.pop()  # the pop this refusal undid
+            if folded and _group_wait(folded[-1]):
+                times = int(folded[-1].details.get("times", "1")) + 1
+                folded[-1] = replace(event, details={**event.details, "times": str(times)})
+                continue
+        folded.append(event)
+    return folded
+
+
+def _group_wait(event: JobEvent) -> bool:
+    return event.event == "restored" and event.details.get("reason") == GROUP_FULL
 
 
 def worker_of_queue(queue: str) -> str | None:
@@ -72,6 +110,11 @@ def event_words(event: JobEvent) -> str:
             return "Deleted from the morgue"
         case "moved":
             return f"Moved to {details.get('to') or 'another queue'}"
+        case "restored" if details.get("reason") in RESTORE_REASONS:
+            why = RESTORE_REASONS[details["reason"]]
+            times = details.get("times")
+            again = f", {times} times" if times else ""
+            return f"Back in the queue unrun{again}: {why}"
         case "yielded":
             left = details.get("left", "")
             payloads = "payload" if left == "1" else "payloads"
@@ -88,7 +131,7 @@ WORDS = {
     "discarded": "Discarded (lowkiq.Discard)",
     "snoozed": "Snoozed (lowkiq.Snooze): due again later, not failed",
     "buried": "Moved to the morgue",
-    "restored": "Back in the queue (its process died or stopped, or its group had no place)",
+    "restored": "Back in the queue (its process died or stopped running it)",
     "deleted": "Deleted from the queue",
 }
 

@@ -179,7 +179,7 @@ def event(name: str, **details: str) -> JobEvent:
         (event("deleted", **{"from": "queue"}), "Deleted from the queue"),
         (
             event("restored"),
-            "Back in the queue (its process died or stopped, or its group had no place)",
+            "Back in the queue (its process died or stopped running it)",
         ),
         (event("moved", to="Other"), "Moved to Other"),
         (event("renamed"), "renamed"),  # an event a later version may add

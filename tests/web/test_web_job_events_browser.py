@@ -10,6 +10,7 @@ from test_web_job_events import TrackedMail, TrackedWorker
 from web_support import ARTIFACTS
 
 import lowkiq
+from lowkiq.ownership import leases
 from lowkiq.testing import drain
 
 expect = pytest.importorskip("playwright.sync_api").expect
@@ -72,3 +73,32 @@ def test_a_tracked_jobs_page_shows_its_events(page, live_server):
     # The two pages' own 404 statuses are the only console lines.
     assert page.console_errors == [NOT_FOUND] * 2
     page.console_errors.clear()
+
+
+def test_a_job_that_waited_for_a_place_in_its_group_reads_as_one_line(page, live_server):
+    """Batches popped then put back unrun because their group was at its cap (another
+    process's batches held its places) fold into one row that says so and how often."""
+    TrackedWorker.perform_async([{"id": "order-9", "payload": "ok"}])
+    queue = TrackedWorker.queue()
+    shard = queue.shard_of("order-9")
+    lease, _, _ = leases.acquire(queue, shard, "a-process", 30.0)
+    assert lease is not None
+    for _ in range(3):  # each pop's group claim refused: back into the queue unrun
+        popped = queue.pop(shard, lease.token, 1)
+        assert [job.id for job in popped.jobs] == ["order-9"]
+        queue.restore(shard, lease.token, popped.batch, reason="group_full")
+    leases.release(queue, [lease])
+    drain(TrackedWorker)
+    page.goto(live_server + "/TrackedWorker/job?id=order-9")
+    rows = page.locator("section.job-events tr.event")
+    expect(rows).to_have_count(4)
+    assert [rows.nth(n).get_attribute("data-event") for n in range(4)] == [
+        "done",
+        "popped",
+        "restored",
+        "enqueued",
+    ]
+    expect(rows.nth(2).locator(".event-what")).to_contain_text(
+        "Back in the queue unrun, 3 times: its group had no free place or token"
+    )
+    assert page.console_errors == []
