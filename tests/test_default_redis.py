@@ -4,6 +4,7 @@ when asked for, else redis://localhost:6379/0 with a one-line error when nothing
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,3 +109,14 @@ def test_a_producer_without_redis_url_fails_instead_of_enqueueing_into_a_private
     with pytest.raises(RedisUnavailable, match="REDIS_URL is unset, so lowkiq tried"):
         OrderWorker.perform_async([{"id": 1}])
     assert not (bare_environment / ".lowkiq").exists()
+
+
+def test_a_redis_cluster_out_of_reach_at_start_passes_the_check_a_worker_then_waits() -> None:
+    """A worker started while its cluster's nodes do not answer (a node restarting) waits
+    for them, as on one server: building the cluster client fails, and the check lets it
+    be (it crashed the worker before, with redis-py's RedisClusterException)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # nothing listens there once closed
+    url = f"redis://127.0.0.1:{port}/0"
+    source.check_redis_accepts(lambda: redis.RedisCluster.from_url(url, socket_connect_timeout=0.5))

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import redis
 from redis import Redis
+from redis.exceptions import RedisClusterException
 
 from lowkiq.clients.connection import Client, check_url, client_from_url, describe_redis
 from lowkiq.clients.embedded import project_server_url
@@ -109,8 +110,8 @@ def check_redis_accepts(factory: Callable[[], Client]) -> None:
         made = factory()
     except ConfigurationError:
         raise
-    except (redis.RedisError, OSError):
-        return
+    except (redis.RedisError, RedisClusterException, OSError):
+        return  # a cluster's nodes out of reach: the worker waits for them
     if not isinstance(made, Redis):
         return
     pool = made.connection_pool
