@@ -180,6 +180,12 @@ def _move_target(worker: str, name: str | None) -> type[lowkiq.Worker]:
     return find_worker(name)
 
 
+#: Seconds a move from the dashboard waits for the running batches of its ids (then it
+#: moves the others and says which still run): well inside a web worker's request
+#: timeout (gunicorn's 30 s), unlike :data:`lowkiq.storage.actions.MOVE_WAIT`.
+MOVE_WAIT = 5.0
+
+
 # The same converter as checked_jobs' rule: the two share their route up to ``move``.
 @lowkiq_web.post("/<worker>/<any(enqueued, retries, scheduled, dead):kind>/selected/move")
 def move(worker: str, kind: str) -> Response | str:
@@ -195,7 +201,7 @@ def move(worker: str, kind: str) -> Response | str:
     if back == "job" and len(ids) != 1:
         raise BadParameter(f"back=job moves one job, got {len(ids)} ids")
     params = _list_params(kind)
-    count = found.actions().move(ids, to=target)
+    count = found.actions().move(ids, to=target, wait=MOVE_WAIT)
     htmx = bool(request.headers.get("HX-Request"))
     if back == "job":
         job_page = url_for("lowkiq_web.job", worker=target.__name__, id=ids[0])
