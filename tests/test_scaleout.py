@@ -176,3 +176,31 @@ def test_a_stopped_process_leaves_no_lease_and_no_membership_behind(
     assert worker.wait() == 0
     assert leases.tokens(recorder.queue()) == [None] * 5
     assert live_processes(redis_client)[1] == []
+
+
+def test_a_worker_started_while_no_cluster_node_answers_waits_and_stops_on_term(
+    tmp_path: Path,
+) -> None:
+    """A Redis Cluster client reads its nodes when it is made: with every node out of
+    reach (restarting), the worker's start waits and tries again instead of crashing,
+    and TERM still ends it cleanly."""
+    port = free_ports()  # nothing listens there
+    app = tmp_path / "cluster_app.py"
+    app.write_text(
+        "import lowkiq, redis\n"
+        f"lowkiq.settings.redis = lambda: redis.RedisCluster.from_url("
+        f"'redis://127.0.0.1:{port}/0', socket_connect_timeout=0.5)\n"
+        "class Waiting(lowkiq.Worker):\n"
+        "    @classmethod\n"
+        "    def perform(cls, payloads_by_id):\n"
+        "        pass\n"
+        "lowkiq.settings.workers = [Waiting]\n"
+    )
+    waiting = WorkerProcess("-r", str(app))
+    try:
+        eventually(lambda: "waiting for Redis" in waiting.output(), timeout=30)
+        assert waiting.process.poll() is None  # still waiting, not dead
+        waiting.signal(signal.SIGTERM)
+        assert waiting.wait() == 0
+    finally:
+        waiting.close()

@@ -337,7 +337,9 @@ class Server:
             "start",
             log,
             redis_backoff(self.settings.poll_interval),
-            waiting_for=f"Redis at {self.health.coordinator.redis}",
+            waiting_for=f"Redis at {self.health.coordinator.redis}"
+            if self.health.coordinator.redis
+            else "Redis",
         )
         while True:
             try:
@@ -364,7 +366,10 @@ class Server:
         """Run ``on_server_init``, join the membership, take the first shards, start threads."""
         config = self.settings
         config.on_server_init()
-        coordinator = self.build()
+        # A Redis Cluster's client reads its nodes when made: while none answers, wait.
+        coordinator = self._until_redis_answers(self.build)
+        if coordinator is None:
+            return
         dispatcher = self.dispatcher
         assert dispatcher is not None
         self.health.coordinator.redis = describe_redis(dispatcher.client)
@@ -572,7 +577,13 @@ class Server:
         stop the other services, close the connections."""
         if self._stop_signal and self.fatal is None:
             log.info("%s: stopping after the running batches", self._stop_signal)
-        waker = thread_client(self.own_template or self.settings.redis())
+        if self.own_template is None:
+            # Stopped while its start waited for Redis: nothing was built to stop.
+            self.stop_event.set()
+            self._stop_services()
+            self._wakeup.close()
+            return
+        waker = thread_client(self.own_template)
         try:
             self._take_no_more_work(waker)
             self._join_threads()
