@@ -102,7 +102,7 @@ def released_shards(output: str) -> set[tuple[str, int]]:
 
 def check_failed_by_the_hard_limit(job_id: str) -> None:
     """``job_id`` failed once (retry_count 0, queued for its retry) with an error naming
-    the hard limit; it was never restored."""
+    the hard limit; it was never restored after it ran."""
     from tests.apps.hard_limited import HardBlocker
 
     [job] = eventually(lambda: HardBlocker.queries().fetch([job_id]), timeout=30)
@@ -110,8 +110,13 @@ def check_failed_by_the_hard_limit(job_id: str) -> None:
     limit = "HardBlocker.perform_hard_timeout (3s)"
     assert job["error"].startswith("PerformHardTimeout: HardBlocker:"), job
     assert f"perform of '{job_id}' ran past {limit}" in job["error"], job
-    events = [event.event for event in HardBlocker.history(job_id)]
-    assert events == ["enqueued", "popped", "failed"], events
+    history = HardBlocker.history(job_id)
+    events = [event.event for event in history]
+    # Its one perform failed; a batch popped before a hand-over between the starting
+    # processes may have gone back unrun first (reason given_up), never after it ran.
+    assert events[0] == "enqueued" and events[-2:] == ["popped", "failed"], events
+    unrun = [e.details.get("reason") for e in history if e.event == "restored"]
+    assert set(unrun) <= {"given_up"}, unrun
 
 
 def test_a_perform_asleep_past_the_hard_limit_stops_its_process_after_its_other_batches(
