@@ -11,7 +11,7 @@ from flask import Blueprint, Response, current_app
 from lowkiq_web import formatting, security, unserved
 from lowkiq_web.mount import STATIC_URL_PATH, check_mount
 from lowkiq_web.no_app import served_elsewhere
-from lowkiq_web.overview import eviction_warning, on_embedded_redis
+from lowkiq_web.overview import eviction_warning, on_embedded_redis, redis_full
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -59,6 +59,7 @@ def template_helpers() -> dict[str, Any]:
         "read_only": read_only(),
         "embedded_redis": on_embedded_redis(),
         "eviction_warning": eviction_warning(),
+        "redis_full": redis_full(),
         "unserved_shards": unserved.unserved_shards,
         "served_elsewhere": served_elsewhere,
         "csrf_token": security.csrf_token(),

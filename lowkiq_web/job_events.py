@@ -8,7 +8,6 @@ from dataclasses import dataclass, replace
 
 import lowkiq
 from lowkiq import JobEvent
-from lowkiq.storage.processing import RESTORE_REASONS
 
 #: Events shown on a job page: the newest ones.
 EVENTS_SHOWN = 200
@@ -110,8 +109,8 @@ def event_words(event: JobEvent) -> str:
             return "Deleted from the morgue"
         case "moved":
             return f"Moved to {details.get('to') or 'another queue'}"
-        case "restored" if details.get("reason") in RESTORE_REASONS:
-            why = RESTORE_REASONS[details["reason"]]
+        case "restored" if details.get("reason") in RESTORE_WORDS:
+            why = RESTORE_WORDS[details["reason"]]
             times = details.get("times")
             again = f", {times} times" if times else ""
             return f"Back in the queue unrun{again}: {why}"
@@ -133,6 +132,14 @@ WORDS = {
     "buried": "Moved to the morgue",
     "restored": "Back in the queue (its process died or stopped running it)",
     "deleted": "Deleted from the queue",
+}
+
+#: Why a batch went back into the queue unrun, by a ``restored`` event's ``reason``.
+RESTORE_WORDS = {
+    GROUP_FULL: "its group had no free place or token",
+    "given_up": "its shard was handed over, or its process stopped, before it ran",
+    "suspect_waits": "it waits to run alone after another suspect batch",
+    "redis_error": "a Redis error left its batch's state unknown",
 }
 
 #: How an event's marker looks: ``ok`` (green), ``bad`` (red) or plain.

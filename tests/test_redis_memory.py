@@ -313,8 +313,11 @@ def test_lowkiq_info_on_a_full_redis_lowkiq_never_wrote_to_says_it_is_full(
         text=True,
         timeout=60,
     )
-    assert done.returncode != 0
-    assert "Redis is full (maxmemory 1B, used" in done.stderr, done.stderr
+    # Its queues read as their classes' layouts (none can be written): the table, and
+    # the warning that Redis is full.
+    assert done.returncode == 0, done.stderr
+    assert "Redis is full (maxmemory 1B, used" in done.stdout, done.stdout
+    assert "0/5 shards" in done.stdout
     assert "Traceback" not in done.stderr
 
 

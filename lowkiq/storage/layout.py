@@ -28,6 +28,7 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from lowkiq.clients.connection import Client
+from lowkiq.errors import is_out_of_memory
 from lowkiq.storage.keys import QueueKeys
 
 #: Seconds a reader keeps a queue's layout before reading it again.
@@ -87,13 +88,16 @@ def read_many(client: Client, queues: Sequence[tuple[str, int]]) -> list[Layout]
 
     A queue with no layout in Redis gets its class's (base 0) written there, in
     one more round trip: from then on a changed ``shards_count`` in the code
-    cannot split an id's jobs over two shards; only a reshard changes it.
+    cannot split an id's jobs over two shards; only a reshard changes it.  On a full
+    Redis, which refuses that write, such a queue reads as its class's layout, not
+    remembered (it holds no job: a push would have written the layout first).
     """
     pipe = client.pipeline(transaction=False)
     for name, _ in queues:
         pipe.hgetall(QueueKeys(name).layout_hash)
     found = list(pipe.execute())
     missing = [n for n, fields in enumerate(found) if b"count" not in fields]
+    unwritten: set[int] = set()
     if missing:
         pipe = client.pipeline(transaction=False)
         for n in missing:
@@ -102,14 +106,22 @@ def read_many(client: Client, queues: Sequence[tuple[str, int]]) -> list[Layout]
             pipe.hsetnx(key, "base", 0)
             pipe.hsetnx(key, "count", default)
             pipe.hgetall(key)
-        for n, fields in zip(missing, pipe.execute()[2::3], strict=True):
+        replies = pipe.execute(raise_on_error=False)
+        for index, n in enumerate(missing):
+            written, fields = replies[3 * index], replies[3 * index + 2]
+            if isinstance(written, Exception) and is_out_of_memory(written):
+                unwritten.add(n)
+                fields = {b"base": b"0", b"count": str(queues[n][1]).encode()}
+            elif isinstance(fields, Exception):
+                raise fields
             found[n] = fields
     layouts = [parse(fields) for fields in found]
     at = time.monotonic()
     with _LOCK:
         known = _CACHE.setdefault(client, {})
-        for (name, _), layout in zip(queues, layouts, strict=True):
-            known[name] = (layout, at)
+        for n, ((name, _), layout) in enumerate(zip(queues, layouts, strict=True)):
+            if n not in unwritten:
+                known[name] = (layout, at)
     return layouts
 
 
