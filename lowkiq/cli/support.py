@@ -186,10 +186,11 @@ def closest_worker(name: str, by_name: dict[str, type[Worker]]) -> str | None:
 def redis_call_or_exit(call: Callable[[], T]) -> T:
     """``call()``, or a one-line error when Redis does not answer or refuses."""
     import redis as redis_client
+    from redis.exceptions import RedisClusterException
 
     try:
         return call()
-    except redis_client.ConnectionError as exc:
+    except (redis_client.ConnectionError, RedisClusterException) as exc:
         import lowkiq
 
         hint = unreachable_hint(lowkiq.settings.redis)
