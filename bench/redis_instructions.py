@@ -8,8 +8,9 @@ enqueues ``--jobs`` blank jobs into a ``--shards``-shard queue (1,000 a call, as
 (every shard popped in one write, each pop taking up to ``--batches`` batches of one job
 and acking the shard's previous one).  ``callgrind_control`` zeroes the counts before
 each phase and dumps them after; the server runs at ``hz 1``, so its timer's work
-(slowed fifty-fold under callgrind) adds little to a phase's count.  Printed per scenario: instructions per job of the
-enqueues, of the pops, and both, against the scenario without groups.
+(slowed fifty-fold under callgrind) adds little to a phase's count.  Printed per
+scenario: instructions per job of the enqueues, of the pops, and both, against the
+scenario without groups.
 
 Scenarios: ``none`` (no group); ``one`` (every job in group A); ``one+20`` (every job in
 A, then 20 jobs of group B); ``two`` (job i in group ``g{i % 2}``: every shard holds two
