@@ -16,7 +16,7 @@ import redis
 from lowkiq.clients.embedded import start_server
 from lowkiq.ownership import leases
 from lowkiq.ownership.membership import live_processes
-from tests.apps.runner import WorkerProcess, eventually
+from tests.apps.runner import WorkerProcess, eventually, unreachable_cluster_app
 from tests.health.probe import free_ports
 
 #: The recorder app's lease TTL (``TEST_LEASE_TTL``, default 2 s).
@@ -185,17 +185,7 @@ def test_a_worker_started_while_no_cluster_node_answers_waits_and_stops_on_term(
     reach (restarting), the worker's start waits and tries again instead of crashing,
     and TERM still ends it cleanly."""
     port = free_ports()  # nothing listens there
-    app = tmp_path / "cluster_app.py"
-    app.write_text(
-        "import lowkiq, redis\n"
-        f"lowkiq.settings.redis = lambda: redis.RedisCluster.from_url("
-        f"'redis://127.0.0.1:{port}/0', socket_connect_timeout=0.5)\n"
-        "class Waiting(lowkiq.Worker):\n"
-        "    @classmethod\n"
-        "    def perform(cls, payloads_by_id):\n"
-        "        pass\n"
-        "lowkiq.settings.workers = [Waiting]\n"
-    )
+    app = unreachable_cluster_app(tmp_path, port)
     waiting = WorkerProcess("-r", str(app))
     try:
         eventually(lambda: "waiting for Redis" in waiting.output(), timeout=30)

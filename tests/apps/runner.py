@@ -78,3 +78,20 @@ def main_thread_wakeups(pid: int) -> int:
     """How many times the process's main thread was scheduled so far (Linux)."""
     with open(f"/proc/{pid}/task/{pid}/schedstat") as stat:
         return int(stat.read().split()[2])
+
+
+def unreachable_cluster_app(directory: Path, port: int) -> Path:
+    """An app file in ``directory`` whose Redis is a Redis Cluster at ``127.0.0.1:port``,
+    where nothing listens (one worker, ``Waiting``): its client cannot be made."""
+    app = directory / "cluster_app.py"
+    app.write_text(
+        "import lowkiq, redis\n"
+        f"lowkiq.settings.redis = lambda: redis.RedisCluster.from_url("
+        f"'redis://127.0.0.1:{port}/0', socket_connect_timeout=0.5)\n"
+        "class Waiting(lowkiq.Worker):\n"
+        "    @classmethod\n"
+        "    def perform(cls, payloads_by_id):\n"
+        "        pass\n"
+        "lowkiq.settings.workers = [Waiting]\n"
+    )
+    return app

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 
 import lowkiq
-from tests.apps.runner import ROOT, WorkerProcess, eventually
+from tests.apps.runner import ROOT, WorkerProcess, eventually, unreachable_cluster_app
 from tests.health.probe import free_ports, verdict
 
 Start = Callable[..., WorkerProcess]
@@ -114,18 +114,8 @@ def test_quiet_without_a_process_and_status_with_both_sources_are_refused(
 def test_info_with_no_cluster_node_answering_is_a_one_line_failure(tmp_path) -> None:
     """A Redis Cluster's client reads its nodes when made: with none answering, lowkiq
     info says so in one line (it printed redis-py's traceback)."""
-    port = free_ports()
-    app = tmp_path / "cluster_app.py"
-    app.write_text(
-        "import lowkiq, redis\n"
-        f"lowkiq.settings.redis = lambda: redis.RedisCluster.from_url("
-        f"'redis://127.0.0.1:{port}/0', socket_connect_timeout=0.5)\n"
-        "class Waiting(lowkiq.Worker):\n"
-        "    @classmethod\n"
-        "    def perform(cls, payloads_by_id):\n"
-        "        pass\n"
-        "lowkiq.settings.workers = [Waiting]\n"
-    )
+    port = free_ports()  # nothing listens there
+    app = unreachable_cluster_app(tmp_path, port)
     down = lowkiq_command(f"redis://127.0.0.1:{port}/0", "info", "-r", str(app))
     assert down.returncode == 2
     [line] = down.stderr.strip().splitlines()
