@@ -54,25 +54,33 @@ SCENARIOS: dict[str, tuple[Callable[[int], str | None], int]] = {
 class CountedRedis:
     """A Redis server under callgrind, whose instructions are counted phase by phase."""
 
-    def __init__(self, directory: Path, binary: str | None = None) -> None:
+    def __init__(self, directory: Path, binary: str | None = None, port: int = 0) -> None:
+        """Start it in ``directory``: on a unix socket there, or, with ``port``, on that
+        TCP port of 127.0.0.1 (for worker processes to reach)."""
         self.directory = directory
         socket = directory / "redis.sock"
+        listen = ["--port", str(port), "--bind", "127.0.0.1"] if port else [
+            "--port", "0", "--unixsocket", str(socket)]  # fmt: skip
         self.process = subprocess.Popen(
             [
                 "valgrind", "--tool=callgrind", f"--callgrind-out-file={directory}/cg.%p",
-                binary or redis_server_binary(), "--port", "0", "--unixsocket", str(socket),
+                binary or redis_server_binary(), *listen,
                 "--save", "", "--appendonly", "no", "--hz", "1",
             ],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=directory,
         )  # fmt: skip
-        self.client = redis.Redis(unix_socket_path=str(socket))
+        self.client = (
+            redis.Redis(host="127.0.0.1", port=port)
+            if port
+            else redis.Redis(unix_socket_path=str(socket))
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
                 self.client.ping()
                 break
             except redis.ConnectionError:
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline or self.process.poll() is not None:
                     raise
                 time.sleep(0.1)
 

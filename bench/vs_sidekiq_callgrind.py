@@ -86,8 +86,6 @@ from vs_sidekiq import (
     stop,
 )
 
-from lowkiq.clients.embedded import redis_server_binary
-
 #: Seconds a worker is left running after the last job, before it is frozen.
 SETTLE = 0.5
 #: Script calls per job from which the drain's instructions per script call are printed
@@ -134,26 +132,8 @@ class CountedServer(CountedRedis):
     """Redis under callgrind on a TCP port of 127.0.0.1, for worker processes to reach."""
 
     def __init__(self, directory: Path, port: int) -> None:
-        self.directory = directory
+        super().__init__(directory, port=port)
         self.port = port
-        self.process = subprocess.Popen(
-            [
-                "valgrind", "--tool=callgrind", f"--callgrind-out-file={directory}/cg.%p",
-                redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no", "--hz", "1",
-            ],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=directory,
-        )  # fmt: skip
-        self.client = redis.Redis(host="127.0.0.1", port=port)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                self.client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or self.process.poll() is not None:
-                    raise
-                time.sleep(0.1)
 
     @property
     def url(self) -> str:
