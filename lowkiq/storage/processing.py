@@ -69,17 +69,12 @@ class JobEnd:
 
 
 #: Why a batch goes back into the queue unrun, as its jobs' ``restored`` events say
-#: (``reason``; none: its process died or stopped running it).
-RESTORE_REASONS = {
-    #: A group of the batch was at its ``group_concurrency`` cap, or out of tokens.
-    "group_full": "its group had no free place or token",
-    #: The shard was handed over, or the process stopped, before the batch ran.
-    "given_up": "its shard was handed over, or its process stopped, before it ran",
-    #: Another suspect batch (of a job that killed its process) runs first, alone.
-    "suspect_waits": "it waits to run alone after another suspect batch",
-    #: A Redis error left what the processing area holds unknown.
-    "redis_error": "a Redis error left its batch's state unknown",
-}
+#: (``reason``; none: its process died or stopped running it): ``group_full`` (a group
+#: of the batch was at its ``group_concurrency`` cap, or out of tokens), ``given_up``
+#: (the shard was handed over, or the process stopped, before it ran),
+#: ``suspect_waits`` (another suspect batch runs first, alone), ``redis_error`` (a
+#: Redis error left what the processing area holds unknown).
+RESTORE_REASONS = frozenset({"group_full", "given_up", "suspect_waits", "redis_error"})
 
 #: ``Popped.acked`` when no ack was asked, when the ack's lease was not held, and when
 #: the processing area held another batch than the one the ack named.
@@ -437,6 +432,8 @@ class Processing(QueueBase):
         lease); raises :class:`LeaseLost` when ``token`` is stale, and
         :class:`StaleBatch` when the area holds another batch than ``batch``.
         """
+        if reason and reason not in RESTORE_REASONS:
+            raise ValueError(f"restore reason {reason!r} is not one of {sorted(RESTORE_REASONS)}")
         return int(
             self.run_fenced(
                 "restore", shard, token, "" if batch is None else batch, _now(now), reason

@@ -202,3 +202,10 @@ def test_due_time_and_other_details():
     assert job_events.worker_of_queue("MailWorker") == "MailWorker"
     assert job_events.worker_of_queue("nowhere") is None
     assert MailWorker.track is False
+
+
+def test_every_reason_a_batch_goes_back_unrun_has_its_words() -> None:
+    from lowkiq.storage.processing import RESTORE_REASONS
+    from lowkiq_web.job_events import RESTORE_WORDS
+
+    assert set(RESTORE_WORDS) == RESTORE_REASONS
