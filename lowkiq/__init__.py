@@ -30,7 +30,7 @@ from lowkiq.periodic import Schedule
 from lowkiq.running import BatchLease, RunningBatch, current_batch
 from lowkiq.serializers import Undecodable
 from lowkiq.settings import Settings, settings
-from lowkiq.storage.actions import Actions
+from lowkiq.storage.actions import Actions, JobsRunning
 from lowkiq.storage.job_events import JobEvent, queue_events
 from lowkiq.storage.metrics import Overview, QueueMetrics
 from lowkiq.storage.metrics import overview as metrics_overview
@@ -105,6 +105,7 @@ __all__ = [
     "BatchLease",
     "Job",
     "JobEvent",
+    "JobsRunning",
     "Kill",
     "LeaseLost",
     "LowkiqError",

@@ -9,8 +9,9 @@ import pytest
 from storage_support import NOW, hot_layout, retry_in
 
 import lowkiq
+from lowkiq import JobsRunning
 from lowkiq.errors import InvalidQuery
-from lowkiq.storage.actions import KILLED_ERROR, JobsRunning
+from lowkiq.storage.actions import KILLED_ERROR
 from tests.leasing import fail, pop
 
 
