@@ -233,6 +233,9 @@ class Scripted(lowkiq.Worker):
             if kind == "f":
                 cls.once.add(first)
                 raise RuntimeError("fails its batch once")
+            if kind == "s":
+                cls.once.add(first)
+                raise lowkiq.Snooze(0)  # due again at once, not a failure
             if kind == "p":
                 cls.once.add(first)
                 failed[job_id] = RuntimeError("fails its id once")

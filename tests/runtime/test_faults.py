@@ -68,6 +68,7 @@ SCENARIOS = [
     Scenario("acks riding on pops", Faulted, lambda n: [f"a{n}"]),
     Scenario("merged payloads, several batches a pop", Faulted, lambda n: [f"a{n}", f"b{n}"], 2),
     Scenario("failures", Faulted, lambda n: [f"f{n}"] if n % 2 else [f"a{n}"]),
+    Scenario("snoozes", Faulted, lambda n: [f"s{n}"] if n % 2 else [f"a{n}"]),
     Scenario("partial failures", Faulted, lambda n: [f"p{n}"] if n % 2 else [f"a{n}"], 3),
     Scenario("yields", Faulted, lambda n: [f"y{n}", f"z{n}", f"w{n}"]),
     Scenario("burials", Faulted, lambda n: [f"a{n}"], 2, undecodable=True),
