@@ -37,6 +37,7 @@ from _machine import machine
 
 import lowkiq
 from lowkiq.ownership.coordinator import Coordinator, Plan
+from lowkiq.ownership.events import Change, Grant, Released, Revoke
 from lowkiq.ownership.leases import parse_owner
 from lowkiq.ownership.membership import Membership, new_process_id
 from lowkiq.runtime.shard_handler import ShardHandler
@@ -55,12 +56,12 @@ class StandInDispatcher:
         self.handlers: dict[tuple[str, int], ShardHandler] = {}
         self.to_release: list[ShardHandler] = []
 
-    def add(self, handler: ShardHandler) -> None:
-        self.handlers[handler.key] = handler
-
-    def remove(self, key: tuple[str, int], release: bool) -> None:
-        handler = self.handlers.pop(key, None)
-        if handler is not None and release:
+    def tell(self, change: Change) -> None:
+        if isinstance(change, Grant):
+            self.handlers[change.handler.key] = change.handler
+            return
+        handler = self.handlers.pop(change.key, None)
+        if handler is not None and isinstance(change, Revoke):
             self.to_release.append(handler)
 
     def pause(self, queues: frozenset[str]) -> None:
@@ -127,14 +128,17 @@ class SimProcess:
             released, self.dispatcher.to_release = self.dispatcher.to_release, []
             from lowkiq.ownership import leases
 
+            # As the dispatcher does: release, wake the next owners, report it.
             leases.release_many(leases.Lease(h.queue, h.shard, h.token) for h in released)
-            self.coordinator.released(released)
+            self.coordinator.membership.handoff(h.key for h in released)
+            self.coordinator.reports.post(Released(tuple(released)))
+            self.coordinator.take_reports()
 
     def stop(self) -> None:
         """TERM: announce the stop, give every shard back, deregister."""
         self.coordinator.close()
         for key in list(self.dispatcher.handlers):
-            self.dispatcher.remove(key, release=True)
+            self.dispatcher.tell(Revoke(key))
         self.flush()
         self.coordinator.release_remaining()
         self.coordinator.leave()
