@@ -176,7 +176,9 @@ class Worker:
     # -- enqueueing --------------------------------------------------------
 
     @classmethod
-    def perform_async(cls, jobs: Sequence[dict[str, Any]]) -> None:
+    def perform_async(
+        cls, jobs: Sequence[dict[str, Any]], on_commit: bool = False, using: str | None = None
+    ) -> None:
         """Enqueue jobs ``{"id", "payload"?, "score"?, "perform_in"? | "delay"?, "group"?}``
         in one round trip (a huge call in several, see :mod:`lowkiq.storage.enqueueing`).
         A job's ``group`` (a tenant) takes turns with the other groups in each shard; an
@@ -193,12 +195,21 @@ class Worker:
         out of memory raises :class:`~lowkiq.errors.RedisFull`; a split call failing part-way
         says which ids are enqueued.  Client middlewares ``mw(worker, jobs,
         call_next)`` wrap the enqueue.
+
+        ``on_commit=True`` (Django): the jobs are checked now and enqueued when the current
+        transaction of database ``using`` commits, never on rollback (see
+        :mod:`lowkiq.contrib.django.transactions`).
         """
 
         def enqueue(worker: type[Worker], final_jobs: Sequence[dict[str, Any]]) -> None:
             worker._push(final_jobs)
 
         check_job_list(jobs)  # before the middlewares, which expect a list
+        if on_commit:
+            from lowkiq.contrib.django.transactions import enqueue_on_commit
+
+            enqueue_on_commit(cls, jobs, using)
+            return
         chain(settings.client_middlewares, enqueue)(cls, jobs)
 
     @classmethod
