@@ -38,9 +38,10 @@ from typing import Any
 
 import redis
 
-from lowkiq.clients.connection import Client, KeyedCommand, is_cluster
+from lowkiq.clients.connection import Client, is_cluster
 from lowkiq.clients.outages import MasterDown
 from lowkiq.clients.retry import Retries
+from lowkiq.errors import LowkiqError
 from lowkiq.health.heartbeats import Heartbeat, Heartbeats
 from lowkiq.limits.group_caps import GroupCaps
 from lowkiq.ownership import leases
@@ -52,9 +53,10 @@ from lowkiq.runtime.backoff import redis_backoff
 from lowkiq.runtime.executor import Executor, Work
 from lowkiq.runtime.lifecycle import LEAVING, RUNNING, SETTLING
 from lowkiq.runtime.planning import Candidate, first_look, plan_round
-from lowkiq.runtime.shard_handler import ShardHandler, Taken
+from lowkiq.runtime.shard_handler import Request, ShardHandler, Taken
 from lowkiq.runtime.shard_ranges import shard_ranges
 from lowkiq.storage.group_claims import ClaimCall
+from lowkiq.storage.queue import Popped
 from lowkiq.storage.rate_bucket import Throttle
 from lowkiq.strategies.schedulers import Scheduler
 from lowkiq.telemetry.recorder import Recorder
@@ -108,12 +110,21 @@ def _seconds(reply: Any) -> float | None:
     return None if reply is None else float(reply)
 
 
+def _call(request: Request) -> Any:
+    """Run a request that is a call of its own: its reply, or the error it raised."""
+    try:
+        return request()  # type: ignore[operator]
+    except (redis.RedisError, LowkiqError) as exc:
+        return exc
+
+
 @dataclass(slots=True)
 class _Pop:
-    """One shard's pop in a round: whether it carries the shard's ack, and its
-    rate-limit arguments."""
+    """One shard's pop in a round: its request, whether it carries the shard's ack, and
+    its rate-limit arguments."""
 
     handler: ShardHandler
+    request: Request
     acking: bool
     throttle: Throttle | None
 
@@ -480,24 +491,18 @@ class Dispatcher:
 
     def _send(self, chosen: Sequence[ShardHandler], acks: Sequence[ShardHandler]) -> int:
         """Pop ``chosen`` (each acking its own finished batch) and ack ``acks``, in one
-        write when their queues can (not when a write waits for replicas:
+        write when their queues can (a call each when a write waits for replicas:
         ``settings.wait_replicas``); returns how many shards gave a batch.  Every reply is
         read before the first Redis error is raised (its shard is then unsure: restored
         before its next pop)."""
         if not chosen and not acks:
             return 0
-        if not all(h.queue.pipelines_pops for h in (*chosen, *acks)):
-            return self._send_apart(chosen, acks)
-        pops: list[_Pop] = []
-        commands: list[KeyedCommand] = []
-        for handler in chosen:
-            command, acking, throttle = handler.pop_command()
-            pops.append(_Pop(handler, acking, throttle))
-            commands.append(command)
-        commands += [handler.ack_command() for handler in acks]
+        packed = all(h.queue.pipelines_pops for h in (*chosen, *acks))
+        pops = [_Pop(handler, *handler.pop_command(packed)) for handler in chosen]
+        requests = [pop.request for pop in pops] + [h.ack_command(packed) for h in acks]
         client: Any = self.client
         try:
-            replies = client.run_keyed(commands)
+            replies = client.run_keyed(requests) if packed else [_call(r) for r in requests]
         except redis.RedisError:
             for handler in [*chosen, *acks]:
                 handler.interrupted()
@@ -529,25 +534,10 @@ class Dispatcher:
             # Each pop's reply is taken in, whatever the others' raise: a pop that carried
             # its shard's ack acked it in Redis, and its new batch must be known.
             try:
-                read = handler.queue.read_popped(reply)
+                read = reply if isinstance(reply, Popped) else handler.queue.read_popped(reply)
                 popped.append((handler, handler.take(read, pop.acking, pop.throttle)))
             except redis.RedisError as exc:
                 handler.interrupted()  # its batch is restored before its next pop
-                failure = failure or exc
-        return self._hand_over(popped, failure)
-
-    def _send_apart(self, chosen: Sequence[ShardHandler], acks: Sequence[ShardHandler]) -> int:
-        """:meth:`_send` a round trip per call (a client that cannot pipeline them, e.g.
-        one that waits for replicas after each write)."""
-        for handler in acks:
-            handler.ack_now()
-        popped: list[tuple[ShardHandler, Taken]] = []
-        failure: redis.RedisError | None = None
-        for handler in chosen:
-            try:
-                popped.append((handler, handler.take(*handler.pop())))
-            except redis.RedisError as exc:
-                handler.interrupted()
                 failure = failure or exc
         return self._hand_over(popped, failure)
 

@@ -28,6 +28,7 @@ batch is never dropped, at worst performed twice (at-least-once).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -64,6 +65,9 @@ from lowkiq.telemetry.recorder import BatchRecorder
 from lowkiq.worker import Worker, retry_in_takes_exception
 
 log = logging.getLogger("lowkiq.shard_handler")
+
+#: A round's command for one shard: packed, or a call of its own (its reply or error).
+Request = KeyedCommand | Callable[[], Any]
 
 #: Seconds between two pops of a shard a reshard holds (unless its wake list fires).
 HELD_RETRY = 0.5
@@ -236,48 +240,28 @@ class ShardHandler:
             self.not_before = 0.0
         return self.throttle is None or not self.throttle.waiting()
 
-    def pop(self) -> tuple[Popped, bool, Throttle | None]:
-        """Pop alone, in a round trip of its own, acking the shard's finished batch in the
-        same script; returns the reply, whether it carried the ack, and the rate-limit
-        arguments (for :meth:`take`)."""
+    def pop_command(self, packed: bool = True) -> tuple[Request, bool, Throttle | None]:
+        """The shard's pop, acking its finished batch in the same script: packed to go out
+        with other shards' pops in one write, or a call of its own (not ``packed``: a
+        client that cannot pack them, e.g. one waiting for replicas); whether it carries
+        the ack, and its rate-limit arguments (for :meth:`take`)."""
         acking = self.unacked
         throttle = self._throttle_args()
         self.life.to(POPPING)
-        try:
-            popped = self.queue.pop(
-                self.shard,
-                self.token,
-                self.worker.batch_size,
-                ack_shard=self.shard if acking else None,
-                ack_token=self.token if acking else "",
-                ack_batch=self.batch if acking else 0,
-                throttle=throttle,
-                batches=self._quick_batches(throttle),
-                capped=self.capped(),
-            )
-        except redis.RedisError:
-            self.interrupted()
-            raise
-        return popped, acking, throttle
-
-    def pop_command(self) -> tuple[KeyedCommand, bool, Throttle | None]:
-        """:meth:`pop`'s command, packed to go out with other shards' pops in one write,
-        whether it carries the ack, and its rate-limit arguments (for :meth:`take`)."""
-        acking = self.unacked
-        throttle = self._throttle_args()
-        self.life.to(POPPING)
-        command = self.queue.pop_command(
-            self.shard,
-            self.token,
-            self.worker.batch_size,
-            self.shard if acking else None,
-            self.token if acking else "",
-            throttle,
-            self._quick_batches(throttle),
-            self.capped(),
-            self.batch if acking else 0,
-        )
-        return command, acking, throttle
+        args: dict[str, Any] = {
+            "shard": self.shard,
+            "token": self.token,
+            "limit": self.worker.batch_size,
+            "ack_shard": self.shard if acking else None,
+            "ack_token": self.token if acking else "",
+            "throttle": throttle,
+            "batches": self._quick_batches(throttle),
+            "capped": self.capped(),
+            "ack_batch": self.batch if acking else 0,
+        }
+        if packed:
+            return self.queue.pop_command(**args), acking, throttle
+        return functools.partial(self.queue.pop, **args), acking, throttle
 
     def capped(self) -> frozenset[str] | None:
         """The groups a pop skips, at their cap or out of tokens (``None``: the worker's
@@ -397,10 +381,12 @@ class ShardHandler:
         else:
             self.life.to(FINISHED if succeeded else IDLE)
 
-    def ack_command(self) -> KeyedCommand:
-        """The shard's ack, packed to go out with other commands in one write (its reply
-        is read by :meth:`acked`)."""
-        return self.queue.ack_command(self.shard, self.token, self.batch)
+    def ack_command(self, packed: bool = True) -> Request:
+        """The shard's ack, packed to go out with other commands in one write, or a call
+        of its own (see :meth:`pop_command`); its reply is read by :meth:`acked`."""
+        if packed:
+            return self.queue.ack_command(self.shard, self.token, self.batch)
+        return functools.partial(self.queue.ack, self.shard, self.token, self.batch)
 
     def acked(self, reply: Any) -> None:
         """Read the reply of :meth:`ack_command` (an error reply is raised, as the call
