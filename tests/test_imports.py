@@ -229,6 +229,8 @@ UPWARD = frozenset(
     {
         # RateLimit only annotates the claims' calls; storage should not need lowkiq.limits.
         ("lowkiq.storage.group_claims", "lowkiq.limits.rate_limit"),
+        # A group's rate limit set at run time is a RateLimit (checked and read back).
+        ("lowkiq.storage.group_actions", "lowkiq.limits.rate_limit"),
     }
 )
 

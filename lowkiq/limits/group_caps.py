@@ -14,10 +14,18 @@ a place freed by another process is seen within that time, and a fleet whose gro
 stays at its cap asks about once a second per process, not ten times.  A shard that
 gave no job waits as long before its next pop, or until the first group out of tokens
 has one again (known from the answer).
+
+A group may also be paused, or given a cap and a rate of its own, at run time
+(:mod:`lowkiq.storage.group_actions`).  The process reads them whenever the config
+version moves (:meth:`GroupCaps.follow`, called with the rate limits'
+:meth:`~lowkiq.limits.throttling.RateLimits.follow`): its pops skip the paused groups, and
+the claims script reads the groups' own caps and rates itself.  A shard that gave no job
+while a group is paused pops again after :data:`PAUSED_RETRY` seconds.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
@@ -25,7 +33,11 @@ from typing import Any
 from lowkiq.clients.connection import KeyedCommand
 from lowkiq.limits.rate_limit import RateLimit
 from lowkiq.limits.throttling import RateLimits
+from lowkiq.storage import group_limits
 from lowkiq.storage.group_claims import ClaimCall, GroupClaims, claimant, read_claims
+from lowkiq.storage.group_limits import GroupLimits
+
+log = logging.getLogger("lowkiq.groups")
 
 #: Seconds between two questions "which groups are at their cap, or out of tokens?"
 #: while some are, at first and after an answer that changed them.
@@ -33,6 +45,9 @@ FULL_REFRESH = 0.1
 #: The most seconds between two such questions (each answer that changed nothing
 #: doubles the time to the next).
 FULL_REFRESH_MAX = 1.6
+#: Seconds before a shard that gave no job while some group is paused is popped again
+#: (its due jobs may all be of paused groups); a resumed group's jobs start within it.
+PAUSED_RETRY = 0.5
 
 
 class GroupCaps:
@@ -59,6 +74,27 @@ class GroupCaps:
         self._renewed_at = clock()
         #: Places to release (of settled batches), sent with the next write.
         self.releases: list[tuple[str, frozenset[str]]] = []
+        #: The groups set at run time, with their settings, as last read.
+        self.own: dict[str, GroupLimits] = {}
+        #: The paused groups among them.
+        self.paused: frozenset[str] = frozenset()
+        if rate_limits is not None:
+            rate_limits.followers.append(self.follow)
+
+    def follow(self, client: Any) -> None:
+        """Read the groups set at run time (on every change of the config), and log what
+        changed."""
+        found = group_limits.read_limits(client, self.claims.queue.keys)
+        if found == self.own:
+            return
+        name = self.claims.queue.name
+        for group in sorted(found.keys() | self.own.keys()):
+            before, after = self.own.get(group, GroupLimits()), found.get(group, GroupLimits())
+            if before != after:
+                log.info("%s: group %r is now %s", name, group, _describe(after))
+        self.own = found
+        self.paused = frozenset(group for group, limits in found.items() if limits.paused)
+        self.claims.own_limits = any(limits.limited for limits in found.values())
 
     def rate(self) -> RateLimit | None:
         """The worker's per-group rate limit in force now (``None``: none)."""
@@ -68,18 +104,19 @@ class GroupCaps:
         return limit if limit is not None and limit.per_group else None
 
     def active(self) -> bool:
-        """Whether the worker's groups are capped or rate-limited now."""
-        return self.claims.cap is not None or self.rate() is not None
+        """Whether the worker's groups are capped, rate-limited or paused now."""
+        return self.claims.cap is not None or self.rate() is not None or bool(self.own)
 
     def skipped(self) -> frozenset[str] | None:
         """The groups a pop skips now, at their cap or out of tokens (``None``: its
         groups need no claim)."""
         if not self.active():
             return None
+        skipped = self.full | self.paused if self.paused else self.full
         if not self.dry:
-            return self.full
+            return skipped
         now = self.clock()
-        return self.full | {group for group, until in self.dry.items() if until > now}
+        return skipped | {group for group, until in self.dry.items() if until > now}
 
     def answer(self, reply: Any) -> bool:
         """Read a claims call's reply: whether it was granted; it says the groups at
@@ -97,7 +134,12 @@ class GroupCaps:
         each group, or ``None`` when it needs none (only jobs of the default group, and
         no per-group rate)."""
         rate = self.rate()
-        wanted = dict(jobs) if rate is not None else {g: n for g, n in jobs.items() if g}
+        if rate is not None:
+            wanted = dict(jobs)
+        elif self.claims.cap is not None and not self.claims.own_limits:
+            wanted = {g: n for g, n in jobs.items() if g}
+        else:
+            wanted = {g: n for g, n in jobs.items() if g and self._limited(g)}
         if not wanted:
             return None
         return ClaimCall("claim", claimant(shard, token), wanted, rate)
@@ -113,9 +155,23 @@ class GroupCaps:
     def granted(self, key: Hashable, call: ClaimCall) -> None:
         """The claim ``call`` of shard ``key``'s batch was granted: its places are held
         (the default group has none)."""
-        groups = frozenset(g for g in call.jobs if g)
-        if self.claims.cap is not None and groups:
+        groups = frozenset(g for g in call.jobs if g and self._capped(g))
+        if groups:
             self.held[key] = (call.who, groups)
+
+    def _capped(self, group: str) -> bool:
+        """Whether ``group``'s batches hold places (a cap of the worker or its own)."""
+        if self.claims.cap is not None:
+            return True
+        own = self.own.get(group)
+        return own is not None and own.concurrency is not None
+
+    def _limited(self, group: str) -> bool:
+        """Whether ``group``'s batches claim places or tokens."""
+        if self.claims.cap is not None:
+            return True
+        own = self.own.get(group)
+        return own is not None and own.limited
 
     def release(self, key: Hashable) -> None:
         """The batch of shard ``key`` is settled (or given back): its places go."""
@@ -149,7 +205,7 @@ class GroupCaps:
         out of tokens has one, or the next question which groups are full is due."""
         now = self.clock()
         soonest = min((until - now for until in self.dry.values() if until > now), default=None)
-        asked = FULL_REFRESH
+        asked = PAUSED_RETRY if self.paused else FULL_REFRESH
         if self.full:  # the next question, due now at the earliest (the next turn asks it)
             asked = max(self._answered_at + self.refresh - now, FULL_REFRESH / 10)
         return asked if soonest is None else min(asked, soonest)
@@ -162,4 +218,14 @@ class GroupCaps:
     def waits_for_places(self) -> bool:
         """Whether some group is at its cap or out of tokens (the process then looks
         again soon)."""
-        return bool(self.full or self.dry) and self.active()
+        return bool(self.full or self.dry or self.paused) and self.active()
+
+
+def _describe(limits: GroupLimits) -> str:
+    """A group's run-time settings for the log."""
+    parts = ["paused"] if limits.paused else ["running"]
+    if limits.concurrency is not None:
+        parts.append(f"at most {limits.concurrency} batches at once")
+    if limits.rate is not None:
+        parts.append(f"rate {limits.rate!r}")
+    return ", ".join(parts)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -37,13 +37,17 @@ class RateLimits:
         self._current = dict(self.class_limits)
         #: +1 whenever a limit changes: shards waiting under the old one look again.
         self.version = 0
+        #: Called with the client after each reading: the other limits set at run time
+        #: (each worker's groups, :meth:`lowkiq.limits.group_caps.GroupCaps.follow`).
+        self.followers: list[Callable[[Any], None]] = []
 
     def get(self, queue_name: str) -> RateLimit | None:
         """The limit of ``queue_name`` now."""
         return self._current.get(queue_name)
 
     def follow(self, client: Any) -> None:
-        """Read the limits set at run time, and log what changed."""
+        """Read the limits set at run time (then the followers' settings), and log what
+        changed."""
         overrides = rate_limit_overrides(client)
         current = {name: overrides.get(name, limit) for name, limit in self.class_limits.items()}
         changed = False
@@ -54,6 +58,8 @@ class RateLimits:
         self._current = current
         if changed:
             self.version += 1
+        for follower in self.followers:
+            follower(client)
 
 
 class ShardThrottle:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lowkiq.errors import ConfigurationError, InvalidQuery
+from lowkiq.storage.group_actions import GroupActions
 from lowkiq.storage.layout import Layout
 from lowkiq.storage.queue import Queue
 from lowkiq.storage.unreachable import public_calls_raise_unavailable
@@ -100,7 +101,7 @@ RestoreOrphaned = Callable[[Queue], int]
 
 
 @public_calls_raise_unavailable("actions")
-class Actions:
+class Actions(GroupActions):
     """Operator actions of one queue (used by the dashboard); each returns a count.
     Redis out of reach raises :class:`lowkiq.RedisUnavailable`."""
 

@@ -5,7 +5,9 @@ every process and host.
 A batch claims, for each group of its jobs, a place (not for the default group, jobs
 without one) and a token per job, in the worker's claims slot
 (``lowkiq:{name:groups}:``), after its pop and before it runs: all or none, so a
-refused batch goes back to its queue unrun.  A place lives the lease TTL unless its
+refused batch goes back to its queue unrun.  A group may have a cap and a rate of its
+own, set at run time (:mod:`lowkiq.storage.group_limits`), read by the same call.  A
+place lives the lease TTL unless its
 process renews it, so the places of a process that died come back with its leases; a
 finished batch releases its places.  Each group's tokens are a bucket refilled at the
 rate.  Every answer also names the groups at their cap or out of tokens, which the
@@ -67,6 +69,9 @@ class GroupClaims:
         self.ttl_ms = max(1, round(ttl * 1000))
         #: The worker's batch size (a group's bucket holds at least a batch).
         self.batch_size = batch_size
+        #: Whether some group has a cap or a rate of its own, set at run time
+        #: (:mod:`lowkiq.storage.group_limits`): the script then reads them.
+        self.own_limits = False
         self._key = queue.keys.group_claims_prefix
 
     def _args(self, call: ClaimCall) -> tuple[Any, ...]:
@@ -76,8 +81,9 @@ class GroupClaims:
             tokens: tuple[Any, ...] = ("", "")
         else:
             tokens = (repr(rate.per_second / 1000), rate.capacity(self.batch_size))
+        own = self.batch_size if self.own_limits else ""
         pairs = (arg for group, count in jobs.items() for arg in (group, count))
-        return (op, cap, self.ttl_ms, who, *tokens, *pairs)
+        return (op, cap, self.ttl_ms, who, *tokens, own, *pairs)
 
     def call(
         self,
