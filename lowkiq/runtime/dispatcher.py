@@ -2,26 +2,23 @@
 
 It serves every shard whose lease the process holds.  Each turn it
 
-1. takes in the coordinator's changes (:meth:`Dispatcher.add`, :meth:`Dispatcher.remove`,
-   :meth:`Dispatcher.pause`): a shard with no batch in flight is given up at once (its
-   finished batch acked, its lease released), one with a batch in flight once that
-   batch is settled;
-2. settles the works the executor finished (:mod:`lowkiq.runtime.executor`): failed
-   batches fail (one script each), succeeded ones wait for their ack;
-3. pops the idle shards the scheduler puts first (:mod:`lowkiq.strategies.schedulers`), as many
-   as the executor has room for, each pop carrying its shard's ack, and sends them
-   with the acks of the other idle shards in one write (one per master on a Redis
-   Cluster); it hands each popped batch to the executor;
-4. when nothing was popped, waits: for a completion or a change, or for a job of an
-   idle shard to become due (blocking on the shards' wake lists, which every script
-   that makes a job due pushes; polling on a Redis Cluster, where one BLPOP cannot
-   span shards).
+1. takes in ownership's changes (:meth:`Dispatcher.tell`, :meth:`Dispatcher.pause`): a
+   shard with no batch in flight is given up at once (its finished batch acked, its
+   lease released), one with a batch in flight once that batch is settled;
+2. settles the works the executor finished (:mod:`lowkiq.runtime.executor`);
+3. pops the idle shards the plan puts first (:mod:`lowkiq.runtime.planning`), as many as
+   the executor has room for, each pop carrying its shard's ack, with the acks of the
+   other idle shards in one write (one per master on a Redis Cluster), and hands each
+   popped batch to the executor;
+4. when nothing was popped, waits for a completion, a change, or a job of an idle
+   shard to become due (blocking on the shards' wake lists, which every script that
+   makes a job due pushes; polling on a Redis Cluster, where one BLPOP cannot span
+   shards).
 
 A shard never has two batches in flight, and a shard whose lease was lost and taken
 again is not popped until its old batch ended, so ``perform`` never holds one id
-twice in a process.  All Redis calls of the batches are the dispatcher's: the
-executor's threads only perform.  The states a shard goes through are in
-:mod:`lowkiq.runtime.lifecycle`.
+twice in a process.  Every Redis call of the batches is the dispatcher's; the
+executor's threads only perform.  A shard's states are in :mod:`lowkiq.runtime.lifecycle`.
 """
 
 from __future__ import annotations
@@ -63,37 +60,28 @@ from lowkiq.telemetry.recorder import Recorder
 
 log = logging.getLogger("lowkiq.dispatcher")
 
-# Below this many seconds a blocking wait is not worth it.  Redis truncates a
-# BLPOP timeout to whole milliseconds, and 0 blocks forever: keep well above 1 ms.
+# The shortest blocking wait (Redis truncates a BLPOP timeout to whole ms; 0 is forever).
 MIN_BLOCK = 0.01
-# Seconds a BLPOP timeout may fire late: Redis checks them on its timer tick
-# (1 / hz, 100 ms by default) unless other traffic wakes it first.
+# How late a BLPOP timeout may fire (Redis checks them every 1 / hz, 100 ms by default);
+# that last stretch before a scheduled job is waited out here, in LOCAL_STEP steps.
 TIMER_SLACK = 0.11
-# The last TIMER_SLACK before a scheduled job is waited out locally, checking
-# the wake lists every LOCAL_STEP seconds.
 LOCAL_STEP = 0.004
 #: Seconds between two looks at the idle shards on a Redis Cluster.
 CLUSTER_POLL = 0.025
-#: A dispatcher whose every idle shard waits for rate-limit tokens sleeps without a
-#: Redis call, at most this many seconds at a time.
+#: Most seconds at a time a dispatcher whose idle shards all wait for rate-limit tokens
+#: sleeps (no Redis call), and how long it may wait more to pop them in one write.
 THROTTLE_NAP = 0.25
-#: Seconds a shard whose rate-limit wait is over may wait more for the other shards,
-#: so that their pops go out in one write.
 THROTTLE_GATHER = 0.01
-#: What the dispatcher's own wake-ups push to the wake list it blocks on (Redis's
-#: scripts push other values): it says nothing of the shard.
+#: What the dispatcher's own wake-ups push to the wake list it blocks on (not a shard's).
 KICK = b"kick"
-#: Works in flight per executor thread: one performing, one waiting, so a thread that
-#: frees takes the next batch without waiting for a round trip.
+#: Works in flight per executor thread (one performing, one waiting: no round trip
+#: between two batches), and with no thread (``lowkiq.testing.drain``: all shards).
 IN_FLIGHT_PER_THREAD = 2
-#: Works in flight with no executor thread (each is performed as it is handed over, on
-#: the dispatcher's thread): every ready shard is popped in a round.
 IN_FLIGHT_INLINE = 1_000_000
 
 
 def _ready(handler: ShardHandler) -> bool:
-    """``handler.ready()``; ``False`` while the master of its shard does not answer (a
-    Redis Cluster's: :mod:`lowkiq.clients.outages`)."""
+    """``handler.ready()``; ``False`` while its master does not answer (a cluster's)."""
     try:
         return handler.ready()
     except MasterDown:
@@ -101,8 +89,7 @@ def _ready(handler: ShardHandler) -> bool:
 
 
 def _seconds(reply: Any) -> float | None:
-    """A ``due_in`` script's reply: seconds, or ``None`` (the shard holds no job, or its
-    master does not answer now)."""
+    """A ``due_in`` reply: seconds, or ``None`` (no job, or its master does not answer)."""
     if isinstance(reply, MasterDown):
         return None
     if isinstance(reply, redis.RedisError):
@@ -120,8 +107,7 @@ def _call(request: Request) -> Any:
 
 @dataclass(slots=True)
 class _Pop:
-    """One shard's pop in a round: its request, whether it carries the shard's ack, and
-    its rate-limit arguments."""
+    """One shard's pop in a round: its request, whether it acks, its rate-limit args."""
 
     handler: ShardHandler
     request: Request
@@ -150,46 +136,38 @@ class Dispatcher:
         reports: Mailbox[Released] | None = None,
         handoff: Callable[[list[ShardKey]], object] = lambda keys: None,
     ) -> None:
-        """``group_caps``: each worker's group caps and per-group rate, by queue name.
-        ``reports``: where the leases it releases are reported to ownership
-        (:mod:`lowkiq.ownership.events`); ``handoff(keys)``: wakes the next owners of the
-        shards it released (a call on its own connection)."""
+        """``group_caps``: each worker's, by queue name (shared by its shards' handlers).
+        ``reports``: where released leases are reported (:mod:`lowkiq.ownership.events`);
+        ``handoff(keys)``: wakes the next owners of released shards (its own connection).
+        ``waker``: another connection, for other threads to end the dispatcher's BLPOP;
+        ``thread_scope``: what each executor thread runs inside."""
         self.client = client
-        #: Seconds the running batches get to end when the process stops.
         self.shutdown_timeout = shutdown_timeout
-        #: Shards whose batch still ran when ``shutdown_timeout`` passed (their leases
-        #: are not released: they lapse).
+        #: Shards whose batch still ran past ``shutdown_timeout``: their leases lapse.
         self.abandoned: list[ShardHandler] = []
         self.scheduler = scheduler
         self.poll_interval = poll_interval
         self.stop = stop
-        # Another connection, for the other threads to end the dispatcher's BLPOP.
         self.waker = waker
         self.clock = clock
         self.heartbeats = heartbeats or Heartbeats()
-        #: The dispatcher's own heartbeat (the executor's threads have theirs).
         self.heartbeat: Heartbeat = self.heartbeats.thread(-1, "dispatcher")
-        # thread_scope: what each executor thread runs inside (settings.own_connection).
         self.executor = Executor(
             threads, self._finished, self.heartbeats, recorder, fatal, thread_scope=thread_scope
         )
         self.capacity = threads * IN_FLIGHT_PER_THREAD if threads else IN_FLIGHT_INLINE
         self.reports = reports
         self.handoff = handoff
-        #: The shards served (their leases held), and those of paused queues (kept, not
-        #: popped).
+        #: The shards served (leases held), and those of paused queues (kept, not popped).
         self.handlers: list[ShardHandler] = []
         self.parked: list[ShardHandler] = []
         self.paused: frozenset[str] = frozenset()
-        #: The work of each shard with a batch in flight.
         self.in_flight: dict[ShardKey, Work] = {}
-        #: Each worker's group caps and per-group rate (by queue name), shared by its
-        #: shards' handlers (:mod:`lowkiq.limits.group_caps`).
         self.group_caps: dict[str, GroupCaps] = group_caps or {}
         #: Shards asked back while their batch was in flight: given up once it is settled.
         self.leaving: dict[ShardKey, ShardHandler] = {}
-        # Shards whose perform raised a BaseException that is not an Exception: their
-        # batch stays in processing for the next owner, and they are not popped again.
+        # Shards whose batch stays in processing for the next owner (a BaseException that
+        # is not an Exception, a hard timeout): never popped again.
         self._broken: set[ShardKey] = set()
         # The suspect batch waiting to run alone, or running alone (lowkiq.runtime.suspects).
         self._suspect: Work | None = None
@@ -200,21 +178,18 @@ class Dispatcher:
         # Set by anything the dispatcher must look at: a change, a finished work, a stop.
         self._kick = threading.Event()
         self._done: queue.SimpleQueue[Work] = queue.SimpleQueue()
-        # The wake list the dispatcher blocks on now (None: not blocking).
-        self._blocking_key: str | None = None
+        self._blocking_key: str | None = None  # the wake list blocked on now
         self.polls = is_cluster(client)
-        # Whether the client packs commands to send several in one write (reads; a write
-        # is sent so only when its queue's writes need no replica to confirm them).
+        # Whether the client sends several reads in one write (writes: see _send).
         self._packs = getattr(client, "pack", None) is not None
         # The last due_in() reading: (clock, shards, heads), for the idle wait.
         self._reading: tuple[float, tuple[ShardKey, ...], list[float | None]] | None = None
-        # When each shard was last popped (clock), and whether that pop took jobs.
+        # When each shard was last popped, whether that pop took jobs, and the shards
+        # whose wake list ended the last wait (likely due, the others not).
         self._popped_at: dict[ShardKey, float] = {}
         self._backlog: dict[ShardKey, bool] = {}
-        # Shards whose wake list ended the last wait: likely due, the others not.
         self._woken_keys: set[ShardKey] = set()
-        socket_timeout = getattr(client, "socket_timeout", None)
-        # A blocking read must end before the socket times out.
+        socket_timeout = getattr(client, "socket_timeout", None)  # a BLPOP ends before it
         self.max_block = (
             min(poll_interval, socket_timeout * 0.8) if socket_timeout else poll_interval
         )
@@ -222,23 +197,21 @@ class Dispatcher:
     # -- from other threads -----------------------------------------------------------
 
     def tell(self, change: Change) -> None:
-        """Take ``change`` in from the next turn on (a granted shard's
-        ``retries_exhausted`` calls go to the executor)."""
+        """Take ``change`` in at the next turn (a granted shard's user calls go to the
+        executor)."""
         if isinstance(change, Grant):
             change.handler.call_user = self.executor.call
         self._inbox.post(change)
         self.wake()
 
     def pause(self, queues: frozenset[str]) -> None:
-        """Pop no shard of ``queues`` (the paused queues, all of them), keeping their
-        leases; pop again those of queues no longer in it."""
+        """Pop no shard of ``queues`` (every paused queue), keeping their leases."""
         with self._lock:
             self._pausing = queues
         self.wake()
 
     def wake(self, client: Client | None = None) -> None:
-        """End the dispatcher's wait (a blocking one through ``client``, another
-        connection, or the dispatcher's waker)."""
+        """End the dispatcher's wait (a BLPOP through ``client`` or the waker)."""
         self._kick.set()
         key = self._blocking_key
         sender = client or self.waker
@@ -257,9 +230,8 @@ class Dispatcher:
         return self.executor.performing
 
     def running_batches(self) -> list[dict[str, object]]:
-        """The batches a thread performs now: ``shard`` (``Queue:shard``), ``thread``,
-        ``started_at`` (Unix time) and ``stopping`` (asked to stop: the process stops or
-        the shard is handed over)."""
+        """The batches performed now: ``shard`` (``Queue:shard``), ``thread``,
+        ``started_at`` (Unix time) and ``stopping`` (asked to stop)."""
         return [
             {
                 "shard": f"{work.handler.queue.name}:{work.handler.shard}",
@@ -281,8 +253,7 @@ class Dispatcher:
     # -- the dispatcher's thread ------------------------------------------------------
 
     def run(self) -> None:
-        """Turn until the process stops, backing off on Redis errors; then let the
-        running batches finish, ack them and give every lease up."""
+        """Turn until the process stops, backing off on errors; then :meth:`shutdown`."""
         self.executor.start()
         retries = Retries("dispatcher", log, redis_backoff(self.poll_interval))
         try:
@@ -293,9 +264,7 @@ class Dispatcher:
                 except redis.RedisError as exc:
                     self._kick.wait(retries.failed(exc))
                     continue
-                except Exception as exc:
-                    # A bug of lowkiq's, or a reply no call expected: the shards served are
-                    # restored before their next pop, and the dispatcher goes on.
+                except Exception as exc:  # a bug, or a reply no call expected: survived
                     log.exception("the dispatcher's turn raised; going on (please report this)")
                     self._distrust()
                     self._kick.wait(retries.failed(exc, logged=True))
@@ -305,15 +274,13 @@ class Dispatcher:
             self.shutdown()
 
     def _distrust(self) -> None:
-        """After an unexpected error: every shard with no batch in flight is UNSURE (its
-        processing area is restored before its next pop)."""
+        """After an unexpected error: every shard with no batch in flight is UNSURE."""
         for handler in self.handlers + self.parked:
             if handler.key not in self.in_flight and not handler.lost:
                 handler.interrupted()
 
     def turn(self) -> None:
-        """One turn: changes, finished works, a round of pops, and the idle wait when the
-        round popped nothing."""
+        """One turn (see the module)."""
         self._kick.clear()
         self.apply()
         self.collect()
@@ -323,11 +290,8 @@ class Dispatcher:
             self.wait()
 
     def apply(self) -> bool:
-        """Take in the coordinator's changes, in the order they were made (a shard whose
-        lease was lost and acquired again is removed, then added); ``True`` when the
-        shards changed.  A shard given up with no batch in flight has its finished batch
-        acked and its lease released now, even when Redis fails meanwhile (its next
-        owner then restores the batch)."""
+        """Take in ownership's changes, in order; ``True`` when the shards changed.  A
+        shard given up with no batch in flight is given up now (:meth:`_give_up`)."""
         changes = self._inbox.take()
         with self._lock:
             pausing, self._pausing = self._pausing, None
@@ -351,9 +315,8 @@ class Dispatcher:
         return True
 
     def _leave(self, handlers: Sequence[ShardHandler]) -> list[ShardHandler]:
-        """Of ``handlers``, asked back, those that may be given up now: those with no
-        batch in flight, and those whose batch no thread has taken yet (taken back and
-        put back into the queue unperformed); the others are given up once settled."""
+        """Of ``handlers``, asked back, those that may be given up now: no batch in flight,
+        or one no thread took yet (put back unperformed); the others once settled."""
         free = []
         for handler in handlers:
             if handler in self.abandoned:
@@ -386,8 +349,7 @@ class Dispatcher:
             self._settle(work)
 
     def _drop(self, work: Work) -> None:
-        """``work`` is no longer in flight (settled, or put back unperformed): its group
-        places are released with the next write."""
+        """``work`` is no longer in flight: its group places go with the next write."""
         handler = work.handler
         if self.in_flight.get(handler.key) is work:
             del self.in_flight[handler.key]
@@ -402,29 +364,25 @@ class Dispatcher:
         leaving = self.leaving.get(handler.key) is handler
         served = handler in self.handlers or handler in self.parked
         handler.life.to(SETTLING)
-        if work.fatal is not None:
-            # Its batch stays in processing for the shard's next owner.
+        if work.fatal is not None:  # its batch stays in processing for the next owner
             self._broken.add(handler.key)
             handler.interrupted()
-        if work.stuck:  # given up past perform_hard_timeout, its thread still performs:
-            self._broken.add(handler.key)  # the shard waits, leased, for the process's end
+        if work.stuck:  # past perform_hard_timeout: leased until the process ends
+            self._broken.add(handler.key)
             self.abandoned.append(handler)
         try:
             if work.fatal is None:
                 handler.settle(work.outcomes, work.unrun)
                 if handler.unacked and (work.suspect or not (served or leaving)):
-                    # It ran alone, or the shard was taken from this process meanwhile
-                    # (its lease lapsed): acked at once; Redis refuses a lapsed lease's.
-                    handler.ack_now()
+                    handler.ack_now()  # it ran alone, or its lease lapsed meanwhile
         finally:
             if leaving:
                 del self.leaving[handler.key]
                 self._give_up([handler])
 
     def _give_up(self, handlers: list[ShardHandler]) -> None:
-        """Ack the finished batches of ``handlers`` and release their leases; a Redis error
-        leaves an unacked batch for the next owner to restore, and a lease not released
-        to lapse."""
+        """Ack the finished batches of ``handlers`` and release their leases (a Redis error
+        leaves a batch for the next owner to restore, a lease to lapse)."""
         if not handlers:
             return
         try:
@@ -435,8 +393,7 @@ class Dispatcher:
             self._release(handlers)
 
     def _release(self, handlers: list[ShardHandler]) -> None:
-        """Release the leases of ``handlers`` not lost, wake the shards' next owners, and
-        report them all released (a Redis error leaves a lease to lapse)."""
+        """Release the leases of ``handlers`` not lost, wake the next owners, report them."""
         held = [h for h in handlers if not h.lost]
         if held:
             with contextlib.suppress(redis.RedisError):
@@ -447,9 +404,8 @@ class Dispatcher:
             self.reports.post(Released(tuple(handlers)))
 
     def round(self) -> int:
-        """Pop the idle shards the scheduler puts first, as many as there is room for, with
-        the acks of the others, in one write; hand the batches to the executor; returns
-        how many shards gave a batch."""
+        """Pop and ack what :func:`plan_round` says, in one write; hand the batches to the
+        executor; returns how many shards gave a batch."""
         if self.stop.is_set():
             return 0
         if self._suspect is not None:
@@ -457,8 +413,7 @@ class Dispatcher:
             return 0
         room = self.capacity - len(self.in_flight)
         idle = self._idle()
-        # A shard whose lease may have lapsed waits for its renewal: a pop's batch would
-        # only go back to the queue.
+        # A shard whose lease may have lapsed waits for its renewal.
         ready = [h for h in idle if not h.waits_for_renewal() and _ready(h)] if room > 0 else []
         woken, self._woken_keys = self._woken_keys, set()
         by_key = {h.key: h for h in idle + self.parked}
@@ -482,7 +437,7 @@ class Dispatcher:
         return self._send([by_key[key] for key in plan.pops], [by_key[key] for key in plan.acks])
 
     def _idle(self) -> list[ShardHandler]:
-        """The served shards with no batch in flight (and no old one of theirs)."""
+        """The served shards with no batch in flight (nor an old one of theirs)."""
         return [
             h
             for h in self.handlers
@@ -531,22 +486,12 @@ class Dispatcher:
                 handler.interrupted()
                 failure = failure or (reply if isinstance(reply, redis.RedisError) else None)
                 continue
-            # Each pop's reply is taken in, whatever the others' raise: a pop that carried
-            # its shard's ack acked it in Redis, and its new batch must be known.
-            try:
+            try:  # taken in whatever the others raise: its ack is done, its batch popped
                 read = reply if isinstance(reply, Popped) else handler.queue.read_popped(reply)
                 popped.append((handler, handler.take(read, pop.acking, pop.throttle)))
             except redis.RedisError as exc:
                 handler.interrupted()  # its batch is restored before its next pop
                 failure = failure or exc
-        return self._hand_over(popped, failure)
-
-    def _hand_over(
-        self, popped: list[tuple[ShardHandler, Taken]], failure: redis.RedisError | None
-    ) -> int:
-        """Hand the batches a round popped to the executor (after their groups' claims),
-        then raise the round's first Redis error, if any; returns how many shards gave a
-        batch."""
         worked = sum(self._dispatch(handler, taken) for handler, taken in self._claim(popped))
         if failure is not None:
             raise failure
@@ -555,9 +500,8 @@ class Dispatcher:
     # -- group caps and per-group rates --------------------------------------------------
 
     def _claim(self, popped: list[tuple[ShardHandler, Taken]]) -> list[tuple[ShardHandler, Taken]]:
-        """Claim the places and tokens of the groups of each batch popped that needs them
-        (one write); a refused batch goes back to its queue unrun.  Returns the pops to
-        dispatch."""
+        """Claim the group places and tokens the popped batches need, in one write; a
+        refused batch goes back to its queue unrun.  Returns the pops to dispatch."""
         claims: list[tuple[ShardHandler, GroupCaps, ClaimCall]] = []
         for handler, taken in popped:
             caps = handler.group_caps
@@ -584,16 +528,15 @@ class Dispatcher:
         return [(handler, taken) for handler, taken in popped if handler.key not in refused]
 
     def _run_claims(self, calls: Sequence[tuple[GroupCaps, ClaimCall]]) -> list[Any]:
-        """The replies of claims calls: in one write when the client packs commands."""
+        """The replies of claims calls (in one write when the client packs commands)."""
         if self._packs:
             client: Any = self.client
             return list(client.run_keyed([caps.command(call) for caps, call in calls]))
         return [caps.run(call) for caps, call in calls]
 
     def _keep_claims(self) -> None:
-        """Send the claims' releases and renewals due, and ask which groups are at their
-        cap while some are, in one write; the shards that gave no job while a group was
-        at its cap may pop at once when its place came free."""
+        """Send the claims' releases and renewals due, and ask which groups are full while
+        some are, in one write; a place freed lets the shards that gave no job pop."""
         calls = [(caps, call) for caps in self.group_caps.values() for call in caps.upkeep()]
         if not calls:
             return
@@ -615,7 +558,7 @@ class Dispatcher:
         freed = {name for name, caps in self.group_caps.items() if full_before[name] - caps.full}
         for handler in self.handlers:
             if handler.queue.name in freed:
-                handler.not_before = 0.0  # a shard that gave no job may give one now
+                handler.not_before = 0.0
 
     def _dispatch(self, handler: ShardHandler, taken: Taken) -> int:
         """Hand a pop's batches to the executor (a suspect waits to run alone)."""
@@ -624,8 +567,7 @@ class Dispatcher:
         self._backlog[key] = bool(taken.batches) or taken.again
         if not taken.batches:
             return 1 if taken.again else 0
-        if taken.suspect and self._suspect is not None:
-            # Another suspect goes first: this one waits in its queue, not in processing.
+        if taken.suspect and self._suspect is not None:  # it waits in its queue
             if handler.group_caps is not None:
                 handler.group_caps.release(key)
             handler.restore(reason="suspect_waits")
@@ -641,8 +583,8 @@ class Dispatcher:
         return 1
 
     def _run_suspect_alone(self) -> None:
-        """Run the waiting suspect once it is the only batch of the process in flight and
-        every finished batch is acked (:mod:`lowkiq.runtime.suspects`)."""
+        """Run the waiting suspect once it is the process's only batch in flight and every
+        finished batch is acked (:mod:`lowkiq.runtime.suspects`)."""
         suspect = self._suspect
         if suspect is None or self._alone or len(self.in_flight) > 1:
             return
@@ -655,9 +597,8 @@ class Dispatcher:
     # -- waiting ----------------------------------------------------------------------
 
     def due_in(self, handlers: Sequence[ShardHandler]) -> list[float | None]:
-        """Seconds until the earliest job of each shard is due, on Redis's clock (negative:
-        due already; ``None``: empty, or held by a reshard for now, or waiting for
-        rate-limit tokens beyond it): one write (per master)."""
+        """Seconds until each shard's earliest job is due, on Redis's clock (negative: due;
+        ``None``: empty or held for now), no sooner than its rate limit lets it pop."""
         heads: list[float | None]
         if self._packs:
             client: Any = self.client
@@ -671,14 +612,13 @@ class Dispatcher:
                 heads[index] = None
             throttle, head = handler.throttle, heads[index]
             if throttle is not None and throttle.until > now and head is not None:
-                # Due no sooner than the rate limit lets the shard be popped.
                 heads[index] = max(head, throttle.until - now)
         self._reading = (self.clock(), tuple(h.key for h in handlers), list(heads))
         return heads
 
     def _due_in_for_wait(self, handlers: Sequence[ShardHandler]) -> list[float | None]:
-        """:meth:`due_in` for the idle wait: the round's reading when it is of the same
-        shards and at most TIMER_SLACK old (aged by the time since), else a new one."""
+        """:meth:`due_in` for the idle wait: the round's reading of the same shards, aged,
+        when at most TIMER_SLACK old."""
         reading, self._reading = self._reading, None
         if reading is not None and reading[1] == tuple(h.key for h in handlers):
             age = self.clock() - reading[0]
@@ -689,8 +629,8 @@ class Dispatcher:
         return heads
 
     def wait(self) -> None:
-        """Block until a change, a finished work, a stop, a wake-up of an idle shard, its
-        next due job, or poll_interval."""
+        """Block until a kick, a wake-up of an idle shard, its next due job, or
+        poll_interval."""
         idle = [h for h in self._idle() if not h.lapsed()]
         if not idle or len(self.in_flight) >= self.capacity or self._suspect is not None:
             self._kick.wait(self.poll_interval)
@@ -701,8 +641,7 @@ class Dispatcher:
         now = self.clock()
         due = now + min(scheduled) if scheduled else None
         end = now + self.max_block
-        # A group at its cap or out of tokens may be served again: look then.
-        retry = min(
+        retry = min(  # when a full or dry group may be served again
             (c.retry_in() for c in self.group_caps.values() if c.waits_for_places()), default=None
         )
         if retry is not None:
@@ -713,15 +652,11 @@ class Dispatcher:
             self._poll_until(idle, end if due is None else due)
             return
         if due is not None:
-            # Redis ends a blocked command's wait on its next timer tick, so it may
-            # end TIMER_SLACK late: the last stretch before a due job is waited here.
-            end = due - TIMER_SLACK
+            end = due - TIMER_SLACK  # the rest is waited here (_wait_until)
         keys = [h.queue.keys.wake_list(h.shard) for h in idle]
         if end - now >= MIN_BLOCK:
             self._blocking_key = keys[0]
-            try:
-                # A kick between the turn's start and here is not missed: it is seen now,
-                # and one after this pushes the wake list.
+            try:  # a kick before this is seen here; one after pushes the wake list
                 woken = not self._kick.is_set() and self.client.blpop(keys, timeout=end - now)
             finally:
                 self._blocking_key = None
@@ -733,10 +668,8 @@ class Dispatcher:
             self._wait_until(keys, due)
 
     def _nap(self, idle: Sequence[ShardHandler]) -> bool:
-        """When every idle shard waits for rate-limit tokens, sleep until the first may be
-        popped (and the others within THROTTLE_GATHER after it, so that their pops go out
-        together), without a Redis call, at most THROTTLE_NAP at a time; ``False``
-        otherwise."""
+        """When every idle shard waits for rate-limit tokens, sleep (no Redis call) until
+        the first may pop, gathering those within THROTTLE_GATHER; else ``False``."""
         untils = []
         for handler in idle:
             throttle = handler.throttle
@@ -757,8 +690,7 @@ class Dispatcher:
                 self._woken_keys.add(handler.key)
 
     def _wait_until(self, keys: Sequence[str], due: float) -> None:
-        """Wait until ``due`` in short steps; end early on a wake-up (its element is taken,
-        as BLPOP would) or a kick."""
+        """Wait until ``due`` in short steps, or a wake-up (taken, as BLPOP would) or kick."""
         while not self._kick.is_set():
             left = due - self.clock()
             if left <= 0 or self.client.delete(*keys):
@@ -766,8 +698,8 @@ class Dispatcher:
             self._kick.wait(min(left, LOCAL_STEP))
 
     def _poll_until(self, idle: Sequence[ShardHandler], end: float) -> None:
-        """Wait until ``end`` in steps of CLUSTER_POLL; end early when a job of an idle
-        shard is due, or on a kick."""
+        """Wait until ``end`` in CLUSTER_POLL steps, or a due job of an idle shard, or a
+        kick."""
         while not self._kick.is_set():
             now = self.clock()
             if now >= end:
@@ -779,11 +711,8 @@ class Dispatcher:
     # -- stopping ---------------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """The process stops: the shards with no batch running are given up at once
-        (their finished batches acked, batches not started put back unperformed, their
-        leases released), and the others as soon as their running batch is settled.
-        Redis errors are logged: what is left in processing, its shard's next owner
-        restores."""
+        """The process stops: every shard is given up, those with a batch running once it
+        is settled (Redis errors are logged: a shard's next owner restores its batch)."""
         every = self.handlers + self.parked
         self.handlers, self.parked = [], []
         self._give_up(self._leave(every))
@@ -802,27 +731,20 @@ class Dispatcher:
             except queue.Empty:
                 continue
             except redis.RedisError as exc:
-                log.warning(
-                    "could not settle a batch (%s); its shard's next owner restores it", exc
-                )
+                log.warning("could not settle a batch (%s); its next owner restores it", exc)
         self.executor.join()
-        # Shards asked back whose batch the executor never gave back (a fatal error).
         left = list(self.leaving.values())
         self.leaving.clear()
         self._give_up(left)
 
     def _abandon(self) -> None:
-        """``shutdown_timeout`` passed with batches still running: they are left in
-        processing, their leases held until the process exits (then they lapse, and each
-        shard's next owner restores its batch, counting no restore: the stop was
-        announced)."""
+        """``shutdown_timeout`` passed: the running batches are left in processing, their
+        leases held until the process exits (the stop was announced: no restore counted)."""
         names = " ".join(work.handler.name for work in self.in_flight.values())
         log.warning(
             "shutdown_timeout (%ss) passed with batches still running on %s: left for "
-            "their shards' next owners",
-            self.shutdown_timeout,
-            names,
-        )
+            "their shards' next owners", self.shutdown_timeout, names,
+        )  # fmt: skip
         self.abandoned.extend(work.handler for work in self.in_flight.values())
         self.leaving.clear()
 

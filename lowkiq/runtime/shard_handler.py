@@ -1,28 +1,17 @@
 """One shard's batches: pop, perform inside the middlewares, ack or fail (SPEC §4).
 
-A handler works only while its process holds the shard's lease
-(:mod:`lowkiq.ownership.leases`): every pop, ack, fail and restore carries
-the lease token, and when Redis refuses it (the lease expired, or another
-process took the shard) the handler drops that result, logs it, and calls
-``on_lost`` so the process stops serving the shard; the new owner restores the
-batch.
+Every pop, ack, fail and restore carries the shard's lease token and names its batch;
+when Redis refuses the token the handler is LOST (``on_lost``: the process stops
+serving the shard, whose new owner restores the batch).  The dispatcher
+(:mod:`lowkiq.runtime.dispatcher`) makes every Redis call of a shard; an executor
+thread (:mod:`lowkiq.runtime.executor`) runs :meth:`ShardHandler.perform`, the user's
+code and no Redis.
 
-In a worker process the handler's work is split by thread: the dispatcher
-(:mod:`lowkiq.runtime.dispatcher`) makes every Redis call of a shard — its pops,
-acks, fails, restores and burials — and an executor thread
-(:mod:`lowkiq.runtime.executor`) runs :meth:`ShardHandler.perform`, which calls
-the user's code and no Redis (:func:`lowkiq.testing.drain` runs the same dispatcher
-with no executor thread: each batch is performed on the dispatcher's thread).
-
-The ack of a successful batch waits (:attr:`ShardHandler.unacked`): it rides on the
-shard's next pop, or goes out with the dispatcher's next write.  One pop may take
-several batches (as many as the shard performs in about :data:`POP_SECONDS`,
-judging by its last batches, at most :data:`MAX_BATCHES`): they run one after the
-other, each its own success or failure, and are acked together.
-
-After a Redis error the handler does not know what the interrupted script
-did, so it restores the shard's processing area before popping again: a
-batch is never dropped, at worst performed twice (at-least-once).
+A succeeded batch's ack waits (:attr:`ShardHandler.unacked`): it rides on the shard's
+next pop, or the dispatcher's next write.  One pop may take several batches (as many
+as the shard performs in :data:`POP_SECONDS`, at most :data:`MAX_BATCHES`), each its
+own success or failure, acked together.  After a Redis error the shard is UNSURE: its
+processing area is restored before the next pop (at-least-once, never dropped).
 """
 
 from __future__ import annotations
@@ -71,15 +60,13 @@ Request = KeyedCommand | Callable[[], Any]
 
 #: Seconds between two pops of a shard a reshard holds (unless its wake list fires).
 HELD_RETRY = 0.5
-#: One pop takes as many batches as the shard performs in this many seconds, judging by
-#: its last batches (at most :data:`MAX_BATCHES`, and under a rate limit at most what
-#: the shard's reserved tokens pay for): a round trip, and a wake-up of Redis, serve
-#: them all, and a crash performs that much of the shard's work again.
+#: A pop takes as many batches as the shard performs in this many seconds (at most
+#: MAX_BATCHES; under a rate limit, what its reserved tokens pay for): one round trip
+#: serves them, and a crash performs that much again.
 POP_SECONDS = 0.05
-#: Most batches one pop takes.
 MAX_BATCHES = 64
-#: How fast the time a shard's batches take is forgotten (per batch): one slow batch
-#: shrinks the next pops at once, and they grow back over a few dozen batches.
+#: How fast a slow batch is forgotten (per batch): the next pops shrink at once and
+#: grow back over a few dozen batches.
 BATCH_TIME_DECAY = 0.8
 
 
@@ -91,38 +78,32 @@ def _perform(worker: type[Worker], batch: Batch) -> None:
 
 
 def perform_chain(middlewares: Sequence[ServerMiddleware]) -> Next[type[Worker], Batch]:
-    """``call(worker, batch)``: ``worker.perform(batch)`` inside the server middlewares,
-    the first outermost; a coroutine ``perform`` runs on the calling thread's event loop."""
+    """``call(worker, batch)``: ``worker.perform(batch)`` inside the server middlewares
+    (the first outermost); an ``async def perform`` on the thread's event loop."""
     return chain(middlewares, _perform)
 
 
 @dataclass(slots=True)
 class Outcome:
-    """One performed batch: its jobs, and what its ``perform`` raised (``None``: it
-    succeeded)."""
+    """One performed batch: its jobs, what ``perform`` raised (``None``: succeeded),
+    the payload positions each id gave back (``yield_rest``, a success only), and how
+    each job of a failure ends (``None``: judged when settled)."""
 
     jobs: Sequence[PoppedJob]
     error: Exception | None = None
-    #: Ids that yielded (``current_batch().yield_rest``): positions of the payloads each
-    #: gives back.  Only a batch that succeeded yields.
     yields: dict[str, list[int]] | None = None
-    #: How each job of a batch that raised ends, and its error text (made where it was
-    #: performed; ``None``: made when it is settled).
     verdict: Verdict | None = None
 
 
 @dataclass(slots=True)
 class Taken:
-    """What a pop gave a shard to perform: its batches, in order (none: nothing to do),
-    whether its one job is a suspect (:mod:`lowkiq.runtime.suspects`), and whether the pop did
-    work though it left nothing to perform (it restored an occupied processing area, or
-    buried every job it took): the shard is popped again at once."""
+    """What a pop gave a shard: its batches in order, whether its one job is a suspect
+    (:mod:`lowkiq.runtime.suspects`), whether it did work though it left nothing to
+    perform (pop again at once), and its jobs of each group (their places are claimed)."""
 
     batches: list[list[PoppedJob]] = field(default_factory=list)
     suspect: bool = False
     again: bool = False
-    #: Its jobs of each group (``Worker.group_concurrency``, a per-group rate limit: their
-    #: places and tokens are claimed).
     groups: Mapping[str, int] = field(default_factory=dict)
 
 
@@ -146,35 +127,25 @@ class ShardHandler:
         self.queue = queue
         self.token = token
         self.middlewares = middlewares
-        # perform inside the middlewares, chained once.
         self._perform = perform_chain(middlewares)
-        #: ``Worker:shard``, for logs and the health endpoints.
         self.name = f"{worker.__name__}:{shard}"
         self.format_error = format_error
         self.on_lost = on_lost
-        #: Runs the user's code the handler calls besides ``perform`` (``retries_exhausted``):
-        #: at once, or on an executor thread (the dispatcher's handlers).
+        #: Runs the user's code besides ``perform`` (``retries_exhausted``): at once, or
+        #: on an executor thread.
         self.call_user: Callable[[Callable[[], None]], None] = lambda call: call()
-        #: Where the shard is in its lifecycle: every change of it is made here
-        #: (:mod:`lowkiq.runtime.lifecycle`).
         self.life = Lifecycle(self.name)
-        #: The number of the batch the shard's processing area holds, as its pop said
-        #: (0: none known): every call that ends it names it, and changes nothing when
-        #: the area holds another.
+        #: The batch the processing area holds, as its pop said (0: none known): every
+        #: call that ends it names it, and changes nothing when the area holds another.
         self.batch = 0
-        #: Whether perform is running now (shown on the dashboard's processes page).
-        self.busy = False
-        #: The process stops, or the shard is handed over: a running perform is asked to
-        #: end (``current_batch().should_stop()``).
+        self.busy = False  # perform runs now (the dashboard's processes page)
+        #: The process stops or the shard is handed over: ``should_stop()`` is true.
         self.stopping = False
-        #: No pop is tried before this time (time.monotonic; 0: any time), whatever the
-        #: reason: a reshard holds the shard, its due jobs may all be of groups at their
-        #: cap or out of tokens, or another suspect batch runs first.  A wake-up of the
+        #: No pop before this time (time.monotonic; 0: any time): a reshard holds the
+        #: shard, its groups are full, or another suspect runs first.  A wake-up of the
         #: shard, or a group place freed, ends the wait.
         self.not_before = 0.0
-        #: The worker's group cap and per-group rate in this process: its pops skip the
-        #: groups at their cap or out of tokens (``None``: none are applied, e.g. in
-        #: ``lowkiq.testing.drain``).
+        #: The worker's group caps in this process (``None``: none applied).
         self.group_caps = group_caps
         #: The worker's rate limit, as this shard applies it (``None``: never limited).
         self.throttle = (
@@ -184,15 +155,11 @@ class ShardHandler:
         )
         #: The lease's local deadline, kept by the renewer (``None``: not tracked).
         self.term: Term | None = None
-        #: Jobs the shard's acquisition moved to the morgue (their process died running
-        #: them ``max_restores`` times): ``retries_exhausted`` is called before the next pop.
+        #: Jobs the acquisition moved to the morgue (``max_restores``): reported before
+        #: the next pop.
         self.exhausted: list[dict[str, Any]] = []
-        # Seconds the shard's recent batches took (the longest, as it decays), for the
-        # number of batches a pop takes; None before the first.
-        self._batch_seconds: float | None = None
-        # The term's last confirmation when its lapse was logged: one warning per lapse.
-        self._lapse_logged: float | None = None
-        # Whether a call naming a batch no longer in processing was logged.
+        self._batch_seconds: float | None = None  # recent batches' time, decaying
+        self._lapse_logged: float | None = None  # one warning per lapse
         self._stale_logged = False
 
     @property
@@ -202,7 +169,7 @@ class ShardHandler:
 
     @property
     def lost(self) -> bool:
-        """Redis refused the lease token: this handler must not be used again."""
+        """Redis refused the lease token: the handler is never used again."""
         return self.life.state is LOST
 
     @property
@@ -226,8 +193,8 @@ class ShardHandler:
     # -- the dispatcher's side: every Redis call -------------------------------------
 
     def ready(self) -> bool:
-        """Whether a pop may be tried now: the lease is held, the processing area is
-        known (it is restored first when it was not), and no reshard holds the shard."""
+        """Whether a pop may be tried now: the lease held, the processing area known
+        (restored first when it was not), no wait (:attr:`not_before`, a rate limit)."""
         if self.lost:
             return False
         if self.exhausted:
@@ -283,30 +250,24 @@ class ShardHandler:
         return self.batches()
 
     def batches(self) -> int:
-        """How many batches a pop of the shard may take: as many as it performs in
-        :data:`POP_SECONDS`, at most :data:`MAX_BATCHES` (under a rate limit its
-        reserved tokens bound them further, :meth:`ShardThrottle.args`); one until a
-        batch ran."""
+        """How many batches a pop may take (see :data:`POP_SECONDS`); one until a batch ran."""
         seconds = self._batch_seconds
         if seconds is None:
             return 1
         return max(1, min(MAX_BATCHES, int(POP_SECONDS / max(seconds, 1e-6))))
 
     def unsent(self, acking: bool) -> None:
-        """Its pop was not sent (its master is out): as it was, its ack still waiting
-        when the pop carried it."""
+        """Its pop was not sent (its master is out): as it was."""
         self.life.to(FINISHED if acking else IDLE)
 
     def interrupted(self) -> None:
         """A call for this shard failed: what it did is unknown (restored before the next
-        pop; a batch it may have acked runs again)."""
+        pop)."""
         self.life.to(UNSURE)
 
     def take(self, popped: Popped, acking: bool, throttle: Throttle | None) -> Taken:
-        """Read a pop's reply (that carried the shard's ack when ``acking``, with the
-        rate-limit arguments ``throttle``): the batches to perform, one after the other.
-        The shard is POPPING until its batches are handed to the executor, IDLE when it
-        gave none."""
+        """Read a pop's reply (that carried the ack when ``acking``): the batches to
+        perform.  The shard stays POPPING until they are handed over, IDLE when none."""
         if acking and popped.acked == ACK_FENCED:
             self.lease_lost("its finished batch was not acked")
             return Taken()
@@ -322,20 +283,17 @@ class ShardHandler:
         if popped.held:
             self.not_before = time.monotonic() + HELD_RETRY
             return Taken()
-        if throttle is not None and self.throttle is not None:
-            # Only a pop with rate-limit arguments is limited, or says when to come back.
+        if throttle is not None and self.throttle is not None:  # only such a pop is limited
             self.throttle.after(popped, throttle)
             if popped.limited:
                 return Taken()
-        if popped.occupied:
-            # Our shard's processing area holds a batch we do not know of.
+        if popped.occupied:  # its processing area holds a batch we do not know of
             log.warning("%s: processing area occupied; restoring it", self.name)
             self.restore(reason="redis_error")
             return Taken(again=True)
         jobs = popped.jobs
         if not jobs:
             if self.group_caps is not None and self.group_caps.waits_for_places():
-                # Its due jobs may all be of groups at their cap: look again soon.
                 self.not_before = time.monotonic() + self.group_caps.retry_in()
             return Taken()
         undecodable = [job for job in jobs if job.undecodable is not None]
@@ -347,19 +305,15 @@ class ShardHandler:
                 self.life.to(IDLE)
                 return Taken(again=True)
         size = self.worker.batch_size
-        # A pop may take several batches: they run one after the other.
         batches = (
             [jobs] if len(jobs) <= size else [jobs[i : i + size] for i in range(0, len(jobs), size)]
         )
         return Taken(batches, popped.suspect, groups=popped.groups)
 
     def settle(self, outcomes: Sequence[Outcome], unrun: bool = False) -> None:
-        """Record what the batches of a pop did: each failed one fails (SPEC §4, one
-        script), the succeeded ones wait for their ack (FINISHED); ``unrun``: some were
-        not performed (the lease may have lapsed, or the shard is given up), so the
-        whole processing area goes back to the queue instead (performed ones run again).
-        A Redis error is raised, the shard UNSURE.  A LOST shard settles nothing: its new
-        owner restores the batch."""
+        """Record what a pop's batches did: each failed one fails (one script), the others
+        wait for their ack (FINISHED); ``unrun``: some were not performed, so the whole
+        area goes back to the queue.  A Redis error is raised (UNSURE); LOST: nothing."""
         if self.lost:
             return
         if unrun:
@@ -382,15 +336,13 @@ class ShardHandler:
             self.life.to(FINISHED if succeeded else IDLE)
 
     def ack_command(self, packed: bool = True) -> Request:
-        """The shard's ack, packed to go out with other commands in one write, or a call
-        of its own (see :meth:`pop_command`); its reply is read by :meth:`acked`."""
+        """The shard's ack, as :meth:`pop_command`'s; its reply is read by :meth:`acked`."""
         if packed:
             return self.queue.ack_command(self.shard, self.token, self.batch)
         return functools.partial(self.queue.ack, self.shard, self.token, self.batch)
 
     def acked(self, reply: Any) -> None:
-        """Read the reply of :meth:`ack_command` (an error reply is raised, as the call
-        would have)."""
+        """Read the reply of :meth:`ack_command` (an error reply raised as the call's)."""
 
         def read() -> Any:
             if isinstance(reply, redis.ResponseError):
@@ -406,13 +358,10 @@ class ShardHandler:
         self._end(lambda: self.queue.ack(self.shard, self.token, self.batch), "its ack")
 
     def _end(self, call: Callable[[], Any], what: str, then: State | None = IDLE) -> bool:
-        """Run ``call``, a script that ends the shard's batch or part of it (acks, fails,
-        yields, buries or restores it, naming it): the one place a batch ends.  Returns
-        whether it did: the shard is then in state ``then`` (``None``: unchanged, the
-        rest of the batch goes on).  When Redis refused the lease, the shard is LOST; when the
-        batch named was no longer in processing (nothing was changed), or the call
-        failed (the error is raised), it is UNSURE: whatever its processing area holds
-        is restored before its next pop."""
+        """The one place a batch ends: run ``call``, a script that acks, fails, yields,
+        buries or restores the batch (or part of it) it names.  Returns whether it did,
+        the shard then ``then`` (``None``: unchanged).  A refused lease makes it LOST; a
+        stale batch (nothing changed) or an error (raised) UNSURE."""
         try:
             call()
         except LeaseLost:
@@ -430,8 +379,8 @@ class ShardHandler:
         return True
 
     def announce_stop(self) -> None:
-        """The process stops while this shard's batch runs: say so in Redis, so that the
-        batch, should the process be killed, is restored without counting a restore."""
+        """The process stops while the batch runs: said in Redis, so that a kill's restore
+        counts no restore."""
         self.stopping = True
         if self.lost:
             return
@@ -443,26 +392,22 @@ class ShardHandler:
             log.warning("%s: could not announce the stop (%s)", self.name, exc)
 
     def should_stop(self) -> bool:
-        """Whether a running perform should end soon: the process stops, the shard is
-        handed over, or its lease is lost or may lapse within a quarter of its TTL."""
+        """Whether a running perform should end soon: a stop, a hand-over, or the lease
+        lost or within a quarter of its TTL of lapsing."""
         if self.stopping or self.lost:
             return True
         term = self.term
         return term is not None and term.remaining() < term.ttl / 4
 
     def give_back(self) -> None:
-        """Put a batch not run back into the queue (its group was at its cap or out of
-        tokens); a Redis error leaves the shard unsure: it is restored before its next
-        pop."""
+        """Put a batch not run back (its group is full); a Redis error leaves it UNSURE."""
         with contextlib.suppress(redis.RedisError):
             self.restore(quiet=True, reason="group_full")
 
     def restore(self, quiet: bool = False, reason: str = "given_up") -> bool:
-        """Put the shard's batch back into the queue: the one it popped while that is in
-        its processing area (popping to settling), else whatever batch the area holds (an
-        UNSURE shard's, or one the shard does not know of); ``False`` when the lease is
-        lost.  ``quiet``: the batch was never run (no log line); ``reason``: why, for
-        its jobs' events (:data:`lowkiq.storage.processing.RESTORE_REASONS`)."""
+        """Put the shard's batch back into the queue: the one it popped while the area holds
+        it, else whatever the area holds; ``False`` when the lease is lost.  ``quiet``:
+        never run (no log line); ``reason``: for its jobs' events (``RESTORE_REASONS``)."""
         batch = self.batch if self.life.state in HOLDING else None
         counted: list[int] = []
         self._end(
@@ -482,36 +427,29 @@ class ShardHandler:
         self.life.to(LOST)
         log.warning(
             "%s: lease epoch %s is no longer held (%s); the shard's new owner restores its batch",
-            self.name,
-            self.token.split(" ", 1)[0],
-            what,
-        )
+            self.name, self.token.split(" ", 1)[0], what,
+        )  # fmt: skip
         if self.on_lost is not None:
             self.on_lost(self)
 
     def stale(self, what: str) -> None:
-        """Redis said the batch a call named is no longer in the processing area: the
-        call changed nothing.  Counted in Redis (the ``stale_calls`` metric), logged
-        once per shard."""
+        """The batch a call named is no longer in processing (nothing changed): counted in
+        Redis (``stale_calls``), logged once per shard."""
         with contextlib.suppress(redis.RedisError):
             self.queue.count_stale(self.shard)
         if not self._stale_logged:
             self._stale_logged = True
             log.warning(
                 "%s: %s named batch %d, no longer in processing; nothing was changed",
-                self.name,
-                what,
-                self.batch,
-            )
+                self.name, what, self.batch,
+            )  # fmt: skip
 
     def _fail(
         self, batch: Sequence[PoppedJob], exc: Exception, verdict: Verdict | None = None
     ) -> bool:
-        """Settle a batch whose ``perform`` raised ``exc``, in one script: each job retried
-        (or buried), killed, discarded or acked as ``verdict`` says; then
-        ``retries_exhausted`` is called with the jobs sent to the morgue.  Returns whether
-        it was settled (see :meth:`_end`); the other batches of the pop stay in
-        processing."""
+        """Settle a batch whose ``perform`` raised ``exc`` in one script, each job as
+        ``verdict`` says; ``retries_exhausted`` gets those buried.  Returns whether it
+        was settled (:meth:`_end`)."""
         verdict = verdict or self.judge(batch, exc)
         ends = self._ends(batch, verdict)
         morgue: list[dict[str, Any]] = []
@@ -542,8 +480,8 @@ class ShardHandler:
         return ends
 
     def judge(self, batch: Sequence[PoppedJob], exc: Exception) -> Verdict:
-        """How each job of ``batch`` ends now that its ``perform`` raised ``exc``, with the
-        error texts of ``format_error`` (:func:`lowkiq.outcomes.judge`)."""
+        """How each job of ``batch`` ends now that ``perform`` raised ``exc``
+        (:func:`lowkiq.outcomes.judge`)."""
         return judge(exc, [job.id for job in batch], self._format_error)
 
     def _format_error(self, exc: BaseException) -> str:
@@ -554,7 +492,7 @@ class ShardHandler:
             return default_format_error(exc)
 
     def _report_exhausted(self) -> None:
-        """Tell the worker about the jobs the shard's acquisition moved to the morgue."""
+        """Tell the worker about the jobs the acquisition moved to the morgue."""
         jobs, self.exhausted = self.exhausted, []
         for job in jobs:
             log.error("%s: job %r: %s", self.name, job["id"], job["error"])
@@ -567,9 +505,8 @@ class ShardHandler:
             log.exception("%s: retries_exhausted raised", self.name)
 
     def _bury(self, jobs: Sequence[PoppedJob]) -> bool:
-        """Send jobs that cannot be performed (a payload cannot be decoded) straight
-        to the morgue, their stored bytes kept; the rest of the batch goes on.  Returns
-        whether they were buried (see :meth:`_end`)."""
+        """Send undecodable jobs to the morgue (bytes kept); the rest of the batch goes on.
+        Returns whether they were buried (:meth:`_end`)."""
         errors = [(job.id, f"{job.undecodable}; moved to the morgue unperformed") for job in jobs]
         for job_id, error in errors:
             log.error("%s: job %r: %s", self.name, job_id, error)
@@ -580,8 +517,8 @@ class ShardHandler:
         )
 
     def _retry_in(self, retry_count: int, exception: BaseException | None) -> float:
-        """``Worker.retry_in``'s delay: given the exception too when it takes two
-        arguments (``retry_in(retry_count, exception)``); the default delay when it raises."""
+        """``Worker.retry_in``'s delay (given the exception when it takes two arguments);
+        the default delay when it raises."""
         try:
             retry_in: Callable[..., float] = self.worker.retry_in
             if retry_in_takes_exception(self.worker):
@@ -594,14 +531,13 @@ class ShardHandler:
     # -- the executor's side: the user's code, no Redis call -------------------------
 
     def lapsed(self) -> bool:
-        """Whether the lease may have lapsed (by this process's clock): a batch not yet
-        performed is then put back instead, for the shard's owner to run."""
+        """Whether the lease may have lapsed by this process's clock (a batch not yet
+        performed then goes back)."""
         return self.term is not None and self.term.remaining() <= 0
 
     def waits_for_renewal(self) -> bool:
-        """Whether the lease may have lapsed by this process's clock: the shard is not
-        popped until a renewal is confirmed (its batch could not be performed), and this
-        is logged once per lapse."""
+        """Whether the shard waits for a renewal to be confirmed before its next pop (its
+        lease may have lapsed; logged once per lapse)."""
         if not self.lapsed():
             return False
         self._log_lapse()
@@ -616,15 +552,12 @@ class ShardHandler:
         log.warning(
             "%s: lease epoch %s may have lapsed (no renewal confirmed in time); no batch "
             "is performed until one is, and those taken go back to the queue unperformed",
-            self.name,
-            self.token.split(" ", 1)[0],
-        )
+            self.name, self.token.split(" ", 1)[0],
+        )  # fmt: skip
 
     def perform(self, jobs: Sequence[PoppedJob], recorder: BatchRecorder) -> Outcome:
-        """Perform ``jobs`` inside the middlewares, counted by ``recorder``; returns what
-        ``perform`` raised (``None``: it succeeded) and what it yielded.  A
-        ``BaseException`` that is not an ``Exception`` escapes: the batch stays in
-        processing and the process ends."""
+        """Perform ``jobs`` inside the middlewares, counted by ``recorder``; a
+        ``BaseException`` that is not an ``Exception`` escapes (the process ends)."""
         self.busy = True
         record = Running(self, jobs, time.monotonic())
         context = running.set(record)
@@ -642,20 +575,13 @@ class ShardHandler:
         self._batch_seconds = seconds if kept is None else max(seconds, kept * BATCH_TIME_DECAY)
         if failure is not None:
             verdict = self.judge(jobs, failure)
-            # Each job as the fail script counts it: failed, discarded, done (processed), or
-            # snoozed (like a job that gave payloads back: settled by a later run).
+            # As the fail script counts them (a snoozed job is settled by a later run).
             failed = len(verdict.ids(Fate.RETRY)) + len(verdict.ids(Fate.KILL))
-            recorder.performed(
-                jobs,
-                started,
-                failed,
-                len(verdict.ids(Fate.DISCARD)),
-                yielded=len(verdict.ids(Fate.SNOOZE)),
-            )
+            discarded, snoozed = len(verdict.ids(Fate.DISCARD)), len(verdict.ids(Fate.SNOOZE))
+            recorder.performed(jobs, started, failed, discarded, yielded=snoozed)
             fields = RunningBatch.popped(self.worker, self.shard, jobs).log_fields()
             log_failure(self.name, len(jobs), failure, verdict, fields)
             return Outcome(jobs, failure, verdict=verdict)
-        # A job that gave payloads back is not processed yet: a later run settles it.
         yielded = sum(1 for positions in (record.yields or {}).values() if positions)
         recorder.performed(jobs, started, yielded=yielded)
         return Outcome(jobs, None, record.yields)
