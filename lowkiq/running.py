@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lowkiq.errors import LeaseLost
+from lowkiq.ownership.cancels import CANCELLED
 from lowkiq.ownership.leases import Term, fence_of
 from lowkiq.settings import settings
+from lowkiq.storage.scripts import Scripts
 
 if TYPE_CHECKING:
     from lowkiq.runtime.shard_handler import ShardHandler
@@ -96,7 +98,33 @@ class Running:
         limit = self.handler.worker.max_perform_seconds
         if limit is not None and time.monotonic() - self.started >= limit:
             return True
-        return self.handler.should_stop()
+        return self.handler.should_stop() or bool(self.cancelled())
+
+    def cancelled(self) -> frozenset[str]:
+        """The ids of the batch ``Worker.actions().cancel`` cancelled (as this process
+        has heard so far)."""
+        handler = self.handler
+        ids = CANCELLED.ids((handler.queue.name, handler.shard, handler.batch))
+        if not ids:
+            return ids
+        return ids & {job.id for job in self.jobs}
+
+    def superseded(self, job_id: str) -> bool:
+        """See :meth:`RunningBatch.superseded`."""
+        if not any(job.id == job_id for job in self.jobs):
+            raise ValueError(f"superseded: {job_id!r} is not an id of this batch")
+        handler = self.handler
+        queue = handler.queue
+        scripts = Scripts.for_client(settings.client(), queue.track_length)
+        shard = handler.shard
+        reply = scripts.superseded(keys=[queue.keys.prefix(shard)], args=[job_id, handler.batch])
+        if reply:
+            return True
+        # During a reshard a newer payload may be queued in the id's new shard.
+        new = queue.layout.shard_of(job_id)
+        if new == shard:
+            return False
+        return bool(scripts.superseded(keys=[queue.keys.prefix(new)], args=[job_id, 0]))
 
     def yield_rest(self, job_id: str, payloads: Sequence[Any]) -> None:
         """See :meth:`RunningBatch.yield_rest`."""
@@ -148,9 +176,28 @@ class RunningBatch:
     def should_stop(self) -> bool:
         """Whether ``perform`` should end soon and give back what it did not get to
         (:meth:`yield_rest`): the process is stopping or quiet, the shard is being handed
-        over, its lease is lost or may lapse within a quarter of its TTL, or the batch
-        has run ``Worker.max_perform_seconds``.  ``False`` outside a worker process."""
+        over, its lease is lost or may lapse within a quarter of its TTL, the batch
+        has run ``Worker.max_perform_seconds``, or ``Worker.actions().cancel`` cancelled
+        one of its ids (:meth:`cancelled`; seen within about a second, on any host).
+        ``False`` outside a worker process."""
         return self._running is not None and self._running.should_stop()
+
+    def cancelled(self) -> frozenset[str]:
+        """The ids of this batch that ``Worker.actions().cancel`` cancelled while it runs
+        (:meth:`should_stop` is then true; once ``perform`` returns, their jobs are
+        settled as cancelled whatever it did).  Empty outside a worker process."""
+        return self._running.cancelled() if self._running is not None else frozenset()
+
+    def superseded(self, job_id: str) -> bool:
+        """Whether a newer payload of ``job_id`` was enqueued after this batch was popped
+        (it waits in the queue: the id runs again after this batch).  Payloads that were
+        already queued when the batch was popped are not newer (a hot id's payloads the
+        batch left behind); a payload equal to one still queued merges into it and is
+        not newer either.  Asked when called, one round trip on the calling thread's own
+        connection (``lowkiq.settings.client()``), never the dispatcher's; it costs
+        nothing when not called.  Raises ``ValueError`` for an id not in the batch;
+        ``False`` outside a worker process."""
+        return self._running.superseded(job_id) if self._running is not None else False
 
     def yield_rest(self, job_id: str, payloads: Sequence[Any]) -> None:
         """End the perform for ``job_id``: ``payloads`` (those of its payloads not done,

@@ -132,6 +132,7 @@ WORDS = {
     "buried": "Moved to the morgue",
     "restored": "Back in the queue (its process died or stopped running it)",
     "deleted": "Deleted from the queue",
+    "cancelled": "Cancelled while its batch ran (Worker.actions().cancel): not failed",
 }
 
 #: Why a batch went back into the queue unrun, by a ``restored`` event's ``reason``.

@@ -83,11 +83,12 @@ def _report(worker: type[Worker], count: int, done: str, ids: Sequence[str], whe
 
 @click.group("jobs")
 def jobs() -> None:
-    """Act on the jobs of one worker: delete, kill, perform now, retry, move, clear;
-    read a tracked worker's job events (history, events).
+    """Act on the jobs of one worker: delete, cancel, kill, perform now, retry, move,
+    clear; read a tracked worker's job events (history, events).
 
     Queued jobs are changed, never a batch being performed (a running id's queued
-    part is, its running batch is not).  IDS may be `-` to read ids from stdin.
+    part is, its running batch is not), but by cancel, which asks the running
+    perform to stop.  IDS may be `-` to read ids from stdin.
     """
 
 
@@ -100,6 +101,19 @@ def delete(worker_name: str, ids: tuple[str, ...], app: str) -> None:
     worker = find_worker_or_exit(app, worker_name)
     count = _run(worker, lambda actions: actions.delete(given))
     _report(worker, count, "deleted", given, "are not queued")
+
+
+@jobs.command("cancel")
+@_options
+@_ids_argument
+def cancel(worker_name: str, ids: tuple[str, ...], app: str) -> None:
+    """Cancel these ids of WORKER: their queued jobs are deleted, and their running
+    perform, on whatever process runs it, sees current_batch().should_stop() within
+    about a second; its cancelled jobs then end as cancelled (not failed, not retried)."""
+    given = _ids(ids)
+    worker = find_worker_or_exit(app, worker_name)
+    count = _run(worker, lambda actions: actions.cancel(given))
+    _report(worker, count, "cancelled", given, "are neither queued nor running")
 
 
 @jobs.command("kill")

@@ -38,6 +38,7 @@ from lowkiq.perform.timeouts import (
     stuck_threshold,
     watchdog,
 )
+from lowkiq.runtime.cancelling import settle_cancelled
 from lowkiq.runtime.shard_handler import Outcome, ShardHandler
 from lowkiq.storage.processing import PoppedJob
 from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder, Recorder
@@ -92,7 +93,8 @@ class Work:
                     self.unrun = True
                     return
                 self._performing = batch
-            outcome = handler.perform(batch, recorder)
+            # Jobs cancelled while it ran are settled as cancelled (lowkiq.runtime.cancelling).
+            outcome = settle_cancelled(handler, handler.perform(batch, recorder))
             with self._state:
                 if self.stuck:
                     return  # handed back without it

@@ -45,6 +45,7 @@ from lowkiq.health.memory_watch import MemoryWatch
 from lowkiq.health.verdicts import ProcessState
 from lowkiq.limits.group_caps import GroupCaps
 from lowkiq.limits.throttling import RateLimits
+from lowkiq.ownership.cancels import CancelReader
 from lowkiq.ownership.coordinator import Coordinator, Plan
 from lowkiq.ownership.events import Mailbox, Released
 from lowkiq.ownership.membership import (
@@ -258,8 +259,8 @@ class Server:
             config.heartbeat_interval,
             config.threads_per_node,
             renewal_client=self.renewal_client,
-            # Rate limits set at run time are read when the config version moves.
-            config_readers=[self.rate_limits.follow],
+            # Rate limits set at run time, and cancels, are read when the config version moves.
+            config_readers=[self.rate_limits.follow, CancelReader(workers).follow],
             reports=reports,
         )
         self.coordinator = coordinator

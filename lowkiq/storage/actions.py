@@ -143,6 +143,18 @@ class Actions(GroupActions):
         returns how many ids were queued.  Dead jobs are :meth:`morgue_delete`'s."""
         return self._per_id(ids, lambda shard, chunk: self._run_act("jobs_delete", shard, chunk))
 
+    def cancel(self, ids: Iterable[Any]) -> int:
+        """Cancel these ids: their queued jobs are deleted (as :meth:`delete` does), and
+        the running perform of each, on whatever process runs it, sees
+        ``current_batch().should_stop()`` true within about a second; once it ends, the
+        cancelled jobs of its batch are settled as cancelled (not failed, retried or
+        dead; counted in the ``cancelled`` metric), whatever ``perform`` did.  Their
+        payloads enqueued after the cancel are new work and run.  Returns how many ids
+        were queued or running (see :mod:`lowkiq.storage.cancels`)."""
+        from lowkiq.storage.cancels import cancel
+
+        return cancel(self, ids)
+
     def perform_now(self, ids: Iterable[Any]) -> int:
         """Make these queued jobs due now (``perform_in = now`` for those not yet due;
         due ones keep their place, every job its ``retry_count``); returns how many

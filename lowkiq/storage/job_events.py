@@ -12,8 +12,10 @@ enqueue), ``popped``, ``done``, ``failed`` (``retry_count``,
 ``discarded``, ``snoozed`` (``perform_in``: due again then), ``buried`` (moved to the
 morgue; ``error``), ``restored`` (its process
 died or stopped running it: back in the queue), ``deleted`` (``from`` ``queue`` or
-``morgue``) and ``moved`` (``to``: the queue it moved to).  Events of a batch carry the
-lease it ran under: :attr:`JobEvent.fence` and :attr:`JobEvent.process`.
+``morgue``; ``by`` ``cancel`` when a cancel deleted it), ``cancelled`` (its running
+batch was cancelled: settled, not failed) and ``moved`` (``to``: the queue it moved
+to).  Events of a batch carry the lease it ran under: :attr:`JobEvent.fence` and
+:attr:`JobEvent.process`.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ class JobEvent:
     #: The job's id.
     id: str
     #: What happened: ``enqueued``, ``popped``, ``done``, ``failed``, ``yielded``,
-    #: ``discarded``, ``snoozed``, ``buried``, ``restored``, ``deleted`` or ``moved``.
+    #: ``discarded``, ``snoozed``, ``buried``, ``restored``, ``deleted``, ``cancelled`` or
+    #: ``moved``.
     event: str
     #: When, Unix seconds on Redis's clock (milliseconds).
     at: float

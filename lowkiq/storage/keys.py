@@ -31,6 +31,8 @@ S restores                    hash   id -> times a new owner restored the job fr
                                      (its process died running it); gone once it ends
 S wake                        list   at most one element: "the shard has new due work"
 S payloads:<id>               zset   payload -> score, the payloads of a queued hot id
+S hot_left                    hash   id -> ``batch count``: a hot id a pop left queued, and how
+                                     many payloads that batch left behind (``superseded``)
 S morgue                      zset   score 0, member ``id \\0 blob``, dead jobs
 S morgue_updated_at           zset   id -> updated_at, dead jobs
 S morgue_errors               hash   id -> error, dead jobs
@@ -39,6 +41,7 @@ S processed                   str    jobs processed successfully
 S failed                      str    jobs whose batch failed
 S discarded                   str    jobs dropped by ``lowkiq.Discard``
 S snoozed                     str    jobs put off by ``lowkiq.Snooze``
+S cancelled                   str    jobs of a running batch cancelled (``Worker.actions().cancel``)
 S lease                       str    ``epoch owner``: the lease on the shard, with a TTL
 S epoch                       str    counter, +1 on every acquisition of the shard; never expires
 S hold                        str    set during a reshard: ``closed`` (a new shard, no pops yet)
@@ -180,6 +183,8 @@ SUFFIXES = {
     "failed_counter": "failed",
     "discarded_counter": "discarded",
     "snoozed_counter": "snoozed",
+    "cancelled_counter": "cancelled",
+    "hot_left_hash": "hot_left",
     "stale_counter": "stale",
     "lease": "lease",
     "epoch_counter": "epoch",
@@ -265,6 +270,11 @@ class QueueKeys:
         """payload -> score of a queued hot id (its lex member then has an empty blob)."""
         return self._key("payloads_zset", shard) + job_id
 
+    def hot_left_hash(self, shard: int) -> str:
+        """id -> ``batch count``: a hot id its last pop left queued (batch ``batch``), and
+        how many of its payloads were left behind then."""
+        return self._key("hot_left_hash", shard)
+
     def morgue_payloads_zset(self, shard: int, job_id: str) -> str:
         """payload -> score of a dead hot id (its morgue member then has an empty blob)."""
         return self._key("morgue_payloads_zset", shard) + job_id
@@ -292,6 +302,10 @@ class QueueKeys:
     def discarded_counter(self, shard: int) -> str:
         """Count of the shard's jobs dropped without a retry (``lowkiq.Discard``)."""
         return self._key("discarded_counter", shard)
+
+    def cancelled_counter(self, shard: int) -> str:
+        """Count of the shard's jobs cancelled while their batch ran."""
+        return self._key("cancelled_counter", shard)
 
     def snoozed_counter(self, shard: int) -> str:
         """Count of the shard's jobs put off without a failure (``lowkiq.Snooze``)."""
@@ -468,6 +482,15 @@ class OwnershipKeys:
     def paused_set(self) -> str:
         """The names of the paused queues: their shards take no new batches."""
         return OWNERSHIP_PREFIX + "paused"
+
+    @property
+    def cancels_stream(self) -> str:
+        """The running batches ``Worker.actions().cancel`` cancelled, one entry per batch
+        (``queue``, ``shard``, ``batch``, ``ids`` joined by NUL): every process reads the
+        entries added since it last looked when the config version moves, and flags its
+        matching batches.  Trimmed to the last 10 minutes on every cancel, and gone 10
+        minutes after the last one."""
+        return OWNERSHIP_PREFIX + "cancels"
 
     @property
     def rate_limits_hash(self) -> str:

@@ -41,13 +41,15 @@ class QueueMetrics(TypedDict):
     stale_calls: int
     #: Jobs put off by ``lowkiq.Snooze`` (due again later, not failed).
     snoozed: int
+    #: Jobs of running batches cancelled by ``Worker.actions().cancel``, ever.
+    cancelled: int
 
 
 def _decode(shard_replies: Sequence[Sequence[Any]], now: float | None) -> QueueMetrics:
     """One queue's metrics from the ``metrics`` script's reply of each of its shards; the
     lag on Redis's clock (each shard's master's), unless a test fixes ``now``."""
     fresh = retries = morgue_length = processed = failed = busy = discarded = stale = 0
-    snoozed = 0
+    snoozed = cancelled = 0
     lag = 0.0
     for reply in shard_replies:
         fresh += int(reply[0])
@@ -59,6 +61,7 @@ def _decode(shard_replies: Sequence[Sequence[Any]], now: float | None) -> QueueM
         discarded += int(reply[8])
         stale += int(reply[10])
         snoozed += int(reply[11])
+        cancelled += int(reply[12])
         if reply[6]:
             at = float(reply[7]) if now is None else now
             due = float(reply[6])
@@ -77,6 +80,7 @@ def _decode(shard_replies: Sequence[Sequence[Any]], now: float | None) -> QueueM
         "discarded": discarded,
         "stale_calls": stale,
         "snoozed": snoozed,
+        "cancelled": cancelled,
     }
 
 
@@ -144,5 +148,6 @@ def overview(client: Client, queues: Mapping[str, Queue], now: float | None = No
         discarded=sum(m["discarded"] for m in metrics),
         stale_calls=sum(m["stale_calls"] for m in metrics),
         snoozed=sum(m["snoozed"] for m in metrics),
+        cancelled=sum(m["cancelled"] for m in metrics),
     )
     return Overview(dict(zip(queues, metrics, strict=True)), totals, now)

@@ -237,6 +237,10 @@ class Scripts:
     rate_take: Script
     schedule_tick: Script
     group_claims: Script
+    jobs_cancel: Script
+    cancel_announce: Script
+    cancel_settle: Script
+    superseded: Script
 
 
 #: One script call: the script, its keys, its arguments.

@@ -83,7 +83,8 @@ class LowkiqCollector(Collector):
         processed = CounterMetricFamily(
             "lowkiq_jobs_processed",
             "Jobs performed: success (acked), failure (their batch raised), discarded "
-            "(lowkiq.Discard), snoozed (lowkiq.Snooze: due again later).",
+            "(lowkiq.Discard), snoozed (lowkiq.Snooze: due again later), cancelled "
+            "(Worker.actions().cancel while their batch ran).",
             labels=["worker", "outcome"],
         )
         duration = HistogramMetricFamily(
@@ -121,6 +122,7 @@ class LowkiqCollector(Collector):
             processed.add_metric([name, "failure"], metrics["failed"])
             processed.add_metric([name, "discarded"], metrics["discarded"])
             processed.add_metric([name, "snoozed"], metrics["snoozed"])
+            processed.add_metric([name, "cancelled"], metrics["cancelled"])
             length.add_metric([name], metrics["length"])
             lag.add_metric([name], metrics["lag"])
             morgue.add_metric([name], metrics["morgue_length"])

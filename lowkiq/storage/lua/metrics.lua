@@ -6,7 +6,8 @@
 --   perform_in as a string (false when the shard is empty), now on Redis's
 --   clock as a string (the lag is measured on it), discarded, and the earliest time
 --   a hot id that yielded to the due ids first became due (false when none did;
---   see pop.lua), the calls that named a batch no longer in processing, and snoozed
+--   see pop.lua), the calls that named a batch no longer in processing, snoozed,
+--   and cancelled
 return {
   redis.call('zcard', K.fresh_lex_zset),
   redis.call('zcard', K.retry_lex_zset),
@@ -20,4 +21,5 @@ return {
   redis.call('zrange', K.due_since_zset, 0, 0, 'withscores')[2] or false,
   tonumber(redis.call('get', K.stale_counter) or '0'),
   tonumber(redis.call('get', K.snoozed_counter) or '0'),
+  tonumber(redis.call('get', K.cancelled_counter) or '0'),
 }

@@ -296,6 +296,7 @@ while not alone and taken < allowance do
       if leaves then
         yielded_gone = yielded_gone or {}
         yielded_gone[#yielded_gone + 1] = id
+        redis.call('hdel', P .. 'hot_left', id)  -- K.hot_left_hash, named only here
       else
         yielding = yielding or {}
         yielding[#yielding + 1] = {id, perform_in, group}
@@ -385,6 +386,14 @@ end
 if staying == 1 then groups().collapse() end
 call_many('hset', processing, entries)
 if #entries > 0 then out[4] = redis.call('incr', K.batch_counter) end
+-- A hot id that stays queued: how many of its payloads this batch left behind, for
+-- current_batch().superseded (K.hot_left_hash, built here only when needed).
+if yielding then
+  for _, job in ipairs(yielding) do
+    local left = redis.call('zcard', K.payloads_zset(job[1]))
+    redis.call('hset', P .. 'hot_left', job[1], out[4] .. ' ' .. left)
+  end
+end
 if TRACK then
   local popped = taken > 0 and table.concat(popped_ids, '\0') or nil
   if done_ids then
