@@ -212,6 +212,10 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ),
     ("the batch being performed, for user code", frozenset({"lowkiq.running"})),
     ("around one perform: its event loop, its time limit", frozenset({"lowkiq.perform"})),
+    (
+        "enqueueing when a Django transaction commits (perform_async's on_commit)",
+        frozenset({"lowkiq.contrib.django.transactions"}),
+    ),
     ("the Worker base class", frozenset({"lowkiq.worker"})),
     (
         "beside workers: metrics, health, integrations, iterable workers",
@@ -222,6 +226,10 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("the public API", frozenset({"lowkiq"})),
     ("the command line", frozenset({"lowkiq.cli", "lowkiq.__main__"})),
     ("the dashboard", frozenset({"lowkiq_web"})),
+    (
+        "framework apps: the Django app, its command, dashboard and tasks",
+        frozenset({"lowkiq.contrib"}),
+    ),
 )
 
 #: Run-time imports up the layers, known and to be fixed: (module, what it imports).

@@ -1,0 +1,1 @@
+"""``manage.py lowkiq_worker``."""
