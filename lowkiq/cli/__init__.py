@@ -51,6 +51,7 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
         "info": "lowkiq.cli.queues:info",
         "enqueue": "lowkiq.cli.queues:enqueue",
         "jobs": "lowkiq.cli.jobs:jobs",
+        "groups": "lowkiq.cli.groups:groups",
     },
 )
 @click.version_option(__version__, prog_name="lowkiq")

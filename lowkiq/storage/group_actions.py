@@ -12,7 +12,7 @@ empty); the default group, jobs without one, has no name and is not operated her
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lowkiq.errors import ConfigurationError, InvalidQuery
@@ -81,7 +81,7 @@ def check_rate(value: Any) -> RateLimit:
     """A group's rate limit: a :class:`lowkiq.RateLimit`; :class:`InvalidQuery` otherwise."""
     if not isinstance(value, RateLimit):
         raise InvalidQuery(f"a group's rate must be a lowkiq.RateLimit, got {value!r}")
-    return value
+    return replace(value, per_group=False)  # a group's own rate is its group's anyway
 
 
 def decode(limits: GroupLimits) -> GroupSettings:
