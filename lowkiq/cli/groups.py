@@ -187,7 +187,7 @@ def delete(worker_name: str, group: str, app: str, yes: bool) -> None:
     help="At most LIMIT jobs of the group started: 10/s, 100/1.5s, 600/min, 5/h.",
 )
 @click.option("--burst", type=int, metavar="N", help="With --rate: jobs that may start at once.")
-@click.option("--clear", is_flag=True, help="Back to the worker's group_concurrency and rate_limit.")
+@click.option("--clear", is_flag=True, help="Back to the worker's cap and per-group rate.")
 def limits(
     worker_name: str,
     group: str,
