@@ -23,6 +23,7 @@ ZERO = {
     "discarded": 0,
     "stale_calls": 0,
     "snoozed": 0,
+    "cancelled": 0,
 }
 
 
@@ -56,6 +57,7 @@ def test_metrics_count_every_state(worker, queue):
         "discarded": 0,
         "stale_calls": 0,
         "snoozed": 0,
+        "cancelled": 0,
     }
 
 
