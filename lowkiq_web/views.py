@@ -13,6 +13,7 @@ from lowkiq_web import chart, job_events, listing, rate_limits
 from lowkiq_web.blueprint import lowkiq_web
 from lowkiq_web.bulk import bulk_actions, job_actions
 from lowkiq_web.busy import busy_details
+from lowkiq_web.groups import group_table
 from lowkiq_web.overview import find_worker, move_targets, redis_info
 
 #: Refresh intervals offered by the dashboard, seconds; the first is the default.
@@ -151,7 +152,7 @@ def list_page(worker_name: str, kind: str) -> str:
     context = list_context(worker_name, kind, request.args)
     groups = None
     if kind == "enqueued":
-        groups = find_worker(worker_name).queries().groups(GROUPS_SHOWN)
+        groups = group_table(find_worker(worker_name), GROUPS_SHOWN)
     return render_template("lowkiq/list.html", groups=groups, groups_shown=GROUPS_SHOWN, **context)
 
 
