@@ -20,6 +20,7 @@ from lowkiq.errors import LeaseLost
 from lowkiq.ownership.cancels import CANCELLED
 from lowkiq.ownership.leases import Term, fence_of
 from lowkiq.settings import settings
+from lowkiq.storage import layout as layouts
 from lowkiq.storage.scripts import Scripts
 
 if TYPE_CHECKING:
@@ -115,13 +116,14 @@ class Running:
             raise ValueError(f"superseded: {job_id!r} is not an id of this batch")
         handler = self.handler
         queue = handler.queue
-        scripts = Scripts.for_client(settings.client(), queue.track_length)
+        client = settings.client()  # this thread's, never the dispatcher's (queue.client)
+        scripts = Scripts.for_client(client, queue.track_length)
         shard = handler.shard
         reply = scripts.superseded(keys=[queue.keys.prefix(shard)], args=[job_id, handler.batch])
         if reply:
             return True
         # During a reshard a newer payload may be queued in the id's new shard.
-        new = queue.layout.shard_of(job_id)
+        new = layouts.cached(client, queue.name, queue.default_shards_count).shard_of(job_id)
         if new == shard:
             return False
         return bool(scripts.superseded(keys=[queue.keys.prefix(new)], args=[job_id, 0]))
