@@ -5,67 +5,14 @@ batch (sqlite and PostgreSQL)."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-import redis
-
 from tests.apps.runner import ROOT, eventually
-from tests.contrib_django.conftest import manage
-
-
-class ManagedWorker:
-    """``manage.py lowkiq_worker ARGS`` of the test project, its output in a file."""
-
-    def __init__(self, args: tuple[str, ...], env: dict[str, str]) -> None:
-        self.log = tempfile.NamedTemporaryFile(prefix="django-worker-", delete=False)  # noqa: SIM115
-        self.process = subprocess.Popen(
-            manage("lowkiq_worker", *args), env=env, cwd=ROOT,
-            stdout=self.log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-
-    def output(self) -> str:
-        return Path(self.log.name).read_text()
-
-    def wait_started(self) -> None:
-        eventually(lambda: "TTIN" in self.output() or self.process.poll() is not None, 30)
-        assert self.process.poll() is None, self.output()
-
-    def stop(self) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(30)
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-        self.log.close()
-        os.unlink(self.log.name)
-
-
-@pytest.fixture
-def django_worker(
-    django_lowkiq: redis.Redis, project_env: Callable[..., dict[str, str]]
-) -> Iterator[Callable[..., ManagedWorker]]:
-    """Start ``manage.py lowkiq_worker`` processes (``start(*args, **env)``); all are
-    killed after the test."""
-    started: list[ManagedWorker] = []
-
-    def start(*args: str, **env: str) -> ManagedWorker:
-        worker = ManagedWorker(args, project_env(**env))
-        started.append(worker)
-        worker.wait_started()
-        return worker
-
-    yield start
-    for worker in started:
-        worker.close()
+from tests.contrib_django.conftest import ManagedWorker, manage
 
 
 def lines(path: Path) -> list[str]:

@@ -59,7 +59,7 @@ def build(
             "default": {
                 "BACKEND": "lowkiq.contrib.django.tasks.LowkiqBackend",
                 "QUEUES": ["default", "emails"],
-                "OPTIONS": {"SHARDS": 2, "MAX_RETRIES": 1},
+                "OPTIONS": {"SHARDS": 2},
             }
         },
     }

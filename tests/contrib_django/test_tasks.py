@@ -1,0 +1,140 @@
+"""The ``django.tasks`` backend: tasks enqueued with ``.enqueue()`` run on a real
+``manage.py lowkiq_worker``, their results read back with ``get_result``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from tests.apps.runner import eventually
+from tests.contrib_django.conftest import ManagedWorker
+
+
+@pytest.fixture
+def tasks(django_lowkiq: redis.Redis) -> Iterator[Any]:
+    from tests.contrib_django.project.shop import tasks
+
+    yield tasks
+
+
+def finished(task: Any, result_id: str) -> Callable[[], Any]:
+    def check() -> Any:
+        result = task.get_result(result_id)
+        return result if result.is_finished else None
+
+    return check
+
+
+def test_a_task_runs_on_a_lowkiq_worker_and_its_result_is_read_back(
+    tasks: Any, django_worker: Callable[..., ManagedWorker]
+) -> None:
+    from lowkiq.contrib.django.tasks_api import TaskResultStatus
+
+    result = tasks.add.enqueue(2, 3)
+    assert result.id and result.status == TaskResultStatus.READY
+    assert result.enqueued_at is not None and result.enqueued_at.tzinfo is not None
+    stored = tasks.add.get_result(result.id)
+    assert (stored.status, stored.args, stored.backend) == (
+        TaskResultStatus.READY,
+        [2, 3],
+        "default",
+    )
+    django_worker("--threads", "2")
+    done = eventually(finished(tasks.add, result.id))
+    assert done.status == TaskResultStatus.SUCCESSFUL
+    assert done.return_value == 5
+    assert done.attempts == 1 and done.errors == []
+    assert done.started_at <= done.finished_at
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL and result.return_value == 5
+
+
+def test_a_task_that_raises_is_failed_with_its_error(
+    tasks: Any, django_worker: Callable[..., ManagedWorker]
+) -> None:
+    from lowkiq.contrib.django.tasks_api import TaskResultStatus
+
+    django_worker("--threads", "1")
+    result = tasks.fail.enqueue("no stock")
+    done = eventually(finished(tasks.fail, result.id))
+    assert done.status == TaskResultStatus.FAILED
+    assert [error.exception_class for error in done.errors] == [ValueError]
+    assert "ValueError: no stock" in done.errors[0].traceback
+    with pytest.raises(ValueError, match="failed"):
+        done.return_value  # noqa: B018
+
+
+def test_a_queue_name_is_a_lowkiq_queue_of_its_own(tasks: Any) -> None:
+    import lowkiq
+    from lowkiq.contrib.django.task_worker import TaskWorker
+
+    tasks.send_email.enqueue("ann@example.com")
+    by_queue = {w.queue_name: w for w in lowkiq.settings.workers if issubclass(w, TaskWorker)}
+    assert by_queue["tasks.default.emails"].metrics()["length"] == 1
+    assert by_queue["tasks.default.default"].metrics()["length"] == 0
+
+
+def test_calls_naming_one_entity_run_one_at_a_time_in_order(
+    tasks: Any, django_worker: Callable[..., ManagedWorker], tmp_path: Path
+) -> None:
+    import lowkiq
+
+    record = tmp_path / "orders.jsonl"
+    results = []
+    for version in range(1, 21):
+        for order in (1, 2, 3):
+            results.append(tasks.update_order.enqueue(order_id=order, version=version))
+    default = next(w for w in lowkiq.settings.workers if w.queue_name == "tasks.default.default")
+    # One job per order, each holding its 20 updates.
+    assert sorted(job["id"] for job in default.queries().range_by_id("-", "+")) == ["1", "2", "3"]
+    django_worker("--threads", "2", RECORD_FILE=str(record))
+    eventually(lambda: all(finished(tasks.update_order, r.id)() for r in results))
+    seen = [json.loads(line) for line in record.read_text().splitlines()]
+    for order in (1, 2, 3):
+        assert [version for o, version in seen if o == order] == list(range(1, 21))
+    assert tasks.update_order.get_result(results[-1].id).return_value == 20
+
+
+def test_without_an_entity_argument_every_call_is_its_own_job(tasks: Any) -> None:
+    import lowkiq
+
+    first, second = tasks.add.enqueue(1, 1), tasks.add.enqueue(1, 1)
+    default = next(w for w in lowkiq.settings.workers if w.queue_name == "tasks.default.default")
+    ids = sorted(job["id"] for job in default.queries().range_by_id("-", "+"))
+    assert ids == sorted([first.id, second.id])
+
+
+def test_what_the_backend_cannot_do_is_refused_clearly(tasks: Any) -> None:
+    from lowkiq.contrib.django.tasks_api import InvalidTask, TaskResultDoesNotExist
+
+    with pytest.raises(InvalidTask, match="lowkiq has no task priorities"):
+        tasks.add.using(priority=10)
+    with pytest.raises(InvalidTask, match="not valid for backend"):
+        tasks.add.using(queue_name="elsewhere")
+    with pytest.raises(InvalidTask, match="lowkiq_id='order' names no argument"):
+        from django_tasks import task
+
+        task(lowkiq_id="order")(tasks.add.func)
+    with pytest.raises(InvalidTask, match="must be a non-empty string or an integer"):
+        tasks.update_order.enqueue(order_id=None, version=1)
+    with pytest.raises(TypeError):
+        tasks.add.enqueue(object(), 1)
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.add.get_result("no-such-result")
+
+
+def test_run_after_is_the_job_s_perform_in(tasks: Any) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    import lowkiq
+
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    result = tasks.add.using(run_after=later).enqueue(1, 2)
+    default = next(w for w in lowkiq.settings.workers if w.queue_name == "tasks.default.default")
+    (job,) = default.queries().fetch([result.id])
+    assert job["perform_in"] == pytest.approx(later.timestamp(), abs=0.01)
