@@ -27,6 +27,8 @@ from lowkiq.outcomes import BatchFailed, Discard, Kill, Snooze
 from lowkiq.ownership.status import Process, Processes, QueueOwners, command_process, processes
 from lowkiq.perform.timeouts import PerformHardTimeout, PerformTimeout
 from lowkiq.periodic import Schedule
+from lowkiq.periodic import control as _schedule_control
+from lowkiq.periodic.control import ScheduleInfo
 from lowkiq.running import BatchLease, RunningBatch, current_batch
 from lowkiq.serializers import Undecodable
 from lowkiq.settings import Settings, settings
@@ -85,6 +87,15 @@ def events(
     return queue_events(worker._current_queue(config), since, follow, poll)
 
 
+def schedules(config: Settings = settings) -> list[ScheduleInfo]:
+    """Every schedule: those of ``settings.schedules`` with what was changed at run time
+    (paused, ticks changed, removed) and those added at run time, each with its worker,
+    cron or period, next and last run and where it comes from.  Change them with
+    :mod:`lowkiq.periodic.control` (``pause``, ``resume``, ``change``, ``add``,
+    ``remove``, ``reset``), ``lowkiq schedules`` or the dashboard."""
+    return _schedule_control.schedules(config)
+
+
 def stats() -> dict[str, Any]:
     """The ``/api/v1/stats`` document over ``settings.workers``: ``length``,
     ``morgue_length`` and ``lag`` in total (lag: the largest) and by worker."""
@@ -122,6 +133,7 @@ __all__ = [
     "RedisUnavailable",
     "RunningBatch",
     "Schedule",
+    "ScheduleInfo",
     "Snooze",
     "Span",
     "Undecodable",
@@ -138,6 +150,7 @@ __all__ = [
     "overview",
     "paused_workers",
     "processes",
+    "schedules",
     "settings",
     "stats",
 ]

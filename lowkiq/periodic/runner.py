@@ -1,6 +1,8 @@
-"""The thread of a ``lowkiq worker`` process that enqueues the jobs of ``settings.schedules``.
+"""The thread of a ``lowkiq worker`` process that enqueues the jobs of the schedules.
 
-Every process runs it, with every schedule: at each tick each process asks
+Every process runs it, with every schedule in force: ``settings.schedules`` with
+what was changed at run time (:mod:`lowkiq.periodic.control`), read from Redis at
+each pass of its loop, at least once a second.  At each tick each process asks
 Redis to pass the tick (:func:`lowkiq.storage.schedules.pass_ticks`), the
 first one passes it and enqueues its job in the same script, and the others
 learn that it was passed.  So a tick is enqueued once however many processes
@@ -24,6 +26,7 @@ from lowkiq.clients.connection import Client
 from lowkiq.clients.retry import Backoff, Retries
 from lowkiq.errors import LowkiqError
 from lowkiq.periodic import ticks
+from lowkiq.periodic.overrides import Override, in_force
 from lowkiq.periodic.schedule import Schedule, check_schedules
 from lowkiq.settings import Settings
 from lowkiq.storage import schedules as store
@@ -43,6 +46,8 @@ class _Entry:
 
     schedule: Schedule
     queue: Queue
+    #: The revision of the definition it follows (0: settings.schedules, unchanged).
+    rev: int = 0
     #: The last passed tick this process knows of; ``None`` before the first look.
     last: int | None = None
     looked: bool = False
@@ -57,15 +62,20 @@ class _Entry:
 
 
 class ScheduleRunner:
-    """Passes the ticks of ``config.schedules`` and enqueues their jobs, on a thread of
+    """Passes the ticks of the schedules in force and enqueues their jobs, on a thread of
     its own between :meth:`start` and :meth:`stop`."""
 
     def __init__(self, client: Client, config: Settings) -> None:
         check_schedules(config.schedules, config.workers, config.dump_payload)
         self.config = config
+        self.client = client
         self.entries = [
             _Entry(schedule, schedule.worker.queue(client, config)) for schedule in config.schedules
         ]
+        #: The version of the run-time changes read last (``None``: not read yet).
+        self.version: int | None = None
+        #: Why each run-time schedule this process cannot follow is skipped (logged once).
+        self.skipped: dict[str, str] = {}
         #: This process in the schedules' logs.
         self.name = f"{socket.gethostname()}:{os.getpid()}"
         #: Redis's clock minus this process's, ms.
@@ -91,9 +101,46 @@ class ScheduleRunner:
     def run(self) -> None:
         """Pass due ticks until :meth:`stop`."""
         while not self._stop.is_set():
+            self.refresh_logged()
             self.run_due()
-            wait = min((entry.due_at for entry in self.entries), default=0) - self.now_ms()
+            now = self.now_ms()
+            wait = min((entry.due_at for entry in self.entries), default=now + 1000) - now
             self._stop.wait(min(MAX_WAIT, max(0.0, wait / 1000)))
+
+    def refresh_logged(self) -> None:
+        """:meth:`refresh`; when Redis does not answer, go on with the schedules as they
+        were (the next pass reads again)."""
+        try:
+            self.refresh()
+        except redis.RedisError as exc:
+            log.warning("could not read the schedules' run-time changes: %s", exc)
+
+    def refresh(self) -> None:
+        """Follow the run-time changes of the schedules, when they changed since the last
+        read: a schedule whose definition changed starts again from Redis's state (its
+        revision's ``last``); a paused or removed one is dropped."""
+        version, stored = store.read_overrides(self.client, self.version)
+        if stored is None:
+            return
+        entries = {name: Override.from_json(e.rev, e.document) for name, e in stored.items()}
+        merged = in_force(self.config.schedules, entries, self.config.workers)
+        for name, why in merged.skipped.items():
+            if self.skipped.get(name) != why:
+                log.info("schedule %r is not run by this process: %s", name, why)
+        self.skipped = merged.skipped
+        kept = {(entry.schedule.id, entry.rev): entry for entry in self.entries}
+        following = []
+        for defined in merged.schedules.values():
+            if not defined.ticking:
+                continue
+            entry = kept.get((defined.schedule.id, defined.rev))
+            if entry is None:
+                schedule = defined.schedule
+                queue = schedule.worker.queue(self.client, self.config)
+                entry = _Entry(schedule, queue, defined.rev)
+            following.append(entry)
+        self.entries = following
+        self.version = version
 
     def run_due(self) -> None:
         """Look at every schedule whose time has come."""
@@ -142,11 +189,16 @@ class ScheduleRunner:
                 jobs.append((tick, payload.encode() if isinstance(payload, str) else payload))
             sent = time.time() * 1000
             reply = store.pass_ticks(
-                entry.queue, schedule.id, entry.last, step.last, jobs, self.name
+                entry.queue, schedule.id, entry.last, step.last, jobs, self.name, entry.rev
             )
             self.offset_ms = reply.now_ms - (sent + time.time() * 1000) / 2
             if reply.status == store.NOT_DUE:
                 entry.due_at = step.last
+                return
+            if reply.status == store.STALE:
+                # Its definition changed at run time: read the change before looking again.
+                self.version = None
+                entry.due_at = self.now_ms() + int(RETRY_WAIT * 1000)
                 return
             if reply.status == store.DONE:
                 entry.last = step.last

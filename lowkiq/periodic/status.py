@@ -1,8 +1,9 @@
-"""What the dashboard shows of ``settings.schedules`` and its "run now" button.
+"""What the dashboard shows of the schedules and its "run now" button.
 
-:func:`status` reads each schedule's state from Redis (its last and next tick,
-the job it enqueued last, whether its worker is paused); :func:`run_now`
-enqueues a schedule's job at once, outside its ticks.
+:func:`status` reads each schedule in force (``settings.schedules`` with what was
+changed at run time, :mod:`lowkiq.periodic.overrides`) and its state from Redis
+(its last and next tick, the job it enqueued last, whether it or its worker is
+paused); :func:`run_now` enqueues a schedule's job at once, outside its ticks.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from lowkiq.clients.connection import Client
 from lowkiq.errors import LowkiqError
 from lowkiq.periodic import ticks
+from lowkiq.periodic.overrides import SETTINGS, Defined, Override, in_force
 from lowkiq.periodic.schedule import Schedule
 from lowkiq.settings import Settings, settings
 from lowkiq.storage import schedules as store
@@ -22,7 +25,22 @@ from lowkiq.storage.schedules import Enqueue
 
 
 class UnknownSchedule(LowkiqError, KeyError):
-    """No schedule of ``settings.schedules`` has that id."""
+    """No schedule in force has that name (id)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def read_entries(client: Client) -> dict[str, Override]:
+    """What was changed of the schedules at run time, by name."""
+    _, stored = store.read_overrides(client)
+    return {name: Override.from_json(e.rev, e.document) for name, e in (stored or {}).items()}
+
+
+def in_force_now(config: Settings = settings) -> dict[str, Defined]:
+    """The schedules of ``config`` with what was changed at run time, by name, the
+    removed ones included (``Defined.removed``)."""
+    return in_force(config.schedules, read_entries(config.client()), config.workers).schedules
 
 
 @dataclass(frozen=True)
@@ -34,11 +52,15 @@ class ScheduleStatus:
     last job it enqueued and when; ``runs``: ticks enqueued; ``run_now_at``: the last
     run asked outside the ticks; ``queued``: whether a job of its id waits in the
     queue; ``paused``: whether its worker is paused (ticks are enqueued all the same).
+    ``source``: ``settings`` or ``added`` at run time; ``schedule_paused``: the schedule
+    itself paused at run time (no tick passed); ``removed``: a settings schedule removed
+    at run time; ``changed``: a settings schedule whose ticks were changed at run time;
+    ``next_tick`` is ``None`` while paused or removed.
     """
 
     schedule: Schedule
     last_tick: float | None
-    next_tick: float
+    next_tick: float | None
     enqueued_tick: float | None
     enqueued_at: float | None
     runs: int
@@ -46,6 +68,10 @@ class ScheduleStatus:
     queued: bool
     paused: bool
     log: list[Enqueue] = field(default_factory=list)
+    source: str = SETTINGS
+    schedule_paused: bool = False
+    removed: bool = False
+    changed: bool = False
 
     @property
     def id(self) -> str:
@@ -63,29 +89,33 @@ def _seconds(ms: int | None) -> float | None:
 
 
 def find(schedule_id: str, config: Settings = settings) -> Schedule:
-    """The schedule of ``config`` with this id, or :class:`UnknownSchedule`."""
-    for schedule in config.schedules:
-        if schedule.id == schedule_id:
-            return schedule
-    raise UnknownSchedule(f"no schedule with the id {schedule_id!r}")
+    """The schedule in force with this id (name), or :class:`UnknownSchedule`."""
+    found = in_force_now(config).get(schedule_id)
+    if found is None or found.removed:
+        raise UnknownSchedule(f"no schedule named {schedule_id!r}")
+    return found.schedule
 
 
 def status(config: Settings = settings) -> list[ScheduleStatus]:
-    """Every schedule of ``config``, in order."""
+    """Every schedule of ``config`` (the removed ones included), then those added at
+    run time, with what was changed at run time."""
     client = config.client()
-    paused = paused_queues(client) if config.schedules else frozenset()
+    defined = list(in_force_now(config).values())
+    paused = paused_queues(client) if defined else frozenset()
     now_ms = int(time.time() * 1000)
     found = []
-    for schedule in config.schedules:
+    for each in defined:
+        schedule = each.schedule
         queue = schedule.worker.queue(client, config)
         queue.refresh_layout()
         state = store.read_state(queue, schedule.id)
         anchor = now_ms if state.last is None else max(state.last, now_ms)
+        next_tick = ticks.next_tick(schedule, anchor) / 1000 if each.ticking else None
         found.append(
             ScheduleStatus(
                 schedule=schedule,
                 last_tick=_seconds(state.last),
-                next_tick=ticks.next_tick(schedule, anchor) / 1000,
+                next_tick=next_tick,
                 enqueued_tick=_seconds(state.enqueued),
                 enqueued_at=_seconds(state.enqueued_at),
                 runs=state.runs,
@@ -93,6 +123,10 @@ def status(config: Settings = settings) -> list[ScheduleStatus]:
                 queued=bool(Queries(queue, 1).fetch([schedule.id])),
                 paused=schedule.worker.queue_name in paused,
                 log=state.log,
+                source=each.source,
+                schedule_paused=each.paused,
+                removed=each.removed,
+                changed=each.changed,
             )
         )
     return found

@@ -1,5 +1,6 @@
 """The ticks of periodic jobs in Redis (:mod:`lowkiq.periodic`): pass ticks and enqueue
-their jobs (one script call), run one now, and read a schedule's state.
+their jobs (one script call), run one now, and read a schedule's state; and what was
+changed of the schedules at run time (:mod:`lowkiq.periodic.control`).
 
 A schedule's state lives in the shard of its job id (``schedule_hash``,
 ``schedule_log_list`` in :mod:`lowkiq.storage.keys`), so the ``schedule_tick``
@@ -8,6 +9,14 @@ atomic step, in one Redis Cluster slot.  During a reshard the state stays in the
 id's old shard until that shard is retired (:meth:`Queue.locator`); then the
 reshard copies it to the id's new shard (:func:`carry_over`), and a claim that
 finds no state in the new shard meanwhile starts from the retired one's.
+
+What was changed at run time (paused, resumed, ticks changed, added, removed,
+reset) is one hash in the ownership slot, ``lowkiq:{lowkiq}:schedules`` (name ->
+``revision json``), with its version ``lowkiq:{lowkiq}:schedules_version`` (a
+counter: each change's revision).  Each change's revision is also recorded in the
+state of the schedule's id (``rev``, :func:`revise`): the tick script refuses a
+process that follows an older definition, so a paused schedule passes no tick
+once its pause returned, wherever a process has not read the change yet.
 """
 
 from __future__ import annotations
@@ -15,12 +24,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from lowkiq.clients.connection import Client
 from lowkiq.errors import LowkiqError
+from lowkiq.storage.keys import OWNERSHIP_PREFIX
 from lowkiq.storage.layout import Layout
 from lowkiq.storage.queue import Queue
+from lowkiq.storage.scripts import Scripts
 
-#: What the script replies (see ``schedule_tick.lua``).
-DONE, MOVED, NOT_DUE, RETIRED = 1, 0, 2, -1
+#: What the script replies (see ``schedule_tick.lua``); STALE: the caller follows an
+#: older definition than the one recorded in the shard (it passed nothing).
+DONE, MOVED, NOT_DUE, STALE, RETIRED = 1, 0, 2, 3, -1
+#: The schedules changed at run time: name -> ``revision json`` (a hash).
+OVERRIDES_HASH = OWNERSHIP_PREFIX + "schedules"
+#: Their version: the revision of the latest change (a counter).
+OVERRIDES_VERSION = OWNERSHIP_PREFIX + "schedules_version"
 #: How many times one call follows a reshard before it gives up.
 REROUTES = 3
 
@@ -59,8 +76,8 @@ class Enqueue:
 @dataclass(frozen=True)
 class ScheduleState:
     """What Redis holds of a schedule: the last passed tick, the last enqueued tick, when
-    it was enqueued, how many ticks were enqueued, the last run asked now (ms), and the
-    latest enqueues, newest first."""
+    it was enqueued, how many ticks were enqueued, the last run asked now (ms), the
+    latest enqueues, newest first, and the revision of its definition."""
 
     last: int | None = None
     enqueued: int | None = None
@@ -68,6 +85,8 @@ class ScheduleState:
     runs: int = 0
     run_now_at: int | None = None
     log: list[Enqueue] = field(default_factory=list)
+    #: The revision of its definition recorded here (0: never changed at run time).
+    rev: int = 0
 
 
 def _int(value: bytes | None) -> int | None:
@@ -75,18 +94,22 @@ def _int(value: bytes | None) -> int | None:
 
 
 def _seed(queue: Queue, schedule_id: str, shard: int) -> str:
-    """The last tick of the id's shard a running reshard retired, when ``shard`` is not it."""
+    """``last rev`` of the id's shard a running reshard retired, when ``shard`` is not it."""
     previous = queue.layout.previous
     if previous is None:
         return ""
     old = Layout(*previous).shard_of(schedule_id)
     if old == shard:
         return ""
-    last = queue.client.hget(queue.keys.schedule_hash(old, schedule_id), "last")
-    return "" if last is None else str(int(last))
+    last, rev = queue.client.hmget(queue.keys.schedule_hash(old, schedule_id), ["last", "rev"])
+    if last is None:
+        return ""
+    return f"{int(last)} {int(rev or 0)}"
 
 
-def _call(queue: Queue, schedule_id: str, args: Sequence[str | bytes], by: str) -> TickReply:
+def _call(
+    queue: Queue, schedule_id: str, args: Sequence[str | bytes], by: str, rev: int = 0
+) -> TickReply:
     for _ in range(REROUTES):
         shard = queue.locator()(schedule_id)
         seed = _seed(queue, schedule_id, shard)
@@ -97,6 +120,7 @@ def _call(queue: Queue, schedule_id: str, args: Sequence[str | bytes], by: str) 
             *args[:2],
             seed,
             by.replace(" ", "_"),
+            str(rev),
             *args[2:],
         )
         if status != RETIRED:
@@ -112,14 +136,17 @@ def pass_ticks(
     last: int,
     jobs: Sequence[tuple[int, bytes]],
     by: str = "",
+    rev: int = 0,
 ) -> TickReply:
     """Pass every tick up to ``last`` (ms) and enqueue ``jobs`` (tick in ms, serialized
     payload; score and perform_in = the tick), if the last passed tick is still
-    ``expected`` and ``last`` is due on Redis's clock; ``by`` names the caller in the log."""
+    ``expected`` and ``last`` is due on Redis's clock; ``by`` names the caller in the log.
+    ``rev``: the revision of the definition the caller follows (0: unchanged at run
+    time); an older one than the shard's passes nothing (:data:`STALE`)."""
     args: list[str | bytes] = ["" if expected is None else str(expected), str(last)]
     for tick, payload in jobs:
         args += [_score(tick), payload]
-    return _call(queue, schedule_id, args, by)
+    return _call(queue, schedule_id, args, by, rev)
 
 
 def run_now(queue: Queue, schedule_id: str, payload: bytes, now: float, by: str = "") -> TickReply:
@@ -149,11 +176,60 @@ def read_state(queue: Queue, schedule_id: str) -> ScheduleState:
         runs=int(fields.get(b"runs", 0)),
         run_now_at=_int(fields.get(b"run_now_at")),
         log=log,
+        rev=int(fields.get(b"rev", 0)),
     )
 
 
+def revise(queue: Queue, schedule_id: str, rev: int) -> bool:
+    """Record revision ``rev`` of the schedule's definition in its id's shard: a process
+    following an older one passes no tick from now on, and the schedule's ticks start
+    again after now (``last`` = now).  ``False`` when the shard has ``rev`` or a newer one."""
+    for _ in range(REROUTES):
+        shard = queue.locator()(schedule_id)
+        status, _ = queue.write("schedule_revise", [queue.keys.prefix(shard)], schedule_id, rev)
+        if status != RETIRED:
+            return bool(status)
+        queue.refresh_layout()
+    raise LowkiqError(f"{queue.name}: schedule {schedule_id!r}: resharded during every attempt")
+
+
+@dataclass(frozen=True)
+class StoredOverride:
+    """One entry of the schedules changed at run time: its revision and its JSON."""
+
+    rev: int
+    document: str
+
+
+def read_overrides(
+    client: Client, known_version: int | None = None
+) -> tuple[int, dict[str, StoredOverride] | None]:
+    """The version of the schedules changed at run time and, unless it is
+    ``known_version``, every entry by name (``None`` when unchanged)."""
+    script = getattr(Scripts.for_client(client), "schedule_overrides")  # noqa: B009 - not typed in Scripts
+    reply = script(keys=[OWNERSHIP_PREFIX], args=["" if known_version is None else known_version])
+    version = int(reply[0])
+    if len(reply) == 1:
+        return version, None
+    flat = reply[1]
+    entries: dict[str, StoredOverride] = {}
+    for name, value in zip(flat[::2], flat[1::2], strict=True):
+        rev, _, document = value.decode().partition(" ")
+        entries[name.decode()] = StoredOverride(int(rev), document)
+    return version, entries
+
+
+def write_override(client: Client, name: str, expected_rev: int, document: str) -> int | None:
+    """Store ``document`` as the run-time entry of schedule ``name`` if its entry is still
+    at ``expected_rev`` (0: none); returns the new revision, or ``None`` when the entry
+    changed meanwhile (nothing written)."""
+    script = getattr(Scripts.for_client(client), "schedule_define")  # noqa: B009 - not typed in Scripts
+    done, rev = script(keys=[OWNERSHIP_PREFIX], args=[name, expected_rev, document])
+    return int(rev) if done else None
+
+
 #: The fields of a schedule's state a reshard copies to its new shard.
-_CARRIED = ("last", "enqueued", "enqueued_at", "runs", "run_now_at")
+_CARRIED = ("last", "enqueued", "enqueued_at", "runs", "run_now_at", "rev")
 
 
 def carry_over(queue: Queue, old: int, layout: Layout) -> int:
