@@ -1,13 +1,21 @@
-"""Who performs each job of the Busy page: the process holding its shard's lease, the
-thread, since when, and whether it was asked to stop (from the processes' reports)."""
+"""The Busy page's parts: who performs each job (the process holding its shard's lease,
+the thread, since when, and whether it was asked to stop, from the processes' reports),
+and its Cancel button (``Worker.actions().cancel`` of the row's id: POST, CSRF-checked
+like every action, refused in read-only mode)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 
+from flask import redirect, render_template, request, url_for
+from werkzeug.wrappers import Response
+
 import lowkiq
 from lowkiq.ownership.status import Processes, RunningBatchInfo
+from lowkiq_web.blueprint import lowkiq_web
+from lowkiq_web.listing import BadParameter
+from lowkiq_web.overview import find_worker
 
 
 @dataclass(frozen=True)
@@ -68,3 +76,22 @@ def busy_details(worker: type[lowkiq.Worker], ids: list[str]) -> dict[str, BusyD
         if found is not None:
             details[job_id] = found
     return details
+
+
+@lowkiq_web.post("/<worker>/busy/job/cancel")
+def cancel_busy_job(worker: str) -> Response | str:
+    """Cancel the job of the form's ``id`` (:meth:`lowkiq.Actions.cancel`): what is queued
+    of it is deleted, and its running perform, wherever it runs, is asked to stop; htmx
+    swaps the row's button for what was done (the row goes once the perform ended)."""
+    found = find_worker(worker)
+    job_id = request.form.get("id")
+    if not job_id or "\0" in job_id:
+        raise BadParameter("id is required (a job id, without NUL)")
+    count = found.actions().cancel([job_id])
+    if not request.headers.get("HX-Request"):
+        return redirect(url_for("lowkiq_web.busy", worker=worker), 303)
+    if count:
+        message = f"Job {job_id} cancelled: its perform was asked to stop."
+    else:
+        message = f"Job {job_id} was neither running nor queued any more."
+    return render_template("lowkiq/_busy_cancelled.html", message=message)
