@@ -49,7 +49,7 @@ from lowkiq.runtime import suspects
 from lowkiq.runtime.backoff import redis_backoff
 from lowkiq.runtime.executor import Executor, Work
 from lowkiq.runtime.lifecycle import LEAVING, RUNNING, SETTLING
-from lowkiq.runtime.planning import Candidate, first_look, plan_round
+from lowkiq.runtime.planning import Candidate, Shares, first_look, plan_round
 from lowkiq.runtime.shard_handler import Request, ShardHandler, Taken
 from lowkiq.runtime.shard_ranges import shard_ranges
 from lowkiq.storage.group_claims import ClaimCall
@@ -163,6 +163,8 @@ class Dispatcher:
         self.parked: list[ShardHandler] = []
         self.paused: frozenset[str] = frozenset()
         self.in_flight: dict[ShardKey, Work] = {}
+        #: Batches each worker started, by weight (:mod:`lowkiq.runtime.planning`).
+        self.shares = Shares()
         self.group_caps: dict[str, GroupCaps] = group_caps or {}
         #: Shards asked back while their batch was in flight: given up once it is settled.
         self.leaving: dict[ShardKey, ShardHandler] = {}
@@ -201,6 +203,7 @@ class Dispatcher:
         executor)."""
         if isinstance(change, Grant):
             change.handler.call_user = self.executor.call
+            self.shares.weights[change.handler.queue.name] = change.handler.worker.weight
         self._inbox.post(change)
         self.wake()
 
@@ -430,7 +433,7 @@ class Dispatcher:
         if due is None:
             due = self.due_in([by_key[c.key] for c in considered])
         finished = [h.key for h in idle + self.parked if h.unacked]
-        plan = plan_round(considered, due, room, self.scheduler.order, finished)
+        plan = plan_round(considered, due, room, self.scheduler.order, finished, self.shares)
         if plan.empty:
             return 0
         self._reading = None  # a pop changes what is due
@@ -573,6 +576,7 @@ class Dispatcher:
             handler.restore(reason="suspect_waits")
             handler.not_before = time.monotonic() + suspects.RETRY
             return 0
+        self.shares.started(key[0], len(taken.batches))
         work = Work(handler, taken.batches, suspect=taken.suspect)
         handler.life.to(RUNNING)
         self.in_flight[key] = work

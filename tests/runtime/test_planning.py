@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from lowkiq.runtime.planning import Candidate, Plan, first_look, plan_round
+from lowkiq.runtime.planning import Candidate, Plan, Shares, first_look, plan_round
 from lowkiq.strategies.schedulers import LagScheduler, SeqScheduler
 
 
@@ -104,3 +104,67 @@ def test_every_plan_pops_due_shards_only_each_once_and_acks_each_finished_shard_
     assert sorted([n for n in finished if n in popped] + [key[1] for key in plan.acks]) == sorted(
         finished
     )
+
+
+# -- workers taking turns by weight --------------------------------------------------------
+
+
+def crowded_rounds(shares: Shares, shards: dict[str, int], rounds: int) -> dict[str, int]:
+    """Pops per queue over ``rounds`` rounds with room for one pop, every shard due."""
+    considered = [Candidate((queue, n)) for queue, count in shards.items() for n in range(count)]
+    popped = dict.fromkeys(shards, 0)
+    for _ in range(rounds):
+        plan = plan_round(considered, [0.0] * len(considered), 1, LagScheduler().order, [], shares)
+        for key in plan.pops:
+            popped[key[0]] += 1
+            shares.started(key[0], 1)
+    return popped
+
+
+def test_crowded_workers_pop_in_proportion_to_their_weights_whatever_their_shard_counts() -> None:
+    shares = Shares(weights={"A": 3.0, "B": 1.0})
+    # B has eight times A's shards; without weights a round-robin over shards favours it 8:1.
+    assert crowded_rounds(shares, {"A": 1, "B": 8}, 400) == {"A": 300, "B": 100}
+
+
+def test_equal_weights_share_the_pops_equally() -> None:
+    assert crowded_rounds(Shares(), {"A": 2, "B": 16, "C": 1}, 300) == {
+        "A": 100,
+        "B": 100,
+        "C": 100,
+    }
+
+
+def test_a_round_with_room_for_every_due_shard_pops_them_all_whatever_the_weights() -> None:
+    considered = [Candidate(("A", 0)), Candidate(("B", 0)), Candidate(("B", 1))]
+    shares = Shares(weights={"A": 100.0, "B": 1.0})
+    plan = plan_round(considered, [0.0, 0.0, 0.0], 3, LagScheduler().order, [], shares)
+    assert sorted(plan.pops) == [("A", 0), ("B", 0), ("B", 1)]
+
+
+def test_a_worker_without_a_backlog_banks_no_turns() -> None:
+    shares = Shares(weights={"A": 1.0, "B": 1.0})
+    crowded_rounds(shares, {"A": 4}, 100)  # A alone, crowded: 100 batches started
+    # B's backlog begins: it is level with A, not 100 turns ahead of it.
+    assert crowded_rounds(shares, {"A": 4, "B": 4}, 20) == {"A": 10, "B": 10}
+
+
+def test_a_new_crowded_spell_starts_level() -> None:
+    shares = Shares(weights={"A": 1.0, "B": 1.0})
+    for _ in range(50):
+        shares.started("A", 1)  # A ran alone while rounds had room for everything
+    shares.calm()
+    assert crowded_rounds(shares, {"A": 1, "B": 1}, 10) == {"A": 5, "B": 5}
+
+
+def test_batches_started_count_not_pops() -> None:
+    shares = Shares(weights={"A": 1.0, "B": 1.0})
+    considered = [Candidate(("A", 0)), Candidate(("B", 0))]
+    order = LagScheduler().order
+    first = plan_round(considered, [0.0, 0.0], 1, order, [], shares).pops[0]
+    shares.started(first[0], 10)  # that pop took ten batches
+    other = "B" if first[0] == "A" else "A"
+    pops = [plan_round(considered, [0.0, 0.0], 1, order, [], shares).pops[0] for _ in range(10)]
+    for key in pops:
+        shares.started(key[0], 1)
+    assert [key[0] for key in pops] == [other] * 10
