@@ -101,6 +101,9 @@ class Worker:
     track: ClassVar[bool] = False
     #: About how many events each shard's stream keeps (``MAXLEN ~``), with ``track``.
     track_length: ClassVar[int] = 10_000
+    #: The worker's share of a process's threads while workers with backlogs wait for
+    #: them: batches started in proportion to weights (docs/guides/workers.md).
+    weight: ClassVar[float] = 1.0
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -142,6 +145,11 @@ class Worker:
         if not isinstance(cls.track, bool):
             raise ConfigurationError(
                 f"{cls.__name__}.track must be True or False, got {cls.track!r}"
+            )
+        weight = cls.weight
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight < 1e6:
+            raise ConfigurationError(
+                f"{cls.__name__}.weight must be a number > 0 and < 1e6, got {weight!r}"
             )
         seconds = cls.max_perform_seconds
         if seconds is not None and (
