@@ -368,6 +368,12 @@ def test_perform_async_uses_one_round_trip_per_call(worker, redis_url):
         ("batch_size", None),
         ("max_retry_count", -1),
         ("max_retry_count", "25"),
+        ("weight", 0),
+        ("weight", -1.5),
+        ("weight", "3"),
+        ("weight", True),
+        ("weight", float("nan")),
+        ("weight", float("inf")),
     ],
 )
 def test_a_bad_class_attribute_is_rejected_at_definition(redis_client, attribute, value):
