@@ -138,3 +138,53 @@ def test_run_after_is_the_job_s_perform_in(tasks: Any) -> None:
     default = next(w for w in lowkiq.settings.workers if w.queue_name == "tasks.default.default")
     (job,) = default.queries().fetch([result.id])
     assert job["perform_in"] == pytest.approx(later.timestamp(), abs=0.01)
+
+
+def test_an_async_task_runs_too(tasks: Any, django_worker: Callable[..., ManagedWorker]) -> None:
+    from lowkiq.contrib.django.tasks_api import TaskResultStatus
+
+    django_worker("--threads", "1")
+    result = tasks.multiply.enqueue(6, 7)
+    done = eventually(finished(tasks.multiply, result.id))
+    assert (done.status, done.return_value) == (TaskResultStatus.SUCCESSFUL, 42)
+
+
+def queued_payload(result_id: str) -> Any:
+    import lowkiq
+
+    default = next(w for w in lowkiq.settings.workers if w.queue_name == "tasks.default.default")
+    (job,) = default.queries().fetch([result_id])
+    return default, job["payloads"][0][0]
+
+
+def test_a_failed_try_with_a_retry_left_is_ready_then_failed_on_the_last(tasks: Any) -> None:
+    from lowkiq.contrib.django.task_worker import run_task
+    from lowkiq.contrib.django.tasks_api import TaskResultStatus
+
+    result = tasks.fail.enqueue("flaky")
+    worker, payload = queued_payload(result.id)
+    with pytest.raises(ValueError, match="flaky"):
+        run_task(worker, payload, last_try=False)
+    retried = tasks.fail.get_result(result.id)
+    assert retried.status == TaskResultStatus.READY and not retried.is_finished
+    assert (retried.attempts, len(retried.errors)) == (1, 1)
+    with pytest.raises(ValueError, match="flaky"):
+        run_task(worker, payload, last_try=True)
+    failed = tasks.fail.get_result(result.id)
+    assert failed.status == TaskResultStatus.FAILED
+    assert (failed.attempts, len(failed.errors)) == (2, 2)
+
+
+def test_a_successful_call_is_not_run_again_when_its_job_is_retried(
+    tasks: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lowkiq.contrib.django.task_worker import run_task
+
+    record = tmp_path / "orders.jsonl"
+    monkeypatch.setenv("RECORD_FILE", str(record))
+    result = tasks.update_order.enqueue(order_id=7, version=1)
+    worker, payload = queued_payload("7")
+    run_task(worker, payload, last_try=False)
+    run_task(worker, payload, last_try=False)  # the job retried after a later call failed
+    assert record.read_text().splitlines() == ["[7, 1]"]
+    assert tasks.update_order.get_result(result.id).attempts == 1

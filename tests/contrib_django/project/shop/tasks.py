@@ -32,3 +32,8 @@ def update_order(order_id: int, version: int) -> int:
 @task(queue_name="emails")
 def send_email(to: str) -> str:
     return f"sent to {to}"
+
+
+@task()
+async def multiply(a: int, b: int) -> int:
+    return a * b
