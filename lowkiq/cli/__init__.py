@@ -4,6 +4,7 @@ live beside it, each imported only when it runs:
 
 * :mod:`lowkiq.cli.queues`: ``info`` and ``enqueue``;
 * :mod:`lowkiq.cli.jobs`: ``jobs``;
+* :mod:`lowkiq.cli.schedules`: ``schedules`` (list, pause, resume, change, add, remove, reset);
 * :mod:`lowkiq.cli.health`: ``status`` and ``quiet``;
 * :mod:`lowkiq_web.cli`: ``web``;
 * :mod:`lowkiq.cli.support`: what the commands share (loading the app, one-line errors).
@@ -51,6 +52,7 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
         "info": "lowkiq.cli.queues:info",
         "enqueue": "lowkiq.cli.queues:enqueue",
         "jobs": "lowkiq.cli.jobs:jobs",
+        "schedules": "lowkiq.cli.schedules:schedules",
         "groups": "lowkiq.cli.groups:groups",
     },
 )
