@@ -34,6 +34,23 @@ def test_the_app_applies_settings_lowkiq_and_discovers_the_jobs_modules(
     assert django_lowkiq.get("written-through-lowkiq-settings") == b"1"
 
 
+def test_a_workers_list_is_served_with_the_tasks_backend_s_workers(
+    django_lowkiq: redis.Redis,
+) -> None:
+    from django.apps import apps
+    from django.test import override_settings
+
+    from tests.contrib_django.project.shop.jobs import Recorded
+
+    with override_settings(LOWKIQ={"WORKERS": ["tests.contrib_django.project.shop.jobs.Recorded"]}):
+        apps.get_app_config("lowkiq").ready()
+    assert lowkiq.settings.workers[0] is Recorded
+    assert [worker.queue_name for worker in lowkiq.settings.workers[1:]] == [
+        "tasks.default.default",
+        "tasks.default.emails",
+    ]
+
+
 def configured(config: dict) -> Settings:
     from lowkiq.contrib.django.conf import configure
 

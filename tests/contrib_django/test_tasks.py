@@ -188,3 +188,29 @@ def test_a_successful_call_is_not_run_again_when_its_job_is_retried(
     run_task(worker, payload, last_try=False)  # the job retried after a later call failed
     assert record.read_text().splitlines() == ["[7, 1]"]
     assert tasks.update_order.get_result(result.id).attempts == 1
+
+
+def test_a_failed_update_holds_the_later_updates_of_its_entity(
+    tasks: Any, django_worker: Callable[..., ManagedWorker], tmp_path: Path
+) -> None:
+    import lowkiq
+    from lowkiq.contrib.django.tasks_api import TaskResultStatus
+
+    record = tmp_path / "orders.jsonl"
+    first = tasks.update_order.enqueue(order_id=5, version=1)
+    bad = tasks.update_order.enqueue(order_id=5, version=-2)
+    later = tasks.update_order.enqueue(order_id=5, version=3)
+    other = tasks.update_order.enqueue(order_id=6, version=1)
+    django_worker("--threads", "1", RECORD_FILE=str(record))
+    eventually(finished(tasks.update_order, bad.id))
+    eventually(finished(tasks.update_order, other.id))
+    status = {r.id: tasks.update_order.get_result(r.id).status for r in (first, bad, later)}
+    assert status == {
+        first.id: TaskResultStatus.SUCCESSFUL,
+        bad.id: TaskResultStatus.FAILED,
+        later.id: TaskResultStatus.READY,  # waits with the failed update, not run past it
+    }
+    assert [json.loads(line) for line in record.read_text().splitlines()] == [[5, 1], [6, 1]]
+    default = next(w for w in lowkiq.settings.workers if w.queue_name == "tasks.default.default")
+    (dead,) = default.queries().morgue_fetch(["5"])
+    assert [payload["result"] for payload, _ in dead["payloads"]][-2:] == [bad.id, later.id]

@@ -34,7 +34,12 @@ class LowkiqConfig(AppConfig):
         discovered = [
             worker for module in discover_jobs_modules() for worker in workers_defined_in(module)
         ]
-        configure(getattr(settings, "LOWKIQ", {}), [*discovered, *task_backend_workers()])
+        task_workers = task_backend_workers()
+        configure(getattr(settings, "LOWKIQ", {}), [*discovered, *task_workers])
+        # A WORKERS list given without the tasks backend's: they are served all the same.
+        missing = [worker for worker in task_workers if worker not in lowkiq.settings.workers]
+        if missing:
+            lowkiq.settings.workers = [*lowkiq.settings.workers, *missing]
         middlewares = lowkiq.settings.server_middlewares
         if close_old_connections not in middlewares:
             lowkiq.settings.server_middlewares = [close_old_connections, *middlewares]

@@ -8,7 +8,8 @@
   else lowkiq's default (the ``REDIS_URL`` environment variable, then localhost).
 * ``WORKERS``: worker classes or their dotted paths.  Left out: every
   ``lowkiq.Worker`` subclass that an installed app's ``jobs.py`` defines, in
-  ``INSTALLED_APPS`` order, then those of the ``django.tasks`` backends.
+  ``INSTALLED_APPS`` order.  The workers of the ``django.tasks`` backends come after
+  them either way (:mod:`lowkiq.contrib.django.apps`).
 * ``SCHEDULES``: ``lowkiq.Schedule`` values, or dicts of its arguments whose
   ``worker`` may be a dotted path (``{"worker": "shop.jobs.Digest", "id": "daily",
   "cron": "0 8 * * *"}``).

@@ -23,7 +23,10 @@ def fail(message: str) -> None:
 
 @task(lowkiq_id="order_id")
 def update_order(order_id: int, version: int) -> int:
-    """Record each update of an order in ``RECORD_FILE``, as ``order_id version``."""
+    """Record each update of an order in ``RECORD_FILE``, as ``[order_id, version]``; a
+    negative version raises."""
+    if version < 0:
+        raise ValueError(f"bad version {version}")
     with open(os.environ["RECORD_FILE"], "a") as out:
         out.write(json.dumps([order_id, version]) + "\n")
     return version
