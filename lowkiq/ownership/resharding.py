@@ -258,10 +258,10 @@ class _Resharding:
         self.client.hincrby(self.queue.keys.layout_hash, "moved", count)
 
     def _move_counts(self, old: int) -> None:
-        """Add the old shard's processed, failed, discarded and snoozed counts to a new
-        shard's."""
+        """Add the old shard's processed, failed, discarded, snoozed and cancelled counts
+        to a new shard's."""
         counts = self.queue.write("reshard_counts", [self.queue.keys.prefix(old)])
-        processed, failed, discarded, snoozed = counts
+        processed, failed, discarded, snoozed, cancelled = counts
         assert self.layout.previous is not None
         new = self.layout.base + (old - self.layout.previous[0]) % self.layout.count
         keys = self.queue.keys
@@ -273,6 +273,8 @@ class _Resharding:
             self.client.incrby(keys.discarded_counter(new), discarded)
         if snoozed:
             self.client.incrby(keys.snoozed_counter(new), snoozed)
+        if cancelled:
+            self.client.incrby(keys.cancelled_counter(new), cancelled)
 
     def open_ready(self) -> None:
         """Open the new shards whose old shards are all emptied; a new shard's lease taken

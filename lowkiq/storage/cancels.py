@@ -8,8 +8,9 @@ batch to the cancels stream and nudges every process, whose coordinator reads th
 new entries at once (:mod:`lowkiq.ownership.cancels`) and flags its batches: their
 ``current_batch().should_stop()`` turns true, and once their perform ends the
 cancelled jobs leave the processing area as cancelled (``lua/cancel_settle.lua``).
-Nothing is read or written for cancels while none is made: a process looks at the
-stream only when the config version its beat already reads moved.
+While no cancel is made this costs no Redis call per job, batch or beat: a process
+looks at the stream when the config version its beat already reads moved, and at its
+periodic full reading of the run-time settings (every 30 s).
 """
 
 from __future__ import annotations
