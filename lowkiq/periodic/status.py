@@ -114,7 +114,8 @@ def status(config: Settings = settings) -> list[ScheduleStatus]:
         found.append(
             ScheduleStatus(
                 schedule=schedule,
-                last_tick=_seconds(state.last),
+                # A revision sets `last` to its moment, which is no tick of it.
+                last_tick=None if state.last == state.revised_at else _seconds(state.last),
                 next_tick=next_tick,
                 enqueued_tick=_seconds(state.enqueued),
                 enqueued_at=_seconds(state.enqueued_at),

@@ -85,8 +85,10 @@ class ScheduleState:
     runs: int = 0
     run_now_at: int | None = None
     log: list[Enqueue] = field(default_factory=list)
-    #: The revision of its definition recorded here (0: never changed at run time).
+    #: The revision of its definition recorded here (0: never changed at run time), and
+    #: when it was recorded (ms; ``last`` was set to it: no tick of it passed yet then).
     rev: int = 0
+    revised_at: int | None = None
 
 
 def _int(value: bytes | None) -> int | None:
@@ -177,6 +179,7 @@ def read_state(queue: Queue, schedule_id: str) -> ScheduleState:
         run_now_at=_int(fields.get(b"run_now_at")),
         log=log,
         rev=int(fields.get(b"rev", 0)),
+        revised_at=_int(fields.get(b"revised_at")),
     )
 
 
@@ -229,7 +232,7 @@ def write_override(client: Client, name: str, expected_rev: int, document: str) 
 
 
 #: The fields of a schedule's state a reshard copies to its new shard.
-_CARRIED = ("last", "enqueued", "enqueued_at", "runs", "run_now_at", "rev")
+_CARRIED = ("last", "enqueued", "enqueued_at", "runs", "run_now_at", "rev", "revised_at")
 
 
 def carry_over(queue: Queue, old: int, layout: Layout) -> int:

@@ -15,7 +15,8 @@
 --          shard's passes nothing; a newer one is recorded, `last` = now, nothing passed
 -- ARGV[7..]  the jobs to enqueue, in pairs: score (the tick, unix seconds),
 --            payload (serialized); merged onto a queued job of the id (SPEC §3)
--- Writes: schedule_hash(id) (last, enqueued, enqueued_at, runs, run_now_at, rev), schedules_set,
+-- Writes: schedule_hash(id) (last, enqueued, enqueued_at, runs, run_now_at, rev, revised_at),
+--   schedules_set,
 --   schedule_log_list(id) (`tick enqueued_at kind by`), the queue keys of push
 -- Returns: {status, Redis's now in ms, `last` after the call or false};
 --   status 1: done; 0: `last` is not the one the caller saw (another process
@@ -58,7 +59,7 @@ if not stored_rev and fresh and seed_rev and seed_rev ~= '' then stored_rev = se
 stored_rev = tonumber(stored_rev or '0')
 if rev < stored_rev then return {3, now_ms, last or false} end
 if rev > stored_rev then
-  redis.call('hset', state, 'rev', rev, 'last', now_ms)
+  redis.call('hset', state, 'rev', rev, 'last', now_ms, 'revised_at', now_ms)
   if fresh then redis.call('sadd', K.schedules_set, id) end
   return {0, now_ms, now_ms}
 end
