@@ -214,3 +214,20 @@ def test_a_failed_update_holds_the_later_updates_of_its_entity(
     default = next(w for w in lowkiq.settings.workers if w.queue_name == "tasks.default.default")
     (dead,) = default.queries().morgue_fetch(["5"])
     assert [payload["result"] for payload, _ in dead["payloads"]][-2:] == [bad.id, later.id]
+
+
+def test_a_bad_backend_option_is_improperly_configured(django_lowkiq: redis.Redis) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from lowkiq.contrib.django.tasks import LowkiqBackend
+
+    for options, message in (
+        ({"SHARD": 3}, "unknown option"),
+        ({"SHARDS": 0}, "SHARDS.*an integer >= 1"),
+        ({"MAX_RETRIES": -1}, "MAX_RETRIES.*an integer >= 0"),
+        ({"RESULT_TTL": 0}, "RESULT_TTL.*seconds > 0"),
+    ):
+        with pytest.raises(ImproperlyConfigured, match=message):
+            LowkiqBackend.lowkiq_workers("other", {"QUEUES": ["default"], "OPTIONS": options})
+    with pytest.raises(ImproperlyConfigured, match="QUEUES"):
+        LowkiqBackend.lowkiq_workers("other", {"QUEUES": []})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -144,3 +145,19 @@ def test_a_connection_the_database_dropped_does_not_fail_later_batches(
     # and every later batch runs on a new one.
     assert Querying.metrics()["failed"] <= 1
     assert worker.stop() == 0, worker.output()
+
+
+def test_call_command_passes_the_options_after_a_double_dash(
+    project_env: Callable[..., dict[str, str]],
+) -> None:
+    code = (
+        "import django; django.setup()\n"
+        "from django.core.management import call_command\n"
+        "call_command('lowkiq_worker', '--', '--nodes', '2')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=project_env(), cwd=ROOT,
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "--nodes and --node go together" in done.stderr

@@ -42,7 +42,6 @@ from typing import Any, ClassVar
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
-import lowkiq
 from lowkiq.contrib.django import task_results
 from lowkiq.contrib.django.task_worker import (
     DEFAULT_RESULT_TTL,
@@ -205,16 +204,17 @@ def _options(alias: str, options: Any) -> dict[str, Any]:
             f"known: {', '.join(DEFAULT_OPTIONS)}"
         )
     merged = {**DEFAULT_OPTIONS, **options}
-    ttl = merged["RESULT_TTL"]
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
-        raise ImproperlyConfigured(
-            f"TASKS[{alias!r}]['OPTIONS']['RESULT_TTL'] must be seconds > 0, got {ttl!r}"
-        )
-    try:
-        for name in ("SHARDS", "MAX_RETRIES"):
-            value, minimum = merged[name], 1 if name == "SHARDS" else 0
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise lowkiq.ConfigurationError(f"must be an integer >= {minimum}, got {value!r}")
-    except lowkiq.ConfigurationError as exc:
-        raise ImproperlyConfigured(f"TASKS[{alias!r}]['OPTIONS'][{name!r}] {exc}") from exc
+    for name, minimum in (("SHARDS", 1), ("MAX_RETRIES", 0), ("RESULT_TTL", 0)):
+        value = merged[name]
+        number = int if name != "RESULT_TTL" else (int, float)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, number)
+            or value < minimum
+            or (name == "RESULT_TTL" and not value > 0)
+        ):
+            kind = "seconds > 0" if name == "RESULT_TTL" else f"an integer >= {minimum}"
+            raise ImproperlyConfigured(
+                f"TASKS[{alias!r}]['OPTIONS'][{name!r}] must be {kind}, got {value!r}"
+            )
     return merged
