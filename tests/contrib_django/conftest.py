@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
+import lowkiq
 from tests.apps.runner import ROOT, eventually
 from tests.contrib_django.postgres import Cluster, start_cluster
 
@@ -53,6 +54,9 @@ def django_project(
     django.setup()
     for alias in settings.DATABASES:
         call_command("migrate", database=alias, verbosity=0)
+    # The app configured lowkiq.settings at django.setup(): the tests that need it apply
+    # it again (django_lowkiq); the others find lowkiq's defaults.
+    lowkiq.settings.reset()
     return {
         "DJANGO_SETTINGS_MODULE": f"{PROJECT}.settings",
         "TEST_DB_DIR": db_dir,
