@@ -48,6 +48,8 @@ DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": os.path.join(os.environ.get("EXAMPLE_DB_DIR", "."), "shop.sqlite3"),
+        # Worker threads and the web process write at once: wait for sqlite's lock.
+        "OPTIONS": {"timeout": 20},
     }
 }
 

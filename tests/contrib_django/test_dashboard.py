@@ -62,6 +62,15 @@ def test_a_signed_in_user_who_is_not_allowed_gets_403(users: Any) -> None:
     assert client_of(users["root"]).get("/admin-only/lowkiq/").status_code == 200
 
 
+def test_each_mount_has_its_url_name_and_the_project_passes_its_checks(users: Any) -> None:
+    from django.core.management import call_command
+    from django.urls import reverse
+
+    assert reverse("lowkiq:dashboard", kwargs={"rest": ""}) == "/lowkiq/"
+    assert reverse("lowkiq-admin-only:dashboard", kwargs={"rest": "x"}) == "/admin-only/lowkiq/x"
+    call_command("check", fail_level="WARNING")
+
+
 def test_a_dashboard_action_posts_through_django(users: Any) -> None:
     from tests.contrib_django.project.shop.jobs import Recorded
 

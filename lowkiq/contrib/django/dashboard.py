@@ -42,14 +42,19 @@ def is_staff(user: Any) -> bool:
 
 
 def dashboard_urls(
-    allow: Allow = is_staff, *, read_only: bool = False, login_url: str | None = None
+    allow: Allow = is_staff,
+    *,
+    read_only: bool = False,
+    login_url: str | None = None,
+    namespace: str = "lowkiq",
 ) -> tuple[list[URLPattern], str, str]:
-    """What ``path("lowkiq/", ...)`` includes: the dashboard under that prefix (URL
-    namespace ``lowkiq``).  ``allow(user)`` says who may see it (default: staff);
+    """What ``path("lowkiq/", ...)`` includes: the dashboard under that prefix, its URL
+    ``{namespace}:dashboard``.  ``allow(user)`` says who may see it (default: staff);
     ``read_only`` hides and refuses every action; ``login_url`` (default
-    ``settings.LOGIN_URL``) is where anonymous visitors are sent."""
+    ``settings.LOGIN_URL``) is where anonymous visitors are sent; ``namespace`` tells two
+    mounts apart."""
     view = dashboard_view(allow, read_only=read_only, login_url=login_url)
-    return [re_path(r"^(?P<rest>.*)$", view, name="dashboard")], "lowkiq", "lowkiq"
+    return [re_path(r"^(?P<rest>.*)$", view, name="dashboard")], "lowkiq", namespace
 
 
 def dashboard_view(

@@ -6,5 +6,8 @@ from lowkiq.contrib.django.dashboard import dashboard_urls
 
 urlpatterns = [
     path("lowkiq/", dashboard_urls()),
-    path("admin-only/lowkiq/", dashboard_urls(allow=lambda user: user.is_superuser)),
+    path(
+        "admin-only/lowkiq/",
+        dashboard_urls(allow=lambda user: user.is_superuser, namespace="lowkiq-admin-only"),
+    ),
 ]
