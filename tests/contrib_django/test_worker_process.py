@@ -161,3 +161,18 @@ def test_call_command_passes_the_options_after_a_double_dash(
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "--nodes and --node go together" in done.stderr
+
+
+def test_processes_forked_by_manage_py_lowkiq_worker_query_the_database(
+    django_worker: Callable[..., ManagedWorker], tmp_path: Path
+) -> None:
+    from tests.contrib_django.project.shop.jobs import Querying
+
+    record = tmp_path / "done.txt"
+    worker = django_worker("--processes", "2", "--threads", "1", "--only", "Querying",
+                           RECORD_FILE=str(record))  # fmt: skip
+    Querying.perform_async([{"id": f"f{n}", "payload": {"db": "default"}} for n in range(100)])
+    eventually(lambda: len(lines(record)) >= 100, 60)
+    assert sorted(set(lines(record))) == sorted(f"f{n}" for n in range(100))
+    assert Querying.metrics()["failed"] == 0
+    assert worker.stop() == 0, worker.output()
