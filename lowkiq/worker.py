@@ -213,12 +213,15 @@ class Worker:
             worker._push(final_jobs)
 
         check_job_list(jobs)  # before the middlewares, which expect a list
+        chained = chain(settings.client_middlewares, enqueue)
         if on_commit:
             from lowkiq.contrib.django.transactions import enqueue_on_commit
 
-            enqueue_on_commit(cls, jobs, using)
+            # At the commit, the middlewares and the write only: an override of this
+            # method that called it ran once already, now.
+            enqueue_on_commit(cls, jobs, using, lambda given: chained(cls, given))
             return
-        chain(settings.client_middlewares, enqueue)(cls, jobs)
+        chained(cls, jobs)
 
     @classmethod
     def _push(cls, jobs: Sequence[dict[str, Any]]) -> None:

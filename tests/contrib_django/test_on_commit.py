@@ -149,3 +149,25 @@ def test_on_commit_without_django_configured_is_a_clear_error() -> None:
     assert result.returncode == 0, result.stderr
     assert "W.perform_async(jobs, on_commit=True)" in result.stdout
     assert "Django is not configured" in result.stdout
+
+
+def test_an_override_deriving_ids_runs_once_at_the_call(django_lowkiq: redis.Redis) -> None:
+    from django.db import transaction
+
+    calls: list[list[dict]] = []
+
+    class Derived(lowkiq.Worker):
+        @classmethod
+        def perform(cls, payloads_by_id):  # type: ignore[no-untyped-def]
+            pass
+
+        @classmethod
+        def perform_async(cls, jobs, **options):  # type: ignore[no-untyped-def]
+            calls.append(list(jobs))
+            derived = [{"id": job["payload"]["order"], **job} for job in jobs]
+            super().perform_async(derived, **options)
+
+    with transaction.atomic():
+        Derived.perform_async([{"payload": {"order": 7}}], on_commit=True)
+    assert calls == [[{"payload": {"order": 7}}]]  # not again at the commit
+    assert queued_ids(Derived) == ["7"]

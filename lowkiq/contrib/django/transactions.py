@@ -11,7 +11,7 @@ once.  The client middlewares run at the commit, around the enqueue itself.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lowkiq.errors import ConfigurationError
@@ -24,10 +24,14 @@ if TYPE_CHECKING:
 
 
 def enqueue_on_commit(
-    worker: type[Worker], jobs: Sequence[dict[str, Any]], using: str | None
+    worker: type[Worker],
+    jobs: Sequence[dict[str, Any]],
+    using: str | None,
+    enqueue: Callable[[list[dict[str, Any]]], None],
 ) -> None:
-    """Check ``jobs`` now and have ``worker.perform_async(jobs)`` called when the transaction
-    of database ``using`` (default: Django's default database) commits.
+    """Check ``jobs`` now and have ``enqueue(jobs)`` (``worker``'s client middlewares and
+    write) called when the transaction of database ``using`` (default: Django's default
+    database) commits.
 
     Raises :class:`~lowkiq.errors.ConfigurationError` when Django is not installed or
     not configured, and :class:`~lowkiq.errors.InvalidJob` for a bad job; either way
@@ -37,7 +41,7 @@ def enqueue_on_commit(
     # Copies of the list and of each job: a caller changing them before the commit does
     # not change what is enqueued (the payloads themselves are serialized at the commit).
     given = [dict(job) for job in jobs]
-    transaction.on_commit(lambda: worker.perform_async(given), using=using)
+    transaction.on_commit(lambda: enqueue(given), using=using)
 
 
 def _django_transaction(worker: type[Worker]) -> Any:
