@@ -35,7 +35,7 @@ def crawl(get, start: str, prefix: str) -> set[str]:
         path = url.split("?")[0]
         form_only = path.endswith("/find") and "?" not in url  # the find-by-id form
         post_only = any(f"/{kind}/" in path for kind in ("dead", "busy", "retries", "scheduled"))
-        post_only = post_only or path.endswith(("/pause", "/resume", "/rate-limit"))
+        post_only = post_only or path.endswith(("/pause", "/resume", "/rate-limit", "/add"))
         if url in seen or form_only or post_only:
             continue
         seen.add(url)
