@@ -5,7 +5,9 @@
 :mod:`~lowkiq.periodic.runner` is the thread of every ``lowkiq worker`` process
 that enqueues them, each tick once (:mod:`lowkiq.storage.schedules`), and
 :mod:`~lowkiq.periodic.status` is what the dashboard shows and its "run now".
-See docs/guides/periodic.md.
+:mod:`~lowkiq.periodic.control` changes the schedules at run time (pause, resume,
+change, add, remove, reset), stored in Redis over ``settings.schedules``
+(:mod:`~lowkiq.periodic.overrides` merges the two).  See docs/guides/periodic.md.
 """
 
 from lowkiq.periodic.schedule import Schedule
