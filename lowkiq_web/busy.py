@@ -91,7 +91,7 @@ def cancel_busy_job(worker: str) -> Response | str:
     if not request.headers.get("HX-Request"):
         return redirect(url_for("lowkiq_web.busy", worker=worker), 303)
     if count:
-        message = f"Job {job_id} cancelled: its perform was asked to stop."
+        message = f"Job {job_id} cancelled: its perform was told to stop."
     else:
         message = f"Job {job_id} was neither running nor queued any more."
     return render_template("lowkiq/_busy_cancelled.html", message=message)

@@ -40,7 +40,7 @@ def test_cancel_asks_the_running_perform_to_stop_and_deletes_what_is_queued(clie
     response = post(client, "/OrderWorker/busy/job/cancel", {"id": ids[0]})
     assert response.status_code == 200
     text = response.get_data(as_text=True)
-    assert f"Job {ids[0]} cancelled: its perform was asked to stop." in text
+    assert f"Job {ids[0]} cancelled: its perform was told to stop." in text
     assert OrderWorker.metrics()["length"] == 0
     assert cancels_announced() == 1
     gone = post(client, "/OrderWorker/busy/job/cancel", {"id": "nobody"})

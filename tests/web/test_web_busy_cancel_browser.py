@@ -40,14 +40,14 @@ def test_cancel_a_busy_job_from_its_row(page, live_server, redis_client, redis_u
         row.locator("button[data-action=cancel]").click()
         page.wait_for_timeout(300)
         assert questions == [
-            "Cancel job order-7? Its perform is asked to stop, and what is queued of it is deleted."
+            "Cancel job order-7? Its perform is told to stop, and what is queued of it is deleted."
         ]
         assert not redis_client.exists("test:stopped")  # dismissed: nothing happened
 
         page.once("dialog", lambda dialog: dialog.accept())
         row.locator("button[data-action=cancel]").click()
         expect(page.locator("#action-message")).to_have_text(
-            "Job order-7 cancelled: its perform was asked to stop."
+            "Job order-7 cancelled: its perform was told to stop."
         )
         expect(page.locator('tr[data-id="order-7"]')).to_have_count(0)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
