@@ -246,6 +246,10 @@ class Settings:
     #: left for their shards' next owners (a restore that counts toward no max_restores).
     #: Under Kubernetes' default 30 s grace period.
     shutdown_timeout: float = setting(25.0, check=positive_number)
+    #: Groups of each worker whose queue waits get a series of their own in Prometheus
+    #: ``lowkiq_group_wait_seconds``: those with the most jobs; the others are summed as
+    #: ``group="other"`` (0: no per-group series at all).
+    metrics_top_groups: int = setting(20, check=non_negative_int)
     #: Connections shared by perform_async and the dashboard in one process.
     client_pool_size: int = setting(5, check=positive_int)
     #: Seconds to wait for a pooled connection before giving up.

@@ -37,6 +37,25 @@ def processing_group(value: bytes) -> tuple[str | None, int]:
     return value[5 : 5 + length].decode(), 5 + length
 
 
+def _job_groups(jobs: list[PoppedJob], told: list[Any]) -> dict[str, int]:
+    """Give each popped job its group, from a pop's list of groups (see ``pop.lua``: the
+    group of each job joined by NULs, or one group for every job); returns the jobs taken
+    of each group."""
+    if not told or not jobs:
+        return {}
+    names = told[0].split(b"\0")
+    if len(names) == 1:
+        group = names[0].decode()
+        for job in jobs:
+            job.group = group
+        return {group: len(jobs)}
+    counts: dict[str, int] = {}
+    for job, name in zip(jobs, names, strict=True):
+        group = job.group = name.decode()
+        counts[group] = counts.get(group, 0) + 1
+    return counts
+
+
 def _now(now: float | None) -> float | str:
     """A script's ``now`` argument: ``""`` (the script reads Redis's clock), or the
     time a test fixes."""
@@ -54,6 +73,9 @@ class PoppedJob:
     #: Why a payload of the job cannot be decoded (``payloads`` is then empty):
     #: the job is not performed but buried (:meth:`Queue.bury`).
     undecodable: str | None = None
+    #: The job's group, when its shard holds jobs of groups (``""``: the default one;
+    #: ``None``: not told, a shard whose jobs have none).
+    group: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +296,7 @@ class Processing(QueueBase):
                     acked, [], limited=True, wait=max(wait, 0) / 1000, needs_tokens=wait < 0
                 )
             return Popped(acked, [], occupied=status == 0, fenced=status == -1, held=status == -2)
-        # A job's id is a string: a list there is the jobs taken of each group.
+        # A job's id is a string: a list there is the groups of the jobs taken.
         counted = len(reply) > 4 and isinstance(reply[4], list)
         jobs = [
             self._popped_job(
@@ -283,8 +305,7 @@ class Processing(QueueBase):
             for i in range(5 if counted else 4, len(reply), 4)
         ]
         suspect = status == 2
-        counts = reply[4] if counted else []
-        groups = {counts[i].decode(): int(counts[i + 1]) for i in range(0, len(counts), 2)}
+        groups = _job_groups(jobs, reply[4] if counted else [])
         if wait:
             return Popped(
                 acked,

@@ -237,6 +237,8 @@ class Scripts:
     rate_take: Script
     schedule_tick: Script
     group_claims: Script
+    group_delete: Script
+    group_waits_add: Script
     jobs_cancel: Script
     cancel_announce: Script
     cancel_settle: Script

@@ -13,6 +13,9 @@ metric                                        type       labels, meaning
                                                          jobs acked / jobs of batches that raised
 ``lowkiq_job_duration_seconds``               histogram  worker: time of one ``perform`` call
 ``lowkiq_queue_wait_seconds``                 histogram  worker: perform start minus ``perform_in``
+``lowkiq_group_wait_seconds``                 histogram  worker, group: the same by group, for the
+                                                         ``settings.metrics_top_groups`` groups
+                                                         with the most jobs and ``other``
 ``lowkiq_payloads_merged_total``              counter    worker: payloads performed in the run of
                                                          another payload of their id
 ``lowkiq_queue_length``                       gauge      worker: queued jobs
@@ -49,7 +52,7 @@ from lowkiq.limits.rate_limit import rate_limit_overrides, rate_limit_status
 from lowkiq.ownership.membership import ProcessInfo, live_processes
 from lowkiq.settings import Settings, settings
 from lowkiq.storage.metrics import overview
-from lowkiq.telemetry import store
+from lowkiq.telemetry import group_waits, store
 from lowkiq.telemetry.counts import BUCKETS
 from lowkiq.worker import Worker
 
@@ -71,7 +74,7 @@ class LowkiqCollector(Collector):
         self.config = config
 
     def collect(self) -> Iterator[Metric]:
-        """Read Redis (three round trips) and yield the metric families."""
+        """Read Redis (four round trips) and yield the metric families."""
         config = self.config
         client = config.client()
         workers = {worker.__name__: worker for worker in config.workers}
@@ -139,6 +142,7 @@ class LowkiqCollector(Collector):
         yield from (length, lag, morgue, busy, stale)
         yield self._shards_owned(processes, {q.name: name for name, q in queues.items()})
         yield from self._rate_limits(client, workers)
+        yield from group_waits.families(client, {n: w.queue_name for n, w in workers.items()})
 
     @staticmethod
     def _rate_limits(client: Client, workers: dict[str, type[Worker]]) -> Iterator[Metric]:

@@ -27,7 +27,7 @@ import redis
 
 from lowkiq.clients.connection import Client
 from lowkiq.storage.processing import PoppedJob
-from lowkiq.telemetry import recent, store
+from lowkiq.telemetry import group_waits, recent, store
 from lowkiq.telemetry.counts import (
     BUCKETS,
     DISCARDED_JOBS,
@@ -93,6 +93,7 @@ class WorkerTally(BatchRecorder):
     __slots__ = (
         "minutes",
         "seconds",
+        "groups",
         "_minute",
         "_minute_start",
         "_minute_end",
@@ -102,7 +103,10 @@ class WorkerTally(BatchRecorder):
         "_clock",
     )
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time, top_groups: int = 0) -> None:
+        #: The queue waits by group (:mod:`~lowkiq.telemetry.group_waits`); ``None``
+        #: when ``top_groups`` (``settings.metrics_top_groups``) is 0.
+        self.groups = group_waits.GroupWaits(top_groups) if top_groups else None
         #: Counts lists of :mod:`~lowkiq.telemetry.counts`, by minute.
         self.minutes = CountsByPeriod(60, SIZE, KEEP_MINUTES * 60, micro=(DURATION_US, WAIT_US))
         #: Counts lists of :mod:`~lowkiq.telemetry.recent`, by second.
@@ -144,6 +148,8 @@ class WorkerTally(BatchRecorder):
             row[WAIT_US] += wait
             row[WAIT_BUCKETS + bisect_left(BUCKETS, wait)] += 1
             row[PAYLOADS] += len(job.payloads)
+        if self.groups is not None:
+            self.groups.add(jobs, started)
         count = len(jobs)
         row[JOBS] += count
         second_row = self._second
@@ -168,7 +174,18 @@ class Recorder:
         queue_names: Iterable[str],
         interval: float = FLUSH_INTERVAL,
         clock: Callable[[], float] = time.time,
+        top_groups: int | None = None,
     ) -> None:
+        """``top_groups``: the groups of each worker whose waits get a histogram of their
+        own (default ``settings.metrics_top_groups``; 0: none by group)."""
+        if top_groups is None:
+            from lowkiq.settings import settings
+
+            top_groups = settings.metrics_top_groups
+        self.top_groups = top_groups
+        self._stopped = False
+        #: Waits by group taken from the tallies and not written yet (a Redis error).
+        self._group_waits_left: dict[str, dict[str, group_waits.Histogram]] = {}
         self.client = client
         self.interval = interval
         self.queue_names = list(queue_names)
@@ -187,7 +204,9 @@ class Recorder:
         with self._lock:
             tally = self.tallies.get((queue_name, thread))
             if tally is None:
-                tally = self.tallies[(queue_name, thread)] = WorkerTally(self.clock)
+                tally = self.tallies[(queue_name, thread)] = WorkerTally(
+                    self.clock, self.top_groups
+                )
             return tally
 
     def flush(self) -> int:
@@ -204,7 +223,22 @@ class Recorder:
         minutes = [(name, tally.minutes) for (name, _), tally in tallies]
         written = self._write(minutes, lambda rows: store.add(self.client, rows))
         self._write(seconds, lambda rows: recent.add(self.client, rows))
+        self._write_group_waits(tallies)
         return written
+
+    def _write_group_waits(self, tallies: list[tuple[tuple[str, int], WorkerTally]]) -> None:
+        """Add the waits by group the tallies handed over (all of them once stopped); on a
+        Redis error they are written by the next flush."""
+        parts: dict[str, list[dict[str, group_waits.Histogram]]] = {
+            name: [left] for name, left in self._group_waits_left.items()
+        }
+        for (name, _), tally in tallies:
+            if tally.groups is not None:
+                parts.setdefault(name, []).extend(tally.groups.take(self._stopped))
+        merged = {name: group_waits.merge(taken) for name, taken in parts.items()}
+        self._group_waits_left = {name: groups for name, groups in merged.items() if groups}
+        group_waits.add(self.client, self._group_waits_left, self.top_groups)
+        self._group_waits_left = {}
 
     def _write(
         self,
@@ -256,4 +290,5 @@ class Recorder:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        self._stopped = True  # the processing threads are done: their counts are final
         self._flush_logged()

@@ -34,9 +34,11 @@
 --   the shard: it is new and waits for its old shards, or retired; -3 the rate
 --   limit gives no token now, nothing was popped), ms to wait before the next
 --   pop of the shard (0 without a rate limit; -1: reserve tokens with rate_take
---   first), the number of the batch popped (0: none), then (after a NUL of ARGV[12])
---   a flat list group, jobs popped of it (the
---   default group ''), then id, retry_count, perform_in, blob of each popped job,
+--   first), the number of the batch popped (0: none), then (after a NUL of ARGV[12],
+--   or from a shard holding jobs of a group) a list: empty when no job was taken, else
+--   the group of each job taken (the default group ''), in pop order, joined by NULs,
+--   or the shard's base group alone when every job is of it; then id, retry_count,
+--   perform_in, blob of each popped job,
 --   earliest
 --   perform_in first; in a shard holding jobs of groups, due jobs are taken in turn
 --   across groups (see _common.lua), earliest perform_in first inside a group.
@@ -227,13 +229,15 @@ elseif rate then
   allowance = tokens
 end
 local out = {acked, 1, 0, 0}
--- With Worker.group_concurrency or a per-group rate limit, the jobs taken of each group
--- (flat group, count; its index in `seen_groups`): the caller claims their places and
--- tokens before the batch runs.
-local taken_groups, seen_groups = nil, nil
-if capping then
-  taken_groups, seen_groups = {}, {}
+-- With Worker.group_concurrency, a per-group rate limit or a paused group, and in a
+-- shard holding jobs of groups, the groups of the jobs taken (see Returns): the caller
+-- claims their places and tokens before the batch runs, and counts each group's waits.
+-- In a shard not indexed every job is of its base group: nothing is kept per job.
+local taken_groups, job_groups = nil, nil
+if capping or grouped_known or base ~= '' then
+  taken_groups = {}
   out[5] = taken_groups
+  if grouped_known then job_groups = {} end
 end
 local budget = BATCH_PAYLOADS
 -- Most pops find no error and no restored job (`extra` counts the errors and
@@ -323,17 +327,7 @@ while not alone and taken < allowance do
     entries[#entries + 1] = id
     entries[#entries + 1] = processing_pack(perform_in, retry_count, error, blob, group)
     if TRACK then popped_ids[#popped_ids + 1] = id end
-    if taken_groups then
-      local g = group or ''
-      local at = seen_groups[g]
-      if at then
-        taken_groups[at + 1] = taken_groups[at + 1] + 1
-      else
-        seen_groups[g] = #taken_groups + 1
-        taken_groups[#taken_groups + 1] = g
-        taken_groups[#taken_groups + 1] = 1
-      end
-    end
+    if job_groups then job_groups[taken] = group end
     out[#out + 1] = id
     out[#out + 1] = retry_count
     out[#out + 1] = perform_in
@@ -403,6 +397,9 @@ if TRACK then
   end
 end
 if alone then out[2] = 2 end
+if taken_groups and taken > 0 then
+  taken_groups[1] = job_groups and table.concat(job_groups, '\0') or base
+end
 if rate_args then
   local backlog = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now, 'limit', 0, 1)[1] ~= nil
   out[3] = R.budget_close(tokens - taken, from, now_ms, backlog, unpack(rate_args))
