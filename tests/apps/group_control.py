@@ -3,7 +3,8 @@ perform adds ``pid:thread:n`` to ``test:running:<group>`` while it runs (so a te
 counts the batches running in live processes only, a SIGKILLed one's left behind), and
 records when each job started, on Redis's clock, in ``test:starts:<group>``.
 
-Environment: ``REDIS_URL``, ``TEST_GROUP_CAP`` (``Worker.group_concurrency``; unset:
+Environment: ``REDIS_URL``, ``RECORD_URL`` (where performs are recorded; default the
+same), ``TEST_GROUP_CAP`` (``Worker.group_concurrency``; unset:
 none).  Payloads: ``{"g": group, "sleep": seconds}``.
 """
 
@@ -18,7 +19,7 @@ import redis
 
 import lowkiq
 
-record = redis.Redis.from_url(os.environ["REDIS_URL"])
+record = redis.Redis.from_url(os.environ.get("RECORD_URL") or os.environ["REDIS_URL"])
 _numbers = itertools.count()
 
 lowkiq.settings.poll_interval = 0.2
