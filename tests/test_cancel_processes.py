@@ -85,6 +85,23 @@ def test_cancel_stops_the_running_perform_and_settles_its_jobs_as_cancelled(
     assert Long.metrics()["cancelled"] == 1
 
 
+def test_a_cancelled_batch_whose_process_dies_is_not_run_again(
+    start: Start, redis_client: redis.Redis
+) -> None:
+    from tests.apps.cancellable import Long
+
+    first = start(TEST_LEASE_TTL="2")
+    Long.perform_async([{"id": "deaf", "payload": {"deaf": True}}])
+    eventually(lambda: started_ids(redis_client) == ["deaf"])
+    assert Long.actions().cancel(["deaf"]) == 1
+    first.kill()  # before the perform ended: the batch stays in processing
+    start(TEST_LEASE_TTL="2")  # takes the shard over once the lease lapsed
+    eventually(lambda: Long.metrics()["cancelled"] == 1)
+    metrics = Long.metrics()
+    assert (metrics["busy"], metrics["length"], metrics["morgue_length"]) == (0, 0, 0)
+    assert started_ids(redis_client) == ["deaf"]  # not run again
+
+
 def test_a_cancelled_batch_that_raises_is_neither_retried_nor_counted_failed(
     start: Start, redis_client: redis.Redis
 ) -> None:

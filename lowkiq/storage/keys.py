@@ -42,6 +42,8 @@ S failed                      str    jobs whose batch failed
 S discarded                   str    jobs dropped by ``lowkiq.Discard``
 S snoozed                     str    jobs put off by ``lowkiq.Snooze``
 S cancelled                   str    jobs of a running batch cancelled (``Worker.actions().cancel``)
+S cancelled_ids               hash   id -> the batch it was cancelled in, while that batch may run:
+                                     a restore of that batch settles it as cancelled; kept a day
 S lease                       str    ``epoch owner``: the lease on the shard, with a TTL
 S epoch                       str    counter, +1 on every acquisition of the shard; never expires
 S hold                        str    set during a reshard: ``closed`` (a new shard, no pops yet)
@@ -184,6 +186,7 @@ SUFFIXES = {
     "discarded_counter": "discarded",
     "snoozed_counter": "snoozed",
     "cancelled_counter": "cancelled",
+    "cancelled_hash": "cancelled_ids",
     "hot_left_hash": "hot_left",
     "stale_counter": "stale",
     "lease": "lease",
@@ -269,6 +272,11 @@ class QueueKeys:
     def payloads_zset(self, shard: int, job_id: str) -> str:
         """payload -> score of a queued hot id (its lex member then has an empty blob)."""
         return self._key("payloads_zset", shard) + job_id
+
+    def cancelled_hash(self, shard: int) -> str:
+        """id -> the number of the batch a cancel found it running in: a restore of that
+        batch settles the job as cancelled instead of queueing it again."""
+        return self._key("cancelled_hash", shard)
 
     def hot_left_hash(self, shard: int) -> str:
         """id -> ``batch count``: a hot id its last pop left queued (batch ``batch``), and

@@ -8,7 +8,8 @@ returns; any other perform records its ids in ``test:started``, then waits (at m
 60 s) until ``current_batch().should_stop()``, records what it saw in ``test:stopped``
 (JSON: ids, cancelled ids, the time) and returns, giving every id's payloads back
 (``yield_rest``): a cancelled id's yield must not bring it back.  A payload
-``{"raise": true}`` makes the perform raise instead (after the wait).
+``{"raise": true}`` makes the perform raise instead (after the wait); ``{"deaf": true}``
+sleeps 60 s first, never asking ``should_stop()``.  ``TEST_LEASE_TTL``: seconds.
 ``Steps`` (an IterableWorker): payload ``{"v": n}`` sleeps 0.05 s and records ``n`` in
 ``test:steps:<id>``.
 ``Watch``: records ``superseded(id)`` at the start in ``test:superseded_first:<id>``,
@@ -34,6 +35,9 @@ if url.startswith("redis+cluster://"):
     lowkiq.settings.redis = lambda: redis.RedisCluster.from_url(cluster_url)
 
 lowkiq.settings.poll_interval = 0.2
+if os.environ.get("TEST_LEASE_TTL"):
+    lowkiq.settings.lease_ttl = float(os.environ["TEST_LEASE_TTL"])
+    lowkiq.settings.heartbeat_interval = lowkiq.settings.lease_ttl / 3
 
 
 class Long(lowkiq.Worker):
@@ -51,6 +55,8 @@ class Long(lowkiq.Worker):
             record.rpush("test:quick", *quick)
             return
         record.rpush("test:started", *payloads_by_id)
+        if any(p == {"deaf": True} for ps in payloads_by_id.values() for p in ps):
+            time.sleep(60)  # never asks should_stop()
         deadline = time.monotonic() + 60
         while not batch.should_stop() and time.monotonic() < deadline:
             time.sleep(0.005)

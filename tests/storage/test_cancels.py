@@ -123,3 +123,45 @@ def test_a_reshard_keeps_the_cancelled_count(orders: type[lowkiq.Worker]) -> Non
     assert orders.metrics()["cancelled"] == 6
     reshard(queue, 3)
     assert orders.metrics()["cancelled"] == 6
+
+
+def test_a_cancelled_batch_put_back_leaves_its_cancelled_jobs_out(
+    orders: type[lowkiq.Worker],
+) -> None:
+    queue = orders.queue()
+    orders.perform_async([{"id": i, "payload": 1} for i in ("k", "m", "n")])
+    shard = shard_of(orders, "k")
+    popped = [job.id for job in pop(queue, shard, 10) or []]
+    assert "k" in popped
+    orders.actions().cancel(["k"])
+    # Its shard is handed over before the batch ran: it goes back, but for "k".
+    restored = queue.restore(shard, token(queue, shard), batch(queue, shard), reason="given_up")
+    assert restored == len(popped) - 1
+    assert orders.queries().fetch(["k"]) == []
+    assert orders.metrics()["cancelled"] == 1
+    assert [e.event for e in orders.history("k")][-1] == "cancelled"
+    # Popped again later, the id is not cancelled any more: its new payloads run.
+    orders.perform_async([{"id": "k", "payload": 2}])
+    again = pop(queue, shard, 10) or []
+    assert "k" in [job.id for job in again]
+    restored = queue.restore(shard, token(queue, shard), batch(queue, shard), reason="given_up")
+    assert restored == len(again)
+    assert orders.metrics()["cancelled"] == 1
+
+
+def test_a_cancelled_batch_whose_process_died_is_not_run_again(
+    orders: type[lowkiq.Worker],
+) -> None:
+    from lowkiq.ownership import leases
+
+    queue = orders.queue()
+    orders.perform_async([{"id": "d", "payload": 1}])
+    shard = shard_of(orders, "d")
+    assert [job.id for job in pop(queue, shard, 10) or []] == ["d"]
+    orders.actions().cancel(["d"])
+    queue.client.delete(queue.keys.lease(shard))  # its process died
+    lease, restored, _ = leases.acquire(queue, shard, "next-owner", 10)
+    assert lease is not None and restored == 0
+    metrics = orders.metrics()
+    assert (metrics["length"], metrics["busy"], metrics["cancelled"]) == (0, 0, 1)
+    assert orders.metrics()["morgue_length"] == 0

@@ -879,6 +879,9 @@ end
 -- process died, or froze, running the batch), count each job's restores, and
 -- move a job restored `max_restores` times to the morgue with `death_error`
 -- instead: a job that kills its process is not run forever.
+-- A job Worker.actions().cancel cancelled while this batch held it (K.cancelled_hash
+-- names it with the batch's number, jobs_cancel.lua) does not go back: it is settled
+-- as cancelled, as its performing process would have (cancel_settle.lua).
 -- Returns how many jobs went back to the queue, and the flat list id, blob of
 -- those moved to the morgue.  `token`: the lease of the restoring owner, and
 -- `reason`, why the batch goes back unrun (nil: its owner died or stopped running
@@ -887,10 +890,19 @@ local function restore_processing(now, max_restores, death_error, token, reason)
   local processing = K.processing_hash
   local entries = redis.call('hgetall', processing)
   local dead = {}
+  local cancelled, settled = nil, 0
+  if #entries > 0 and redis.call('exists', K.cancelled_hash) == 1 then
+    cancelled = redis.call('get', K.batch_counter) or '0'
+  end
   for i = 1, #entries, 2 do
     local id = entries[i]
     local perform_in, retry_count, error, blob, group = processing_unpack(entries[i + 1])
-    if max_restores and redis.call('hincrby', K.restores_hash, id, 1) >= max_restores then
+    if cancelled and redis.call('hget', K.cancelled_hash, id) == cancelled then
+      redis.call('hdel', K.cancelled_hash, id)
+      redis.call('hdel', K.restores_hash, id, '\0' .. id)
+      settled = settled + 1
+      if TRACK then track(K, 'cancelled', id, 'fence', token) end
+    elseif max_restores and redis.call('hincrby', K.restores_hash, id, 1) >= max_restores then
       redis.call('hdel', K.restores_hash, id)
       morgue_merge(id, blob, death_error, now, nil, group)
       if TRACK then track(K, 'buried', id, 'fence', token, 'error', error_summary(death_error)) end
@@ -910,7 +922,8 @@ local function restore_processing(now, max_restores, death_error, token, reason)
   end
   redis.call('del', processing)
   if #dead > 0 then redis.call('incrby', K.failed_counter, #dead / 2) end
-  return #entries / 2 - #dead / 2, dead
+  if settled > 0 then redis.call('incrby', K.cancelled_counter, settled) end
+  return #entries / 2 - #dead / 2 - settled, dead
 end
 
 -- Rate limits (lowkiq/limits/rate_limit.py).  A worker's token bucket is one hash in

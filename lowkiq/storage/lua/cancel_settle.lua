@@ -7,7 +7,7 @@
 -- ARGV[1]  lease token of the shard
 -- ARGV[2]  the batch: the number its pop returned
 -- ARGV[3..]  the cancelled ids
--- Writes: processing_hash, restores_hash, cancelled_counter
+-- Writes: processing_hash, cancelled_hash, restores_hash, cancelled_counter
 -- Returns: how many jobs were settled as cancelled; error FENCED when the lease is
 --   not held, error STALE when the area holds another batch (nothing is changed)
 local token = ARGV[1]
@@ -20,6 +20,7 @@ for i = 3, #ARGV do
 end
 if #ids == 0 then return 0 end
 call_many('hdel', K.processing_hash, ids)
+call_many('hdel', K.cancelled_hash, ids)
 forget_restores(K, ids)
 redis.call('incrby', K.cancelled_counter, #ids)
 if TRACK then track(K, 'cancelled', table.concat(ids, '\0'), 'fence', token) end

@@ -8,9 +8,10 @@
 -- KEYS[1]  the shard's prefix
 -- ARGV     ids (of this shard)
 -- Writes: fresh_lex_zset, retry_lex_zset, retry_count_zset, errors_hash,
---   perform_in_zset, payloads_zset(id) of hot ids
+--   perform_in_zset, payloads_zset(id) of hot ids, cancelled_hash
 -- Returns: {ids whose queued job was deleted, ids being moved by a reshard
 --   (untouched), ids running, the number of the batch in processing (0: none)}
+local CANCELLED_KEEP_MS = 86400000  -- a day
 local moving = retired() and K.moving_set
 local deleted, busy = {}, {}
 local running = {}
@@ -30,5 +31,16 @@ for i = 1, #ARGV do
   end
 end
 local batch = 0
-if #running > 0 then batch = tonumber(redis.call('get', K.batch_counter) or '0') end
-return {deleted, busy, running, batch}
+if #running > 0 then
+  batch = redis.call('get', K.batch_counter) or '0'
+  -- Should the batch go back to the queue instead of ending (its process dies, its
+  -- shard is handed over before it ran), these jobs do not (restore_processing).
+  local fields = {}
+  for _, id in ipairs(running) do
+    fields[#fields + 1] = id
+    fields[#fields + 1] = batch
+  end
+  redis.call('hset', K.cancelled_hash, unpack(fields))
+  redis.call('pexpire', K.cancelled_hash, CANCELLED_KEEP_MS)
+end
+return {deleted, busy, running, tonumber(batch)}
