@@ -133,12 +133,22 @@ class ScheduleRunner:
         for defined in merged.schedules.values():
             if not defined.ticking:
                 continue
-            entry = kept.get((defined.schedule.id, defined.rev))
+            entry = kept.pop((defined.schedule.id, defined.rev), None)
             if entry is None:
                 schedule = defined.schedule
                 queue = schedule.worker.queue(self.client, self.config)
                 entry = _Entry(schedule, queue, defined.rev)
+                if defined.rev:
+                    log.info(
+                        "schedule %r: now %s (changed at run time)",
+                        schedule.id,
+                        schedule.describe(),
+                    )
             following.append(entry)
+        followed = {entry.schedule.id for entry in following}
+        for name, _ in kept:
+            if name not in followed:
+                log.info("schedule %r: paused or removed at run time", name)
         self.entries = following
         self.version = version
 

@@ -38,7 +38,7 @@ from lowkiq.perform.timeouts import (
     stuck_threshold,
     watchdog,
 )
-from lowkiq.runtime.cancelling import settle_cancelled
+from lowkiq.runtime.cancelling import perform_uncancelled
 from lowkiq.runtime.shard_handler import Outcome, ShardHandler
 from lowkiq.storage.processing import PoppedJob
 from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder, Recorder
@@ -93,8 +93,8 @@ class Work:
                     self.unrun = True
                     return
                 self._performing = batch
-            # Jobs cancelled while it ran are settled as cancelled (lowkiq.runtime.cancelling).
-            outcome = settle_cancelled(handler, handler.perform(batch, recorder))
+            # Cancelled jobs end as cancelled, unperformed if not begun (runtime.cancelling).
+            outcome = perform_uncancelled(handler, batch, recorder)
             with self._state:
                 if self.stuck:
                     return  # handed back without it
