@@ -88,13 +88,22 @@ def test_pause_resume_change_add_remove_and_reset_are_stored_over_the_settings(a
     assert listed["digest"].cron == "0 7 * * *" and not listed["digest"].changed
 
 
-def test_a_change_seen_by_another_app_process_is_the_same(app):
-    """The stored changes are read from Redis, not kept in the process."""
+def test_an_added_schedule_is_paused_and_changed_like_a_settings_one(app):
+    control.add("extra", Digest, cron="@hourly", payload=[1])
+    assert control.pause("extra") and by_name()["extra"].paused
+    control.change("extra", every=timedelta(minutes=2))
+    extra = by_name()["extra"]
+    assert (extra.every, extra.paused, extra.source) == (timedelta(minutes=2), True, "added")
+    assert control.resume("extra") and by_name()["extra"].next_run is not None
+
+
+def test_the_changes_are_read_from_redis_not_kept_in_the_process(app):
     control.add("extra", Digest, cron="@hourly")
     control.pause("mail")
-    lowkiq.settings.schedules = list(lowkiq.settings.schedules)  # as a fresh process sets it
+    store.write_override(app, "digest", 0, '{"paused":true}')  # as another process would
     listed = by_name()
     assert listed["extra"].cron == "@hourly" and listed["mail"].paused
+    assert listed["digest"].paused
 
 
 @pytest.mark.parametrize(
