@@ -28,15 +28,16 @@ Start = Callable[..., WorkerProcess]
 def start(
     redis_client: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Start]:
-    """``start(**env)`` starts a worker process on the app; all are killed after the test."""
+    """``start(*args, **env)`` starts a worker process on the app; all are killed after the
+    test."""
     monkeypatch.setenv("REDIS_URL", redis_url)
     from tests.apps.cancellable import Long, Steps, Watch
 
     lowkiq.settings.workers = [Long, Steps, Watch]
     started: list[WorkerProcess] = []
 
-    def run(**env: str) -> WorkerProcess:
-        process = WorkerProcess("-r", APP, env={"REDIS_URL": redis_url, **env})
+    def run(*args: str, **env: str) -> WorkerProcess:
+        process = WorkerProcess("-r", APP, *args, env={"REDIS_URL": redis_url, **env})
         started.append(process)
         process.wait_started()
         return process
@@ -100,6 +101,27 @@ def test_a_cancelled_batch_whose_process_dies_is_not_run_again(
     metrics = Long.metrics()
     assert (metrics["busy"], metrics["length"], metrics["morgue_length"]) == (0, 0, 0)
     assert started_ids(redis_client) == ["deaf"]  # not run again
+
+
+def test_a_batch_cancelled_before_its_perform_began_is_not_performed(
+    start: Start, redis_client: redis.Redis
+) -> None:
+    from tests.apps.cancellable import Long
+
+    start("--threads", "1")  # one batch performing, the next one waiting for the thread
+    first = "first"
+    shard = Long.queue().shard_of(first)
+    second = next(f"second{n}" for n in range(100) if Long.queue().shard_of(f"second{n}") != shard)
+    Long.perform_async([{"id": first, "payload": {"n": 1}}])
+    eventually(lambda: started_ids(redis_client) == [first])
+    Long.perform_async([{"id": second, "payload": {"n": 1}}])
+    eventually(lambda: Long.metrics()["busy"] == 2)  # popped, waiting for the thread
+    assert Long.actions().cancel([second]) == 1
+    assert Long.actions().cancel([first]) == 1  # read after the first cancel
+    eventually(lambda: Long.metrics()["cancelled"] == 2)
+    eventually(lambda: Long.metrics()["busy"] == 0)
+    assert started_ids(redis_client) == [first]  # the second never began
+    assert Long.metrics()["processed"] == 0
 
 
 def test_a_cancelled_batch_that_raises_is_neither_retried_nor_counted_failed(

@@ -1,7 +1,8 @@
 """Settling the cancelled jobs of a batch once its perform ended.
 
-The executor thread that performed a batch calls :func:`settle_cancelled` with its
-outcome: when ``Worker.actions().cancel`` cancelled ids of the batch
+The executor thread performs a batch through :func:`perform_uncancelled`: the jobs
+cancelled before it started are not performed (settled at once), and once it ran,
+:func:`settle_cancelled` looks again: when ``Worker.actions().cancel`` cancelled ids of the batch
 (:data:`lowkiq.ownership.cancels.CANCELLED`), their jobs leave the processing area as
 cancelled in one script (``lua/cancel_settle.lua``: not failed, not retried, not dead,
 counted as ``cancelled``), on the thread's own connection, and the outcome handed to
@@ -13,6 +14,7 @@ costs a dictionary look-up.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -20,7 +22,9 @@ from redis.exceptions import RedisClusterException
 from lowkiq.ownership.cancels import CANCELLED, BatchKey
 from lowkiq.runtime.shard_handler import Outcome, ShardHandler
 from lowkiq.settings import settings
+from lowkiq.storage.processing import PoppedJob
 from lowkiq.storage.scripts import Scripts
+from lowkiq.telemetry.recorder import BatchRecorder
 
 log = logging.getLogger("lowkiq.executor")
 
@@ -28,6 +32,22 @@ log = logging.getLogger("lowkiq.executor")
 def batch_key(handler: ShardHandler) -> BatchKey:
     """The batch ``handler`` runs now, as cancels name it."""
     return (handler.queue.name, handler.shard, handler.batch)
+
+
+def perform_uncancelled(
+    handler: ShardHandler, jobs: Sequence[PoppedJob], recorder: BatchRecorder
+) -> Outcome:
+    """Perform ``jobs`` (``handler.perform``) but those already cancelled, which are settled
+    as cancelled without being performed (a batch all cancelled is not performed at all);
+    then settle those cancelled while it ran (:func:`settle_cancelled`).  Returns the
+    outcome of the jobs not cancelled."""
+    cancelled = CANCELLED.ids(batch_key(handler))
+    if cancelled and any(job.id in cancelled for job in jobs):
+        kept = [job for job in jobs if job.id not in cancelled]
+        if _settle(handler, [job.id for job in jobs if job.id in cancelled]):
+            jobs = kept
+    outcome = handler.perform(jobs, recorder) if jobs else Outcome([], None)
+    return settle_cancelled(handler, outcome)
 
 
 def settle_cancelled(handler: ShardHandler, outcome: Outcome) -> Outcome:
@@ -40,21 +60,27 @@ def settle_cancelled(handler: ShardHandler, outcome: Outcome) -> Outcome:
     if not cancelled:
         return outcome
     gone = [job.id for job in outcome.jobs if job.id in cancelled]
-    if not gone:
+    if not gone or not _settle(handler, gone):
         return outcome
-    queue = handler.queue
-    try:
-        scripts = Scripts.for_client(settings.client(), queue.track_length)
-        count = scripts.cancel_settle(
-            keys=[queue.keys.prefix(handler.shard)], args=[handler.token, handler.batch, *gone]
-        )
-    except (redis.RedisError, RedisClusterException) as exc:
-        log.warning("%s: could not settle cancelled job(s) %s: %s", handler.name, gone, exc)
-        return outcome
-    CANCELLED.forget(key, gone)
-    log.info("%s: %d job(s) settled as cancelled: %s", handler.name, count, ", ".join(gone[:10]))
     kept = [job for job in outcome.jobs if job.id not in cancelled]
     yields = {i: p for i, p in (outcome.yields or {}).items() if i not in cancelled} or None
     if not kept:
         return Outcome(kept, None, None)
     return Outcome(kept, outcome.error, yields, outcome.verdict)
+
+
+def _settle(handler: ShardHandler, ids: list[str]) -> bool:
+    """Settle ``ids`` of the handler's batch as cancelled, on this thread's connection;
+    ``False`` (logged) when Redis refused (the lease or the batch is gone) or failed."""
+    queue = handler.queue
+    try:
+        scripts = Scripts.for_client(settings.client(), queue.track_length)
+        count = scripts.cancel_settle(
+            keys=[queue.keys.prefix(handler.shard)], args=[handler.token, handler.batch, *ids]
+        )
+    except (redis.RedisError, RedisClusterException) as exc:
+        log.warning("%s: could not settle cancelled job(s) %s: %s", handler.name, ids, exc)
+        return False
+    CANCELLED.forget(batch_key(handler), ids)
+    log.info("%s: %d job(s) settled as cancelled: %s", handler.name, count, ", ".join(ids[:10]))
+    return True
