@@ -80,10 +80,17 @@ def test_cancel_stops_the_running_perform_and_settles_its_jobs_as_cancelled(
     assert events[-2:] == ["deleted", "cancelled"]
     assert Long.queries().fetch(["a"]) == []
 
-    # Payloads enqueued after the cancel are new work: they run.
+    # Payloads enqueued after the cancel are new work: they run, and their batch is not
+    # taken for the cancelled one.
     Long.perform_async([{"id": "a", "payload": {"quick": True}}])
     eventually(lambda: redis_client.lrange("test:quick", 0, -1) == [b"a"])
+    Long.perform_async([{"id": "a", "payload": {"n": 3}}])
+    eventually(lambda: started_ids(redis_client).count("a") == 2)
+    at_start = [json.loads(e) for e in redis_client.lrange("test:cancelled_at_start", 0, -1)]
+    assert at_start[-1] == []
     assert Long.metrics()["cancelled"] == 1
+    assert Long.actions().cancel(["a"]) == 1  # and it can be cancelled in turn
+    eventually(lambda: Long.metrics()["cancelled"] == 2)
 
 
 def test_a_cancelled_batch_whose_process_dies_is_not_run_again(

@@ -4,7 +4,8 @@ Environment: ``REDIS_URL`` (the queue; ``redis+cluster://`` for a Redis Cluster)
 ``RECORD_URL`` (a single server where performs are recorded; default the same).
 
 ``Long`` (tracked): a payload ``{"quick": true}`` records its id in ``test:quick`` and
-returns; any other perform records its ids in ``test:started``, then waits (at most
+returns; any other perform records its ids in ``test:started`` (and its cancelled ids
+then, JSON, in ``test:cancelled_at_start``), then waits (at most
 60 s) until ``current_batch().should_stop()``, records what it saw in ``test:stopped``
 (JSON: ids, cancelled ids, the time) and returns, giving every id's payloads back
 (``yield_rest``): a cancelled id's yield must not bring it back.  A payload
@@ -55,6 +56,7 @@ class Long(lowkiq.Worker):
             record.rpush("test:quick", *quick)
             return
         record.rpush("test:started", *payloads_by_id)
+        record.rpush("test:cancelled_at_start", json.dumps(sorted(batch.cancelled())))
         if any(p == {"deaf": True} for ps in payloads_by_id.values() for p in ps):
             time.sleep(60)  # never asks should_stop()
         deadline = time.monotonic() + 60
