@@ -87,3 +87,20 @@ def test_a_dashboard_action_posts_through_django(users: Any) -> None:
     assert Recorded.paused()
     anonymous = client_of().post("/lowkiq/Recorded/resume", headers=headers)
     assert anonymous.status_code == 302 and Recorded.paused()
+
+
+def test_the_dashboard_answers_under_asgi_too(users: Any) -> None:
+    import asyncio
+
+    from django.test import AsyncClient
+
+    async def fetch() -> tuple[int, str, int]:
+        client = AsyncClient()
+        await client.aforce_login(users["staff"])
+        page = await client.get("/lowkiq/")
+        style = await client.get("/lowkiq/lowkiq-static/lowkiq.css")
+        return page.status_code, page.content.decode(), style.status_code
+
+    status, html, style = asyncio.run(fetch())
+    assert (status, style) == (200, 200)
+    assert 'href="/lowkiq/' in html
