@@ -44,9 +44,11 @@ class Cluster:
 
 
 def _run(user: str | None, command: list[str], check: bool = True) -> None:
+    """Run ``command`` as ``user`` (``None``: as this process), from a directory every user
+    may enter (the checkout may be under root's home)."""
     if user is not None:
         command = ["runuser", "-u", user, "--", *command]
-    subprocess.run(command, check=check, capture_output=True, timeout=120)
+    subprocess.run(command, check=check, capture_output=True, timeout=120, cwd="/")
 
 
 def start_cluster() -> Cluster | str:
