@@ -18,23 +18,27 @@ APP = "tests/apps/weighted.py"
 def weighted(
     redis_client: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Callable[..., tuple[type, type]]]:
-    """``start(**env)``: the app's two workers, each with a backlog of 3,000 jobs, and a
-    `lowkiq worker` process with two threads serving both."""
+    """``start(light=3000, threads="2", **env)``: the app's two workers, Heavy with a
+    backlog of 3,000 jobs and Light of ``light``, and a `lowkiq worker` process with
+    ``threads`` threads serving both."""
     started: list[WorkerProcess] = []
 
-    def start(**env: str) -> tuple[type, type]:
+    def start(light: int = 3000, threads: str = "2", **env: str) -> tuple[type, type]:
         monkeypatch.setenv("REDIS_URL", redis_url)
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         import tests.apps.weighted as app
 
-        heavy, light = app.Heavy, app.Light
-        for worker in (heavy, light):
-            worker.perform_async([{"id": str(n)} for n in range(3000)])
-        process = WorkerProcess("-r", APP, "--threads", "2", env={"REDIS_URL": redis_url, **env})
+        heavy = app.Heavy
+        heavy.perform_async([{"id": str(n)} for n in range(3000)])
+        if light:
+            app.Light.perform_async([{"id": str(n)} for n in range(light)])
+        process = WorkerProcess(
+            "-r", APP, "--threads", threads, env={"REDIS_URL": redis_url, **env}
+        )
         started.append(process)
         process.wait_started()
-        return heavy, light
+        return heavy, app.Light
 
     yield start
     for process in started:
@@ -70,3 +74,25 @@ def test_equal_weights_share_equally_though_one_worker_has_twice_the_shards(
     counts = started_by(redis_client, 200, 1200)
     share = counts["Heavy"] / (counts["Heavy"] + counts["Light"])
     assert 0.45 <= share <= 0.55, counts
+
+
+def test_a_worker_with_no_batch_in_flight_starts_next_beside_a_flood_that_fills_the_threads(
+    redis_client: redis.Redis, weighted: Callable[..., tuple[type, type]]
+) -> None:
+    # One thread; each Heavy batch takes 0.1 s, so each pop takes one batch, and the
+    # process holds two of them (one running, one waiting for the thread).
+    heavy, light = weighted(light=0, threads="1", TEST_SLEEP="0.1", TEST_HEAVY_WEIGHT="1")
+    eventually(lambda: redis_client.llen("test:starts") >= 3, 20, interval=0.05)
+    for n in range(5):
+        before = redis_client.llen("test:starts")
+        light.perform_async([{"id": f"urgent{n}"}])
+        eventually(
+            lambda: b"Light" in b" ".join(redis_client.lrange("test:starts", before, -1)), 10
+        )
+        rows = [
+            row.decode().split(" ")[1] for row in redis_client.lrange("test:starts", before, -1)
+        ]
+        # The running Heavy batch ends, and the next free thread takes Light's batch, not
+        # Heavy's waiting one (at most one Heavy start slips in, when the enqueue meets
+        # a batch's end).
+        assert rows.index("Light") <= 1, rows

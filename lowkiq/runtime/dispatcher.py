@@ -418,6 +418,10 @@ class Dispatcher:
         idle = self._idle()
         # A shard whose lease may have lapsed waits for its renewal.
         ready = [h for h in idle if not h.waits_for_renewal() and _ready(h)] if room > 0 else []
+        if room <= 0:  # a worker with no batch in flight still gets a place, once woken
+            woken_now = self._woken_keys
+            ready = [h for h in self._unserved() if h.key in woken_now and _ready(h)]
+            room = len({h.queue.name for h in ready})
         woken, self._woken_keys = self._woken_keys, set()
         by_key = {h.key: h for h in idle + self.parked}
         candidates = [
@@ -434,10 +438,17 @@ class Dispatcher:
             due = self.due_in([by_key[c.key] for c in considered])
         finished = [h.key for h in idle + self.parked if h.unacked]
         plan = plan_round(considered, due, room, self.scheduler.order, finished, self.shares)
+        self._woken_keys |= woken.difference(plan.pops)  # still due: the next round's
         if plan.empty:
             return 0
         self._reading = None  # a pop changes what is due
         return self._send([by_key[key] for key in plan.pops], [by_key[key] for key in plan.acks])
+
+    def _unserved(self) -> list[ShardHandler]:
+        """The idle shards of the workers with no batch in flight: they get a place even
+        when the executor has no room (:mod:`lowkiq.runtime.waiting` runs them next)."""
+        busy = {key[0] for key in self.in_flight}
+        return [h for h in self._idle() if h.queue.name not in busy]
 
     def _idle(self) -> list[ShardHandler]:
         """The served shards with no batch in flight (nor an old one of theirs)."""
@@ -636,7 +647,15 @@ class Dispatcher:
         """Block until a kick, a wake-up of an idle shard, its next due job, or
         poll_interval."""
         idle = [h for h in self._idle() if not h.lapsed()]
-        if not idle or len(self.in_flight) >= self.capacity or self._suspect is not None:
+        if len(self.in_flight) >= self.capacity:
+            # Full: only a wake-up of a worker with no batch in flight (no due-time read).
+            idle = [] if self.polls else [h for h in self._unserved() if not h.lapsed()]
+            if idle and self._suspect is None:
+                self._block(idle, self.clock() + self.max_block)
+            else:
+                self._kick.wait(self.poll_interval)
+            return
+        if not idle or self._suspect is not None:
             self._kick.wait(self.poll_interval)
             return
         if self._nap(idle):
@@ -657,19 +676,24 @@ class Dispatcher:
             return
         if due is not None:
             end = due - TIMER_SLACK  # the rest is waited here (_wait_until)
+        if not self._block(idle, end) and due is not None:
+            self._wait_until([h.queue.keys.wake_list(h.shard) for h in idle], due)
+
+    def _block(self, idle: Sequence[ShardHandler], end: float) -> bool:
+        """BLPOP the wake lists of ``idle`` until ``end`` (not when it is too near); whether
+        a wake-up or a kick ended it."""
+        now = self.clock()
+        if end - now < MIN_BLOCK:
+            return False
         keys = [h.queue.keys.wake_list(h.shard) for h in idle]
-        if end - now >= MIN_BLOCK:
-            self._blocking_key = keys[0]
-            try:  # a kick before this is seen here; one after pushes the wake list
-                woken = not self._kick.is_set() and self.client.blpop(keys, timeout=end - now)
-            finally:
-                self._blocking_key = None
-            if woken:
-                if woken[1] != KICK:
-                    self._woken(idle, keys, woken[0])
-                return
-        if due is not None:
-            self._wait_until(keys, due)
+        self._blocking_key = keys[0]
+        try:  # a kick before this is seen here; one after pushes the wake list
+            woken = not self._kick.is_set() and self.client.blpop(keys, timeout=end - now)
+        finally:
+            self._blocking_key = None
+        if woken and woken[1] != KICK:
+            self._woken(idle, keys, woken[0])
+        return bool(woken)
 
     def _nap(self, idle: Sequence[ShardHandler]) -> bool:
         """When every idle shard waits for rate-limit tokens, sleep (no Redis call) until

@@ -40,6 +40,7 @@ from lowkiq.perform.timeouts import (
 )
 from lowkiq.runtime.cancelling import perform_uncancelled
 from lowkiq.runtime.shard_handler import Outcome, ShardHandler
+from lowkiq.runtime.waiting import Waiting
 from lowkiq.storage.processing import PoppedJob
 from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder, Recorder
 
@@ -76,6 +77,21 @@ class Work:
     _state: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _performing: Sequence[PoppedJob] | None = field(default=None, repr=False)
     _handed_back: bool = field(default=False, repr=False)
+
+    @property
+    def queue_name(self) -> str:
+        """Its shard's queue."""
+        return self.handler.queue.name
+
+    @property
+    def weight(self) -> float:
+        """Its worker's weight (:mod:`lowkiq.runtime.waiting`)."""
+        return self.handler.worker.weight
+
+    @property
+    def size(self) -> int:
+        """How many batches it holds."""
+        return len(self.batches)
 
     def claim(self) -> bool:
         """Take the work: ``True`` for the first caller only."""
@@ -148,7 +164,7 @@ class Executor:
         self.idle_stamp = idle_stamp
         # What each thread runs inside (settings.own_connection: perform's client).
         self.thread_scope = thread_scope
-        self._work: queue.SimpleQueue[Work | Callable[[], None] | None] = queue.SimpleQueue()
+        self._work: Waiting[Work] = Waiting()
         self.threads: list[threading.Thread] = []
         #: Works in a thread's hands now.
         self.performing = 0
@@ -175,7 +191,7 @@ class Executor:
         if not self.size:
             self._perform_here(work)
             return
-        self._work.put(work)
+        self._work.put_work(work)
 
     def call(self, call: Callable[[], None]) -> None:
         """Queue a call of the user's code other than ``perform`` (``retries_exhausted``)
@@ -184,7 +200,7 @@ class Executor:
         if not self.size:
             _call_user(call)
             return
-        self._work.put(call)
+        self._work.put_call(call)
 
     def _perform_here(self, work: Work) -> None:
         """Perform ``work`` on this thread; a ``BaseException`` that is not an
@@ -201,7 +217,7 @@ class Executor:
     def stop(self) -> None:
         """Let every thread end once the works queued before have run."""
         for _ in self.threads:
-            self._work.put(None)
+            self._work.put_stop()
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the threads to end (at most ``timeout`` seconds in all), but for those
@@ -256,7 +272,7 @@ class Executor:
         while True:
             beat.stamp()
             try:
-                work = self._work.get(timeout=self.idle_stamp)
+                work = self._work.take(self.idle_stamp)
             except queue.Empty:
                 continue
             if work is None:

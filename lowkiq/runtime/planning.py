@@ -93,15 +93,16 @@ class Shares:
 
     def turns(self, queues: Sequence[str]) -> dict[str, float]:
         """The shares of ``queues``, due in a crowded round.  A crowded spell starts with
-        every share level; a queue that joins it starts level with the lowest of those
-        already waiting: time without a backlog is not banked."""
+        every share level; a queue that joins it takes the next turn, then goes level
+        with the lowest of those already waiting: time without a backlog is not banked."""
         were = [self.served.get(q, 0.0) for q in queues if q in self.waiting]
         floor = min(were, default=0.0)
         for queue in queues:
             if not were:
                 self.served[queue] = 0.0
             elif queue not in self.waiting:
-                self.served[queue] = max(self.served.get(queue, 0.0), floor)
+                turn = 1.0 / self.weights.get(queue, 1.0)
+                self.served[queue] = max(self.served.get(queue, 0.0), floor - turn)
         self.waiting = frozenset(queues)
         return {queue: self.served[queue] for queue in queues}
 
