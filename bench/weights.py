@@ -46,46 +46,20 @@ def _note(name: str, payloads_by_id: dict) -> None:
     time.sleep(BATCH_SECONDS)
 
 
-class Three(lowkiq.Worker):
-    """Weight 3."""
+def _worker(name: str, shards: int, weight: float, doc: str) -> type[lowkiq.Worker]:
+    """A worker class ``name`` whose ``perform`` notes its start, then takes BATCH_SECONDS."""
 
-    weight = 3.0
-    shards_count = 8
+    def perform(cls: type[lowkiq.Worker], payloads_by_id: dict) -> None:
+        _note(name, payloads_by_id)
 
-    @classmethod
-    def perform(cls, payloads_by_id: dict) -> None:
-        _note("Three", payloads_by_id)
-
-
-class One(lowkiq.Worker):
-    """Weight 1."""
-
-    shards_count = 8
-
-    @classmethod
-    def perform(cls, payloads_by_id: dict) -> None:
-        _note("One", payloads_by_id)
+    attributes = {"__doc__": doc, "shards_count": shards, "weight": weight}
+    return type(name, (lowkiq.Worker,), {**attributes, "perform": classmethod(perform)})
 
 
-class Flood(lowkiq.Worker):
-    """Weight 1, a backlog that fills every thread."""
-
-    shards_count = 16
-
-    @classmethod
-    def perform(cls, payloads_by_id: dict) -> None:
-        _note("Flood", payloads_by_id)
-
-
-class Urgent(lowkiq.Worker):
-    """A few jobs that should not wait behind the flood."""
-
-    shards_count = 2
-
-    @classmethod
-    def perform(cls, payloads_by_id: dict) -> None:
-        _note("Urgent", payloads_by_id)
-
+Three = _worker("Three", 8, 3.0, "Weight 3.")
+One = _worker("One", 8, 1.0, "Weight 1.")
+Flood = _worker("Flood", 16, 1.0, "Weight 1, a backlog that fills every thread.")
+Urgent = _worker("Urgent", 2, 1.0, "A few jobs that should not wait behind the flood.")
 
 WORKERS = {"Three": Three, "One": One, "Flood": Flood, "Urgent": Urgent}
 
@@ -230,11 +204,11 @@ def main() -> None:
             for weight in (args.urgent_weight, 1.0):
                 waits = urgent(server.url, args, weight)
                 if waits:
-                    p50, p99, worst = percentiles(waits)
+                    p50, p99, worst = (round(s * 1000, 1) for s in percentiles(waits))
                     print(
                         f"urgent, weight {weight:g}, beside a flood on {args.threads} threads "
                         f"({args.batch_ms:g} ms a batch): {len(waits)} jobs, enqueue -> perform "
-                        f"p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, max {worst * 1000:.1f} ms"
+                        f"p50 {p50} ms, p99 {p99} ms, max {worst} ms"
                         + (" (target p99 <= 50 ms)" if weight == args.urgent_weight else "")
                     )
     finally:
