@@ -11,6 +11,8 @@ from typing import Any, ClassVar, Literal
 
 import redis
 
+from lowkiq.aio.producer import aperform_async
+from lowkiq.aio.reads import AsyncQueries, async_queue_metrics
 from lowkiq.clients.connection import Client
 from lowkiq.clients.default_redis import unreachable_hint
 from lowkiq.clients.memory_policy import PRODUCER_GATE
@@ -255,6 +257,16 @@ class Worker:
                 ids,
             ) from exc
 
+    @classmethod
+    async def aperform_async(cls, jobs: Sequence[dict[str, Any]]) -> None:
+        """:meth:`perform_async` from an event loop, awaited: the same checks, client
+        middlewares, Lua scripts, rounds and errors, on the running loop's own
+        ``redis.asyncio`` client (a Redis Cluster's too); one round trip per call that
+        fits in one round.  Client middlewares run before the write and do not see its
+        errors (see :mod:`lowkiq.aio.producer`).  Override it, as ``perform_async``, to
+        derive ids from payloads."""
+        await aperform_async(cls, jobs)
+
     # -- pausing -----------------------------------------------------------
 
     @classmethod
@@ -338,6 +350,19 @@ class Worker:
         ``payloads_count``."""
         with unreachable_raises(f"{cls.__name__}.queries()"):
             return Queries(cls._current_queue(), payloads_limit)
+
+    @classmethod
+    def aqueries(cls, payloads_limit: int | None = None) -> AsyncQueries:
+        """:meth:`queries`' reads as coroutines, for an async web handler:
+        ``await OrderWorker.aqueries().fetch(ids)`` (each runs on a thread of the loop's
+        default executor; see :mod:`lowkiq.aio.reads`)."""
+        return AsyncQueries(cls, payloads_limit)
+
+    @classmethod
+    async def ametrics(cls) -> QueueMetrics:
+        """:meth:`metrics` from an event loop, on its own ``redis.asyncio`` client, in one
+        round trip after reading the queue's layout."""
+        return await async_queue_metrics(cls)
 
     @classmethod
     def actions(cls) -> Actions:

@@ -212,6 +212,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ),
     ("the batch being performed, for user code", frozenset({"lowkiq.running"})),
     ("around one perform: its event loop, its time limit", frozenset({"lowkiq.perform"})),
+    ("enqueueing and reads on redis.asyncio", frozenset({"lowkiq.aio"})),
     (
         "enqueueing when a Django transaction commits (perform_async's on_commit)",
         frozenset({"lowkiq.contrib.django.transactions"}),

@@ -1,0 +1,116 @@
+"""What ``await Worker.aperform_async(jobs)`` does: ``perform_async``'s rules on the
+running event loop's ``redis.asyncio`` client (:mod:`lowkiq.aio.client`).
+
+The same order as ``Worker.perform_async``: the list checked, the client middlewares,
+the maxmemory policy (an evicting Redis refuses, unless ``settings.allow_eviction``),
+every job validated before anything is written (one bad job raises
+:class:`~lowkiq.errors.InvalidJob`), then the push (:mod:`lowkiq.aio.push`), with the
+same errors: :class:`~lowkiq.errors.RedisUnavailable`,
+:class:`~lowkiq.errors.RedisFull` and :class:`~lowkiq.errors.EnqueueIncomplete`
+naming the enqueued ids.
+
+Client middlewares are synchronous functions ``mw(worker, jobs, call_next)``: they run
+first, on the loop, and their ``call_next`` hands the jobs over to the push, which is
+awaited once the whole chain has returned.  So a middleware changes, adds to or drops
+the jobs as for ``perform_async``, but what it does after ``call_next`` runs before the
+jobs are written, and it does not see the push's errors (a tracing span around
+``call_next`` closes before the write).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from lowkiq.aio.client import AsyncRedis, async_client
+from lowkiq.aio.push import AsyncPush
+from lowkiq.aio.server import bulk_len, eviction
+from lowkiq.clients.default_redis import unreachable_hint
+from lowkiq.errors import ConfigurationError, RedisFull, RedisUnavailable, is_out_of_memory
+from lowkiq.middleware import chain
+from lowkiq.settings import settings
+from lowkiq.storage.jobs import check_job_list, validate_jobs
+from lowkiq.storage.push_plan import NewJob
+
+if TYPE_CHECKING:
+    from lowkiq.worker import Worker
+
+
+async def aperform_async(worker: type[Worker], jobs: Sequence[dict[str, Any]]) -> None:
+    """Enqueue ``jobs`` into ``worker``'s queue from the running loop (see the module)."""
+    check_job_list(jobs)  # before the middlewares, which expect a list
+    handed: list[tuple[type[Worker], Sequence[dict[str, Any]]]] = []
+
+    def hand_over(target: type[Worker], final_jobs: Sequence[dict[str, Any]]) -> None:
+        handed.append((target, final_jobs))
+
+    chain(settings.client_middlewares, hand_over)(worker, jobs)
+    for target, final_jobs in handed:
+        await push_jobs(target, final_jobs)
+
+
+async def push_jobs(worker: type[Worker], jobs: Sequence[dict[str, Any]]) -> None:
+    """Check and push ``jobs`` into ``worker``'s queue, without middlewares."""
+    worker.validate()
+    what = f"{worker.__name__}.aperform_async"
+    new_jobs: list[NewJob] = []
+    try:
+        redis_ = await async_client()
+        if not settings.allow_eviction:
+            problem = await eviction(redis_)
+            if problem is not None:
+                raise ConfigurationError(
+                    f"{what}: refused, nothing enqueued: {problem}; or set "
+                    "lowkiq.settings.allow_eviction = True (LOWKIQ_ALLOW_EVICTION=1) to "
+                    "enqueue anyway"
+                )
+        new_jobs = await _validated(redis_, jobs)
+        if new_jobs:
+            push = AsyncPush(
+                redis_,
+                worker.queue_name,
+                worker.shards_count,
+                track_length=worker.track_length if worker.track else 0,
+                replication=settings.replication,
+            )
+            await push.push(new_jobs, merge_perform_in=worker.merge_perform_in)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        hint = unreachable_hint(settings.redis)
+        raise RedisUnavailable(
+            f"{what}: Redis is unreachable, {len(jobs)} job(s) were not enqueued: {exc}"
+            + (f" ({hint})" if hint else "")
+        ) from exc
+    except redis.ResponseError as exc:  # e.g. writing the queue's layout at its first use
+        if not is_out_of_memory(exc):
+            raise
+        ids = list(dict.fromkeys(job[0] for job in new_jobs))
+        raise RedisFull(
+            f"{what}: Redis is full: it reached maxmemory and refused the write ({exc}): "
+            f"{len(ids)} job id(s) not enqueued; free memory or raise maxmemory, then "
+            f"enqueue them again",
+            [],
+            ids,
+        ) from exc
+
+
+class _BulkLenUnknown(Exception):
+    """A payload is too large for some Redis and ``proto-max-bulk-len`` is not read yet."""
+
+
+async def _validated(redis_: AsyncRedis, jobs: Sequence[dict[str, Any]]) -> list[NewJob]:
+    """:func:`~lowkiq.storage.jobs.validate_jobs`, with Redis's ``proto-max-bulk-len``
+    read (once per client) only when a payload needs it."""
+
+    def known_bulk_len() -> int:
+        if redis_.bulk_len is None:
+            raise _BulkLenUnknown
+        return redis_.bulk_len
+
+    dump = settings.codec.dump_payload
+    try:
+        return validate_jobs(jobs, dump, known_bulk_len)
+    except _BulkLenUnknown:
+        await bulk_len(redis_)
+        return validate_jobs(jobs, dump, known_bulk_len)
