@@ -191,6 +191,7 @@ class Dispatcher:
         self._popped_at: dict[ShardKey, float] = {}
         self._backlog: dict[ShardKey, bool] = {}
         self._woken_keys: set[ShardKey] = set()
+        self._next_look = 0.0  # the next look at the unserved shards (_look_unserved)
         socket_timeout = getattr(client, "socket_timeout", None)  # a BLPOP ends before it
         self.max_block = (
             min(poll_interval, socket_timeout * 0.8) if socket_timeout else poll_interval
@@ -419,8 +420,8 @@ class Dispatcher:
         # A shard whose lease may have lapsed waits for its renewal.
         ready = [h for h in idle if not h.waits_for_renewal() and _ready(h)] if room > 0 else []
         if room <= 0:  # a worker with no batch in flight still gets a place, once woken
-            woken_now = self._woken_keys
-            ready = [h for h in self._unserved() if h.key in woken_now and _ready(h)]
+            self._look_unserved()
+            ready = [h for h in self._unserved() if h.key in self._woken_keys and _ready(h)]
             room = len({h.queue.name for h in ready})
         woken, self._woken_keys = self._woken_keys, set()
         by_key = {h.key: h for h in idle + self.parked}
@@ -443,6 +444,18 @@ class Dispatcher:
             return 0
         self._reading = None  # a pop changes what is due
         return self._send([by_key[key] for key in plan.pops], [by_key[key] for key in plan.acks])
+
+    def _look_unserved(self) -> None:
+        """On a Redis Cluster (no wake lists blocked on), read whether the shards of the
+        workers with no batch in flight are due, at most every CLUSTER_POLL: the due ones
+        count as woken."""
+        unserved = self._unserved() if self.polls else []
+        if not unserved or self.clock() < self._next_look:
+            return
+        self._next_look = self.clock() + CLUSTER_POLL
+        for handler, due in zip(unserved, self.due_in(unserved), strict=True):
+            if due is not None and due <= 0:
+                self._woken_keys.add(handler.key)
 
     def _unserved(self) -> list[ShardHandler]:
         """The idle shards of the workers with no batch in flight: they get a place even
@@ -648,12 +661,13 @@ class Dispatcher:
         poll_interval."""
         idle = [h for h in self._idle() if not h.lapsed()]
         if len(self.in_flight) >= self.capacity:
-            # Full: only a wake-up of a worker with no batch in flight (no due-time read).
-            idle = [] if self.polls else [h for h in self._unserved() if not h.lapsed()]
-            if idle and self._suspect is None:
+            # Full: only a wake-up of a worker with no batch in flight (no due-time read;
+            # on a Redis Cluster the next round looks, CLUSTER_POLL from now).
+            idle = [h for h in self._unserved() if not h.lapsed()]
+            if idle and self._suspect is None and not self.polls:
                 self._block(idle, self.clock() + self.max_block)
             else:
-                self._kick.wait(self.poll_interval)
+                self._kick.wait(CLUSTER_POLL if idle and self.polls else self.poll_interval)
             return
         if not idle or self._suspect is not None:
             self._kick.wait(self.poll_interval)

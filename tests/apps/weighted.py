@@ -1,7 +1,8 @@
 """Two workers of different weights for process-level tests: each batch's start is
 recorded as ``time worker`` in ``test:starts``.
 
-Environment: ``REDIS_URL``; ``TEST_HEAVY_WEIGHT`` (Heavy's weight, default 3; Light's is
+Environment: ``REDIS_URL``, ``RECORD_URL`` (where starts are recorded; default the
+same); ``TEST_HEAVY_WEIGHT`` (Heavy's weight, default 3; Light's is
 1); ``TEST_HEAVY_SHARDS`` and ``TEST_LIGHT_SHARDS`` (default 4 and 8); ``TEST_SLEEP``
 (seconds each batch takes, default 0.004).
 """
@@ -15,7 +16,7 @@ import redis
 
 import lowkiq
 
-record = redis.Redis.from_url(os.environ["REDIS_URL"])
+record = redis.Redis.from_url(os.environ.get("RECORD_URL") or os.environ["REDIS_URL"])
 
 lowkiq.settings.poll_interval = 0.2
 
