@@ -32,6 +32,11 @@ class InvalidQuery(LowkiqError, ValueError):
     """A query bound or limit that Redis would reject."""
 
 
+class UnknownGroup(InvalidQuery):
+    """A group a worker does not know (``Worker.actions().pause_group`` and the others):
+    none of its jobs is queued or running, and nothing is set for it; nothing changed."""
+
+
 class RedisUnavailable(LowkiqError, ConnectionError):
     """Redis could not be reached; the operation did not happen."""
 

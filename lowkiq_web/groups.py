@@ -11,19 +11,20 @@ message; a plain form POST is redirected to the Enqueued page.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import abort, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
 import lowkiq
-from lowkiq.errors import ConfigurationError
+from lowkiq.errors import ConfigurationError, UnknownGroup
 from lowkiq.limits.rate_limit import RateLimit
-from lowkiq.storage.group_actions import GroupSettings, UnknownGroup
-from lowkiq.storage.group_rows import GroupRow, GroupRows
 from lowkiq_web.blueprint import lowkiq_web
 from lowkiq_web.listing import BadParameter
 from lowkiq_web.overview import find_worker
+
+if TYPE_CHECKING:
+    from lowkiq.storage.group_actions import GroupSettings
 
 #: The most groups with a setting of their own, not among the groups listed, that the
 #: table adds (each costs a read).
@@ -33,10 +34,15 @@ EXTRA_GROUPS = 20
 ACTIONS = ("pause", "resume", "delete", "limits", "clear")
 
 
-class GroupTable(GroupRows):
-    """The rows of the groups table: the groups with the most queued jobs, then those with
-    a setting of their own; with each group's settings and the worker's defaults."""
+class GroupTable(list[dict[str, Any]]):
+    """The rows of the groups table (as ``Worker.queries().groups()`` gives them): the
+    groups with the most queued jobs, then those with a setting of their own; with each
+    group's settings and the worker's defaults."""
 
+    #: Whether every group of every shard was counted (see ``queries().groups()``).
+    complete: bool = True
+    #: How many groups of each shard's turns and waits were read at most.
+    scanned: int = 0
     #: Group -> its settings made at run time.
     settings: dict[str, GroupSettings]
     #: The worker's ``group_concurrency`` (``None``: none).
@@ -50,7 +56,7 @@ def group_table(worker: type[lowkiq.Worker], limit: int) -> GroupTable:
     up to :data:`EXTRA_GROUPS` more with a setting of their own."""
     rows = worker.queries().groups(limit)
     actions = worker.actions()
-    table = GroupTable(rows)
+    table = GroupTable(dict(row) for row in rows)
     table.complete, table.scanned = rows.complete, rows.scanned
     table.settings = actions.group_settings()
     listed = {row["name"] for row in rows}
@@ -60,7 +66,7 @@ def group_table(worker: type[lowkiq.Worker], limit: int) -> GroupTable:
         except UnknownGroup:  # its setting went meanwhile
             continue
         table.append(
-            GroupRow(name=name, length=state.queued, oldest_due=None, in_flight=state.in_flight)
+            {"name": name, "length": state.queued, "oldest_due": None, "in_flight": state.in_flight}
         )
     table.default_cap = worker.group_concurrency
     rate = worker.current_rate_limit()

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lowkiq.errors import ConfigurationError, InvalidQuery
+from lowkiq.errors import ConfigurationError, InvalidQuery, UnknownGroup
 from lowkiq.limits.rate_limit import RateLimit
 from lowkiq.storage import group_limits
 from lowkiq.storage.group_limits import CAP, PAUSED, RATE, GroupLimits
@@ -27,9 +27,7 @@ from lowkiq.storage.unreachable import public_calls_raise_unavailable
 DELETE_CHUNK = 1000
 
 
-class UnknownGroup(InvalidQuery):
-    """A group the queue does not know: none of its jobs is queued or running, and
-    nothing was set for it."""
+__all__ = ["GroupActions", "GroupSettings", "GroupState", "UnknownGroup"]
 
 
 @dataclass(frozen=True)
