@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from lowkiq.aio.client import AsyncRedis, async_client
+from lowkiq.aio.off_loop import run_sized
 from lowkiq.aio.push import AsyncPush
 from lowkiq.aio.server import bulk_len, eviction
 from lowkiq.clients.default_redis import unreachable_hint
@@ -100,8 +101,9 @@ class _BulkLenUnknown(Exception):
 
 
 async def _validated(redis_: AsyncRedis, jobs: Sequence[dict[str, Any]]) -> list[NewJob]:
-    """:func:`~lowkiq.storage.jobs.validate_jobs`, with Redis's ``proto-max-bulk-len``
-    read (once per client) only when a payload needs it."""
+    """:func:`~lowkiq.storage.jobs.validate_jobs` (off the loop for a large call, see
+    :mod:`lowkiq.aio.off_loop`), with Redis's ``proto-max-bulk-len`` read (once per
+    client) only when a payload needs it."""
 
     def known_bulk_len() -> int:
         if redis_.bulk_len is None:
@@ -109,8 +111,12 @@ async def _validated(redis_: AsyncRedis, jobs: Sequence[dict[str, Any]]) -> list
         return redis_.bulk_len
 
     dump = settings.codec.dump_payload
-    try:
+
+    def validated() -> list[NewJob]:
         return validate_jobs(jobs, dump, known_bulk_len)
+
+    try:
+        return await run_sized(len(jobs), validated)
     except _BulkLenUnknown:
         await bulk_len(redis_)
-        return validate_jobs(jobs, dump, known_bulk_len)
+        return await run_sized(len(jobs), validated)

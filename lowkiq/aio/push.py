@@ -23,6 +23,7 @@ from redis.exceptions import NoScriptError, RedisClusterException
 
 from lowkiq.aio.calls import Call, LuaScript, run_calls
 from lowkiq.aio.client import AsyncRedis, pipelined
+from lowkiq.aio.off_loop import run_sized
 from lowkiq.aio.server import cached_layout, read_layout
 from lowkiq.storage.enqueueing import (
     PROBE_FROM,
@@ -42,6 +43,7 @@ from lowkiq.storage.layout import Layout
 from lowkiq.storage.push_plan import (
     ROUND_BYTES,
     ROUND_JOBS,
+    ByPlace,
     NewJob,
     cut_rounds,
     placed,
@@ -79,14 +81,12 @@ class AsyncPush:
     async def push(self, jobs: list[NewJob], merge_perform_in: str = "keep") -> None:
         """Enqueue validated jobs (see :meth:`lowkiq.storage.enqueueing.Enqueueing.push`)."""
         layout = self.layout = await cached_layout(self.redis, self.name, self.default_shards_count)
-        by_place = placed_unique(jobs, layout.count)
-        if by_place is None:  # an id more than once: its payloads merge into one member
-            by_place = placed(jobs, layout.count)
-        rounds = cut_rounds(by_place, ROUND_JOBS, ROUND_BYTES)
-        if len(by_place) > 1 and any(job[4] for job in jobs):
+        rounds, args, places = await run_sized(
+            len(jobs), lambda: _plan(jobs, layout, merge_perform_in)
+        )
+        if places > 1 and any(job[4] for job in jobs):
             await self._check_groups(jobs, layout)
-        for number, part in enumerate(rounds):
-            by_shard = push_args(part, layout.base, "", merge_perform_in)
+        for number, by_shard in enumerate(args):
             if number and self.layout != layout:  # an earlier round met a reshard
                 by_shard = rerouted(list(by_shard.values()), self.layout)
             try:
@@ -241,6 +241,19 @@ class AsyncPush:
                 )  # fmt: skip
             replies.append(reply)
         return replies
+
+
+def _plan(
+    jobs: list[NewJob], layout: Layout, merge_perform_in: str
+) -> tuple[list[ByPlace], list[dict[int, list[Any]]], int]:
+    """The rounds of a call, each round's push arguments by shard, and how many places
+    (shard, perform_in, group) its jobs go to; as the synchronous push plans them."""
+    by_place = placed_unique(jobs, layout.count)
+    if by_place is None:  # an id more than once: its payloads merge into one member
+        by_place = placed(jobs, layout.count)
+    rounds = cut_rounds(by_place, ROUND_JOBS, ROUND_BYTES)
+    args = [push_args(part, layout.base, "", merge_perform_in) for part in rounds]
+    return rounds, args, len(by_place)
 
 
 def _raised(replies: list[Any]) -> list[Any]:
