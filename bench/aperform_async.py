@@ -136,9 +136,8 @@ def main() -> None:
     )
     print(f"{options.jobs:,} jobs in calls of {options.per_call:,}, best of {options.rounds}")
     print(f"perform_async:  {sync_rate:10,.0f} jobs/s")
-    print(
-        f"aperform_async: {async_rate:10,.0f} jobs/s  ({async_rate / sync_rate:.2f}x, target >= 0.8x)"
-    )
+    ratio = async_rate / sync_rate
+    print(f"aperform_async: {async_rate:10,.0f} jobs/s  ({ratio:.2f}x, target >= 0.8x)")
     print(
         f"ticker lateness every {TICK * 1000:.0f} ms: max {max(latenesses[best]) * 1000:.1f} ms, "
         f"p99 {p99(latenesses[best]) * 1000:.1f} ms over {len(latenesses[best])} ticks "
