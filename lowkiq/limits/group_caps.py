@@ -108,8 +108,8 @@ class GroupCaps:
         return self.claims.cap is not None or self.rate() is not None or bool(self.own)
 
     def skipped(self) -> frozenset[str] | None:
-        """The groups a pop skips now, at their cap or out of tokens (``None``: its
-        groups need no claim)."""
+        """The groups a pop skips now: paused, at their cap or out of tokens (``None``:
+        its groups are neither capped, rate-limited nor paused)."""
         if not self.active():
             return None
         skipped = self.full | self.paused if self.paused else self.full
