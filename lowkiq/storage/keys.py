@@ -104,7 +104,9 @@ when its claim expires (ms on Redis's clock; renewed while it runs); ``C full``,
 the groups at the cap. Under a per-group rate limit: ``C bucket:<group>``, a hash
 ``tokens``, ``at`` (gone once full again); ``C dry``, a zset: group -> when its bucket
 holds a token again (ms); ``C rate``, a hash: ``taken`` (tokens spent so far),
-``waited`` (claims refused for a group out of tokens).
+``waited`` (claims refused for a group out of tokens). The groups set at run time
+(:mod:`lowkiq.storage.group_limits`): ``C limits``, a hash: ``paused:<group>`` = 1,
+``cap:<group>`` (its own cap), ``rate:<group>`` (its own rate, ``RateLimit.encode``).
 
 Metrics history of a queue (:mod:`lowkiq.telemetry`; one hash tag per queue,
 ``T`` = ``lowkiq:{name:metrics}:``, so a queue's metrics are one slot apart from its shards):
@@ -119,6 +121,12 @@ T totals                  hash   the same, summed since the queue's first perfor
 T second:<m>              hash   jobs processed and failed in each second of minute m:
                                  ``<s>p``, ``<s>f`` (:mod:`lowkiq.telemetry.recent`);
                                  kept 10 minutes after the minute
+T group_waits             hash   the queue waits of its top groups and the rest
+                                 (:mod:`lowkiq.telemetry.group_waits`):
+                                 field group, NUL, slot: counts;
+                                 group, NUL, ``sum``: seconds
+T group_jobs              zset   group -> its jobs (halved hourly), the groups kept
+T group_jobs_at           str    when they were last halved (unix seconds)
 ========================  =====  ==========================================
 
 Their fields but ``second``'s (:data:`lowkiq.telemetry.counts.FIELDS`): ``n``
