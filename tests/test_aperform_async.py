@@ -20,10 +20,14 @@ import redis
 
 import lowkiq
 from lowkiq.aio.client import async_client, close_async_client
+from lowkiq.aio.off_loop import OFF_LOOP_JOBS
 from lowkiq.clients.connection import Client
 from lowkiq.clients.embedded import EmbeddedServer, redis_server_binary, start_server
 from lowkiq.clients.embedded_cluster import free_port
 from lowkiq.errors import ConfigurationError, InvalidJob, RedisFull, RedisUnavailable
+from lowkiq.ownership.resharding import reshard
+from lowkiq.serializers import dump_json
+from lowkiq.storage.layout import Layout
 from lowkiq.storage.push_plan import ROUND_JOBS
 from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client: both)
 from tests.conftest import lowkiq_on
@@ -411,3 +415,55 @@ def test_ametrics_and_aqueries_read_the_queue_from_a_loop(redis_client: Client) 
     assert bounded[0]["payloads_count"] == 1
     with pytest.raises(AttributeError, match="no read 'push'"):
         AsyncSide.aqueries().push  # noqa: B018
+
+
+def test_a_stale_layout_s_retired_shards_refuse_and_the_jobs_go_to_the_new_shards(
+    redis_client: Client,
+) -> None:
+    class Resharded(lowkiq.Worker):
+        shards_count = 3
+
+    lowkiq.settings.workers = [Resharded]
+    late = [f"late{n}" for n in range(30)]
+
+    async def enqueue_on_a_stale_layout() -> None:
+        await Resharded.aperform_async([{"id": "early"}])  # the layout is read: 3 shards
+        await asyncio.to_thread(reshard, Resharded.queue(), 5)
+        loop_client = await async_client()
+        loop_client.layouts[Resharded.queue_name] = (
+            Layout(0, 3),
+            asyncio.get_running_loop().time(),
+        )
+        await Resharded.aperform_async([{"id": job_id} for job_id in late])
+
+    run(enqueue_on_a_stale_layout())
+    queue = Resharded._current_queue()
+    assert queue.layout.new_shards == range(3, 8)
+    assert {job["id"] for job in Resharded.queries().fetch(["early", *late])} == {"early", *late}
+    for old in range(3):
+        assert queue.client.zcard(queue.keys.perform_in_zset(old)) == 0
+
+
+def test_a_large_call_is_checked_off_the_loop_and_a_small_one_on_it(
+    redis_client: Client,
+) -> None:
+    threads: dict[int, set[str]] = {}
+
+    def dump(payload: Any) -> bytes:
+        threads.setdefault(payload["size"], set()).add(threading.current_thread().name)
+        return dump_json(payload)
+
+    lowkiq.settings.workers = [AsyncSide]
+    lowkiq.settings.dump_payload = dump
+
+    async def both() -> str:
+        for size in (1, OFF_LOOP_JOBS):
+            await AsyncSide.aperform_async(
+                [{"id": f"{size}-{n}", "payload": {"size": size}} for n in range(size)]
+            )
+        return threading.current_thread().name
+
+    loop_thread = run(both())
+    assert threads[1] == {loop_thread}
+    assert loop_thread not in threads[OFF_LOOP_JOBS]
+    assert AsyncSide.metrics()["length"] == 1 + OFF_LOOP_JOBS
