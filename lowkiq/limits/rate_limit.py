@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 from lowkiq.clients.connection import Client
 from lowkiq.errors import ConfigurationError
+from lowkiq.storage.config_version import nudge_all
 from lowkiq.storage.keys import OwnershipKeys
 from lowkiq.storage.rate_bucket import bucket_state, group_buckets_state
-from lowkiq.storage.scripts import Scripts
 
 _KEYS = OwnershipKeys()
 
@@ -185,14 +185,14 @@ def set_rate_limit(client: Client, queue_name: str, limit: RateLimit | None) -> 
     overriding its class's ``rate_limit`` until :func:`clear_rate_limit`."""
     value = UNLIMITED if limit is None else limit.encode()
     client.hset(_KEYS.rate_limits_hash, queue_name, value)
-    _nudge_all(client)
+    nudge_all(client)
 
 
 def clear_rate_limit(client: Client, queue_name: str) -> bool:
     """Go back to the class's ``rate_limit`` on every process; ``False`` when no limit
     was set at run time."""
     removed = bool(client.hdel(_KEYS.rate_limits_hash, queue_name))
-    _nudge_all(client)
+    nudge_all(client)
     return removed
 
 
@@ -207,8 +207,3 @@ def rate_limit_overrides(client: Client) -> dict[str, RateLimit | None]:
         except (ValueError, ConfigurationError):
             continue  # not written by lowkiq: the class's limit holds
     return overrides
-
-
-def _nudge_all(client: Client) -> None:
-    """Wake every live process's coordinator, so it reads the limits now."""
-    Scripts.for_client(client).membership_nudge(keys=[_KEYS.prefix], args=[""])

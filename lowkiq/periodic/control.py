@@ -36,6 +36,7 @@ from lowkiq.periodic.schedule import CATCH_UP
 from lowkiq.periodic.status import UnknownSchedule, read_entries
 from lowkiq.settings import Settings, settings
 from lowkiq.storage import schedules as store
+from lowkiq.storage.config_version import nudge_all
 
 if TYPE_CHECKING:
     from lowkiq.worker import Worker
@@ -186,6 +187,7 @@ def _write(
                 workers.append(defined.schedule.worker)
         for worker in workers:
             store.revise(worker.queue(client, config), name, rev)
+        nudge_all(client)  # every process reads the change now
         return True
     raise LowkiqError(f"schedule {name!r} was changed by others during {ATTEMPTS} attempts")
 

@@ -1,8 +1,10 @@
 """The thread of a ``lowkiq worker`` process that enqueues the jobs of the schedules.
 
 Every process runs it, with every schedule in force: ``settings.schedules`` with
-what was changed at run time (:mod:`lowkiq.periodic.control`), read from Redis at
-each pass of its loop, at least once a second.  At each tick each process asks
+what was changed at run time (:mod:`lowkiq.periodic.control`), read from Redis when
+the process's coordinator says the run-time configuration moved (a change nudges every
+process; the coordinator also reads it every 30 s) and when a tick is refused as
+passed under an older definition.  At each tick each process asks
 Redis to pass the tick (:func:`lowkiq.storage.schedules.pass_ticks`), the
 first one passes it and enqueues its job in the same script, and the others
 learn that it was passed.  So a tick is enqueued once however many processes
@@ -81,6 +83,11 @@ class ScheduleRunner:
         #: Redis's clock minus this process's, ms.
         self.offset_ms = 0.0
         self._stop = threading.Event()
+        # Set when the run-time changes must be read (first at the start), and to end a
+        # wait early.
+        self._changed = threading.Event()
+        self._changed.set()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def now_ms(self) -> int:
@@ -95,17 +102,27 @@ class ScheduleRunner:
     def stop(self) -> None:
         """Stop the thread and wait for it (a tick being passed is passed or not, whole)."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join()
+
+    def notify(self) -> None:
+        """The run-time configuration may have changed: read the schedules' changes now
+        (a reader of :class:`lowkiq.ownership.watchers.ConfigWatcher`)."""
+        self._changed.set()
+        self._wake.set()
 
     def run(self) -> None:
         """Pass due ticks until :meth:`stop`."""
         while not self._stop.is_set():
-            self.refresh_logged()
+            self._wake.clear()
+            if self._changed.is_set():
+                self._changed.clear()
+                self.refresh_logged()
             self.run_due()
             now = self.now_ms()
             wait = min((entry.due_at for entry in self.entries), default=now + 1000) - now
-            self._stop.wait(min(MAX_WAIT, max(0.0, wait / 1000)))
+            self._wake.wait(min(MAX_WAIT, max(0.0, wait / 1000)))
 
     def refresh_logged(self) -> None:
         """:meth:`refresh`; when Redis does not answer, go on with the schedules as they
@@ -113,6 +130,7 @@ class ScheduleRunner:
         try:
             self.refresh()
         except redis.RedisError as exc:
+            self._changed.set()
             log.warning("could not read the schedules' run-time changes: %s", exc)
 
     def refresh(self) -> None:
@@ -208,6 +226,7 @@ class ScheduleRunner:
             if reply.status == store.STALE:
                 # Its definition changed at run time: read the change before looking again.
                 self.version = None
+                self._changed.set()
                 entry.due_at = self.now_ms() + int(RETRY_WAIT * 1000)
                 return
             if reply.status == store.DONE:

@@ -153,7 +153,7 @@ class Server:
         self.renewal_client: Client | None = None
         # Made by build(): the metrics history's per-process counts and flush thread.
         self.recorder: Recorder | None = None
-        # Made by build() when settings.schedules is set: the periodic jobs' thread.
+        # Made by build(): the periodic jobs' thread.
         self.periodic: ScheduleRunner | None = None
         #: The rate limit in force per queue, read again on every heartbeat.
         self.rate_limits = RateLimits({})
@@ -243,9 +243,10 @@ class Server:
             handoff=Membership(dispatching, self.process_id, ttl).handoff,
         )
 
-        if config.schedules:
-            periodic_client = pooled_client(own, 2, config.pool_timeout)
-            self.periodic = ScheduleRunner(periodic_client, config)
+        # Schedules run on every process, also those added at run time to an app that
+        # declares none; their changes are read when the config version moves.
+        periodic_client = pooled_client(own, 2, config.pool_timeout)
+        self.periodic = ScheduleRunner(periodic_client, config)
         self._check_socket_timeout(client)
         self.renewal_client = self._renewal_client()
         coordinator = Coordinator(
@@ -260,7 +261,11 @@ class Server:
             config.threads_per_node,
             renewal_client=self.renewal_client,
             # Rate limits set at run time, and cancels, are read when the config version moves.
-            config_readers=[self.rate_limits.follow, CancelReader(workers).follow],
+            config_readers=[
+                self.rate_limits.follow,
+                CancelReader(workers).follow,
+                lambda client: self.periodic.notify() if self.periodic else None,
+            ],
             reports=reports,
         )
         self.coordinator = coordinator

@@ -19,10 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lowkiq.clients.connection import Client
-from lowkiq.storage.keys import OwnershipKeys, QueueKeys
-from lowkiq.storage.scripts import Scripts
-
-_OWNERSHIP = OwnershipKeys()
+from lowkiq.storage.config_version import nudge_all
+from lowkiq.storage.keys import QueueKeys
 
 #: The settings a group may have, as the prefixes of their fields.
 PAUSED, CAP, RATE = "paused", "cap", "rate"
@@ -108,8 +106,3 @@ def write(
         changed += int(client.hdel(key, *dropped))
     nudge_all(client)
     return changed
-
-
-def nudge_all(client: Client) -> None:
-    """Wake every live process's coordinator, so it reads the groups' settings now."""
-    Scripts.for_client(client).membership_nudge(keys=[_OWNERSHIP.prefix], args=[""])

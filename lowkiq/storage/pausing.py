@@ -10,8 +10,8 @@ idle paused queue costs no CPU.  Enqueueing goes on; the jobs wait.
 from __future__ import annotations
 
 from lowkiq.clients.connection import Client
+from lowkiq.storage.config_version import nudge_all
 from lowkiq.storage.keys import OwnershipKeys
-from lowkiq.storage.scripts import Scripts
 
 _KEYS = OwnershipKeys()
 
@@ -19,14 +19,14 @@ _KEYS = OwnershipKeys()
 def pause(client: Client, queue_name: str) -> bool:
     """Pause ``queue_name`` on every process; ``False`` when it was paused already."""
     added = bool(client.sadd(_KEYS.paused_set, queue_name))
-    _nudge_all(client)
+    nudge_all(client)
     return added
 
 
 def resume(client: Client, queue_name: str) -> bool:
     """Resume ``queue_name`` on every process; ``False`` when it was not paused."""
     removed = bool(client.srem(_KEYS.paused_set, queue_name))
-    _nudge_all(client)
+    nudge_all(client)
     return removed
 
 
@@ -34,8 +34,3 @@ def paused_queues(client: Client) -> frozenset[str]:
     """The names of the paused queues."""
     names = client.smembers(_KEYS.paused_set)
     return frozenset(name.decode() if isinstance(name, bytes) else name for name in names)
-
-
-def _nudge_all(client: Client) -> None:
-    """Wake every live process's coordinator, so it reads the paused set now."""
-    Scripts.for_client(client).membership_nudge(keys=[_KEYS.prefix], args=[""])

@@ -1,9 +1,11 @@
 """A worker app for the run-time schedule tests: one worker, ``Ticker``, and one
 1-second schedule, ``tick``; ``perform`` does nothing (the schedules' logs in Redis
-say what was enqueued).  Environment: ``REDIS_URL`` (a server or a Redis Cluster)."""
+say what was enqueued).  Environment: ``REDIS_URL`` (a server or a Redis Cluster);
+``TEST_NO_SCHEDULES=1``: the app declares no schedule."""
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import lowkiq
@@ -26,4 +28,8 @@ class Ticker(lowkiq.Worker):
 
 
 lowkiq.settings.workers = [Ticker]
-lowkiq.settings.schedules = [lowkiq.Schedule(Ticker, id="tick", every=timedelta(seconds=1))]
+lowkiq.settings.schedules = (
+    []
+    if os.environ.get("TEST_NO_SCHEDULES")
+    else [lowkiq.Schedule(Ticker, id="tick", every=timedelta(seconds=1))]
+)

@@ -112,3 +112,28 @@ def test_pause_change_add_and_remove_are_obeyed_by_every_process_once_per_tick(f
 
     for process in fleet:
         assert process.process.poll() is None, process.output()
+
+
+def test_a_schedule_added_at_run_time_runs_on_a_process_whose_app_declares_none(
+    request: pytest.FixtureRequest, redis_client: Client, redis_url: str
+) -> None:
+    lowkiq.settings.workers = [Ticker]
+    lowkiq.settings.schedules = []
+    if isinstance(redis_client, redis.RedisCluster):
+        cluster_url = request.getfixturevalue("redis_cluster").url
+        redis_url = cluster_url.replace("redis://", "redis+cluster://")
+    process = WorkerProcess(
+        "-r",
+        "tests/periodic/runtime_app.py",
+        env={"REDIS_URL": redis_url, "TEST_NO_SCHEDULES": "1"},
+    )
+    try:
+        process.wait_started()
+        control.add("later", Ticker, every=timedelta(seconds=1))
+        queue = Ticker.queue(redis_client)
+        eventually(lambda: len(log_of(queue, "later")) >= 3, 15)
+        ticks = [e.tick for e in log_of(queue, "later")]
+        assert_once_each(ticks, 1000)
+    finally:
+        process.close()
+        lowkiq.settings.schedules = []
