@@ -20,6 +20,7 @@ from lowkiq.errors import (
     LowkiqError,
     RedisFull,
     RedisUnavailable,
+    UnknownGroup,
 )
 from lowkiq.iterable import IterableWorker
 from lowkiq.limits.rate_limit import RateLimit
@@ -28,7 +29,8 @@ from lowkiq.ownership.status import Process, Processes, QueueOwners, command_pro
 from lowkiq.perform.timeouts import PerformHardTimeout, PerformTimeout
 from lowkiq.periodic import Schedule
 from lowkiq.periodic import control as _schedule_control
-from lowkiq.periodic.control import ScheduleInfo
+from lowkiq.periodic.control import ScheduleError, ScheduleInfo
+from lowkiq.periodic.status import UnknownSchedule
 from lowkiq.running import BatchLease, RunningBatch, current_batch
 from lowkiq.serializers import Undecodable
 from lowkiq.settings import Settings, settings
@@ -133,10 +135,13 @@ __all__ = [
     "RedisUnavailable",
     "RunningBatch",
     "Schedule",
+    "ScheduleError",
     "ScheduleInfo",
     "Snooze",
     "Span",
     "Undecodable",
+    "UnknownGroup",
+    "UnknownSchedule",
     "Worker",
     "__version__",
     "build_by_node_splitter",
