@@ -26,6 +26,9 @@ from typing import Any
 
 from lowkiq.errors import LowkiqError
 
+#: The longest delay taken (a job's ``delay``, a :class:`Snooze`): 100 years, in seconds.
+MAX_DELAY = 3_155_760_000.0
+
 #: The logger of the shard handlers, which settle batches.
 log = logging.getLogger("lowkiq.shard_handler")
 
@@ -73,9 +76,11 @@ class Snooze(LowkiqError):
         if (
             isinstance(seconds, bool)
             or not isinstance(seconds, int | float)
-            or not 0 <= seconds < float("inf")
+            or not 0 <= seconds <= MAX_DELAY
         ):
-            raise ValueError(f"Snooze(seconds): a finite number of seconds >= 0, got {seconds!r}")
+            raise ValueError(
+                f"Snooze(seconds): a number of seconds from 0 to {MAX_DELAY:.0f}, got {seconds!r}"
+            )
         super().__init__(f"snoozed for {seconds:g} s")
         #: Seconds until the jobs are due again.
         self.seconds = float(seconds)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lowkiq.errors import ConfigurationError, InvalidJob
+from lowkiq.outcomes import MAX_DELAY
 from lowkiq.storage.enqueueing import MIN_BULK_LEN
 from lowkiq.storage.push_plan import NewJob
 
@@ -29,8 +30,6 @@ MERGE_PERFORM_IN = ("keep", "latest", "max")
 EARLIEST_PERFORM_IN = 978_307_200.0
 #: 2200-01-01 00:00 UTC: the latest ``perform_in`` taken (unix seconds).
 LATEST_PERFORM_IN = 7_258_118_400.0
-#: The longest ``delay`` taken: 100 years, in seconds.
-MAX_DELAY = 3_155_760_000.0
 #: What starts a perform_in that is a delay on Redis's clock in a :data:`NewJob`.
 DELAY_MARK = "+"
 #: Bytes a push adds to a payload in Redis's argument besides the id: ``\0``, the
