@@ -467,3 +467,35 @@ def test_a_large_call_is_checked_off_the_loop_and_a_small_one_on_it(
     assert threads[1] == {loop_thread}
     assert loop_thread not in threads[OFF_LOOP_JOBS]
     assert AsyncSide.metrics()["length"] == 1 + OFF_LOOP_JOBS
+
+
+def test_calls_cancelled_mid_way_leave_the_pool_usable(server: redis.Redis) -> None:
+    lowkiq.settings.workers = [AsyncSide]
+    lowkiq.settings.client_pool_size = 2
+    lowkiq.settings.pool_timeout = 2.0
+    huge = [{"id": f"h{n}", "payload": "p" * 50} for n in range(40 * ROUND_JOBS)]
+
+    async def cancel_many() -> None:
+        await AsyncSide.aperform_async([{"id": "first"}])
+        cancelled = 0
+        for _ in range(20):  # (redis-py itself lets a few cancellations through)
+            before = commandstats(server)["evalsha"]
+            task = asyncio.create_task(AsyncSide.aperform_async(huge))
+            while commandstats(server)["evalsha"] == before:  # until its rounds are under way
+                await asyncio.sleep(0.001)
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                cancelled += 1
+            if cancelled == 4:
+                break
+        assert cancelled == 4
+        # Every connection went back to the pool of 2, none with replies left unread.
+        for n in range(4):
+            await AsyncSide.aperform_async([{"id": f"after{n}", "payload": n}])
+        assert (await AsyncSide.ametrics())["length"] >= 5
+
+    run(cancel_many())
+    found = AsyncSide.queries().fetch([f"after{n}" for n in range(4)])
+    assert [job["payloads"][0][0] for job in found] == [0, 1, 2, 3]
