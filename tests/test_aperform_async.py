@@ -29,6 +29,7 @@ from lowkiq.ownership.resharding import reshard
 from lowkiq.serializers import dump_json
 from lowkiq.storage.layout import Layout
 from lowkiq.storage.push_plan import ROUND_JOBS
+from lowkiq.testing import drain
 from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client: both)
 from tests.conftest import lowkiq_on
 
@@ -499,3 +500,25 @@ def test_calls_cancelled_mid_way_leave_the_pool_usable(server: redis.Redis) -> N
     run(cancel_many())
     found = AsyncSide.queries().fetch([f"after{n}" for n in range(4)])
     assert [job["payloads"][0][0] for job in found] == [0, 1, 2, 3]
+
+
+class FanOut(lowkiq.Worker):
+    """An ``async def perform`` that enqueues into another queue from its thread's loop."""
+
+    shards_count = 2
+
+    @classmethod
+    async def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        await AsyncSide.aperform_async(
+            [{"id": f"{job_id}-{n}"} for job_id in payloads_by_id for n in range(3)]
+        )
+
+
+def test_an_async_perform_enqueues_with_aperform_async_on_its_thread_s_loop(
+    redis_client: Client,
+) -> None:
+    lowkiq.settings.workers = [FanOut, AsyncSide]
+    FanOut.perform_async([{"id": "a"}, {"id": "b"}])
+    drained = drain(FanOut, raise_errors=True)
+    assert drained.failed == 0
+    assert AsyncSide.metrics()["length"] == 6
