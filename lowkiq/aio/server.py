@@ -8,6 +8,7 @@ whether a server evicts keys (read again after
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import redis
@@ -77,11 +78,25 @@ async def bulk_len(redis_: AsyncRedis) -> int:
 async def eviction(redis_: AsyncRedis) -> str | None:
     """What is wrong with the servers' ``maxmemory-policy`` for lowkiq, or ``None``
     (see :mod:`lowkiq.clients.memory_policy`); read at most every
-    :data:`~lowkiq.clients.memory_policy.RECHECK_SECONDS` per client."""
+    :data:`~lowkiq.clients.memory_policy.RECHECK_SECONDS` per client.  A cluster master
+    that does not answer is left out (its replica is read once it took over); none
+    answering raises ``redis.ConnectionError``."""
     now = asyncio.get_running_loop().time()
     if redis_.policy is not None and now - redis_.policy[0] < RECHECK_SECONDS:
         return redis_.policy[1]
-    found = [NodePolicy(name, await _policy(server)) for name, server in redis_.servers()]
+    found: list[NodePolicy] = []
+    failed: Exception | None = None
+    for name, server in redis_.servers():
+        try:
+            found.append(NodePolicy(name, await _policy(server)))
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            failed = exc  # a master that does not answer is left out, as on the sync side
+    if failed is not None:
+        if redis_.cluster:
+            with contextlib.suppress(redis.RedisError, RedisClusterException):
+                await redis_.reload_slots()
+        if not found:
+            raise redis.ConnectionError(f"no server answered: {failed}") from failed
     problem = eviction_problem(found)
     redis_.policy = (now, problem)
     return problem

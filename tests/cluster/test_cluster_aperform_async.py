@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
 import lowkiq
@@ -114,3 +115,34 @@ def _evalsha_by_master(admin: redis.RedisCluster) -> dict[str, int]:
         .get("calls", 0)
         for node in admin.get_primaries()
     }
+
+
+def test_a_master_down_during_aperform_async_is_reported_job_by_job(tmp_path: Path) -> None:
+    with private_cluster(tmp_path, masters=3) as (cluster, client):
+        lowkiq.settings.workers = [Spread]
+        queue = Spread.queue()
+        layout_port = client.get_node_from_key(queue.keys.layout_hash).port
+        lost = next(  # a shard on another master than the queue's layout, which stays readable
+            shard
+            for shard in queue.shards
+            if client.get_node_from_key(queue.keys.prefix(shard)).port != layout_port
+        )
+        port = client.get_node_from_key(queue.keys.prefix(lost)).port
+        dead = next(m for m in cluster.masters if m.url.endswith(f":{port}"))
+        on_dead = {
+            shard
+            for shard in queue.shards
+            if client.get_node_from_key(queue.keys.prefix(shard)).port == port
+        }
+        dead.stop()
+        ids = [str(n) for n in range(60)]
+        with pytest.raises(lowkiq.EnqueueIncomplete) as raised:
+            asyncio.run(Spread.aperform_async([{"id": job_id} for job_id in ids]))
+        error = raised.value
+        assert sorted(error.enqueued + error.not_confirmed, key=int) == ids
+        assert error.enqueued and error.not_confirmed
+        assert {queue.shard_of(job_id) for job_id in error.not_confirmed} == on_dead
+        for job_id in error.enqueued:
+            shard = queue.shard_of(job_id)
+            assert client.zscore(queue.keys.perform_in_zset(shard), job_id) is not None
+        assert "not confirmed" in str(error) and "enqueueing them again is safe" in str(error)
