@@ -19,7 +19,8 @@ A shard never has two batches in flight, and a shard whose lease was lost and ta
 again is not popped until its old batch ended, so ``perform`` never holds one id
 twice in a process.  Every Redis call of the batches is the dispatcher's but one: the
 executor's threads perform, and settle the jobs ``Worker.actions().cancel`` cancelled
-(:mod:`lowkiq.runtime.cancelling`, fenced by the batch's lease and number).  A shard's states are in :mod:`lowkiq.runtime.lifecycle`.
+(:mod:`lowkiq.runtime.cancelling`, fenced by the batch's lease and number).  A shard's
+states are in :mod:`lowkiq.runtime.lifecycle`.
 """
 
 from __future__ import annotations
@@ -315,6 +316,9 @@ class Dispatcher:
             every = [h for h in every if h.key != change.key]
         self.handlers = [h for h in every if h.queue.name not in self.paused]
         self.parked = [h for h in every if h.queue.name in self.paused]
+        top = max(self.shares.weights.values(), default=1.0)
+        for handler in every:  # a lighter worker's pops hold a thread for less time
+            handler.pop_share = handler.worker.weight / top
         self._reading = None
         self._give_up(self._leave(released))
         return True
