@@ -111,5 +111,22 @@ def test_the_fastapi_example_enqueues_a_worker_runs_the_jobs_and_the_dashboard_l
         )
         assert status == 200
         assert '<tr data-worker="Welcome"' in html
+
+        # An action through the mount: the CSRF cookie is scoped to it, and the POST passes.
+        from examples.fastapi_app.workers import Welcome  # (sets lowkiq.settings.workers)
+
+        with urllib.request.urlopen(f"{web}/lowkiq/Welcome/enqueued", timeout=10) as page:
+            cookie = page.headers["Set-Cookie"]
+        assert "Path=/lowkiq" in cookie
+        token = cookie.split(";", 1)[0].split("=", 1)[1]
+        pause = urllib.request.Request(
+            f"{web}/lowkiq/Welcome/pause",
+            data=b"",
+            headers={"Cookie": f"lowkiq_csrf={token}", "Origin": web, "X-CSRF-Token": token},
+        )
+        with urllib.request.urlopen(pause, timeout=10) as answer:
+            assert answer.status == 200 and answer.url == f"{web}/lowkiq/Welcome/enqueued"
+        assert Welcome.paused()
+        Welcome.resume()
     finally:
         worker.close()
