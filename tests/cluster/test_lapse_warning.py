@@ -12,9 +12,8 @@ import pytest
 import redis
 
 import lowkiq
-from lowkiq.clients.connection import KeyedCommand
 from lowkiq.ownership.leases import Term
-from lowkiq.runtime.shard_handler import ShardHandler
+from lowkiq.runtime.shard_handler import Request, ShardHandler
 from lowkiq.storage.rate_bucket import Throttle
 from tests.runtime.serving import dispatcher_of, handler_of, ids_by_shard, turn_for
 
@@ -46,9 +45,9 @@ def counting_pops(handler: ShardHandler) -> list[int]:
     count = [0]
     pop_command = handler.pop_command
 
-    def counted() -> tuple[KeyedCommand, bool, Throttle | None]:
+    def counted(packed: bool = True) -> tuple[Request, bool, Throttle | None]:
         count[0] += 1
-        return pop_command()
+        return pop_command(packed)
 
     handler.pop_command = counted  # type: ignore[method-assign]
     return count
