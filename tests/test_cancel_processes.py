@@ -17,6 +17,7 @@ import pytest
 import redis
 
 import lowkiq
+from lowkiq.ownership.status import RunningBatchInfo
 from tests.apps.runner import WorkerProcess, eventually
 
 APP = "tests/apps/cancellable.py"
@@ -228,3 +229,21 @@ def test_superseded_and_cancelled_outside_a_worker_process() -> None:
     batch = lowkiq.RunningBatch(lowkiq.Worker, 0, ["x"])
     assert batch.superseded("x") is False
     assert batch.cancelled() == frozenset()
+
+
+def test_a_cancelled_perform_that_goes_on_is_shown_asked_to_stop(
+    start: Start, redis_client: redis.Redis
+) -> None:
+    from tests.apps.cancellable import Long
+
+    start()
+    Long.perform_async([{"id": "deaf", "payload": {"deaf": True}}])
+    eventually(lambda: started_ids(redis_client) == ["deaf"])
+
+    def running() -> list[RunningBatchInfo]:
+        return [batch for process in lowkiq.processes().processes for batch in process.running]
+
+    eventually(lambda: len(running()) == 1 and not running()[0].stopping)
+    assert Long.actions().cancel(["deaf"]) == 1
+    # Its perform does not look at should_stop(): the Busy row says it was asked to.
+    eventually(lambda: len(running()) == 1 and running()[0].stopping, 10)

@@ -34,6 +34,11 @@ def batch_key(handler: ShardHandler) -> BatchKey:
     return (handler.queue.name, handler.shard, handler.batch)
 
 
+def cancelled_ids(handler: ShardHandler) -> frozenset[str]:
+    """The ids of the batch ``handler`` runs now that a cancel named."""
+    return CANCELLED.ids(batch_key(handler))
+
+
 def perform_uncancelled(
     handler: ShardHandler, jobs: Sequence[PoppedJob], recorder: BatchRecorder
 ) -> Outcome:

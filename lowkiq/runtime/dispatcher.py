@@ -49,6 +49,7 @@ from lowkiq.ownership.events import Change, Grant, Mailbox, Released, Revoke
 from lowkiq.ownership.leases import Lease
 from lowkiq.runtime import suspects
 from lowkiq.runtime.backoff import redis_backoff
+from lowkiq.runtime.cancelling import cancelled_ids
 from lowkiq.runtime.executor import Executor, Work
 from lowkiq.runtime.lifecycle import LEAVING, RUNNING, SETTLING
 from lowkiq.runtime.planning import Candidate, Shares, first_look, plan_round
@@ -237,13 +238,14 @@ class Dispatcher:
 
     def running_batches(self) -> list[dict[str, object]]:
         """The batches performed now: ``shard`` (``Queue:shard``), ``thread``,
-        ``started_at`` (Unix time) and ``stopping`` (asked to stop)."""
+        ``started_at`` (Unix time) and ``stopping`` (asked to stop: a stop, a hand-over or
+        a cancel)."""
         return [
             {
                 "shard": f"{work.handler.queue.name}:{work.handler.shard}",
                 "thread": f"lowkiq-{work.thread}",
                 "started_at": work.started_at,
-                "stopping": work.handler.stopping,
+                "stopping": work.handler.stopping or bool(cancelled_ids(work.handler)),
             }
             for work in list(self.in_flight.values())
             if work.started_at is not None
