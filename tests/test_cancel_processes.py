@@ -10,6 +10,7 @@ enqueued after the pop; the payloads a hot id's batch left queued are not newer.
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -247,3 +248,22 @@ def test_a_cancelled_perform_that_goes_on_is_shown_asked_to_stop(
     assert Long.actions().cancel(["deaf"]) == 1
     # Its perform does not look at should_stop(): the Busy row says it was asked to.
     eventually(lambda: len(running()) == 1 and running()[0].stopping, 10)
+
+
+def test_the_history_counts_a_cancelled_job_neither_processed_nor_failed(
+    start: Start, redis_client: redis.Redis
+) -> None:
+    from tests.apps.cancellable import Long
+
+    process = start()
+    Long.perform_async(
+        [{"id": "r", "payload": {"raise": True}}, {"id": "ok", "payload": {"quick": True}}]
+    )
+    eventually(lambda: "r" in started_ids(redis_client))
+    assert Long.actions().cancel(["r"]) == 1
+    eventually(lambda: Long.metrics()["cancelled"] == 1 and Long.metrics()["busy"] == 0)
+    eventually(lambda: Long.metrics()["processed"] == 1)  # "ok", a quick job
+    process.signal(signal.SIGTERM)
+    assert process.wait() == 0  # the last counts are written on the way out
+    total = lowkiq.history(5, ["Long"])["Long"].total
+    assert (total.processed_jobs, total.failed_jobs) == (1, 0)

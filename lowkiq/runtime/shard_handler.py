@@ -577,15 +577,22 @@ class ShardHandler:
         seconds = max(time.time() - started, 0.0)
         kept = self._batch_seconds
         self._batch_seconds = seconds if kept is None else max(seconds, kept * BATCH_TIME_DECAY)
+        # Jobs cancelled meanwhile end as cancelled (lowkiq.runtime.cancelling): not counted.
+        cancelled = record.cancelled()
+        counted = [job for job in jobs if job.id not in cancelled] if cancelled else jobs
         if failure is not None:
             verdict = self.judge(jobs, failure)
+
+            def count(*fates: Fate) -> int:
+                return sum(1 for fate in fates for i in verdict.ids(fate) if i not in cancelled)
+
             # As the fail script counts them (a snoozed job is settled by a later run).
-            failed = len(verdict.ids(Fate.RETRY)) + len(verdict.ids(Fate.KILL))
-            discarded, snoozed = len(verdict.ids(Fate.DISCARD)), len(verdict.ids(Fate.SNOOZE))
-            recorder.performed(jobs, started, failed, discarded, yielded=snoozed)
+            failed, discarded = count(Fate.RETRY, Fate.KILL), count(Fate.DISCARD)
+            recorder.performed(counted, started, failed, discarded, yielded=count(Fate.SNOOZE))
             fields = RunningBatch.popped(self.worker, self.shard, jobs).log_fields()
             log_failure(self.name, len(jobs), failure, verdict, fields)
             return Outcome(jobs, failure, verdict=verdict)
-        yielded = sum(1 for positions in (record.yields or {}).values() if positions)
-        recorder.performed(jobs, started, yielded=yielded)
+        yields = record.yields or {}
+        yielded = sum(1 for i, positions in yields.items() if positions and i not in cancelled)
+        recorder.performed(counted, started, yielded=yielded)
         return Outcome(jobs, None, record.yields)
