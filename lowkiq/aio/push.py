@@ -37,6 +37,7 @@ from lowkiq.storage.enqueueing import (
     _PushFailed,
     _refused_group,
     shard_of,
+    split_pushed,
 )
 from lowkiq.storage.keys import QueueKeys
 from lowkiq.storage.layout import Layout
@@ -196,9 +197,7 @@ class AsyncPush:
             if attempt == 0:
                 with contextlib.suppress(redis.RedisError, RedisClusterException):
                     await self.redis.reload_slots()
-        done = [shard for shard, reply in replies.items() if reply != REFUSED]
-        missing = [shard for shard in by_shard if shard not in done]
-        ids = pushed_ids(by_shard, done), pushed_ids(by_shard, missing)
+        ids = split_pushed(by_shard, replies)
         # A call of one shard fails as on one server: its error as it is.
         raise _PushFailed(failure, _oom_first(errors), *ids, plain=len(by_shard) == 1)
 
@@ -230,9 +229,7 @@ class AsyncPush:
                 if isinstance(reply, Exception):
                     raise reply
             except (redis.RedisError, RedisClusterException) as exc:
-                done = [s for s, r in zip(by_shard, replies, strict=False) if r != REFUSED]
-                missing = [s for s in by_shard if s not in done]
-                ids = pushed_ids(by_shard, done), pushed_ids(by_shard, missing)
+                ids = split_pushed(by_shard, dict(zip(by_shard, replies, strict=False)))
                 raise _PushFailed(str(exc), exc, *ids) from exc
             if int(acked) < wanted:
                 log.warning(

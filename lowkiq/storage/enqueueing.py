@@ -15,7 +15,7 @@ import contextlib
 import threading
 import weakref
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 import redis
@@ -98,6 +98,18 @@ def _bulk_lens(reply: Any) -> list[int]:
 
 #: What the push script replies when its shard was retired by a reshard.
 REFUSED = -1
+
+
+def split_pushed(
+    by_shard: dict[int, list[Any]], replied: Mapping[int, Any]
+) -> tuple[list[str], list[str]]:
+    """The ids of a call's rounds enqueued (their shard's push replied and was not
+    refused) and the others."""
+    done = [shard for shard, reply in replied.items() if reply != REFUSED]
+    missing = [shard for shard in by_shard if shard not in done]
+    return pushed_ids(by_shard, done), pushed_ids(by_shard, missing)
+
+
 #: How the push script's error reply begins when a job names a group other than the
 #: one its queued id is in (then the id's length in bytes, a space, the id and the queued
 #: group, ``''`` being the default one).
@@ -381,10 +393,7 @@ class Enqueueing(QueueBase):
             if attempt == 0:
                 with contextlib.suppress(redis.RedisError, RedisClusterException):
                     cluster.nodes_manager.initialize()
-        done = [shard for shard, reply in replies.items() if reply != REFUSED]
-        missing = [shard for shard in by_shard if shard not in done]
-        ids = pushed_ids(by_shard, done), pushed_ids(by_shard, missing)
-        raise _PushFailed(failure, _oom_first(errors), *ids)
+        raise _PushFailed(failure, _oom_first(errors), *split_pushed(by_shard, replies))
 
     def _push_one_by_one(self, by_shard: dict[int, list[Any]]) -> list[Any]:
         """The push calls, a round trip per shard (each waits for the replicas); returns
@@ -394,9 +403,7 @@ class Enqueueing(QueueBase):
             try:
                 replies.append(self.write("push", [self._prefixes[shard]], *args))
             except (redis.RedisError, RedisClusterException) as exc:
-                done = [s for s, reply in zip(by_shard, replies, strict=False) if reply != REFUSED]
-                missing = [s for s in by_shard if s not in done]
-                ids = pushed_ids(by_shard, done), pushed_ids(by_shard, missing)
+                ids = split_pushed(by_shard, dict(zip(by_shard, replies, strict=False)))
                 raise _PushFailed(str(exc), exc, *ids) from exc
         return replies
 
