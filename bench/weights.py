@@ -11,7 +11,7 @@ size 1) takes ``--batch-ms`` (default 4).  Printed: batches each started over
 thread, and an ``Urgent`` worker (``--urgent-weight``, default 10, 2 shards) given one
 job every 50 ms for ``--seconds``.  Printed: how long Urgent's jobs wait from
 ``perform_async`` to ``perform`` (p50 / p99 / max; target p99 ≤ 50 ms), with weight 10
-and, for comparison, with weight 1.
+and, for comparison, with weight 1, and with no flood at all (the host's floor now).
 
 Runs against a private Redis (lowkiq.clients.embedded.start_server), never REDIS_URL.
 Usage: python bench/weights.py [share|urgent|all] [--seconds 10] [--threads 4]
@@ -151,12 +151,13 @@ def share(url: str, args: argparse.Namespace) -> None:
     )
 
 
-def urgent(url: str, args: argparse.Namespace, weight: float) -> list[float]:
+def urgent(url: str, args: argparse.Namespace, weight: float, flood: bool = True) -> list[float]:
     """Urgent's waits (seconds) beside a flood, with ``weight``."""
     client = redis.Redis.from_url(url)
     client.flushall()
     configure(url, args.threads, ["Flood", "Urgent"], {"Urgent": weight})
-    backlog(Flood, int((args.seconds + 4) * args.threads / (args.batch_ms / 1000)) + 1000)
+    if flood:
+        backlog(Flood, int((args.seconds + 4) * args.threads / (args.batch_ms / 1000)) + 1000)
     process, stop = run_process(
         url, args.threads, ["Flood", "Urgent"], {"Urgent": weight}, args.batch_ms / 1000
     )
@@ -201,15 +202,18 @@ def main() -> None:
         if args.what in ("share", "all"):
             share(server.url, args)
         if args.what in ("urgent", "all"):
-            for weight in (args.urgent_weight, 1.0):
-                waits = urgent(server.url, args, weight)
+            # The floor in the same run: the same jobs with no flood at all.
+            for weight, flood in ((args.urgent_weight, True), (1.0, True), (1.0, False)):
+                waits = urgent(server.url, args, weight, flood)
                 if waits:
                     p50, p99, worst = (round(s * 1000, 1) for s in percentiles(waits))
+                    beside = f"beside a flood on {args.threads} threads" if flood else "alone"
                     print(
-                        f"urgent, weight {weight:g}, beside a flood on {args.threads} threads "
-                        f"({args.batch_ms:g} ms a batch): {len(waits)} jobs, enqueue -> perform "
+                        f"urgent, weight {weight:g}, {beside} ({args.batch_ms:g} ms a batch): "
+                        f"{len(waits)} jobs, enqueue -> perform "
                         f"p50 {p50} ms, p99 {p99} ms, max {worst} ms"
                         + (" (target p99 <= 50 ms)" if weight == args.urgent_weight else "")
+                        + ("; the floor on this host now" if not flood else "")
                     )
     finally:
         server.stop()

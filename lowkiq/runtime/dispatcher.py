@@ -318,9 +318,6 @@ class Dispatcher:
             every = [h for h in every if h.key != change.key]
         self.handlers = [h for h in every if h.queue.name not in self.paused]
         self.parked = [h for h in every if h.queue.name in self.paused]
-        top = max(self.shares.weights.values(), default=1.0)
-        for handler in every:  # a lighter worker's pops hold a thread for less time
-            handler.pop_share = handler.worker.weight / top
         self._reading = None
         self._give_up(self._leave(released))
         return True

@@ -145,10 +145,6 @@ class ShardHandler:
         #: shard, its groups are full, or another suspect runs first.  A wake-up of the
         #: shard, or a group place freed, ends the wait.
         self.not_before = 0.0
-        #: The part of :data:`POP_SECONDS` its pops take: its worker's weight over the
-        #: heaviest served by the process (:mod:`lowkiq.runtime.planning`), so that a
-        #: thread is free for a heavier worker soon.
-        self.pop_share = 1.0
         #: The worker's group caps in this process (``None``: none applied).
         self.group_caps = group_caps
         #: The worker's rate limit, as this shard applies it (``None``: never limited).
@@ -258,7 +254,7 @@ class ShardHandler:
         seconds = self._batch_seconds
         if seconds is None:
             return 1
-        return max(1, min(MAX_BATCHES, int(POP_SECONDS * self.pop_share / max(seconds, 1e-6))))
+        return max(1, min(MAX_BATCHES, int(POP_SECONDS / max(seconds, 1e-6))))
 
     def unsent(self, acking: bool) -> None:
         """Its pop was not sent (its master is out): as it was."""

@@ -1,22 +1,13 @@
-"""The works waiting for an executor thread: who is taken first; and how many batches a
-lighter worker's pops take beside a heavier one."""
+"""The works waiting for an executor thread: who is taken first (no Redis)."""
 
 from __future__ import annotations
 
 import queue
-import threading
 from dataclasses import dataclass
 
 import pytest
-import redis
 
-import lowkiq
-from lowkiq.ownership.events import Grant
-from lowkiq.runtime.dispatcher import Dispatcher
-from lowkiq.runtime.shard_handler import POP_SECONDS, ShardHandler
 from lowkiq.runtime.waiting import HALF_LIFE, Waiting
-from lowkiq.strategies.schedulers import LagScheduler
-from tests.leasing import token
 
 
 @dataclass
@@ -84,32 +75,3 @@ def test_calls_go_first_and_a_stop_waits_until_no_work_is_left() -> None:
     assert waiting.take(0) is None
     with pytest.raises(queue.Empty):
         waiting.take(0.01)
-
-
-# -- a lighter worker's pops, beside a heavier one ----------------------------------------
-
-
-class Alerts(lowkiq.Worker):
-    weight = 10.0
-    shards_count = 1
-
-
-class Bulk(lowkiq.Worker):
-    shards_count = 1
-
-
-def test_a_lighter_worker_s_pops_take_fewer_batches_beside_a_heavier_one(
-    redis_client: redis.Redis,
-) -> None:
-    dispatcher = Dispatcher(redis_client, 0, LagScheduler(), 0.0, threading.Event())
-    handlers = {}
-    for worker in (Alerts, Bulk):
-        queue = worker.queue(redis_client)
-        handlers[worker] = ShardHandler(worker, 0, queue, token(queue, 0))
-        dispatcher.tell(Grant(handlers[worker]))
-    dispatcher.apply()
-    for handler in handlers.values():
-        handler._batch_seconds = 0.004  # its batches took 4 ms
-    # The heavier worker's pops hold 50 ms of batches; the lighter one's a tenth of it.
-    assert handlers[Alerts].batches() == int(POP_SECONDS / 0.004)
-    assert handlers[Bulk].batches() == max(1, int(POP_SECONDS / 10 / 0.004))
