@@ -109,4 +109,4 @@ def assert_starts_next(record: redis.Redis, light: type[lowkiq.Worker]) -> None:
         heavy_first.append(started().index("Light"))
         # Light's batch ends (0.1 s), and the next enqueue meets a Heavy batch elsewhere.
         time.sleep(0.15 + 0.03 * n)
-    assert max(heavy_first) <= 1 and heavy_first.count(0) >= 3, heavy_first
+    assert max(heavy_first) <= 1 and heavy_first.count(0) >= 2, heavy_first

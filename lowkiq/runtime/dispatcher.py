@@ -443,7 +443,8 @@ class Dispatcher:
             due = self.due_in([by_key[c.key] for c in considered])
         finished = [h.key for h in idle + self.parked if h.unacked]
         plan = plan_round(considered, due, room, self.scheduler.order, finished, self.shares)
-        self._woken_keys |= woken.difference(plan.pops)  # still due: the next round's
+        # A woken shard that was ready but got no turn is still due: the next round's.
+        self._woken_keys |= {c.key for c in considered if c.woken}.difference(plan.pops)
         if plan.empty:
             return 0
         self._reading = None  # a pop changes what is due
