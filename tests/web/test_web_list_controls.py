@@ -54,7 +54,9 @@ def test_the_busy_page_shows_each_time_once_and_no_empty_error_column(client):
     html = client.get("/MailWorker/busy").get_data(as_text=True)
     head = re.search(r"<thead>.*?</thead>", html, re.S).group(0)
     headers = re.findall(r"<th>([^<]+)</th>", head)
-    assert headers == ["Id", "Retry", "Payloads", "Process", "Thread", "Started", "Running for"]
+    assert headers == [
+        "Id", "Retry", "Payloads", "Process", "Thread", "Started", "Running for", "Actions"
+    ]  # fmt: skip
 
 
 def test_the_busy_page_shows_a_retried_jobs_last_error(client):
