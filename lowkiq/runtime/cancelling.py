@@ -1,32 +1,24 @@
-"""Settling the cancelled jobs of a batch once its perform ended.
+"""Which jobs of a batch ``Worker.actions().cancel`` took, as its perform ends.
 
 The executor thread performs a batch through :func:`perform_uncancelled`: the jobs
-cancelled before it started are not performed (settled at once), and once it ran,
-:func:`settle_cancelled` looks again: when ``Worker.actions().cancel`` cancelled ids of the batch
-(:data:`lowkiq.ownership.cancels.CANCELLED`), their jobs leave the processing area as
-cancelled in one script (``lua/cancel_settle.lua``: not failed, not retried, not dead,
-counted as ``cancelled``), on the thread's own connection, and the outcome handed to
-the dispatcher no longer holds them: what they yielded does not go back to the queue,
-and a failure of the batch fails only its other jobs.  A batch without cancelled ids
-costs a dictionary look-up.
+cancelled before it started are not performed (a batch all cancelled is not performed at
+all), and those cancelled while it ran are taken out of its outcome: what they yielded
+does not go back to the queue, and a failure of the batch fails only its other jobs.
+The outcome names them (:attr:`~lowkiq.runtime.shard_handler.Outcome.cancelled`), and
+the dispatcher settles them as cancelled when it settles the batch, in one fenced
+script (:meth:`~lowkiq.runtime.shard_handler.ShardHandler.settle`,
+``lua/cancel_settle.lua``: not failed, not retried, not dead, counted as
+``cancelled``).  A batch without cancelled ids costs a dictionary look-up.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
-
-import redis
-from redis.exceptions import RedisClusterException
 
 from lowkiq.ownership.cancels import CANCELLED, BatchKey
 from lowkiq.runtime.shard_handler import Outcome, ShardHandler
-from lowkiq.settings import settings
 from lowkiq.storage.processing import PoppedJob
-from lowkiq.storage.scripts import Scripts
 from lowkiq.telemetry.recorder import BatchRecorder
-
-log = logging.getLogger("lowkiq.executor")
 
 
 def batch_key(handler: ShardHandler) -> BatchKey:
@@ -42,50 +34,19 @@ def cancelled_ids(handler: ShardHandler) -> frozenset[str]:
 def perform_uncancelled(
     handler: ShardHandler, jobs: Sequence[PoppedJob], recorder: BatchRecorder
 ) -> Outcome:
-    """Perform ``jobs`` (``handler.perform``) but those already cancelled, which are settled
-    as cancelled without being performed (a batch all cancelled is not performed at all);
-    then settle those cancelled while it ran (:func:`settle_cancelled`).  Returns the
-    outcome of the jobs not cancelled."""
-    cancelled = CANCELLED.ids(batch_key(handler))
-    if cancelled and any(job.id in cancelled for job in jobs):
-        kept = [job for job in jobs if job.id not in cancelled]
-        if _settle(handler, [job.id for job in jobs if job.id in cancelled]):
-            jobs = kept
-    outcome = handler.perform(jobs, recorder) if jobs else Outcome([], None)
-    return settle_cancelled(handler, outcome)
-
-
-def settle_cancelled(handler: ShardHandler, outcome: Outcome) -> Outcome:
-    """Settle the cancelled jobs of ``outcome``'s batch as cancelled; returns the outcome
-    of its other jobs (``outcome`` itself when none was cancelled).  When Redis refuses
-    (the lease or the batch is gone) or fails, the outcome is returned whole: the batch
-    then ends as it would have."""
+    """Perform ``jobs`` (``handler.perform``) but those already cancelled; returns the
+    outcome of the jobs not cancelled, naming the cancelled ones for the dispatcher."""
     key = batch_key(handler)
+    before = CANCELLED.ids(key)
+    kept = [job for job in jobs if job.id not in before] if before else jobs
+    outcome = handler.perform(kept, recorder) if kept else Outcome([], None)
     cancelled = CANCELLED.ids(key)
-    if not cancelled:
+    gone = tuple(job.id for job in jobs if job.id in cancelled) if cancelled else ()
+    if not gone:
         return outcome
-    gone = [job.id for job in outcome.jobs if job.id in cancelled]
-    if not gone or not _settle(handler, gone):
-        return outcome
-    kept = [job for job in outcome.jobs if job.id not in cancelled]
+    CANCELLED.forget(key, gone)
+    rest = [job for job in outcome.jobs if job.id not in cancelled]
+    if not rest:
+        return Outcome([], None, cancelled=gone)
     yields = {i: p for i, p in (outcome.yields or {}).items() if i not in cancelled} or None
-    if not kept:
-        return Outcome(kept, None, None)
-    return Outcome(kept, outcome.error, yields, outcome.verdict)
-
-
-def _settle(handler: ShardHandler, ids: list[str]) -> bool:
-    """Settle ``ids`` of the handler's batch as cancelled, on this thread's connection;
-    ``False`` (logged) when Redis refused (the lease or the batch is gone) or failed."""
-    queue = handler.queue
-    try:
-        scripts = Scripts.for_client(settings.client(), queue.track_length)
-        count = scripts.cancel_settle(
-            keys=[queue.keys.prefix(handler.shard)], args=[handler.token, handler.batch, *ids]
-        )
-    except (redis.RedisError, RedisClusterException) as exc:
-        log.warning("%s: could not settle cancelled job(s) %s: %s", handler.name, ids, exc)
-        return False
-    CANCELLED.forget(batch_key(handler), ids)
-    log.info("%s: %d job(s) settled as cancelled: %s", handler.name, count, ", ".join(ids[:10]))
-    return True
+    return Outcome(rest, outcome.error, yields, outcome.verdict, cancelled=gone)

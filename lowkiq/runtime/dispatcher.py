@@ -17,10 +17,8 @@ It serves every shard whose lease the process holds.  Each turn it
 
 A shard never has two batches in flight, and a shard whose lease was lost and taken
 again is not popped until its old batch ended, so ``perform`` never holds one id
-twice in a process.  Every Redis call of the batches is the dispatcher's but one: the
-executor's threads perform, and settle the jobs ``Worker.actions().cancel`` cancelled
-(:mod:`lowkiq.runtime.cancelling`, fenced by the batch's lease and number).  A shard's
-states are in :mod:`lowkiq.runtime.lifecycle`.
+twice in a process.  Every Redis call of the batches is the dispatcher's; the
+executor's threads only perform.  A shard's states are in :mod:`lowkiq.runtime.lifecycle`.
 """
 
 from __future__ import annotations

@@ -86,13 +86,15 @@ def perform_chain(middlewares: Sequence[ServerMiddleware]) -> Next[type[Worker],
 @dataclass(slots=True)
 class Outcome:
     """One performed batch: its jobs, what ``perform`` raised (``None``: succeeded),
-    the payload positions each id gave back (``yield_rest``, a success only), and how
-    each job of a failure ends (``None``: judged when settled)."""
+    the payload positions each id gave back (``yield_rest``, a success only), how each
+    job of a failure ends (``None``: judged when settled), and the ids of the batch that
+    ``Worker.actions().cancel`` took out of it (:mod:`lowkiq.runtime.cancelling`)."""
 
     jobs: Sequence[PoppedJob]
     error: Exception | None = None
     yields: dict[str, list[int]] | None = None
     verdict: Verdict | None = None
+    cancelled: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -311,11 +313,15 @@ class ShardHandler:
         return Taken(batches, popped.suspect, groups=popped.groups)
 
     def settle(self, outcomes: Sequence[Outcome], unrun: bool = False) -> None:
-        """Record what a pop's batches did: each failed one fails (one script), the others
-        wait for their ack (FINISHED); ``unrun``: some were not performed, so the whole
-        area goes back to the queue.  A Redis error is raised (UNSURE); LOST: nothing."""
+        """Record what a pop's batches did: their cancelled jobs end as cancelled, each
+        failed batch fails (one script each), the others wait for their ack (FINISHED);
+        ``unrun``: some were not performed, so the rest of the area goes back to the queue.
+        A Redis error is raised (UNSURE); LOST: nothing."""
         if self.lost:
             return
+        cancelled = [job_id for outcome in outcomes for job_id in outcome.cancelled]
+        if cancelled and not self._cancel(cancelled):
+            return  # lost, or its batch ended already
         if unrun:
             self._log_lapse()
         yields: dict[str, list[int]] = {}
@@ -464,6 +470,21 @@ class ShardHandler:
         )
         if morgue:
             self.call_user(lambda: self._retries_exhausted(morgue))
+        return settled
+
+    def _cancel(self, ids: list[str]) -> bool:
+        """Settle ``ids`` of the batch as cancelled (``Worker.actions().cancel``), in one
+        script; whether it was (:meth:`_end`)."""
+        count: list[int] = []
+        settled = self._end(
+            lambda: count.append(
+                self.queue.run_fenced("cancel_settle", self.shard, self.token, self.batch, *ids)
+            ),
+            "the cancel of its jobs",
+            then=None,
+        )
+        if settled:
+            log.info("%s: %d job(s) settled as cancelled: %s", self.name, count[0], ids[:10])
         return settled
 
     def _ends(self, batch: Sequence[PoppedJob], verdict: Verdict) -> list[JobEnd]:
