@@ -11,12 +11,11 @@ from typing import Any, ClassVar, Literal
 
 import redis
 
-from lowkiq.aio.producer import aperform_async
+from lowkiq.aio.producer import aperform_async, raise_enqueue_failure
 from lowkiq.aio.reads import AsyncQueries, async_queue_metrics
 from lowkiq.clients.connection import Client
-from lowkiq.clients.default_redis import unreachable_hint
 from lowkiq.clients.memory_policy import PRODUCER_GATE
-from lowkiq.errors import ConfigurationError, RedisFull, RedisUnavailable, is_out_of_memory
+from lowkiq.errors import ConfigurationError
 from lowkiq.limits.rate_limit import (
     RateLimit,
     RateLimitStatus,
@@ -239,23 +238,8 @@ class Worker:
             )
             if new_jobs:
                 queue.push(new_jobs, merge_perform_in=cls.merge_perform_in)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            hint = unreachable_hint(settings.redis)
-            raise RedisUnavailable(
-                f"{cls.__name__}.perform_async: Redis is unreachable, "
-                f"{len(jobs)} job(s) were not enqueued: {exc}" + (f" ({hint})" if hint else "")
-            ) from exc
-        except redis.ResponseError as exc:  # e.g. writing the queue's layout at its first use
-            if not is_out_of_memory(exc):
-                raise
-            ids = list(dict.fromkeys(job[0] for job in new_jobs))
-            raise RedisFull(
-                f"{cls.__name__}.perform_async: Redis is full: it reached maxmemory and "
-                f"refused the write ({exc}): {len(ids)} job id(s) not enqueued; free memory "
-                f"or raise maxmemory, then enqueue them again",
-                [],
-                ids,
-            ) from exc
+        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError) as exc:
+            raise_enqueue_failure(f"{cls.__name__}.perform_async", jobs, new_jobs, exc)
 
     @classmethod
     async def aperform_async(cls, jobs: Sequence[dict[str, Any]]) -> None:

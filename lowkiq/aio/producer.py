@@ -20,7 +20,7 @@ jobs are written, and it does not see the push's errors (a tracing span around
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import redis
 
@@ -77,23 +77,32 @@ async def push_jobs(worker: type[Worker], jobs: Sequence[dict[str, Any]]) -> Non
                 replication=settings.replication,
             )
             await push.push(new_jobs, merge_perform_in=worker.merge_perform_in)
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
+    except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError) as exc:
+        raise_enqueue_failure(what, jobs, new_jobs, exc)
+
+
+def raise_enqueue_failure(
+    what: str, jobs: Sequence[Any], new_jobs: Sequence[NewJob], exc: redis.RedisError
+) -> NoReturn:
+    """Raise what an enqueue's Redis error means for its caller (``perform_async`` and
+    ``aperform_async`` alike): :class:`RedisUnavailable`, :class:`RedisFull` naming the
+    ids not enqueued, or ``exc`` itself."""
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
         hint = unreachable_hint(settings.redis)
         raise RedisUnavailable(
             f"{what}: Redis is unreachable, {len(jobs)} job(s) were not enqueued: {exc}"
             + (f" ({hint})" if hint else "")
         ) from exc
-    except redis.ResponseError as exc:  # e.g. writing the queue's layout at its first use
-        if not is_out_of_memory(exc):
-            raise
-        ids = list(dict.fromkeys(job[0] for job in new_jobs))
-        raise RedisFull(
-            f"{what}: Redis is full: it reached maxmemory and refused the write ({exc}): "
-            f"{len(ids)} job id(s) not enqueued; free memory or raise maxmemory, then "
-            f"enqueue them again",
-            [],
-            ids,
-        ) from exc
+    if not is_out_of_memory(exc):  # e.g. writing the queue's layout at its first use
+        raise exc
+    ids = list(dict.fromkeys(job[0] for job in new_jobs))
+    raise RedisFull(
+        f"{what}: Redis is full: it reached maxmemory and refused the write ({exc}): "
+        f"{len(ids)} job id(s) not enqueued; free memory or raise maxmemory, then "
+        f"enqueue them again",
+        [],
+        ids,
+    ) from exc
 
 
 class _BulkLenUnknown(Exception):
