@@ -1,10 +1,20 @@
-"""How one ``perform_async`` call becomes push script calls: its jobs packed into
-members ``id\\0blob`` (:mod:`lowkiq.storage.blob`), grouped by shard,
-``perform_in`` and group, cut into rounds, and laid out as each shard's push arguments.
-Plain functions of plain data; :mod:`lowkiq.storage.enqueueing` sends them."""
+"""How one ``perform_async`` call becomes push script calls: its jobs grouped by shard,
+``perform_in``, group and form (below), cut into rounds, and laid out as each shard's
+push arguments.  Plain functions of plain data; :mod:`lowkiq.storage.enqueueing` sends
+them.
+
+A job goes to the push script as its id and its *body*, which the section's form says
+(``lua/push.lua``): ``n``, a single payload given no score: its length (``>I``) and the
+payload, to which the script puts the id, NUL and now as the score (the member
+``id\\0blob`` of :mod:`lowkiq.storage.blob`); ``s``, the member ``id\\0blob``, every
+score given; ``m``, the member ``id\\0blob`` of several payloads, some of which may carry
+:data:`~lowkiq.storage.blob.SCORE_NOW` for the script to fill in.  The script thus builds
+no string for a job given with a score, and one (the member) for a job given none.
+"""
 
 from __future__ import annotations
 
+import struct
 import zlib
 from collections.abc import Iterable, Iterator
 from operator import itemgetter
@@ -20,15 +30,22 @@ from lowkiq.storage.layout import Layout
 #: A plain tuple: enqueueing builds one per job, and a tuple is the cheapest.
 NewJob = tuple[str, bytes, float | None, float | str | None, str | None]
 
+#: A job as the push script gets it: its id and its body (the section's form says
+#: what the body is: see the module).
+Pushed = tuple[bytes, bytes]
+
+#: The forms of a section's bodies (see the module).
+UNSCORED, SCORED, TO_STAMP = "n", "s", "m"
+
 #: A push section's key: perform_in (``None``, or ``''`` as the push script's arguments
-#: say it, is "now") and group (``''``: none).
-Section = tuple[float | str | None, str]
+#: say it, is "now"), group (``''``: none) and form.
+Section = tuple[float | str | None, str, str]
 
-#: Where a push member goes: shard, perform_in, group.
-Place = tuple[int, float | str | None, str]
+#: Where a pushed job goes: shard, perform_in, group, form.
+Place = tuple[int, float | str | None, str, str]
 
-#: Push members ``id\0blob`` by (shard, perform_in, group).
-ByPlace = dict[Place, list[bytes]]
+#: Pushed jobs by (shard, perform_in, group, form).
+ByPlace = dict[Place, list[Pushed]]
 
 #: At most so many jobs in one round (one round trip, a MULTI of push calls): the
 #: push script costs about 5 µs a new job and 15-20 µs a job merged onto a queued
@@ -36,42 +53,51 @@ ByPlace = dict[Place, list[bytes]]
 #: of one script call, which Lua interns: many long payloads alike in the bytes its
 #: string hash samples cost it time quadratic in their number.)
 ROUND_JOBS = 1000
-#: At most so many bytes of members (``id``, 13 bytes, payload) in one round, at
-#: 2-4 ns a byte in the push script.  A single larger job goes in a round of its own.
+#: At most so many bytes of pushed jobs (id and body) in one round, at 2-4 ns a byte
+#: in the push script.  A single larger job goes in a round of its own.
 ROUND_BYTES = 4 * 1024 * 1024
 #: The push script's arguments before its sections: now, and how perform_in merges.
 HEAD = 2
+#: The arguments of a section before its ids: perform_in, group, form, count.
+SECTION_HEAD = 4
+
+_LENGTH = struct.Struct(">I")
 
 
-def sections(args: list[Any]) -> Iterator[tuple[Section, list[bytes]]]:
+def sections(args: list[Any]) -> Iterator[tuple[Section, list[Pushed]]]:
     """The sections of one shard's push arguments (``now``, the merge of perform_in,
-    then sections of perform_in, group, count, members ``id\\0blob``)."""
+    then sections of perform_in, group, form, count, the ids, their bodies)."""
     i = HEAD
     while i < len(args):
-        count = args[i + 2]
-        yield (args[i], args[i + 1]), args[i + 3 : i + 3 + count]
-        i += 3 + count
+        count = args[i + 3]
+        ids = args[i + SECTION_HEAD : i + SECTION_HEAD + count]
+        bodies = args[i + SECTION_HEAD + count : i + SECTION_HEAD + 2 * count]
+        yield (args[i], args[i + 1], args[i + 2]), list(zip(ids, bodies, strict=True))
+        i += SECTION_HEAD + 2 * count
 
 
 def pushed_ids(by_shard: dict[int, list[Any]], shards: Iterable[int]) -> list[str]:
     """The job ids in the push arguments of ``shards``."""
-    return [
-        member.split(b"\0", 1)[0].decode()
-        for shard in shards
-        for _, members in sections(by_shard[shard])
-        for member in members
-    ]
+    ids: list[str] = []
+    for shard in shards:
+        args = by_shard[shard]
+        i = HEAD
+        while i < len(args):
+            count = args[i + 3]
+            ids += [job_id.decode() for job_id in args[i + SECTION_HEAD : i + SECTION_HEAD + count]]
+            i += SECTION_HEAD + 2 * count
+    return ids
 
 
 def placed_unique(jobs: list[NewJob], shards_count: int) -> ByPlace | None:
-    """Members ``id\\0blob`` by (shard, perform_in, group), or ``None`` when an id
-    repeats.  The common case of a call with distinct ids."""
+    """Pushed jobs by (shard, perform_in, group, form), or ``None`` when an id repeats.
+    The common case of a call with distinct ids."""
     if len(set(map(itemgetter(0), jobs))) != len(jobs):
         return None
-    by_shard: list[dict[Section, list[bytes]] | None] = [None] * shards_count
+    by_shard: list[dict[Section, list[Pushed]] | None] = [None] * shards_count
     # by_shard's in use, first come first
-    used: list[tuple[int, dict[Section, list[bytes]]]] = []
-    crc32, pack_one = zlib.crc32, blob.pack_one
+    used: list[tuple[int, dict[Section, list[Pushed]]]] = []
+    crc32, pack_one, pack_length = zlib.crc32, blob.pack_one, _LENGTH.pack
     for job_id, payload, score, perform_in, group in jobs:
         id_bytes = job_id.encode()
         shard = crc32(id_bytes) % shards_count
@@ -79,21 +105,26 @@ def placed_unique(jobs: list[NewJob], shards_count: int) -> ByPlace | None:
         if by_section is None:
             by_section = by_shard[shard] = {}
             used.append((shard, by_section))
-        section = (perform_in, group or "")
-        members = by_section.get(section)
-        if members is None:
-            members = by_section[section] = []
-        members.append(id_bytes + b"\0" + pack_one(payload, score))
+        if score is None:
+            section = (perform_in, group or "", UNSCORED)
+            body = pack_length(len(payload)) + payload
+        else:
+            section = (perform_in, group or "", SCORED)
+            body = id_bytes + b"\0" + pack_one(payload, score)
+        pushed = by_section.get(section)
+        if pushed is None:
+            pushed = by_section[section] = []
+        pushed.append((id_bytes, body))
     return {
-        (shard, *section): members
+        (shard, *section): pushed
         for shard, by_section in used
-        for section, members in by_section.items()
+        for section, pushed in by_section.items()
     }
 
 
 def placed(jobs: list[NewJob], shards_count: int) -> ByPlace:
-    """Members by (shard, perform_in, group), the payloads of one id packed into one
-    member (the id's first perform_in; its last group given, when any)."""
+    """Pushed jobs by (shard, perform_in, group, form), the payloads of one id packed
+    into one member (the id's first perform_in; its last group given, when any)."""
     by_id: dict[str, tuple[float | str | None, list[tuple[bytes, float | None]], str]] = {}
     for job_id, payload, score, perform_in, group in jobs:
         entry = by_id.get(job_id)
@@ -106,25 +137,25 @@ def placed(jobs: list[NewJob], shards_count: int) -> ByPlace:
     by_place: ByPlace = {}
     for job_id, (perform_in, payloads, group) in by_id.items():
         id_bytes = job_id.encode()
-        key = (zlib.crc32(id_bytes) % shards_count, perform_in, group)
-        by_place.setdefault(key, []).append(id_bytes + b"\0" + blob.pack(payloads))
+        key = (zlib.crc32(id_bytes) % shards_count, perform_in, group, TO_STAMP)
+        by_place.setdefault(key, []).append((id_bytes, id_bytes + b"\0" + blob.pack(payloads)))
     return by_place
 
 
 def cut_rounds(by_place: ByPlace, max_jobs: int, max_bytes: int) -> list[ByPlace]:
-    """``by_place`` cut into rounds of at most ``max_jobs`` members and ``max_bytes``
-    bytes of members (a member larger than that alone).  Each round takes its share
-    of every place, so that on a Redis Cluster every master works in every round."""
+    """``by_place`` cut into rounds of at most ``max_jobs`` jobs and ``max_bytes``
+    bytes of jobs (ids and bodies; a job larger than that alone).  Each round takes its
+    share of every place, so that on a Redis Cluster every master works in every round."""
     rounds: list[ByPlace] = []
     current: ByPlace = {}
     jobs = size = 0
-    for key, members in _interleaved(by_place, max(1, max_jobs // max(1, len(by_place)))):
+    for key, pushed in _interleaved(by_place, max(1, max_jobs // max(1, len(by_place)))):
         start = 0
-        while start < len(members):
-            piece = members[start : start + max_jobs - jobs]
+        while start < len(pushed):
+            piece = pushed[start : start + max_jobs - jobs]
             take, taken_size = _fitting(piece, max_bytes - size)
-            if take == 0 and not current:  # one member larger than a round
-                take, taken_size = 1, len(piece[0])
+            if take == 0 and not current:  # one job larger than a round
+                take, taken_size = 1, _size(piece[0])
             if take:
                 current.setdefault(key, []).extend(piece[:take])
                 jobs, size, start = jobs + take, size + taken_size, start + take
@@ -136,37 +167,42 @@ def cut_rounds(by_place: ByPlace, max_jobs: int, max_bytes: int) -> list[ByPlace
     return rounds
 
 
-def _interleaved(by_place: ByPlace, step: int) -> Iterator[tuple[Place, list[bytes]]]:
-    """Slices of ``step`` members of each place in turn, each place's in order."""
+def _interleaved(by_place: ByPlace, step: int) -> Iterator[tuple[Place, list[Pushed]]]:
+    """Slices of ``step`` jobs of each place in turn, each place's in order."""
     pending = list(by_place.items())
     offset = 0
     while pending:
-        for key, members in pending:
-            yield key, members[offset : offset + step]
+        for key, pushed in pending:
+            yield key, pushed[offset : offset + step]
         offset += step
-        pending = [(key, members) for key, members in pending if len(members) > offset]
+        pending = [(key, pushed) for key, pushed in pending if len(pushed) > offset]
 
 
-def _fitting(members: list[bytes], room: int) -> tuple[int, int]:
-    """How many of ``members``, from the first, fit in ``room`` bytes, and their size."""
-    total = sum(map(len, members))
+def _size(job: Pushed) -> int:
+    """The bytes of a pushed job: its id and its body."""
+    return len(job[0]) + len(job[1])
+
+
+def _fitting(pushed: list[Pushed], room: int) -> tuple[int, int]:
+    """How many of ``pushed``, from the first, fit in ``room`` bytes, and their size."""
+    total = sum(map(_size, pushed))
     if total <= room:
-        return len(members), total
+        return len(pushed), total
     size = 0
-    for count, member in enumerate(members):
-        if size + len(member) > room:
+    for count, job in enumerate(pushed):
+        if size + _size(job) > room:
             return count, size
-        size += len(member)
-    return len(members), size  # not reached: the members did not fit
+        size += _size(job)
+    return len(pushed), size  # not reached: the jobs did not fit
 
 
 def round_ids(rounds: Iterable[ByPlace]) -> list[str]:
-    """The job ids of ``rounds``' members, in order."""
+    """The job ids of ``rounds``, in order."""
     return [
-        member.split(b"\0", 1)[0].decode()
+        job_id.decode()
         for by_place in rounds
-        for members in by_place.values()
-        for member in members
+        for pushed in by_place.values()
+        for job_id, _ in pushed
     ]
 
 
@@ -175,14 +211,15 @@ def push_args(
 ) -> dict[int, list[Any]]:
     """The push script's arguments per shard (``base`` + the place's shard): ``now``,
     ``merge_perform_in`` (``keep``, ``latest`` or ``max``), then per section:
-    perform_in (``''``: now), group (``''``: none), count, members."""
+    perform_in (``''``: now), group (``''``: none), form, count, the ids, their bodies."""
     by_shard: dict[int, list[Any]] = {}
-    for (shard, perform_in, group), members in by_place.items():
+    for (shard, perform_in, group, form), pushed in by_place.items():
         args = by_shard.get(base + shard)
         if args is None:
             args = by_shard[base + shard] = [now, merge_perform_in]
-        args += ("" if perform_in is None else perform_in, group, len(members))
-        args += members
+        args += ("" if perform_in is None else perform_in, group, form, len(pushed))
+        args += [job_id for job_id, _ in pushed]
+        args += [body for _, body in pushed]
     return by_shard
 
 
@@ -190,8 +227,8 @@ def rerouted(refused: list[list[Any]], layout: Layout) -> dict[int, list[Any]]:
     """The push arguments of shards that refused them, regrouped by ``layout``'s shards."""
     by_place: ByPlace = {}
     for args in refused:
-        for (perform_in, group), members in sections(args):
-            for member in members:
-                shard = zlib.crc32(member.split(b"\0", 1)[0]) % layout.count
-                by_place.setdefault((shard, perform_in, group), []).append(member)
+        for (perform_in, group, form), pushed in sections(args):
+            for job in pushed:
+                shard = zlib.crc32(job[0]) % layout.count
+                by_place.setdefault((shard, perform_in, group, form), []).append(job)
     return push_args(by_place, layout.base, refused[0][0], refused[0][1])

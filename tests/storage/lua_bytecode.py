@@ -58,7 +58,8 @@ class _Reader:
                 self.pos += self.number_size
                 constants.append(None)
             elif kind == 4:
-                constants.append(self._string().decode())
+                # (any bytes: a string constant need not be UTF-8)
+                constants.append(self._string().decode("utf-8", "surrogateescape"))
             else:
                 constants.append(None)
         for instruction in code:

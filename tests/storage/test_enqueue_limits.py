@@ -30,11 +30,17 @@ from tests.conftest import lowkiq_on
 # -- rounds (no Redis) -----------------------------------------------------------
 
 
-def members(count: int, size: int, prefix: str = "j") -> list[bytes]:
-    return [f"{prefix}{n}\0".encode().ljust(size, b"x") for n in range(count)]
+def members(count: int, size: int, prefix: str = "j") -> list[tuple[bytes, bytes]]:
+    """Pushed jobs (id, body) of ``size`` bytes each."""
+    ids = [f"{prefix}{n}".encode() for n in range(count)]
+    return [(job_id, b"x" * (size - len(job_id))) for job_id in ids]
 
 
-def sizes(rounds: list[dict[Any, list[bytes]]]) -> list[int]:
+def bytes_of(members: list[tuple[bytes, bytes]]) -> int:
+    return sum(len(job_id) + len(body) for job_id, body in members)
+
+
+def sizes(rounds: list[dict[Any, list[tuple[bytes, bytes]]]]) -> list[int]:
     return [sum(len(group) for group in part.values()) for part in rounds]
 
 
@@ -48,7 +54,7 @@ def test_rounds_hold_at_most_round_bytes() -> None:
     rounds = cut_rounds({(0, 1e9): members(10, big)}, ROUND_JOBS, ROUND_BYTES)
     assert sizes(rounds) == [4, 4, 2]
     for part in rounds:
-        assert sum(len(m) for group in part.values() for m in group) <= ROUND_BYTES
+        assert sum(bytes_of(group) for group in part.values()) <= ROUND_BYTES
 
 
 def test_a_member_larger_than_a_round_goes_alone() -> None:
@@ -70,7 +76,7 @@ def test_rounds_keep_every_member_once_in_order_within_the_bounds() -> None:
     assert len(rounds) > 1
     for part in rounds:
         assert sum(len(group) for group in part.values()) <= ROUND_JOBS
-        assert sum(len(m) for group in part.values() for m in group) <= ROUND_BYTES
+        assert sum(bytes_of(group) for group in part.values()) <= ROUND_BYTES
     for key, expected in groups.items():
         assert [m for part in rounds for m in part.get(key, [])] == expected
 

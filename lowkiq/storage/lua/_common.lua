@@ -129,6 +129,42 @@ local function call_many(command, key, args)
   end
 end
 
+-- A field or member no lowkiq key holds: longer than zset-max-ziplist-value and
+-- hash-max-ziplist-value (64 bytes by default), not UTF-8 (as every id is: byte
+-- 255), no NUL (as every lex member `id \0 blob` has).  A literal: a Functions
+-- library's top level has no `string`.
+local BULK_MARK = '\255lowkiq: the mark of a bulk write, longer than any member of a packed key'
+-- zset-max-ziplist-entries and hash-max-ziplist-entries by default: the most
+-- members (fields) a packed sorted set (hash) holds.
+local PACKED_MOST = {zadd = 128, hset = 512}
+-- The fewest pairs added at once that make a packed key a skiplist (a hash table).
+local BULK_PAIRS = 16
+
+-- call_many of ZADD (score, member pairs) or HSET (field, value pairs) into `key`.
+-- Redis (6.2, 7.0) keeps a new key packed (a ziplist / listpack), whatever the
+-- number of pairs given, until it outgrows PACKED_MOST, and each pair added to a
+-- packed key scans it (parsing each score on 6.2): the first 128 members of a
+-- sorted set cost ten times what as many cost in a skiplist, the first 512 fields
+-- of a hash more still.  BULK_PAIRS or more pairs into a key that may be packed
+-- (asked with a ZCARD / HLEN) therefore first make it a skiplist (a hash table):
+-- a member longer than a packed key holds converts it at once; it is taken out
+-- again in the same call, so no one ever sees it.  (A small key made so stays a
+-- skiplist, some bytes a member larger, until it empties.)
+local function add_many(command, key, args)
+  local convert = #args >= 2 * BULK_PAIRS
+    and redis.call(command == 'zadd' and 'zcard' or 'hlen', key) <= PACKED_MOST[command]
+  if not convert then return call_many(command, key, args) end
+  if command == 'zadd' then
+    redis.call('zadd', key, '0', BULK_MARK)
+    call_many('zadd', key, args)
+    redis.call('zrem', key, BULK_MARK)
+  else
+    redis.call('hset', key, BULK_MARK, '')
+    call_many('hset', key, args)
+    redis.call('hdel', key, BULK_MARK)
+  end
+end
+
 -- Add every member of the sorted set `from` into `into` (ZADD LT).
 local function zadd_zset(into, from)
   local start = 0
@@ -313,14 +349,14 @@ local function groups()
       end
       begin(now)
     end
-    call_many('zadd', K.group_ids_zset(g), scheduled)
+    add_many('zadd', K.group_ids_zset(g), scheduled)
     if g ~= base_group() then
       local of = {}
       for i = 2, #scheduled, 2 do
         of[i - 1] = scheduled[i]
         of[i] = g
       end
-      call_many('hset', K.group_of_hash, of)
+      add_many('hset', K.group_of_hash, of)
     end
     place(g, at, now)
   end

@@ -7,10 +7,14 @@
 -- ARGV[2]  the perform_in of a job enqueued onto a queued one: 'keep' the queued
 --          one's, the 'latest' (the new one's), or the later of the two ('max')
 -- ARGV[3..]  sections of jobs sharing a perform_in and a group: perform_in ('' for
---            now, '+s' for s seconds from now), group ('' for none), count, then
---            `count` members `id \0 blob` (ids are unique within one call); the
---            payloads given no score carry SCORE_NOW, first in their blob, in the
---            order given
+--            now, '+s' for s seconds from now), group ('' for none), form, count, then
+--            the `count` ids (unique within one call), then their `count` bodies, as
+--            the form says (lowkiq.storage.push_plan):
+--              'n'  each job one payload given no score: the payload's length (>I4)
+--                   then the payload; its member is `id \0` now, length, payload
+--              's'  the job's member `id \0 blob`, every score given
+--              'm'  the job's member `id \0 blob`, whose payloads given no score carry
+--                   SCORE_NOW, first in the blob, in the order given
 -- Writes: fresh_lex_zset, retry_lex_zset, payloads_zset(id) of hot ids,
 --   perform_in_zset, due_since_zset (merge_perform_in other than 'keep'), wake_list,
 --   the group keys (see _common.lua)
@@ -68,39 +72,47 @@ local function reschedule(id, perform_in, queued)
   redis.call('zrem', K.due_since_zset, id)
 end
 
-local function id_of(member)
-  return string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
-end
+-- The ids and bodies of the sections, read straight from the arguments.
+local argv = ARGV
+-- Between the id and the body of a job of form 'n': its member's NUL, then now.
+local unscored_infix = '\0' .. now_bytes
 
+-- At most so many ids a ZMSCORE (unpack puts each on Lua's stack).
 local CHUNK = 1000
 
--- The ids of each chunk (by its first argument) that check_groups read, and their
--- perform_in: the push reuses them (ids are unique within a call, so writing one
--- chunk changes nothing another read).
-local ids_of_chunk, known_of_chunk = {}, {}
+-- The perform_in of each of the ids argv[first..last] that is queued (false when not).
+local function queued_at(first, last)
+  return redis.call('zmscore', K.perform_in_zset, unpack(argv, first, last))
+end
+
+-- queued_at of each chunk (by its first argument) that check_groups read: the push
+-- reuses them (ids are unique within a call, so writing one chunk changes nothing
+-- another read).
+local known_of_chunk = {}
 
 -- An id may not change its group while queued: a job naming a group other than its
 -- queued id's refuses the whole push, before anything is written.
 local function check_groups()
   local i = 3
-  while i <= #ARGV do
-    local group, count = ARGV[i + 1], tonumber(ARGV[i + 2])
-    local last = i + 2 + count
+  while i <= #argv do
+    local group, count = argv[i + 1], tonumber(argv[i + 3])
+    local last = i + 3 + count
     if group ~= '' then
-      for start = i + 3, last, CHUNK do
-        local ids = {}
-        for j = start, math.min(start + CHUNK - 1, last) do ids[#ids + 1] = id_of(ARGV[j]) end
-        local known = redis.call('zmscore', K.perform_in_zset, unpack(ids))
-        ids_of_chunk[start], known_of_chunk[start] = ids, known
-        for n, id in ipairs(ids) do
-          local queued = known[n] and groups().group_of(id)
-          if queued and queued ~= group then
-            return redis.error_reply('GROUP ' .. #id .. ' ' .. id .. queued)
+      for first = i + 4, last, CHUNK do
+        local known = queued_at(first, math.min(first + CHUNK - 1, last))
+        known_of_chunk[first] = known
+        for n, at in ipairs(known) do
+          if at then
+            local id = argv[first + n - 1]
+            local queued = groups().group_of(id)
+            if queued ~= group then
+              return redis.error_reply('GROUP ' .. #id .. ' ' .. id .. queued)
+            end
           end
         end
       end
     end
-    i = last + 1
+    i = last + count + 1
   end
 end
 
@@ -109,48 +121,55 @@ if refused then return refused end
 
 local total = 0
 local i = 3
-while i <= #ARGV do
-  local perform_in, group, count = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+while i <= #argv do
+  local perform_in, group, form, count = argv[i], argv[i + 1], argv[i + 2], tonumber(argv[i + 3])
   if perform_in == '' then
     perform_in = now
   elseif string.byte(perform_in) == 43 then  -- '+': a delay from now
     perform_in = string.format('%.6f', now_score + tonumber(string.sub(perform_in, 2)))
   end
-  local first = i + 3
-  for chunk_start = first, first + count - 1, CHUNK do
-    local chunk_end = math.min(chunk_start + CHUNK - 1, first + count - 1)
-    local ids, known = ids_of_chunk[chunk_start], known_of_chunk[chunk_start]
-    if not ids then
-      ids = {}
-      for j = chunk_start, chunk_end do ids[#ids + 1] = id_of(ARGV[j]) end
-      known = redis.call('zmscore', K.perform_in_zset, unpack(ids))
-    end
-    local lex_args, schedule_args, merged = {}, {}, {}
-    for n, id in ipairs(ids) do
-      local member = stamped(ARGV[chunk_start + n - 1], id)
-      if known[n] then
+  local unscored, to_stamp = form == 'n', form == 'm'
+  local last = i + 3 + count
+  -- The new jobs of the section, written by one ZADD a key (a few for many):
+  -- `lex_args` 0, member pairs; `schedule_args` perform_in, id pairs.
+  local lex_args, schedule_args, new = {}, {}, 0
+  for first = i + 4, last, CHUNK do
+    local chunk_last = math.min(first + CHUNK - 1, last)
+    local known = known_of_chunk[first] or queued_at(first, chunk_last)
+    local merged = {}
+    for j = first, chunk_last do
+      local id, body = argv[j], argv[j + count]
+      local member = body
+      if unscored then
+        member = id .. unscored_infix .. body
+      elseif to_stamp then
+        member = stamped(body, id)
+      end
+      local at = known[j - first + 1]
+      if at then
         queue_merge(id, blob_of(member, id), perform_in, -1, nil, true, now)
-        reschedule(id, perform_in, tonumber(known[n]))
+        reschedule(id, perform_in, tonumber(at))
         if TRACK then merged[#merged + 1] = id end
       else
-        lex_args[#lex_args + 1] = 0
-        lex_args[#lex_args + 1] = member
-        schedule_args[#schedule_args + 1] = perform_in
-        schedule_args[#schedule_args + 1] = id
+        new = new + 2
+        lex_args[new - 1] = '0'  -- a string: Redis would format a number with snprintf
+        lex_args[new] = member
+        schedule_args[new - 1] = perform_in
+        schedule_args[new] = id
       end
     end
-    if #lex_args > 0 then
-      wake_if_sooner(perform_in, now)
-      if grouped() or group ~= base_group() then groups().add(schedule_args, group, perform_in, now) end
-      redis.call('zadd', K.fresh_lex_zset, unpack(lex_args))
-      redis.call('zadd', K.perform_in_zset, unpack(schedule_args))
-    end
     if TRACK then
-      track(K, 'enqueued', table.concat(ids, '\0'), 'perform_in', perform_in, 'group', group,
-        'merged', table.concat(merged, '\0'))
+      track(K, 'enqueued', table.concat(argv, '\0', first, chunk_last), 'perform_in',
+        perform_in, 'group', group, 'merged', table.concat(merged, '\0'))
     end
   end
+  if new > 0 then
+    wake_if_sooner(perform_in, now)
+    if grouped() or group ~= base_group() then groups().add(schedule_args, group, perform_in, now) end
+    add_many('zadd', K.fresh_lex_zset, lex_args)
+    add_many('zadd', K.perform_in_zset, schedule_args)
+  end
   total = total + count
-  i = first + count
+  i = last + count + 1
 end
 return total

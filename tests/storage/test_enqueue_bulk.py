@@ -1,0 +1,109 @@
+"""Many jobs enqueued into a shard at once: the shard's keys take them in the encoding
+whose inserts do not scan the key (a skiplist, a hash table), and nothing of how the
+push gets there shows: every queued id, its perform_in, its group and its payloads are
+as given, and no key holds anything else."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from storage_support import NOW
+
+import lowkiq
+from lowkiq.storage.queue import Queue
+
+#: The first byte of the member a bulk write adds and takes out again (never UTF-8).
+MARK_BYTE = b"\xff"
+
+
+def enqueue(worker: type[lowkiq.Worker], ids: list[str], group: str | None = None) -> None:
+    """Jobs ``ids`` (each its id as payload) of ``group``, due at NOW."""
+    jobs = [{"id": job_id, "payload": job_id, "perform_in": NOW} for job_id in ids]
+    if group is not None:
+        for job in jobs:
+            job["group"] = group
+    worker.perform_async(jobs)
+
+
+def encoding(redis_client: redis.Redis, key: str) -> str:
+    """OBJECT ENCODING of ``key``."""
+    value = redis_client.object("encoding", key)
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def shard_contents(redis_client: redis.Redis, queue: Queue) -> dict[str, list[bytes]]:
+    """Every member (field) of shard 0's sorted sets (hashes), by key."""
+    contents: dict[str, list[bytes]] = {}
+    node_keys = redis_client.keys(f"{queue.keys.prefix(0)}*")
+    for raw in node_keys:
+        key = raw.decode()
+        kind = redis_client.type(key).decode()
+        if kind == "zset":
+            contents[key] = redis_client.zrange(key, 0, -1)
+        elif kind == "hash":
+            contents[key] = list(redis_client.hkeys(key))
+    return contents
+
+
+def test_a_bulk_enqueue_makes_the_shards_sorted_sets_skiplists(
+    redis_client: redis.Redis, queue: Queue, worker: type[lowkiq.Worker]
+) -> None:
+    """40 jobs into an empty shard: its lex and schedule sorted sets are skiplists from
+    the start (a listpack of 40 would cost each insert a scan of it)."""
+    enqueue(worker, [f"job-{n}" for n in range(40)])
+    assert encoding(redis_client, queue.keys.fresh_lex_zset(0)) == "skiplist"
+    assert encoding(redis_client, queue.keys.perform_in_zset(0)) == "skiplist"
+    assert redis_client.zcard(queue.keys.perform_in_zset(0)) == 40
+
+
+def test_a_bulk_enqueue_of_a_second_group_unpacks_the_group_keys(
+    redis_client: redis.Redis, queue: Queue, worker: type[lowkiq.Worker]
+) -> None:
+    """A shard of group A given 40 jobs of group B: B's index and the hash of the ids'
+    groups are a skiplist and a hash table."""
+    enqueue(worker, [f"a-{n}" for n in range(3)], group="A")
+    enqueue(worker, [f"b-{n}" for n in range(40)], group="B")
+    assert encoding(redis_client, queue.keys.group_ids_zset(0, "B")) == "skiplist"
+    assert encoding(redis_client, queue.keys.group_of_hash(0)) == "hashtable"
+    groups = {job["id"]: job.get("group") for job in worker.queries().fetch(["a-0", "b-39"])}
+    assert groups == {"a-0": "A", "b-39": "B"}
+
+
+def test_a_few_jobs_stay_in_a_packed_key(
+    redis_client: redis.Redis, queue: Queue, worker: type[lowkiq.Worker]
+) -> None:
+    """Fewer jobs than a bulk write leave a small shard's keys packed (less memory)."""
+    enqueue(worker, [f"job-{n}" for n in range(5)])
+    assert encoding(redis_client, queue.keys.perform_in_zset(0)) in {"listpack", "ziplist"}
+
+
+@pytest.mark.parametrize("sizes", [[15, 16, 300], [1, 120, 10, 600], [700]])
+def test_bulk_enqueues_keep_every_job_and_nothing_else(
+    redis_client: redis.Redis, queue: Queue, worker: type[lowkiq.Worker], sizes: list[int]
+) -> None:
+    """Pushes of many sizes, alternating groups, some ids merged onto queued ones: every
+    id is queued once, in its first group, with its payloads; no key holds the mark."""
+    expected_groups: dict[str, str] = {}
+    payloads: dict[str, set[str]] = {}
+    start = 0
+    for number, size in enumerate(sizes):
+        group = "AB"[number % 2]
+        ids = [f"job-{n}" for n in range(start, start + size)]
+        # Half of the previous push again (merged onto the queued jobs).
+        again = [f"job-{n}" for n in range(max(0, start - size // 2), start)]
+        enqueue(worker, ids, group=group)
+        for job_id in ids:
+            expected_groups.setdefault(job_id, group)
+            payloads.setdefault(job_id, set()).add(job_id)
+        jobs = [{"id": job_id, "payload": f"{job_id}+", "perform_in": NOW} for job_id in again]
+        if jobs:
+            worker.perform_async(jobs)
+        for job_id in again:
+            payloads[job_id].add(f"{job_id}+")
+        start += size
+    fetched = worker.queries().fetch(list(expected_groups))
+    assert {job["id"]: job.get("group") for job in fetched} == expected_groups
+    assert {job["id"]: {p for p, _ in job["payloads"]} for job in fetched} == payloads
+    assert redis_client.zcard(queue.keys.perform_in_zset(0)) == len(expected_groups)
+    for key, members in shard_contents(redis_client, queue).items():
+        assert not [m for m in members if m.startswith(MARK_BYTE)], key
