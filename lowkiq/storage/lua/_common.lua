@@ -197,6 +197,14 @@ local function payloads_add(dest, dest_key, blob)
     return ''
   end
   if dest == blob then return dest end
+  local size = #dest
+  if size == #blob and size == HEADER_SIZE + struct.unpack('>I4', dest, 9)
+    and string.sub(dest, 9) == string.sub(blob, 9) then
+    -- One payload each, the same one (a job enqueued again): the smaller score, as
+    -- blob_merge would give it, without its tables.
+    if struct.unpack('>d', blob) < struct.unpack('>d', dest) then return blob end
+    return dest
+  end
   local merged, count = blob_merge(dest, blob)
   if count > 1 and (count > SPILL_PAYLOADS or #merged > SPILL_BYTES) then
     zadd_pairs(dest_key, blob_pairs(merged))

@@ -61,11 +61,10 @@ local function stamped(member, id)
   return id .. '\0' .. blob_merge(blob_pack(pairs_), '')
 end
 
--- A queued job's perform_in moved to `perform_in` (a string) by an enqueue, as
--- ARGV[2] says: `queued` is its perform_in now.
-local function reschedule(id, perform_in, queued)
-  local at = tonumber(perform_in)
-  if merge == 'keep' or at == queued or (merge == 'max' and at < queued) then return end
+-- A queued job's perform_in moved to `perform_in` (a string; `at` its number) by an
+-- enqueue, as ARGV[2] says (not 'keep'): `queued` is its perform_in now.
+local function reschedule(id, perform_in, at, queued)
+  if at == queued or (merge == 'max' and at < queued) then return end
   wake_if_sooner(perform_in, now)
   reschedule_queued(id, perform_in, now)
   -- A hot id that yielded to the due ids (pop.lua) now counts from its new perform_in.
@@ -129,6 +128,7 @@ while i <= #argv do
     perform_in = string.format('%.6f', now_score + tonumber(string.sub(perform_in, 2)))
   end
   local unscored, to_stamp = form == 'n', form == 'm'
+  local rescheduled_at = merge ~= 'keep' and tonumber(perform_in)
   local last = i + 3 + count
   -- The new jobs of the section, written by one ZADD a key (a few for many):
   -- `lex_args` 0, member pairs; `schedule_args` perform_in, id pairs.
@@ -148,7 +148,7 @@ while i <= #argv do
       local at = known[j - first + 1]
       if at then
         queue_merge(id, blob_of(member, id), perform_in, -1, nil, true, now)
-        reschedule(id, perform_in, tonumber(at))
+        if rescheduled_at then reschedule(id, perform_in, rescheduled_at, tonumber(at)) end
         if TRACK then merged[#merged + 1] = id end
       else
         new = new + 2
