@@ -594,7 +594,7 @@ class Dispatcher:
         """Hand a pop's batches to the executor (a suspect waits to run alone)."""
         key = handler.key
         self._popped_at[key] = self.clock()
-        self._backlog[key] = bool(taken.batches) or taken.again
+        self._backlog[key] = (bool(taken.batches) and not taken.drained) or taken.again
         if not taken.batches:
             return 1 if taken.again else 0
         if taken.suspect and self._suspect is not None:  # it waits in its queue
@@ -611,6 +611,8 @@ class Dispatcher:
             self._suspect = work
         else:
             self.executor.submit(work)
+            if len(self.in_flight) == 1:  # the one batch of an idle process: start it now
+                time.sleep(0)  # (lets the thread it wakes have the GIL)
         return 1
 
     def _run_suspect_alone(self) -> None:

@@ -101,12 +101,14 @@ class Outcome:
 class Taken:
     """What a pop gave a shard: its batches in order, whether its one job is a suspect
     (:mod:`lowkiq.runtime.suspects`), whether it did work though it left nothing to
-    perform (pop again at once), and its jobs of each group (their places are claimed)."""
+    perform (pop again at once), its jobs of each group (their places are claimed), and
+    whether it took fewer jobs than it asked for, so left none due behind (``drained``)."""
 
     batches: list[list[PoppedJob]] = field(default_factory=list)
     suspect: bool = False
     again: bool = False
     groups: Mapping[str, int] = field(default_factory=dict)
+    drained: bool = False
 
 
 class ShardHandler:
@@ -161,6 +163,9 @@ class ShardHandler:
         #: the next pop.
         self.exhausted: list[dict[str, Any]] = []
         self._batch_seconds: float | None = None  # recent batches' time, decaying
+        # The jobs the last pop asked for, when its answer says whether it left due jobs
+        # behind (0: not known, under a rate limit or group caps).
+        self._pop_limit = 0
         self._lapse_logged: float | None = None  # one warning per lapse
         self._stale_logged = False
 
@@ -216,6 +221,10 @@ class ShardHandler:
         the ack, and its rate-limit arguments (for :meth:`take`)."""
         acking = self.unacked
         throttle = self._throttle_args()
+        batches = self._quick_batches(throttle)
+        capped = self.capped()
+        plain = throttle is None and capped is None
+        self._pop_limit = self.worker.batch_size * batches if plain else 0
         self.life.to(POPPING)
         args: dict[str, Any] = {
             "shard": self.shard,
@@ -224,8 +233,8 @@ class ShardHandler:
             "ack_shard": self.shard if acking else None,
             "ack_token": self.token if acking else "",
             "throttle": throttle,
-            "batches": self._quick_batches(throttle),
-            "capped": self.capped(),
+            "batches": batches,
+            "capped": capped,
             "ack_batch": self.batch if acking else 0,
         }
         if packed:
@@ -310,7 +319,8 @@ class ShardHandler:
         batches = (
             [jobs] if len(jobs) <= size else [jobs[i : i + size] for i in range(0, len(jobs), size)]
         )
-        return Taken(batches, popped.suspect, groups=popped.groups)
+        drained = len(popped.jobs) < self._pop_limit
+        return Taken(batches, popped.suspect, groups=popped.groups, drained=drained)
 
     def settle(self, outcomes: Sequence[Outcome], unrun: bool = False) -> None:
         """Record what a pop's batches did: their cancelled jobs end as cancelled, each

@@ -112,3 +112,33 @@ def test_with_wait_replicas_every_pop_and_ack_waits_for_the_replicas(
         turn_until(dispatcher, lambda: Idle.metrics()["processed"] == 1)
         waits = redis_client.info("commandstats")["cmdstat_wait"]["calls"]
         assert waits >= 2  # the pop's and the ack's, each in its own round trip
+
+
+def test_a_wake_up_pops_the_woken_shard_alone_when_the_others_left_nothing_due(
+    redis_client: redis.Redis,
+) -> None:
+    # A pop that took fewer jobs than it asked for left none due behind: the next
+    # wake-up of another shard does not pop that shard again for nothing.
+    with dispatcher_of(redis_client, Idle, poll_interval=30.0) as (dispatcher, queue):
+        by_shard = ids_by_shard(queue, 2)
+        # Shard 0's first pop asks for one job (no batch ran yet), its second for more.
+        Idle.perform_async([{"id": job_id} for job_id in by_shard[0]])
+        redis_client.delete(*[queue.keys.wake_list(s) for s in queue.shards])
+        turn_until(dispatcher, lambda: Idle.metrics()["processed"] == 2)
+        popped = []
+        for handler in dispatcher.handlers:
+            pop_command = handler.pop_command
+
+            def spied(packed: bool = True, handler: Any = handler, pop: Any = pop_command) -> Any:
+                popped.append(handler.shard)
+                return pop(packed)
+
+            handler.pop_command = spied  # type: ignore[method-assign]
+        waiting = threading.Thread(target=dispatcher.turn)
+        waiting.start()
+        time.sleep(0.2)  # blocked on the idle shards' wake lists
+        Idle.perform_async([{"id": by_shard[1][0]}])
+        waiting.join(5)
+        assert not waiting.is_alive()  # woken by shard 1's wake list
+        turn_until(dispatcher, lambda: Idle.metrics()["processed"] == 3)
+        assert popped == [1]
