@@ -151,8 +151,13 @@ def test_client_middlewares_change_add_and_drop_jobs(redis_client: Client) -> No
 
 
 def commandstats(client: redis.Redis) -> dict[str, int]:
+    """MULTI calls, and script calls (as ``evalsha``: EVALSHA, or FCALL on Redis 7)."""
     stats = client.info("commandstats")
-    return {name: stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("multi", "evalsha")}
+    calls = {
+        name: stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("multi", "evalsha")
+    }
+    calls["evalsha"] += stats.get("cmdstat_fcall", {}).get("calls", 0)
+    return calls
 
 
 @pytest.fixture

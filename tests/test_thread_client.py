@@ -11,8 +11,15 @@ import pytest
 import redis
 
 from lowkiq.clients.thread import ThreadClient
+from lowkiq.storage.functions import CallMode
+from lowkiq.storage.scripts import LuaScript
 
 ECHO = "return {KEYS[1], ARGV[1], ARGV[2], ARGV[3]}"
+
+
+def script_of(client: ThreadClient, text: str) -> LuaScript:
+    """``text`` as a script the thread client runs by EVALSHA (no functions library)."""
+    return LuaScript(client, "test", text, CallMode(None))
 
 
 @pytest.fixture
@@ -35,7 +42,7 @@ def timed_client(client: ThreadClient) -> ThreadClient:
 
 
 def test_a_packed_command_sends_what_run_script_sends(client: ThreadClient) -> None:
-    script = client.register_script(ECHO)
+    script = script_of(client, ECHO)
     for now in (1795431310.0303938, 100, 0.1, time.time()):
         packed = around(client, script, "token", now, 7)
         assert float(client.run_script(script, ["k"], ["token", now, 7])[2]) == now
@@ -46,17 +53,17 @@ def test_a_packed_command_sends_what_run_script_sends(client: ThreadClient) -> N
 def test_a_script_redis_lost_is_loaded_again(
     client: ThreadClient, redis_client: redis.Redis
 ) -> None:
-    script = client.register_script(ECHO)
+    script = script_of(client, ECHO)
     assert around(client, script, "a", 1.5, "b")[2] == b"1.5"
     redis_client.script_flush()  # as after a restart
     assert around(client, script, "a", 2.5, "b")[2] == b"2.5"
 
 
 def test_an_error_reply_is_raised_and_the_connection_goes_on(client: ThreadClient) -> None:
-    failing = client.register_script("return redis.error_reply('FENCED no lease')")
+    failing = script_of(client, "return redis.error_reply('FENCED no lease')")
     with pytest.raises(redis.ResponseError, match="FENCED"):
         client.run_script(failing, ["k"], [])
-    assert around(client, client.register_script(ECHO), "a", 1.0, "b")
+    assert around(client, script_of(client, ECHO), "a", 1.0, "b")
 
 
 def test_the_kernel_times_a_silent_server_out(timed_client: ThreadClient) -> None:
@@ -64,7 +71,7 @@ def test_the_kernel_times_a_silent_server_out(timed_client: ThreadClient) -> Non
     client.ping()
     sock = client._private._sock
     assert sock.gettimeout() is None  # no poll before each send and receive
-    slow = client.register_script("local t = redis.call('time') return 1")
+    slow = script_of(client, "local t = redis.call('time') return 1")
     client.run_script(slow, ["k"], [])
     # A blocked read (BLPOP on an empty list past the socket timeout) fails in time.
     started = time.monotonic()
@@ -81,22 +88,23 @@ def test_a_script_reply_later_than_the_socket_timeout_fails_in_time(
     timed_client: ThreadClient,
 ) -> None:
     client = timed_client
-    busy = client.register_script(
+    busy = script_of(
+        client,
         "local t = redis.call('time') local start = t[1] * 1e6 + t[2] "
-        "repeat t = redis.call('time') until t[1] * 1e6 + t[2] - start > 900000 return 1"
+        "repeat t = redis.call('time') until t[1] * 1e6 + t[2] - start > 900000 return 1",
     )
     started = time.monotonic()
     with pytest.raises(redis.TimeoutError):
         client.run_script(busy, ["k"], [])
     assert time.monotonic() - started < 0.85
     time.sleep(0.5)  # the script ends; its late reply went with the closed connection
-    assert float(around(client, client.register_script(ECHO), "a", 1.0, "b")[2]) == 1.0
+    assert float(around(client, script_of(client, ECHO), "a", 1.0, "b")[2]) == 1.0
 
 
 def test_run_keyed_sends_commands_in_one_write_and_reloads_a_lost_script(
     client: ThreadClient, redis_client: redis.Redis
 ) -> None:
-    script = client.register_script(ECHO)
+    script = script_of(client, ECHO)
     client.run_script(script, ["k"], ["a", 1, "b"])
     redis_client.script_flush()
     redis_client.zadd("z", {"a": 1.5})
@@ -115,7 +123,7 @@ def test_run_keyed_sends_commands_in_one_write_and_reloads_a_lost_script(
 def test_an_error_reply_redis_py_counts_as_a_connection_error_is_raised(
     client: ThreadClient,
 ) -> None:
-    loading = client.register_script("return redis.error_reply('LOADING Redis is loading')")
+    loading = script_of(client, "return redis.error_reply('LOADING Redis is loading')")
     with pytest.raises(redis.BusyLoadingError):  # a ConnectionError, not a ResponseError
         client.run_script(loading, ["k"], [])
     (reply,) = client.run_keyed([("k", client.pack("EVALSHA", loading.sha, 1, "k"), loading)])

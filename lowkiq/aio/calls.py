@@ -1,12 +1,17 @@
-"""lowkiq's Lua scripts called on ``redis.asyncio``: the very text the synchronous side
-sends (:func:`lowkiq.storage.scripts.source`), by ``EVALSHA``, in one write per server.
+"""lowkiq's Lua scripts called on ``redis.asyncio``: the very functions and text the
+synchronous side sends (:mod:`lowkiq.storage.functions`,
+:func:`lowkiq.storage.scripts.source`), by ``FCALL`` (Redis 7 and later) or ``EVALSHA``,
+in one write per server.
 
 On a single server the calls go in one write (in one ``MULTI`` when asked); on a Redis
 Cluster in one write per master, every write sent before any reply is awaited
 (:func:`asyncio.gather`), as :func:`lowkiq.storage.scripts.run_on_masters` does.  A
-script the server lost (``NOSCRIPT``: restarted, flushed) is loaded and its calls run
-again; on a cluster a call redirected (``MOVED``, ``ASK``) or put off (``TRYAGAIN``),
-which did not run, runs again alone through the cluster client, which follows it.
+library or script the server lacks (restarted, flushed) is loaded and its calls run
+again; a server without functions (Redis 6: ``FCALL`` is an unknown command) or
+refusing them (full) gets ``EVALSHA`` (see :class:`~lowkiq.storage.functions.CallMode`;
+one per client and ``track_length``); on a cluster a call redirected (``MOVED``,
+``ASK``) or put off (``TRYAGAIN``), which did not run, runs again alone through the
+cluster client, which follows it.
 """
 
 from __future__ import annotations
@@ -14,15 +19,29 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import redis
-from redis.exceptions import AskError, NoScriptError, RedisClusterException, TryAgainError
+from redis.exceptions import (
+    AskError,
+    NoScriptError,
+    OutOfMemoryError,
+    RedisClusterException,
+    TryAgainError,
+)
 
 from lowkiq.aio.client import AsyncRedis, pipelined
-from lowkiq.storage.scripts import ALLOW_OOM, source
+from lowkiq.storage.functions import (
+    UNKNOWN_COMMAND,
+    CallMode,
+    is_lost,
+    library_refused,
+    library_to_load,
+)
+from lowkiq.storage.scripts import ALLOW_OOM, FUNCTIONS, library, source
 
 
 @dataclass(frozen=True)
@@ -32,6 +51,8 @@ class LuaScript:
     name: str
     text: str
     sha: str
+    #: ``Worker.track_length`` its events are capped at (0: not recorded).
+    track_length: int = 0
 
     @classmethod
     @functools.cache
@@ -42,15 +63,35 @@ class LuaScript:
         if name in ALLOW_OOM:
             raise ValueError(f"{name}.lua depends on the server's version")
         text = source(name, track_length)
-        return cls(name, text, hashlib.sha1(text.encode()).hexdigest())
+        return cls(name, text, hashlib.sha1(text.encode()).hexdigest(), track_length)
 
 
 #: One call: the script, its key (a shard's prefix), its arguments.
 Call = tuple[LuaScript, str, Sequence[Any]]
 
+#: Per client, per ``track_length``: how its calls go (FCALL or EVALSHA).
+_MODES: weakref.WeakKeyDictionary[AsyncRedis, dict[int, CallMode]] = weakref.WeakKeyDictionary()
 
-def _command(call: Call) -> tuple[Any, ...]:
+
+def _modes(redis_: AsyncRedis) -> dict[int, CallMode]:
+    modes = _MODES.get(redis_)
+    if modes is None:
+        modes = _MODES[redis_] = {}
+    return modes
+
+
+def _mode(modes: dict[int, CallMode], script: LuaScript) -> CallMode:
+    mode = modes.get(script.track_length)
+    if mode is None:
+        library_ = library(script.track_length) if FUNCTIONS else None
+        mode = modes[script.track_length] = CallMode(library_)
+    return mode
+
+
+def _command(mode: CallMode, call: Call) -> tuple[Any, ...]:
     script, key, args = call
+    if mode.library is not None and mode.by_function():
+        return ("FCALL", mode.library.function(script.name), 1, key, *args)
     return ("EVALSHA", script.sha, 1, key, *args)
 
 
@@ -64,15 +105,16 @@ async def run_calls(
     failed gives its error as the reply of each of its calls (which of them ran is not
     known).
     """
+    modes = _modes(redis_)
     if not redis_.cluster:
-        return await _on_server(redis_.client, calls, transaction)
+        return await _on_server(redis_.client, modes, calls, transaction)
     by_master: dict[str, tuple[Any, list[int]]] = {}
     for index, (_, key, _) in enumerate(calls):
         name, client = redis_.master_of(key)
         by_master.setdefault(name, (client, []))[1].append(index)
     outcomes = await asyncio.gather(
         *(
-            _on_master(redis_, client, [calls[i] for i in indexes])
+            _on_master(redis_, modes, client, [calls[i] for i in indexes])
             for client, indexes in by_master.values()
         )
     )
@@ -83,26 +125,70 @@ async def run_calls(
     return replies
 
 
-async def _on_server(client: Any, calls: Sequence[Call], transaction: bool) -> list[Any]:
-    """The calls in one write on one server; the lost scripts loaded, their calls again."""
-    commands = [_command(call) for call in calls]
-    replies = await pipelined(client, commands, transaction)
-    missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+async def _on_server(
+    client: Any, modes: dict[int, CallMode], calls: Sequence[Call], transaction: bool
+) -> list[Any]:
+    """The calls in one write on one server; what the lost calls lacked loaded, and
+    those calls again."""
+    commands = [_command(_mode(modes, call[0]), call) for call in calls]
+    try:
+        replies = await pipelined(client, commands, transaction)
+    except redis.ResponseError as exc:
+        # A MULTI Redis refused as it was queued (nothing ran): Redis 6 knows no FCALL; a
+        # full Redis refuses a function without allow-oom.  Then by EVALSHA (refused
+        # only at a growing write).
+        if not transaction or not any(command[0] == "FCALL" for command in commands):
+            raise
+        if str(exc).startswith(UNKNOWN_COMMAND):
+            seconds = float("inf")
+        elif isinstance(exc, OutOfMemoryError):
+            seconds = None
+        else:
+            raise
+        for call in calls:
+            _mode(modes, call[0]).refused(seconds)
+        commands = [_command(_mode(modes, call[0]), call) for call in calls]
+        replies = await pipelined(client, commands, transaction)
+    missing = [i for i, r in enumerate(replies) if is_lost(r, commands[i][0] == "FCALL")]
     if missing:
-        for text in {calls[i][0].text for i in missing}:
-            await client.script_load(text)
-        again = await pipelined(client, [commands[i] for i in missing], transaction)
-        for i, reply in zip(missing, again, strict=True):
+        await _load(client, modes, [(calls[i][0], replies[i]) for i in missing])
+        again = [_command(_mode(modes, calls[i][0]), calls[i]) for i in missing]
+        for i, reply in zip(missing, await pipelined(client, again, transaction), strict=True):
             replies[i] = reply
     return replies
 
 
+async def _load(client: Any, modes: dict[int, CallMode], lost: list[tuple[LuaScript, Any]]) -> None:
+    """Load on one server what the lost calls, each with its reply, lacked: a mode's
+    library once, or each script's text once (see
+    :func:`lowkiq.storage.functions.library_to_load`)."""
+    libraries: set[int] = set()
+    texts: set[str] = set()
+    for script, reply in lost:
+        mode = _mode(modes, script)
+        if id(mode) in libraries and mode.by_function():
+            continue
+        text = library_to_load(mode, reply) if mode.by_function() else None
+        if text is not None:
+            try:
+                await client.execute_command("FUNCTION LOAD", text)
+                libraries.add(id(mode))
+                continue
+            except redis.ResponseError as exc:
+                if not library_refused(mode, exc):
+                    libraries.add(id(mode))
+                    continue
+        if script.text not in texts:
+            texts.add(script.text)
+            await client.script_load(script.text)
+
+
 async def _on_master(
-    redis_: AsyncRedis, client: Any, calls: list[Call]
+    redis_: AsyncRedis, modes: dict[int, CallMode], client: Any, calls: list[Call]
 ) -> list[Any] | redis.RedisError:
     """The calls on one cluster master (see :func:`run_calls`)."""
     try:
-        replies = await _on_server(client, calls, False)
+        replies = await _on_server(client, modes, calls, False)
     except redis.RedisError as exc:
         return exc
     for i, reply in enumerate(replies):
@@ -113,14 +199,29 @@ async def _on_master(
 
 async def _redirected(redis_: AsyncRedis, call: Call) -> Any:
     """The reply of a call run alone through the cluster client (it follows ``MOVED`` and
-    ``ASK``, and retries ``TRYAGAIN``), or its error; a lost script loaded first."""
+    ``ASK``, and retries ``TRYAGAIN``), or its error; a lost script loaded first.  By
+    ``EVALSHA``, which the cluster client routes by its key without asking a server."""
     cluster = redis_.client
+    command = ("EVALSHA", call[0].sha, 1, call[1], *call[2])
     try:
         try:
-            return await cluster.execute_command(*_command(call))
+            return await cluster.execute_command(*command)
         except NoScriptError:
             node = cluster.get_node_from_key(call[1])
             await cluster.execute_command("SCRIPT LOAD", call[0].text, target_nodes=node)
-            return await cluster.execute_command(*_command(call))
+            return await cluster.execute_command(*command)
     except (redis.RedisError, RedisClusterException) as exc:
         return exc
+
+
+def script_call(
+    redis_: AsyncRedis, script: LuaScript, key: str, args: Sequence[Any]
+) -> tuple[Any, ...]:
+    """The command of one call of ``script`` on ``redis_``: ``FCALL`` or ``EVALSHA``."""
+    return _command(_mode(_modes(redis_), script), (script, key, args))
+
+
+async def load_lost(server: Any, redis_: AsyncRedis, script: LuaScript, reply: Any) -> None:
+    """Load on ``server`` what a call of ``script`` that got ``reply`` (lost: see
+    :func:`lowkiq.storage.functions.is_lost`) lacked."""
+    await _load(server, _modes(redis_), [(script, reply)])

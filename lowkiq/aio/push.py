@@ -19,9 +19,9 @@ import logging
 from typing import Any
 
 import redis
-from redis.exceptions import NoScriptError, RedisClusterException
+from redis.exceptions import RedisClusterException
 
-from lowkiq.aio.calls import Call, LuaScript, run_calls
+from lowkiq.aio.calls import Call, LuaScript, load_lost, run_calls, script_call
 from lowkiq.aio.client import AsyncRedis, pipelined
 from lowkiq.aio.off_loop import run_sized
 from lowkiq.aio.server import cached_layout, read_layout
@@ -39,6 +39,7 @@ from lowkiq.storage.enqueueing import (
     shard_of,
     split_pushed,
 )
+from lowkiq.storage.functions import is_lost
 from lowkiq.storage.keys import QueueKeys
 from lowkiq.storage.layout import Layout
 from lowkiq.storage.push_plan import (
@@ -217,12 +218,13 @@ class AsyncPush:
             key = self.keys.prefix(shard)
             try:
                 server = self.redis.master_of(key)[1] if self.redis.cluster else self.redis.client
-                command = ("EVALSHA", self.push_script.sha, 1, key, *args)
+                command = script_call(self.redis, self.push_script, key, args)
                 reply, acked = await pipelined(
                     server, [command, ("WAIT", wanted, timeout_ms)], False
                 )
-                if isinstance(reply, NoScriptError):
-                    await server.script_load(self.push_script.text)
+                if is_lost(reply, command[0] == "FCALL"):
+                    await load_lost(server, self.redis, self.push_script, reply)
+                    command = script_call(self.redis, self.push_script, key, args)
                     reply, acked = await pipelined(
                         server, [command, ("WAIT", wanted, timeout_ms)], False
                     )

@@ -28,7 +28,6 @@ from redis.exceptions import (
     AskError,
     ClusterError,
     MovedError,
-    NoScriptError,
     RedisClusterException,
 )
 
@@ -49,9 +48,9 @@ RELOAD_WHILE_OUT = 1.0
 def _first_key(args: tuple[Any, ...]) -> Any:
     """The first key of a command, or ``None`` (a command without key)."""
     name = str(args[0]).upper()
-    if name in ("EVALSHA", "EVAL"):
+    if name in ("EVALSHA", "EVAL", "FCALL", "FCALL_RO"):
         return args[3] if int(args[2]) > 0 else None
-    if name.startswith("SCRIPT"):
+    if name.startswith(("SCRIPT", "FUNCTION")):
         return None
     return args[1] if len(args) > 1 else None
 
@@ -149,8 +148,8 @@ class ClusterThreadClient(ThreadClient):
         return client.execute_command(*args, **options)
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
-        """Send one command to the master of its first key; a keyless one (SCRIPT LOAD)
-        to every master, returning the first reply."""
+        """Send one command to the master of its first key; a keyless one (SCRIPT LOAD,
+        FUNCTION LOAD) to every master, returning the first reply."""
         try:
             return self._execute(args, options)
         except MasterDown:
@@ -267,7 +266,10 @@ class ClusterThreadClient(ThreadClient):
             for index in indexes:
                 replies[index] = down[master]
         for index, reply in enumerate(replies):
-            if isinstance(reply, (AskError, NoScriptError)):
+            script: Any = commands[index][2]
+            if isinstance(reply, AskError) or (
+                script is not None and script.is_lost(reply, commands[index][1])
+            ):
                 replies[index] = self._again_alone(commands[index])
         return replies
 

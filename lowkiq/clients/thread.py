@@ -11,6 +11,7 @@ pyproject.toml allows and ``.ci/run`` tests (its lowest and newest).
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 import sys
@@ -19,8 +20,7 @@ from typing import Any, NoReturn
 
 import redis
 from redis.backoff import NoBackoff
-from redis.commands.core import Script
-from redis.exceptions import InvalidResponse, NoScriptError, ResponseError
+from redis.exceptions import InvalidResponse, ResponseError
 from redis.retry import Retry
 
 from lowkiq.clients.connection import KeyedCommand, pack_chunks, read_reply
@@ -66,7 +66,7 @@ class ThreadClient(redis.Redis):
         # Where script replies are read into, and parsed (see _round_trip).
         self._buffer = bytearray(65536)
         self._reader: Any = None
-        # (sha, keys, args) -> the packed command of pack_script.
+        # (function or sha, keys, args) -> the packed command of pack_script.
         self._packed_scripts: dict[tuple[Any, ...], bytes] = {}
 
     def _on_connect(self, connection: Any) -> None:
@@ -102,11 +102,12 @@ class ThreadClient(redis.Redis):
             connection.disconnect()
             raise
 
-    def run_script(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        """``EVALSHA`` on the private connection, packed by hiredis and read without
+    def run_script(self, script: Any, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """A script call (:class:`~lowkiq.storage.scripts.LuaScript`: ``FCALL`` or
+        ``EVALSHA``) on the private connection, packed by hiredis and read without
         redis-py's reply callbacks (a script's reply has none); loads the script once
-        on ``NOSCRIPT``.  The hot path of every ack and fail."""
-        return self.run_packed(script, self.pack("EVALSHA", script.sha, len(keys), *keys, *args))
+        when Redis lacks it.  The hot path of every ack and fail."""
+        return self.run_packed(script, self.pack(*script.command(keys, args)))
 
     def run_command(self, command: KeyedCommand) -> Any:
         """One command of :meth:`run_keyed` (e.g. of :meth:`pack_script`) alone: its
@@ -116,20 +117,26 @@ class ThreadClient(redis.Redis):
             return self._round_trip(packed)
         return self.run_packed(script, packed)
 
-    def run_packed(self, script: Script, command: bytes) -> Any:
-        """Send ``command`` (an ``EVALSHA`` of ``script``, packed) and read its reply;
-        loads the script once on ``NOSCRIPT``."""
+    def run_packed(self, script: Any, command: bytes) -> Any:
+        """Send ``command`` (a call of ``script``, packed) and read its reply; loads the
+        script once when Redis lacks it."""
         try:
             try:
                 return self._round_trip(command)
-            except NoScriptError:
-                # On this connection's server only (a cluster's routing client is also
-                # its first master's).
-                ThreadClient.execute_command(self, "SCRIPT LOAD", script.script)
-                return self._round_trip(command)
+            except ResponseError as exc:
+                if not script.is_lost(exc, command):
+                    raise
+                return self._run_lost(script, command, exc)
         except (redis.ConnectionError, redis.TimeoutError):
             self._private.disconnect()
             raise
+
+    def _run_lost(self, script: Any, command: bytes, reply: Exception) -> Any:
+        """A call of ``script`` that Redis did not run (``reply``): load what it lacked on
+        this connection's server only (a cluster's routing client is also its first
+        master's), and send the call again."""
+        script.load(reply, functools.partial(ThreadClient.execute_command, self))
+        return self._round_trip(script.again_packed(command))
 
     def _round_trip(self, command: bytes) -> Any:
         """One command and its reply (an error reply raised)."""
@@ -149,28 +156,29 @@ class ThreadClient(redis.Redis):
         """``command`` in the Redis protocol, for :meth:`run_many` or :meth:`run_keyed`."""
         return b"".join(pack_chunks(self._private, command))
 
-    def pack_script(self, script: Script, keys: tuple[Any, ...], args: tuple[Any, ...]) -> bytes:
-        """An ``EVALSHA`` of ``script``, packed once for a call repeated with the same keys
-        and arguments (a shard's pop, its head)."""
-        memo = (script.sha, keys, args)
+    def pack_script(self, script: Any, keys: tuple[Any, ...], args: tuple[Any, ...]) -> bytes:
+        """A call of ``script`` (:class:`~lowkiq.storage.scripts.LuaScript`), packed once
+        for a call repeated with the same keys and arguments (a shard's pop, its head)."""
+        command = script.command(keys, args)
+        memo = (command[1], keys, args)  # the function's name or the script's SHA1
         packed = self._packed_scripts.get(memo)
         if packed is None:
             if len(self._packed_scripts) >= MAX_PACKED:
                 self._packed_scripts.clear()
-            packed = self.pack("EVALSHA", script.sha, len(keys), *keys, *args)
+            packed = self.pack(*command)
             self._packed_scripts[memo] = packed
         return packed
 
     def run_keyed(self, commands: Sequence[KeyedCommand]) -> list[Any]:
         """Packed commands ``(first key, bytes, script or None)`` in one write, and their
         replies; an error reply is returned as its exception.  A script Redis lost
-        (``NOSCRIPT``) is loaded and run again.  (A cluster's client sends a write
-        per master, routed by the keys.)"""
+        is loaded and run again.  (A cluster's client sends a write per master, routed
+        by the keys.)"""
         replies = self.run_many([packed for _, packed, _ in commands])
         for index, reply in enumerate(replies):
-            script = commands[index][2]
-            if isinstance(reply, NoScriptError) and script is not None:
-                replies[index] = _reply_or_error(self.run_packed, script, commands[index][1])
+            script: Any = commands[index][2]
+            if script is not None and script.is_lost(reply, commands[index][1]):
+                replies[index] = _reply_or_error(self._run_lost, script, commands[index][1], reply)
         return replies
 
     def send(self, command: bytes) -> None:

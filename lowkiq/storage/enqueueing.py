@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 import redis
-from redis.exceptions import NoScriptError, RedisClusterException
+from redis.exceptions import RedisClusterException
 
 from lowkiq.clients.connection import Client, pipelined
 from lowkiq.errors import EnqueueIncomplete, InvalidJob, RedisFull, is_out_of_memory
@@ -337,15 +337,12 @@ class Enqueueing(QueueBase):
         Redis refused for want of memory wrote nothing, the others ran)."""
         client = cast(redis.Redis, self.client)
         push = self.scripts.push
-        commands = [
-            ("EVALSHA", push.sha, 1, self._prefixes[shard], *args)
-            for shard, args in by_shard.items()
-        ]
+        commands = [push.command([self._prefixes[shard]], args) for shard, args in by_shard.items()]
         replies = pipelined(client, commands, True)
-        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        missing = [i for i, reply in enumerate(replies) if push.is_lost(reply, commands[i])]
         if missing:  # a restarted or flushed server
-            client.script_load(push.script)
-            again = pipelined(client, [commands[i] for i in missing], True)
+            push.load(replies[missing[0]], client.execute_command)
+            again = pipelined(client, [push.again(commands[i]) for i in missing], True)
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
         return replies

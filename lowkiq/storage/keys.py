@@ -521,9 +521,15 @@ def lua_prelude(code: str | None = None) -> str:
 
     With ``code``, only the names it uses (every name costs a string per call).
     """
+    return f"local P = KEYS[1]\n{lua_keys_at(code)}local K = keys_at(P)\n"
+
+
+def lua_keys_at(code: str | None = None) -> str:
+    """Lua that defines ``keys_at(prefix)`` alone (see :func:`lua_prelude`); with
+    ``code``, only the names it uses."""
     # One table constructor: Lua sizes the table once (assigning the fields one by one
     # grows it several times, on every call).
-    lines = ["local P = KEYS[1]", "local function keys_at(prefix)", "  return {"]
+    lines = ["local function keys_at(prefix)", "  return {"]
     for name, suffix in SUFFIXES.items():
         if code is not None and f".{name}" not in code:
             continue
@@ -531,5 +537,5 @@ def lua_prelude(code: str | None = None) -> str:
             lines.append(f'    {name} = function(id) return prefix .. "{suffix}" .. id end,')
         else:
             lines.append(f'    {name} = prefix .. "{suffix}",')
-    lines += ["  }", "end", "local K = keys_at(P)"]
+    lines += ["  }", "end"]
     return "\n".join(lines) + "\n"

@@ -85,12 +85,14 @@ def test_rounds_keep_every_member_once_in_order_within_the_bounds() -> None:
 
 
 def script_calls(client: Client) -> int:
-    """EVALSHA calls the server (every master of a cluster) has run."""
+    """Script calls (EVALSHA, or FCALL on Redis 7) the server (every master of a cluster)
+    has run."""
     if isinstance(client, redis.RedisCluster):
         infos = list(client.info("commandstats", target_nodes=client.PRIMARIES).values())
     else:
         infos = [client.info("commandstats")]
-    return sum(info.get("cmdstat_evalsha", {}).get("calls", 0) for info in infos)
+    names = ("cmdstat_evalsha", "cmdstat_fcall")
+    return sum(info.get(name, {}).get("calls", 0) for info in infos for name in names)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,46 @@
+"""What the tests of lowkiq's Redis Functions share: a ``redis-server`` binary of each
+version, and what a server ran."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import redis
+
+from lowkiq.clients.embedded import redis_server_binary
+
+
+def _major(binary: str) -> int:
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
+    return int(out.split("v=", 1)[1].split(".", 1)[0])
+
+
+def binary_of(major_at_least: int, below: int = 100) -> str | None:
+    """A redis-server binary whose major version is in ``[major_at_least, below)``: the
+    one on PATH, the packaged one, or Debian's."""
+    candidates = [redis_server_binary(prefer_path=True), redis_server_binary()]
+    candidates.append("/usr/bin/redis-server")
+    for binary in candidates:
+        if Path(binary).exists() and major_at_least <= _major(binary) < below:
+            return binary
+    return None
+
+
+#: A Redis 7 (or later) binary, or None.
+REDIS_7 = binary_of(7)
+#: A Redis 6 binary, or None.
+REDIS_6 = binary_of(6, 7)
+
+
+def calls(client: redis.Redis, command: str) -> int:
+    """How many times the server ran ``command`` (e.g. ``fcall``, ``function|load``)."""
+    stats = client.info("commandstats").get(f"cmdstat_{command}", {})
+    return int(stats.get("calls", 0))
+
+
+def lowkiq_libraries(client: redis.Redis) -> list[str]:
+    """The names of the lowkiq libraries the server holds."""
+    libraries = client.function_list()
+    names = [dict(zip(lib[::2], lib[1::2], strict=True))[b"library_name"] for lib in libraries]
+    return [name.decode() for name in names if name.startswith(b"lowkiq_")]
