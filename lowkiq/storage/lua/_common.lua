@@ -149,10 +149,11 @@ local BULK_PAIRS = 16
 -- (asked with a ZCARD / HLEN) therefore first make it a skiplist (a hash table):
 -- a member longer than a packed key holds converts it at once; it is taken out
 -- again in the same call, so no one ever sees it.  (A small key made so stays a
--- skiplist, some bytes a member larger, until it empties.)
-local function add_many(command, key, args)
+-- skiplist, some bytes a member larger, until it empties.)  `size`, when given, is
+-- at least the key's size (the caller knows it: no ZCARD).
+local function add_many(command, key, args, size)
   local convert = #args >= 2 * BULK_PAIRS
-    and redis.call(command == 'zadd' and 'zcard' or 'hlen', key) <= PACKED_MOST[command]
+    and (size or redis.call(command == 'zadd' and 'zcard' or 'hlen', key)) <= PACKED_MOST[command]
   if not convert then return call_many(command, key, args) end
   if command == 'zadd' then
     redis.call('zadd', key, '0', BULK_MARK)

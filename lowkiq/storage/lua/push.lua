@@ -97,6 +97,7 @@ local function check_groups()
     local group, count = argv[i + 1], tonumber(argv[i + 3])
     local last = i + 3 + count
     if group ~= '' then
+      if redis.call('zcard', K.perform_in_zset) == 0 then return end  -- nothing queued
       for first = i + 4, last, CHUNK do
         local known = queued_at(first, math.min(first + CHUNK - 1, last))
         known_of_chunk[first] = known
@@ -133,9 +134,13 @@ while i <= #argv do
   -- The new jobs of the section, written by one ZADD a key (a few for many):
   -- `lex_args` 0, member pairs; `schedule_args` perform_in, id pairs.
   local lex_args, schedule_args, new = {}, {}, 0
+  -- How many ids the shard holds queued, fresh or retries: with none, no id of the
+  -- section is queued (no ZMSCORE); at least as many as the fresh lex zset holds.
+  local queued_count = redis.call('zcard', K.perform_in_zset)
   for first = i + 4, last, CHUNK do
     local chunk_last = math.min(first + CHUNK - 1, last)
-    local known = known_of_chunk[first] or queued_at(first, chunk_last)
+    local known = known_of_chunk[first]
+      or queued_count > 0 and queued_at(first, chunk_last) or {}
     local merged = {}
     for j = first, chunk_last do
       local id, body = argv[j], argv[j + count]
@@ -166,8 +171,8 @@ while i <= #argv do
   if new > 0 then
     wake_if_sooner(perform_in, now)
     if grouped() or group ~= base_group() then groups().add(schedule_args, group, perform_in, now) end
-    add_many('zadd', K.fresh_lex_zset, lex_args)
-    add_many('zadd', K.perform_in_zset, schedule_args)
+    add_many('zadd', K.fresh_lex_zset, lex_args, queued_count)
+    add_many('zadd', K.perform_in_zset, schedule_args, queued_count)
   end
   total = total + count
   i = last + count + 1
