@@ -32,6 +32,8 @@ import lowkiq
 from lowkiq.clients.cluster import ClusterThreadClient
 from lowkiq.clients.connection import Client, KeyedCommand
 from lowkiq.clients.thread import ThreadClient
+from lowkiq.ownership.cancels import CANCELLED
+from lowkiq.running import running as performing
 
 KINDS = ("refused", "lost", "timeout", "cut", "oom", "noscript")
 
@@ -194,8 +196,10 @@ class Performs:
 class Scripted(lowkiq.Worker):
     """Two shards, retries at once, and each job doing what its payload's kind says: ``f``
     fails its batch the first time, ``p`` fails only its own id the first time
-    (BatchFailed), ``y`` gives its later payloads back the first time (yield_rest);
-    anything else succeeds.  :attr:`performs` records the payloads performed
+    (BatchFailed), ``y`` gives its later payloads back the first time (yield_rest), ``c``
+    cancels its own id the first time (``Worker.actions().cancel``, heard by the process
+    at once, as its coordinator hears it on the nudge): it ends as cancelled, never
+    performed; anything else succeeds.  :attr:`performs` records the payloads performed
     successfully."""
 
     shards_count = 2
@@ -225,6 +229,7 @@ class Scripted(lowkiq.Worker):
         returns or raises BatchFailed (nothing when it raises anything else)."""
         failed: dict[str, Exception] = {}
         yielding: list[str] = []
+        cancelled: list[str] = []
         for job_id, payloads in batch.items():
             first = (job_id, payloads[0])
             kind = str(payloads[0])[:1]
@@ -241,6 +246,16 @@ class Scripted(lowkiq.Worker):
                 failed[job_id] = RuntimeError("fails its id once")
             if kind == "y" and len(payloads) > 1:
                 yielding.append(job_id)
+            if kind == "c":
+                # A cancel that raises cancelled nothing: the batch fails, its retry cancels.
+                cls.actions().cancel([job_id])
+                cls.once.add(first)
+                cancelled.append(job_id)
+        if cancelled:
+            state = performing.get()
+            assert state is not None
+            handler = state.handler
+            CANCELLED.add((handler.queue.name, handler.shard, handler.batch), cancelled)
         if failed:
             # yield_rest counts only when perform returns: under BatchFailed the ids it
             # does not name are acked whole (docs/guides/workers.md), so none yields.
@@ -252,7 +267,9 @@ class Scripted(lowkiq.Worker):
             cls.once.add((job_id, batch[job_id][0]))
             running.yield_rest(job_id, batch[job_id][1:])
         done.update(
-            (i, payloads[:1] if i in yielding else payloads) for i, payloads in batch.items()
+            (i, payloads[:1] if i in yielding else payloads)
+            for i, payloads in batch.items()
+            if i not in cancelled
         )
 
 

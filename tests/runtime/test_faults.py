@@ -1,10 +1,10 @@
 """The runtime under Redis faults: for scripted scenarios (acks riding on pops, several
-batches a pop, failures, partial failures, yields, burials, group claims, a hand-over),
-every call of the dispatcher is failed in turn, in every way of
+batches a pop, failures, partial failures, yields, burials, cancels, group claims, a
+hand-over), every call of the dispatcher is failed in turn, in every way of
 :mod:`tests.runtime.faults`, and after each run:
 
 * every enqueued payload was performed at least once, or is dead (nothing was acked
-  unperformed, nothing lost);
+  unperformed, nothing lost); a cancelled one was never performed, nor is it dead;
 * a shard never ran two batches at once;
 * the dispatcher never raised anything but a Redis error (the process would live on).
 """
@@ -72,14 +72,19 @@ SCENARIOS = [
     Scenario("partial failures", Faulted, lambda n: [f"p{n}"] if n % 2 else [f"a{n}"], 3),
     Scenario("yields", Faulted, lambda n: [f"y{n}", f"z{n}", f"w{n}"]),
     Scenario("burials", Faulted, lambda n: [f"a{n}"], 2, undecodable=True),
+    Scenario("cancels", Faulted, lambda n: [f"c{n}"] if n % 2 else [f"a{n}"]),
     Scenario("group claims", Capped, lambda n: [f"a{n}"], groups=True),
     Scenario("hand-over", Faulted, lambda n: [f"a{n}"], per_shard=4, hand_over_at=3),
 ]
 
 
-def prepare(client: Client, scenario: Scenario) -> dict[tuple[str, str], bool]:
+#: How an enqueued payload must end: performed, dead, or cancelled (never performed).
+RUN, DEAD, CANCELLED = "run", "dead", "cancelled"
+
+
+def prepare(client: Client, scenario: Scenario) -> dict[tuple[str, str], str]:
     """Empty Redis, enqueue the scenario's jobs; returns each (id, payload) enqueued ->
-    whether it must run (``False``: it must be dead)."""
+    how it must end (RUN, DEAD or CANCELLED)."""
     if isinstance(client, redis.RedisCluster):
         client.flushall(target_nodes=redis.RedisCluster.PRIMARIES)
     else:
@@ -89,7 +94,7 @@ def prepare(client: Client, scenario: Scenario) -> dict[tuple[str, str], bool]:
     worker.performs = Performs()
     worker.once = set()
     lowkiq.settings.workers = [worker]
-    expected: dict[tuple[str, str], bool] = {}
+    expected: dict[tuple[str, str], str] = {}
     jobs = []
     queue = worker.queue()
     for shard, ids in ids_by_shard(queue, scenario.per_shard).items():
@@ -99,7 +104,7 @@ def prepare(client: Client, scenario: Scenario) -> dict[tuple[str, str], bool]:
                 if scenario.groups:
                     job["group"] = f"g{n % 2}"
                 jobs.append(job)
-                expected[(job_id, payload)] = True
+                expected[(job_id, payload)] = CANCELLED if payload[0] == "c" else RUN
     worker.perform_async(jobs)
     if scenario.undecodable:
         for shard in queue.shards:
@@ -107,7 +112,7 @@ def prepare(client: Client, scenario: Scenario) -> dict[tuple[str, str], bool]:
             while queue.shard_of(bad) != shard:
                 bad += "x"
             queue.push([(bad, UNDECODABLE, 0.0, PAST, None)])
-            expected[(bad, "")] = False
+            expected[(bad, "")] = DEAD
     return expected
 
 
@@ -177,11 +182,14 @@ def run(client: Client, scenario: Scenario, fault: Fault) -> list[str]:
     if performs.overlaps:
         broken.append(f"two batches at once on shards {sorted(set(performs.overlaps))}")
     dead = {job["id"] for job in worker.queries().morgue_range_by_id("-", "+")}
-    for (job_id, payload), must_run in expected.items():
-        if must_run and not performs.payloads.get((job_id, payload)) and job_id not in dead:
+    for (job_id, payload), end in expected.items():
+        ran = performs.payloads.get((job_id, payload))
+        if end == RUN and not ran and job_id not in dead:
             broken.append(f"{job_id}:{payload} never performed, and not dead")
-        if not must_run and job_id not in dead:
+        if end == DEAD and job_id not in dead:
             broken.append(f"{job_id} (undecodable) not dead")
+        if end == CANCELLED and (ran or job_id in dead):
+            broken.append(f"{job_id}:{payload} cancelled, yet {'dead' if not ran else 'performed'}")
     return broken
 
 
