@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lowkiq.errors import LowkiqError
+from lowkiq.limits.group_caps import GroupCaps
 from lowkiq.middleware import Batch, Next
 from lowkiq.outcomes import BatchFailed, Discard, Snooze
 from lowkiq.ownership import leases
@@ -26,6 +27,7 @@ from lowkiq.runtime.dispatcher import Dispatcher
 from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.settings import Settings, settings
 from lowkiq.storage.actions import Actions
+from lowkiq.storage.group_claims import GroupClaims
 from lowkiq.strategies.schedulers import LagScheduler
 from lowkiq.worker import Worker
 
@@ -71,8 +73,10 @@ def drain(
     ``future=True`` first makes every queued job due (``perform_all_jobs_now``),
     scheduled ones and retries included; jobs that fail during the drain are
     rescheduled by ``retry_in`` and run again only once due.  ``raise_errors=True``
-    raises the first batch's exception after the drain.  No ``lowkiq worker`` may
-    be serving the queue meanwhile (its shards' leases would be held).
+    raises the first batch's exception after the drain.  Paused groups
+    (``Worker.actions().pause_group``) are left queued, and ``group_concurrency`` and
+    the groups' own caps hold, as in ``lowkiq worker``.  No ``lowkiq worker`` may be
+    serving the queue meanwhile (its shards' leases would be held).
     """
     queue = worker.queue(config=config)
     if future:
@@ -95,7 +99,13 @@ def drain(
     # The worker process's dispatcher, with no executor thread: each batch is performed
     # as it is popped, on this thread; stopping acks the last batches and releases the
     # leases.
-    dispatcher = Dispatcher(queue.client, 0, LagScheduler(), 0.0, threading.Event())
+    caps = GroupCaps(
+        GroupClaims(queue, worker.group_concurrency, DRAIN_LEASE_TTL, worker.batch_size)
+    )
+    caps.follow(queue.client)  # the groups paused or capped at run time
+    dispatcher = Dispatcher(
+        queue.client, 0, LagScheduler(), 0.0, threading.Event(), group_caps={queue.name: caps}
+    )
     for lease in held:
         handler = ShardHandler(
             worker,
@@ -104,6 +114,7 @@ def drain(
             lease.token,
             [_counting(drained), *config.server_middlewares],
             config.format_error,
+            group_caps=caps,
         )
         handler.exhausted = list(lease.buried)
         dispatcher.tell(Grant(handler))
@@ -121,6 +132,7 @@ def _run(dispatcher: Dispatcher, worker: type[Worker], drained: Drained, max_bat
     dispatcher.apply()
     while True:
         dispatcher.collect()
+        dispatcher.keep_claims()  # the group places of the batches settled go back
         lost = next((handler for handler in dispatcher.handlers if handler.lost), None)
         if lost is not None:
             raise DrainError(f"{lost.name}: the shard's lease was lost")

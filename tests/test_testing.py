@@ -162,3 +162,32 @@ def test_drain_counts_discarded_and_partly_failed_batches_as_the_worker_does(
     assert (drained.performed, drained.failed, drained.discarded) == (2, 1, 0)
     assert [str(exc) for exc in drained.errors] == ["bad p1"]
     assert [job["id"] for job in Outcomes.queries().fetch(["p1"])] == ["p1"]  # a retry
+
+
+def test_drain_leaves_a_paused_groups_jobs_queued_until_it_is_resumed() -> None:
+    Orders.perform_async(
+        [
+            {"id": "a1", "group": "acme", "payload": 1},
+            {"id": "b1", "group": "beta", "payload": 1},
+            {"id": "b2", "group": "beta", "payload": 2},
+        ]
+    )
+    Orders.actions().pause_group("beta")
+    assert drain(Orders).performed == 1
+    assert performed_ids() == ["a1"]
+    assert Orders.metrics()["length"] == 2  # beta's jobs wait, untouched
+    Orders.actions().resume_group("beta")
+    assert drain(Orders).performed == 2
+    assert performed_ids() == ["a1", "b1", "b2"]
+
+
+class CappedOrders(Orders):
+    group_concurrency = 1
+
+
+def test_drain_of_a_worker_with_group_concurrency_performs_every_group() -> None:
+    CappedOrders.perform_async(
+        [{"id": f"{group}{n}", "group": group, "payload": n} for group in "ab" for n in range(4)]
+    )
+    assert drain(CappedOrders).performed == 8
+    assert CappedOrders.metrics()["length"] == 0

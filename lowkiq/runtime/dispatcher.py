@@ -291,7 +291,7 @@ class Dispatcher:
         self.apply()
         self.collect()
         if self.group_caps:
-            self._keep_claims()
+            self.keep_claims()
         if self.round() == 0 and not self._kick.is_set():
             self.wait()
 
@@ -564,7 +564,7 @@ class Dispatcher:
             return list(client.run_keyed([caps.command(call) for caps, call in calls]))
         return [caps.run(call) for caps, call in calls]
 
-    def _keep_claims(self) -> None:
+    def keep_claims(self) -> None:
         """Send the claims' releases and renewals due, and ask which groups are full while
         some are, in one write; a place freed lets the shards that gave no job pop."""
         calls = [(caps, call) for caps in self.group_caps.values() for call in caps.upkeep()]
