@@ -48,6 +48,15 @@ With ``--cluster`` the queue's Redis is a 3-master Redis Cluster (no replicas, a
 Redis killed and restarted, a master hangs (SIGSTOP for 1-4 s, longer than a lease,
 then SIGCONT), alone or during a hand-over; connections are dropped on every master.
 
+With ``--cancels`` the feeder also cancels an id now and then
+(``Worker.actions().cancel``, about :data:`CANCEL_EVERY` seconds apart, while the
+disruptions go on): the versions of that id fed before the cancel began may end
+unperformed (their queued jobs are deleted, a running batch settles them as
+cancelled), and none may start a perform more than :data:`CANCEL_HEARD` seconds after
+the cancel returned (a batch popped before it and not yet begun is not performed once
+the process heard it; a batch put back is settled as cancelled, never run again),
+performs of a process paused by SIGSTOP aside; versions fed after it must run.
+
 With ``--iterating`` the worker is a ``lowkiq.IterableWorker`` (``ChaosSteps`` in
 bench/chaos_app.py): ``perform_one`` takes 5-20 ms per payload and writes that version to
 the fenced store, ``max_perform_seconds`` is 0.2 s, and the feeder sends each round a
@@ -84,7 +93,7 @@ record's order is the order of the writes), and a perform of an id is the steps 
   the deploys and how long their processes took to exit after TERM.
 
 Usage: python bench/chaos.py [--seconds 180] [--processes 3] [--ids 200] [--threads 2]
-       [--children N] [--rate R] [--iterating [--burst 40]]
+       [--children N] [--rate R] [--iterating [--burst 40]] [--cancels]
 """
 
 from __future__ import annotations
@@ -127,6 +136,23 @@ DEPLOY_GRACE = 2.0
 #: seconds that payload takes (more than :data:`DEPLOY_GRACE`).
 SLOW_CHANCE = 1 / 50
 SLOW_SECONDS = 5.0
+#: With --cancels: about how many seconds apart the feeder cancels an id, and how long
+#: after the cancel returned no perform may start with a version it cancelled (a process
+#: hears a cancel on the nudge, within milliseconds; a bound with room for a loaded host).
+CANCEL_EVERY = 0.5
+CANCEL_HEARD = 1.0
+
+
+@dataclass
+class Cancel:
+    """One cancel of the feeder: the id, when the call began and returned, the versions
+    fed before it began, and how many jobs it found queued or running."""
+
+    id: str
+    began: float
+    returned: float
+    versions: set[int]
+    found: int
 
 
 class Worker:
@@ -235,6 +261,9 @@ class Run:
         self.term_exits: list[float] = []
         self.feeding = True
         self.watching = True
+        #: The feeder's cancels (--cancels), in order.
+        self.cancels: list[Cancel] = []
+        self._next_cancel = time.monotonic() + CANCEL_EVERY
 
     def start_queue_redis(self) -> EmbeddedServer:
         return start_server(self.queue_dir, persistent=True, config=["--appendfsync", "always"])
@@ -273,7 +302,22 @@ class Run:
                 continue
             for job in jobs:
                 self.fed[job["id"]].add(job["payload"]["v"])
+            if self.args.cancels and time.monotonic() >= self._next_cancel:
+                self.cancel(random.choice(ids))
             time.sleep(0.15 if self.args.iterating else 0.01)
+
+    def cancel(self, job_id: str) -> None:
+        """Cancel ``job_id`` (--cancels), noting what it may take away."""
+        self._next_cancel = time.monotonic() + random.uniform(0.5, 1.5) * CANCEL_EVERY
+        versions, began = set(self.fed[job_id]), time.time()
+        try:
+            found = self.worker_class.actions().cancel([job_id])
+        except Exception:  # noqa: BLE001 - Redis is down: cancelled, or not; left out
+            self.events["cancel refused (Redis down or connection dropped)"] += 1
+            versions |= set(range(1, self.versions[job_id] + 1))
+            self.cancels.append(Cancel(job_id, began, float("inf"), versions, 0))
+            return
+        self.cancels.append(Cancel(job_id, began, time.time(), versions, found))
 
     def feed_poison(self) -> None:
         """Enqueue the job whose perform ends its process (retried while Redis is down)."""
@@ -621,7 +665,10 @@ class Run:
         buried: dict[str, set[int]] = defaultdict(set)
         for job in others_dead:
             buried[job["id"]].update(payload["v"] for payload, _ in job["payloads"])
-        lost = sum(len(self.fed[i] - seen[i] - buried[i]) for i in self.fed)
+        cancelled: dict[str, set[int]] = defaultdict(set)
+        for cancel in self.cancels:
+            cancelled[cancel.id] |= cancel.versions
+        lost = sum(len(self.fed[i] - seen[i] - buried[i] - cancelled[i]) for i in self.fed)
         overlaps, paused_overlaps = self.overlaps(rows)
         stale = found.stale
         refused = int(records.get("chaos:refused") or 0)
@@ -677,6 +724,8 @@ class Run:
             print(f"  across performs: performed first below a newer version "
                   f"{found.first_after_newer}; going back other than a re-run "
                   f"{found.gone_back}")  # fmt: skip
+        if self.args.cancels:
+            self.report_cancels(rows)
         print(f"overlapping performs of one id:        {overlaps}")
         print(f"  (more with a perform paused past its lease: {paused_overlaps})")
         print(f"stale writes accepted by the fenced store: {len(stale)}")
@@ -699,6 +748,26 @@ class Run:
             print(f"  {job['id']}: {job['error']}")
         saved = "step (steps.jsonl)" if self.args.iterating else "perform (performs.jsonl)"
         print(f"logs and every {saved}: {self.directory}")
+
+    def report_cancels(self, rows: list[dict[str, Any]]) -> None:
+        """The cancels (--cancels): how many, what they found, and the performs that
+        began with a cancelled version after the cancel was heard (must be none)."""
+        done = [cancel for cancel in self.cancels if cancel.returned != float("inf")]
+        late = 0
+        for cancel in done:
+            heard = cancel.returned + CANCEL_HEARD
+            late += sum(
+                row["id"] == cancel.id
+                and row["start"] > heard
+                and bool(cancel.versions.intersection(row["vs"]))
+                and not self.paused(row["pid"], row["start"], row["end"])
+                for row in rows
+            )
+        counted = self.worker_class.metrics().get("cancelled", 0)
+        print(f"cancels: {len(done)} returned ({sum(c.found for c in done)} jobs found queued "
+              f"or running; {counted} settled as cancelled while running), "
+              f"{len(self.cancels) - len(done)} refused")  # fmt: skip
+        print(f"cancelled versions performed after the cancel was heard: {late}")
 
     def report_iterating(self, records: redis.Redis, found: Findings) -> None:
         """The figures of an ``--iterating`` run besides the checks: yields, re-runs, late
@@ -859,11 +928,18 @@ def main() -> None:
         "--group-cap", type=int, default=0, help="with --groups: Worker.group_concurrency"
     )
     parser.add_argument(
+        "--cancels",
+        action="store_true",
+        help="the feeder also cancels an id about every 0.5 s (Worker.actions().cancel)",
+    )
+    parser.add_argument(
         "--cluster",
         action="store_true",
         help="a 3-master Redis Cluster: masters hang (SIGSTOP 1-4 s) instead of Redis kills",
     )
     args = parser.parse_args()
+    if args.cancels and args.iterating:
+        parser.error("--cancels checks the performs of the plain worker: not with --iterating")
     run = Run(args, Path(tempfile.mkdtemp(prefix="lowkiq-chaos-")))
     try:
         for _ in range(args.processes):
