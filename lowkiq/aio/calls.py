@@ -17,6 +17,7 @@ cluster client, which follows it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import weakref
@@ -199,16 +200,19 @@ async def _on_master(
 
 async def _redirected(redis_: AsyncRedis, call: Call) -> Any:
     """The reply of a call run alone through the cluster client (it follows ``MOVED`` and
-    ``ASK``, and retries ``TRYAGAIN``), or its error; a lost script loaded first.  By
-    ``EVALSHA``, which the cluster client routes by its key without asking a server."""
+    ``ASK``, and retries ``TRYAGAIN``), or its error.  By ``EVALSHA``, which the cluster
+    client routes by its key without asking a server; a script the master it reached
+    lacks (an ``ASK``'s target, or a master that had only the functions) is loaded on
+    every master that answers first."""
     cluster = redis_.client
     command = ("EVALSHA", call[0].sha, 1, call[1], *call[2])
     try:
         try:
             return await cluster.execute_command(*command)
         except NoScriptError:
-            node = cluster.get_node_from_key(call[1])
-            await cluster.execute_command("SCRIPT LOAD", call[0].text, target_nodes=node)
+            for node in cluster.get_primaries():
+                with contextlib.suppress(redis.RedisError, RedisClusterException):
+                    await cluster.execute_command("SCRIPT LOAD", call[0].text, target_nodes=node)
             return await cluster.execute_command(*command)
     except (redis.RedisError, RedisClusterException) as exc:
         return exc

@@ -25,6 +25,7 @@ producer told.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import threading
@@ -469,15 +470,19 @@ def run_on_masters(
 
 def _redirected(cluster: Any, call: ScriptCall) -> Any:
     """The reply of a call run alone through ``cluster`` (it follows ``MOVED`` and
-    ``ASK``, and retries a ``TRYAGAIN``), or its error; a script the call's master
-    lost is loaded there first.  By ``EVALSHA``: redis-py routes it without asking."""
+    ``ASK``, and retries a ``TRYAGAIN``), or its error.  By ``EVALSHA``: redis-py routes
+    it without asking a server.  A script the master it reached lacks (which may be
+    the target of an ``ASK``, or a master that had only the functions) is loaded on
+    every master that answers first."""
     script, keys, args = call
     command = script.evalsha(keys, args)
     try:
         try:
             return cluster.execute_command(*command)
-        except NoScriptError as exc:
-            _load([(call, exc)], cluster)
+        except NoScriptError:
+            for node in cluster.get_primaries():
+                with contextlib.suppress(redis.RedisError, RedisClusterException):
+                    cluster.execute_command("SCRIPT LOAD", script.text, target_nodes=node)
             return cluster.execute_command(*command)
     except (redis.RedisError, RedisClusterException) as exc:
         return exc
