@@ -8,8 +8,10 @@ constants and the scripts' bodies are made once, by the library's first call (Re
 7.0 runs a library's top level without Lua's ``string``, ``math``... which constants
 may call).  A body is the script's own file, after two lines that set the per-call
 state: ``P`` and ``K`` (built, as for ``EVALSHA``, with only the key names that
-function and its helpers use), and the helpers' per-call caches (the top-level
-``local`` of ``_common.lua`` whose name is not a CONSTANT) back to their first value.
+function and its helpers use, and kept for the shard's next calls: up to
+:data:`KEYS_CACHED` shards per function), and the helpers' per-call caches (the
+top-level ``local`` of ``_common.lua`` whose name is not a CONSTANT) back to their
+first value.
 
 One library per script set: its name and its functions' names carry a hash of its
 text, so two lowkiq versions (or two ``Worker.track`` lengths, whose ``TRACK``
@@ -45,6 +47,10 @@ log = logging.getLogger(__name__)
 #: Seconds a script set calls its scripts by ``EVALSHA`` after a server refused one of
 #: its functions or its library (a full Redis), before it tries ``FCALL`` again.
 EVALSHA_SECONDS = 5.0
+
+#: Key tables each function keeps, by shard prefix, for the calls that follow (a key
+#: table is the same strings on every call of a shard); past that many it starts over.
+KEYS_CACHED = 128
 
 #: Every library's name starts with this (then a hash of its text).
 LIBRARY_PREFIX = "lowkiq_"
@@ -101,8 +107,12 @@ class Library:
                 names = ", ".join(n for n, _ in resets)
                 reset = f"{names} = {', '.join(v for _, v in resets)}\n"
             made.append(
-                f"-- {name}.lua\ndo\n{lua_keys_at(used)}bodies.{name} = function(KEYS, ARGV)\n"
-                f"P = KEYS[1]\nK = keys_at(P)\n{reset}{own}\nend\nend\n"
+                f"-- {name}.lua\ndo\n{lua_keys_at(used)}local cached, cached_count = {{}}, 0\n"
+                f"bodies.{name} = function(KEYS, ARGV)\n"
+                "P = KEYS[1]\nK = cached[P]\nif not K then\n  K = keys_at(P)\n"
+                f"  if cached_count >= {KEYS_CACHED} then cached, cached_count = {{}}, 0 end\n"
+                "  cached[P] = K\n  cached_count = cached_count + 1\nend\n"
+                f"{reset}{own}\nend\nend\n"
             )
             flags = "'allow-cross-slot-keys'"
             if name in allow_oom:

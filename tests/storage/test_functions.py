@@ -156,6 +156,36 @@ def test_on_redis_6_the_scripts_run_by_evalsha(server6):
         assert calls(client, "fcall") == 0
 
 
+def test_key_tables_kept_per_shard_start_over_past_their_bound(server7, monkeypatch):
+    monkeypatch.setattr(functions, "KEYS_CACHED", 2)  # fewer than the shards
+    scripts._library.cache_clear()
+    try:
+
+        class Wide(lowkiq.Worker):
+            shards_count = 5
+            batch_size = 5
+
+        with lowkiq_on(lambda: redis.Redis.from_url(server7.url)) as client:
+            lowkiq.settings.workers = [Wide]
+            assert "cached_count >= 2 then" in library().text
+            for rounds in range(3):
+                Wide.perform_async(jobs(range(rounds * 20, rounds * 20 + 20)))
+                queue = Wide.queue()
+                done = []
+                for shard in [*range(5), *range(5)]:  # each shard after four others
+                    popped = pop(queue, shard, 5, now=NOW)
+                    if popped:
+                        done += [job.id for job in popped]
+                        ack(queue, shard)
+                expected = [str(n) for n in range(rounds * 20, rounds * 20 + 20)]
+                assert sorted(done, key=int) == expected
+            assert calls(client, "fcall") > 0
+            assert Wide.metrics()["processed"] == 60
+    finally:
+        monkeypatch.undo()
+        scripts._library.cache_clear()
+
+
 def test_a_thread_client_calls_functions_and_reloads_them(server7):
     with lowkiq_on(lambda: redis.Redis.from_url(server7.url)) as client:
         thread = ThreadClient(redis.Redis.from_url(server7.url))
@@ -195,7 +225,7 @@ def test_the_library_resets_every_per_call_cache_of_the_helpers():
     assert {"grouped_known", "base_known", "group_helpers", "woken"} <= set(state)
     text = library(0).text
     pop_body = text[text.index("-- pop.lua\ndo\n") :]
-    assert "K = keys_at(P)\ngrouped_known, base_known, group_helpers, woken" in pop_body
+    assert "cached_count + 1\nend\ngrouped_known, base_known, group_helpers, woken" in pop_body
     with pytest.raises(ValueError, match="per-call local"):
         per_call_state("local cache = {}\n")
 
