@@ -107,3 +107,35 @@ def test_bulk_enqueues_keep_every_job_and_nothing_else(
     assert redis_client.zcard(queue.keys.perform_in_zset(0)) == len(expected_groups)
     for key, members in shard_contents(redis_client, queue).items():
         assert not [m for m in members if m.startswith(MARK_BYTE)], key
+
+
+def test_one_call_mixing_scores_given_and_not_keeps_each_jobs_payloads(
+    redis_client: redis.Redis, worker: type[lowkiq.Worker]
+) -> None:
+    """Jobs given a score, jobs given none (Redis's time) and an id given twice, in one
+    call and then merged by a second: each payload keeps the score it was given, the
+    others get the time of their call, in the order given."""
+    before = float(redis_client.time()[0])
+    jobs: list[dict[str, object]] = []
+    for n in range(40):
+        job: dict[str, object] = {"id": f"job-{n}", "payload": f"p{n}", "perform_in": NOW}
+        if n % 2:
+            job["score"] = float(n)
+        jobs.append(job)
+    jobs += [{"id": "twice", "payload": "first"}, {"id": "twice", "payload": "second"}]
+    worker.perform_async(jobs)
+    worker.perform_async([{"id": "job-0", "payload": "again", "score": 1.0}])
+    after = float(redis_client.time()[0]) + 1
+    fetched = {
+        job["id"]: job["payloads"]
+        for job in worker.queries().fetch([f"job-{n}" for n in range(40)] + ["twice"])
+    }
+    for n in range(1, 40, 2):
+        assert fetched[f"job-{n}"] == [[f"p{n}", float(n)]]
+    for n in range(2, 40, 2):
+        [[payload, score]] = fetched[f"job-{n}"]
+        assert payload == f"p{n}" and before <= score <= after
+    assert [payload for payload, _ in fetched["job-0"]] == ["again", "p0"]
+    [first, second] = fetched["twice"]
+    assert [first[0], second[0]] == ["first", "second"]
+    assert before <= first[1] < second[1] <= after
