@@ -43,7 +43,10 @@ class Waiting(Generic[W]):
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
-        self._ready = threading.Condition()
+        # One token per work, call or stop put: a thread takes a token, then the thing
+        # that goes first (a C-level queue and lock: a batch's hand-over costs little).
+        self._tokens: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
         self._calls: deque[Callable[[], None]] = deque()
         self._works: dict[str, deque[tuple[int, W]]] = {}
         self._stops = 0
@@ -53,27 +56,29 @@ class Waiting(Generic[W]):
 
     def put_work(self, work: W) -> None:
         """``work`` waits for a thread."""
-        with self._ready:
-            self._works.setdefault(work.queue_name, deque()).append((next(self._order), work))
-            self._ready.notify()
+        with self._lock:
+            works = self._works.get(work.queue_name)
+            if works is None:
+                works = self._works[work.queue_name] = deque()
+            works.append((next(self._order), work))
+        self._tokens.put(None)
 
     def put_call(self, call: Callable[[], None]) -> None:
         """``call`` waits for a thread, ahead of the works."""
-        with self._ready:
+        with self._lock:
             self._calls.append(call)
-            self._ready.notify()
+        self._tokens.put(None)
 
     def put_stop(self) -> None:
         """One thread ends, once no work or call waits."""
-        with self._ready:
+        with self._lock:
             self._stops += 1
-            self._ready.notify()
+        self._tokens.put(None)
 
     def take(self, timeout: float) -> W | Callable[[], None] | None:
         """The next thing to do; :class:`queue.Empty` after ``timeout`` seconds of nothing."""
-        with self._ready:
-            if not self._ready.wait_for(self._any, timeout):
-                raise queue.Empty
+        self._tokens.get(timeout=timeout)  # raises queue.Empty
+        with self._lock:
             if self._calls:
                 return self._calls.popleft()
             waiting = [works for works in self._works.values() if works]
@@ -89,9 +94,6 @@ class Waiting(Generic[W]):
         """Batches ``queue_name`` started lately, faded to ``now``."""
         count, at = self._started.get(queue_name, (0.0, now))
         return float(count * 0.5 ** ((now - at) / HALF_LIFE))
-
-    def _any(self) -> bool:
-        return bool(self._calls or self._stops or any(self._works.values()))
 
     def _turn(self, works: deque[tuple[int, W]], now: float) -> tuple[float, int]:
         order, first = works[0]

@@ -249,6 +249,8 @@ class LuaScript(Script):
         """Whether the reply of a call (its ``command``, as a tuple or packed) says it did
         not run for want of this script or its function on that server (or the function
         refused there: a full Redis)."""
+        if not isinstance(reply, redis.ResponseError):  # it ran: the common case, at once
+            return False
         return is_lost(reply, is_function_call(command))
 
     def load(self, reply: Exception, execute: Callable[..., Any]) -> None:
