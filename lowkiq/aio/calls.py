@@ -7,9 +7,10 @@ On a single server the calls go in one write (in one ``MULTI`` when asked); on a
 Cluster in one write per master, every write sent before any reply is awaited
 (:func:`asyncio.gather`), as :func:`lowkiq.storage.scripts.run_on_masters` does.  A
 library or script the server lacks (restarted, flushed) is loaded and its calls run
-again; a server without functions (Redis 6: ``FCALL`` is an unknown command) or
-refusing them (full) gets ``EVALSHA`` (see :class:`~lowkiq.storage.functions.CallMode`;
-one per client and ``track_length``); on a cluster a call redirected (``MOVED``,
+again.  A client's first call asks its servers' versions: before Redis 7, ``EVALSHA``
+only; a server refusing the functions (full), or without them after all (``FCALL`` an
+unknown command), gets ``EVALSHA`` too (see :class:`~lowkiq.storage.functions.CallMode`;
+one per client and ``track_length``).  On a cluster a call redirected (``MOVED``,
 ``ASK``) or put off (``TRYAGAIN``), which did not run, runs again alone through the
 cluster client, which follows it.
 """
@@ -70,21 +71,46 @@ class LuaScript:
 #: One call: the script, its key (a shard's prefix), its arguments.
 Call = tuple[LuaScript, str, Sequence[Any]]
 
-#: Per client, per ``track_length``: how its calls go (FCALL or EVALSHA).
-_MODES: weakref.WeakKeyDictionary[AsyncRedis, dict[int, CallMode]] = weakref.WeakKeyDictionary()
+
+class _Modes(dict[int, CallMode]):
+    """One client's call modes, per ``track_length``."""
+
+    def __init__(self, functions: bool) -> None:
+        super().__init__()
+        #: Whether every server of the client is Redis 7 or later.
+        self.functions = functions
 
 
-def _modes(redis_: AsyncRedis) -> dict[int, CallMode]:
+#: Per client: how its calls go (FCALL or EVALSHA).
+_MODES: weakref.WeakKeyDictionary[AsyncRedis, _Modes] = weakref.WeakKeyDictionary()
+
+
+async def _modes(redis_: AsyncRedis) -> _Modes:
+    """The client's modes; the first call asks every server's version (``INFO server``,
+    once per client, as the synchronous side does)."""
     modes = _MODES.get(redis_)
     if modes is None:
-        modes = _MODES[redis_] = {}
+        modes = _MODES.setdefault(redis_, _Modes(FUNCTIONS and await _functions(redis_)))
     return modes
 
 
-def _mode(modes: dict[int, CallMode], script: LuaScript) -> CallMode:
+async def _functions(redis_: AsyncRedis) -> bool:
+    """Whether every server of ``redis_`` is Redis 7 or later (``False`` when a version
+    cannot be read)."""
+    try:
+        for _, server in redis_.servers():
+            version = str((await server.info("server")).get("redis_version", ""))
+            if not version.split(".", 1)[0].isdigit() or int(version.split(".", 1)[0]) < 7:
+                return False
+    except (redis.RedisError, RedisClusterException):
+        return False
+    return True
+
+
+def _mode(modes: _Modes, script: LuaScript) -> CallMode:
     mode = modes.get(script.track_length)
     if mode is None:
-        library_ = library(script.track_length) if FUNCTIONS else None
+        library_ = library(script.track_length) if modes.functions else None
         mode = modes[script.track_length] = CallMode(library_)
     return mode
 
@@ -106,7 +132,7 @@ async def run_calls(
     failed gives its error as the reply of each of its calls (which of them ran is not
     known).
     """
-    modes = _modes(redis_)
+    modes = await _modes(redis_)
     if not redis_.cluster:
         return await _on_server(redis_.client, modes, calls, transaction)
     by_master: dict[str, tuple[Any, list[int]]] = {}
@@ -127,7 +153,7 @@ async def run_calls(
 
 
 async def _on_server(
-    client: Any, modes: dict[int, CallMode], calls: Sequence[Call], transaction: bool
+    client: Any, modes: _Modes, calls: Sequence[Call], transaction: bool
 ) -> list[Any]:
     """The calls in one write on one server; what the lost calls lacked loaded, and
     those calls again."""
@@ -159,7 +185,7 @@ async def _on_server(
     return replies
 
 
-async def _load(client: Any, modes: dict[int, CallMode], lost: list[tuple[LuaScript, Any]]) -> None:
+async def _load(client: Any, modes: _Modes, lost: list[tuple[LuaScript, Any]]) -> None:
     """Load on one server what the lost calls, each with its reply, lacked: a mode's
     library once, or each script's text once (see
     :func:`lowkiq.storage.functions.library_to_load`)."""
@@ -185,7 +211,7 @@ async def _load(client: Any, modes: dict[int, CallMode], lost: list[tuple[LuaScr
 
 
 async def _on_master(
-    redis_: AsyncRedis, modes: dict[int, CallMode], client: Any, calls: list[Call]
+    redis_: AsyncRedis, modes: _Modes, client: Any, calls: list[Call]
 ) -> list[Any] | redis.RedisError:
     """The calls on one cluster master (see :func:`run_calls`)."""
     try:
@@ -218,14 +244,14 @@ async def _redirected(redis_: AsyncRedis, call: Call) -> Any:
         return exc
 
 
-def script_call(
+async def script_call(
     redis_: AsyncRedis, script: LuaScript, key: str, args: Sequence[Any]
 ) -> tuple[Any, ...]:
     """The command of one call of ``script`` on ``redis_``: ``FCALL`` or ``EVALSHA``."""
-    return _command(_mode(_modes(redis_), script), (script, key, args))
+    return _command(_mode(await _modes(redis_), script), (script, key, args))
 
 
 async def load_lost(server: Any, redis_: AsyncRedis, script: LuaScript, reply: Any) -> None:
     """Load on ``server`` what a call of ``script`` that got ``reply`` (lost: see
     :func:`lowkiq.storage.functions.is_lost`) lacked."""
-    await _load(server, _modes(redis_), [(script, reply)])
+    await _load(server, await _modes(redis_), [(script, reply)])

@@ -218,13 +218,13 @@ class AsyncPush:
             key = self.keys.prefix(shard)
             try:
                 server = self.redis.master_of(key)[1] if self.redis.cluster else self.redis.client
-                command = script_call(self.redis, self.push_script, key, args)
+                command = await script_call(self.redis, self.push_script, key, args)
                 reply, acked = await pipelined(
                     server, [command, ("WAIT", wanted, timeout_ms)], False
                 )
                 if is_lost(reply, command[0] == "FCALL"):
                     await load_lost(server, self.redis, self.push_script, reply)
-                    command = script_call(self.redis, self.push_script, key, args)
+                    command = await script_call(self.redis, self.push_script, key, args)
                     reply, acked = await pipelined(
                         server, [command, ("WAIT", wanted, timeout_ms)], False
                     )
