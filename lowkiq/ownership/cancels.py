@@ -51,6 +51,10 @@ class Cancelled:
         # batch -> (its cancelled ids, when they were noted: time.monotonic)
         self._batches: dict[BatchKey, tuple[frozenset[str], float]] = {}
 
+    def __bool__(self) -> bool:
+        """Whether some batch has cancelled ids (mostly not: a batch then looks no further)."""
+        return bool(self._batches)
+
     def ids(self, batch: BatchKey) -> frozenset[str]:
         """The cancelled ids of ``batch`` (empty: none)."""
         found = self._batches.get(batch)

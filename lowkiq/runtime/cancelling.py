@@ -37,9 +37,11 @@ def perform_uncancelled(
     """Perform ``jobs`` (``handler.perform``) but those already cancelled; returns the
     outcome of the jobs not cancelled, naming the cancelled ones for the dispatcher."""
     key = batch_key(handler)
-    before = CANCELLED.ids(key)
+    before = CANCELLED.ids(key) if CANCELLED else None  # mostly no cancel was heard
     kept = [job for job in jobs if job.id not in before] if before else jobs
     outcome = handler.perform(kept, recorder) if kept else Outcome([], None)
+    if not CANCELLED:
+        return outcome
     cancelled = CANCELLED.ids(key)
     gone = tuple(job.id for job in jobs if job.id in cancelled) if cancelled else ()
     if not gone:
