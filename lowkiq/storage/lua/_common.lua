@@ -136,13 +136,14 @@ end
 local BULK_MARK = '\255lowkiq: the mark of a bulk write, longer than any member of a packed key'
 -- zset-max-ziplist-entries and hash-max-ziplist-entries by default: the most
 -- members (fields) a packed sorted set (hash) holds.
-local PACKED_MOST = {zadd = 128, hset = 512}
+local PACKED_ZSET_MOST = 128
+local PACKED_HASH_MOST = 512
 -- The fewest pairs added at once that make a packed key a skiplist (a hash table).
 local BULK_PAIRS = 16
 
 -- call_many of ZADD (score, member pairs) or HSET (field, value pairs) into `key`.
 -- Redis (6.2, 7.0) keeps a new key packed (a ziplist / listpack), whatever the
--- number of pairs given, until it outgrows PACKED_MOST, and each pair added to a
+-- number of pairs given, until it outgrows PACKED_*_MOST, and each pair added to a
 -- packed key scans it (parsing each score on 6.2): the first 128 members of a
 -- sorted set cost ten times what as many cost in a skiplist, the first 512 fields
 -- of a hash more still.  BULK_PAIRS or more pairs into a key that may be packed
@@ -152,10 +153,12 @@ local BULK_PAIRS = 16
 -- skiplist, some bytes a member larger, until it empties.)  `size`, when given, is
 -- at least the key's size (the caller knows it: no ZCARD).
 local function add_many(command, key, args, size)
+  local zset = command == 'zadd'
   local convert = #args >= 2 * BULK_PAIRS
-    and (size or redis.call(command == 'zadd' and 'zcard' or 'hlen', key)) <= PACKED_MOST[command]
+    and (size or redis.call(zset and 'zcard' or 'hlen', key))
+      <= (zset and PACKED_ZSET_MOST or PACKED_HASH_MOST)
   if not convert then return call_many(command, key, args) end
-  if command == 'zadd' then
+  if zset then
     redis.call('zadd', key, '0', BULK_MARK)
     call_many('zadd', key, args)
     redis.call('zrem', key, BULK_MARK)

@@ -97,7 +97,8 @@ local function check_groups()
     local group, count = argv[i + 1], tonumber(argv[i + 3])
     local last = i + 3 + count
     if group ~= '' then
-      if redis.call('zcard', K.perform_in_zset) == 0 then return end  -- nothing queued
+      -- Many ids (worth a call): nothing queued, nothing to check.
+      if count >= BULK_PAIRS and redis.call('zcard', K.perform_in_zset) == 0 then return end
       for first = i + 4, last, CHUNK do
         local known = queued_at(first, math.min(first + CHUNK - 1, last))
         known_of_chunk[first] = known
@@ -134,13 +135,14 @@ while i <= #argv do
   -- The new jobs of the section, written by one ZADD a key (a few for many):
   -- `lex_args` 0, member pairs; `schedule_args` perform_in, id pairs.
   local lex_args, schedule_args, new = {}, {}, 0
-  -- How many ids the shard holds queued, fresh or retries: with none, no id of the
-  -- section is queued (no ZMSCORE); at least as many as the fresh lex zset holds.
-  local queued_count = redis.call('zcard', K.perform_in_zset)
+  -- For a bulk section, how many ids the shard holds queued, fresh or retries: with
+  -- none, no id of the section is queued (no ZMSCORE); at least as many as the fresh
+  -- lex zset holds (add_many asks no ZCARD).  nil: not asked.
+  local queued_count = count >= BULK_PAIRS and redis.call('zcard', K.perform_in_zset) or nil
   for first = i + 4, last, CHUNK do
     local chunk_last = math.min(first + CHUNK - 1, last)
     local known = known_of_chunk[first]
-      or queued_count > 0 and queued_at(first, chunk_last) or {}
+      or queued_count ~= 0 and queued_at(first, chunk_last) or {}
     local merged = {}
     for j = first, chunk_last do
       local id, body = argv[j], argv[j + count]
