@@ -43,7 +43,7 @@ from lowkiq.storage.functions import (
     library_refused,
     library_to_load,
 )
-from lowkiq.storage.scripts import ALLOW_OOM, FUNCTIONS, library, source
+from lowkiq.storage.scripts import ALLOW_OOM, FUNCTIONS, source, usable_library
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ async def _functions(redis_: AsyncRedis) -> bool:
 def _mode(modes: _Modes, script: LuaScript) -> CallMode:
     mode = modes.get(script.track_length)
     if mode is None:
-        library_ = library(script.track_length) if modes.functions else None
+        library_ = usable_library(script.track_length) if modes.functions else None
         mode = modes[script.track_length] = CallMode(library_)
     return mode
 

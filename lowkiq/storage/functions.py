@@ -61,20 +61,26 @@ NOT_FOUND = "Function not found"
 UNKNOWN_COMMAND = "unknown command"
 
 #: A top-level ``local name = value`` (not a function) of ``_common.lua``.
-#: A first value a per-call local may have: reset on every call, it must cost nothing.
-_LITERAL = re.compile(r"nil|false|true|-?\d+(?:\.\d+)?|'[^'\\]*'")
-_STATE = re.compile(r"^local (\w+) = ([^\n-]+?)\s*(?:--[^\n]*)?$", re.MULTILINE)
+#: A top-level ``local`` of ``_common.lua`` that is not a function.
+_TOP_LOCAL = re.compile(r"^local (?!function )(.*)$", re.MULTILINE)
+#: One name and its value, on one line (then maybe a comment).
+_ONE_LOCAL = re.compile(r"(\w+) = (.+?)\s*(?:--[^']*)?")
 
 
 def per_call_state(common: str) -> dict[str, str]:
     """The helpers' per-call caches: each top-level ``local`` of ``common`` that is not a
-    function nor a CONSTANT (all capitals), with its first value."""
-    state = {name: value for name, value in _STATE.findall(common) if not name.isupper()}
-    for name, value in state.items():
-        if not _LITERAL.fullmatch(value):
-            raise ValueError(
-                f"_common.lua: the per-call local {name} starts as {value!r}, not a literal"
-            )
+    function nor a CONSTANT (all capitals), with its first value (set again on every
+    call, as a script by ``EVALSHA`` makes it).  Raises ``ValueError`` for a top-level
+    ``local`` not of the form ``name = value`` on one line."""
+    state = {}
+    for declaration in _TOP_LOCAL.findall(common):
+        match = _ONE_LOCAL.fullmatch(declaration.strip())
+        value = match.group(2) if match else ""
+        balanced = all(value.count(a) == value.count(b) for a, b in ("{}", "()", "[]"))
+        if match is None or not balanced:
+            raise ValueError(f"_common.lua: a top-level local not on one line: {declaration!r}")
+        if not match.group(1).isupper():
+            state[match.group(1)] = value
     return state
 
 

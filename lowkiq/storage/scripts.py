@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import re
 import threading
 import weakref
@@ -56,6 +57,8 @@ from lowkiq.storage.functions import (
     load,
 )
 from lowkiq.storage.keys import lua_prelude
+
+log = logging.getLogger(__name__)
 
 LUA_DIR = Path(__file__).with_name("lua")
 
@@ -182,6 +185,18 @@ def library(track_length: int = 0) -> Library:
     return _library(track_length, tuple(getattr(blob, c) for c in blob.LUA_CONSTANTS))
 
 
+def usable_library(track_length: int = 0) -> Library | None:
+    """:func:`library`, or ``None`` (scripts by ``EVALSHA``) when functions are off or
+    ``_common.lua`` has a top-level ``local`` the library cannot reset per call (logged)."""
+    if not FUNCTIONS:
+        return None
+    try:
+        return library(track_length)
+    except ValueError as exc:
+        log.warning("lowkiq's scripts run by EVALSHA, not as Redis Functions: %s", exc)
+        return None
+
+
 @functools.cache
 def _library(track_length: int, constants: tuple[Any, ...]) -> Library:
     scripts = [(name, *_parts(name)[:2]) for name in SCRIPT_NAMES]
@@ -304,7 +319,7 @@ class Scripts:
     def __init__(self, client: Client, track_length: int = 0) -> None:
         flags = _flags_of(client)
         #: How the set calls its scripts now.
-        self.mode = CallMode(library(track_length) if flags and FUNCTIONS else None)
+        self.mode = CallMode(usable_library(track_length) if flags else None)
         for name in SCRIPT_NAMES:
             text = source(name, track_length, flags)
             setattr(self, name, LuaScript(client, name, text, self.mode))

@@ -226,8 +226,21 @@ def test_the_library_resets_every_per_call_cache_of_the_helpers():
     text = library(0).text
     pop_body = text[text.index("-- pop.lua\ndo\n") :]
     assert "cached_count + 1\nend\ngrouped_known, base_known, group_helpers, woken" in pop_body
-    with pytest.raises(ValueError, match="per-call local"):
-        per_call_state("local cache = {}\n")
+    assert per_call_state("local cache = {}\nlocal LIMIT = -1 -- a constant\n") == {"cache": "{}"}
+    with pytest.raises(ValueError, match="not on one line"):
+        per_call_state("local cache = {\n  a = 1,\n}\n")
+
+
+def test_the_library_compiles_on_the_session_s_redis(redis_client):
+    # SCRIPT LOAD compiles without running (on Redis 6.2 too): a syntax error, or a body
+    # past Lua's limits (60 upvalues, 200 locals), shows here, in CI as well.
+    node = redis_client
+    if isinstance(redis_client, redis.RedisCluster):
+        node = redis_client.get_primaries()[0].redis_connection
+    for track_length in (0, 100):
+        text = library(track_length).text
+        assert text.startswith("#!lua name=lowkiq_")
+        node.script_load(text.split("\n", 1)[1])
 
 
 def test_each_script_is_a_function_named_after_the_library():
