@@ -133,6 +133,8 @@ class ShardHandler:
         self.middlewares = middlewares
         self._perform = perform_chain(middlewares)
         self.name = f"{worker.__name__}:{shard}"
+        #: ``(queue name, shard)``: what leases and the assignment are keyed by.
+        self.key: tuple[str, int] = (queue.name, shard)
         self.format_error = format_error
         self.on_lost = on_lost
         #: Runs the user's code besides ``perform`` (``retries_exhausted``): at once, or
@@ -188,11 +190,6 @@ class ShardHandler:
     def unacked(self) -> bool:
         """Whether a finished batch waits in the processing area for its ack."""
         return self.life.state is FINISHED
-
-    @property
-    def key(self) -> tuple[str, int]:
-        """``(queue name, shard)``: what leases and the assignment are keyed by."""
-        return (self.queue.name, self.shard)
 
     def __repr__(self) -> str:
         return f"<ShardHandler {self.name}>"
