@@ -180,6 +180,7 @@ class Executor:
         """Start the threads."""
         self._pid = os.getpid()
         for number in range(self.size):
+            self.heartbeats.thread(number)  # listed by the health checks from the start
             thread = threading.Thread(
                 target=self._run, args=(number,), name=f"lowkiq-{number}", daemon=True
             )
