@@ -60,7 +60,6 @@ NOT_FOUND = "Function not found"
 #: How Redis 6 answers ``FCALL``.
 UNKNOWN_COMMAND = "unknown command"
 
-#: A top-level ``local name = value`` (not a function) of ``_common.lua``.
 #: A top-level ``local`` of ``_common.lua`` that is not a function.
 _TOP_LOCAL = re.compile(r"^local (?!function )(.*)$", re.MULTILINE)
 #: One name and its value, on one line (then maybe a comment).
