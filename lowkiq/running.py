@@ -104,7 +104,7 @@ class Running:
     def cancelled(self) -> frozenset[str]:
         """The ids of the batch ``Worker.actions().cancel`` cancelled (as this process
         has heard so far)."""
-        if not CANCELLED:  # mostly no cancel was heard
+        if not CANCELLED.batches:  # mostly no cancel was heard
             return frozenset()
         handler = self.handler
         ids = CANCELLED.ids((handler.queue.name, handler.shard, handler.batch))

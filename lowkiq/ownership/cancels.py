@@ -48,53 +48,50 @@ class Cancelled:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # batch -> (its cancelled ids, when they were noted: time.monotonic)
-        self._batches: dict[BatchKey, tuple[frozenset[str], float]] = {}
-
-    def __bool__(self) -> bool:
-        """Whether some batch has cancelled ids (mostly not: a batch then looks no further)."""
-        return bool(self._batches)
+        #: batch -> (its cancelled ids, when they were noted: time.monotonic).  Empty
+        #: while no cancel was heard, the common case: a batch tests it (no call, no lock).
+        self.batches: dict[BatchKey, tuple[frozenset[str], float]] = {}
 
     def ids(self, batch: BatchKey) -> frozenset[str]:
         """The cancelled ids of ``batch`` (empty: none)."""
-        found = self._batches.get(batch)
+        found = self.batches.get(batch)
         return found[0] if found is not None else frozenset()
 
     def add(self, batch: BatchKey, ids: Iterable[str]) -> None:
         """Note ``ids`` of ``batch`` as cancelled."""
         now = time.monotonic()
         with self._lock:
-            known = self._batches.get(batch)
+            known = self.batches.get(batch)
             joined = frozenset(ids) | (known[0] if known is not None else frozenset())
-            self._batches[batch] = (joined, now)
+            self.batches[batch] = (joined, now)
             self._prune(now)
 
     def forget(self, batch: BatchKey, ids: Collection[str]) -> None:
         """``ids`` of ``batch`` were settled: forget them."""
         with self._lock:
-            known = self._batches.get(batch)
+            known = self.batches.get(batch)
             if known is None:
                 return
             left = known[0] - frozenset(ids)
             if left:
-                self._batches[batch] = (left, known[1])
+                self.batches[batch] = (left, known[1])
             else:
-                del self._batches[batch]
+                del self.batches[batch]
 
     def clear(self) -> None:
         """Forget every cancelled batch."""
         with self._lock:
-            self._batches.clear()
+            self.batches.clear()
 
     def __len__(self) -> int:
-        return len(self._batches)
+        return len(self.batches)
 
     def _prune(self, now: float) -> None:
-        old = [key for key, (_, at) in self._batches.items() if now - at > REMEMBER_SECONDS]
+        old = [key for key, (_, at) in self.batches.items() if now - at > REMEMBER_SECONDS]
         for key in old:
-            del self._batches[key]
-        while len(self._batches) > REMEMBER_BATCHES:
-            del self._batches[next(iter(self._batches))]
+            del self.batches[key]
+        while len(self.batches) > REMEMBER_BATCHES:
+            del self.batches[next(iter(self.batches))]
 
 
 #: This process's cancelled batches.

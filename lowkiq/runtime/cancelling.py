@@ -36,12 +36,16 @@ def perform_uncancelled(
 ) -> Outcome:
     """Perform ``jobs`` (``handler.perform``) but those already cancelled; returns the
     outcome of the jobs not cancelled, naming the cancelled ones for the dispatcher."""
+    if not CANCELLED.batches:  # no cancel heard yet, the common case
+        outcome = handler.perform(jobs, recorder)
+        if not CANCELLED.batches:
+            return outcome
+        before: frozenset[str] = frozenset()
+    else:
+        before = CANCELLED.ids(batch_key(handler))
+        kept = [job for job in jobs if job.id not in before] if before else jobs
+        outcome = handler.perform(kept, recorder) if kept else Outcome([], None)
     key = batch_key(handler)
-    before = CANCELLED.ids(key) if CANCELLED else None  # mostly no cancel was heard
-    kept = [job for job in jobs if job.id not in before] if before else jobs
-    outcome = handler.perform(kept, recorder) if kept else Outcome([], None)
-    if not CANCELLED:
-        return outcome
     cancelled = CANCELLED.ids(key)
     gone = tuple(job.id for job in jobs if job.id in cancelled) if cancelled else ()
     if not gone:

@@ -336,7 +336,8 @@ class ShardHandler:
         for outcome in outcomes:
             if outcome.error is None:
                 succeeded = True
-                yields.update(outcome.yields or {})
+                if outcome.yields:
+                    yields.update(outcome.yields)
             elif not self._fail(outcome.jobs, outcome.error, outcome.verdict):
                 return  # lost, or its batch ended already
         if unrun:
@@ -616,7 +617,11 @@ class ShardHandler:
             fields = RunningBatch.popped(self.worker, self.shard, jobs).log_fields()
             log_failure(self.name, len(jobs), failure, verdict, fields)
             return Outcome(jobs, failure, verdict=verdict)
-        yields = record.yields or {}
-        yielded = sum(1 for i, positions in yields.items() if positions and i not in cancelled)
+        yields = record.yields
+        yielded = (
+            sum(1 for i, positions in yields.items() if positions and i not in cancelled)
+            if yields
+            else 0
+        )
         recorder.performed(counted, started, yielded=yielded)
         return Outcome(jobs, None, record.yields)
