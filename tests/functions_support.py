@@ -20,11 +20,12 @@ def _major(binary: str) -> int:
 
 def binary_of(major_at_least: int, below: int = 100) -> str | None:
     """A redis-server binary whose major version is in ``[major_at_least, below)``: the
-    one on PATH, the packaged one, or Debian's."""
+    one on PATH, the packaged one, ``LOWKIQ_TEST_REDIS_7`` (``.ci/run`` links Debian's
+    there), or Debian's."""
     candidates = [redis_server_binary(prefer_path=True), redis_server_binary()]
-    candidates.append("/usr/bin/redis-server")
+    candidates += [os.environ.get("LOWKIQ_TEST_REDIS_7", ""), "/usr/bin/redis-server"]
     for binary in candidates:
-        if Path(binary).exists() and major_at_least <= _major(binary) < below:
+        if binary and Path(binary).exists() and major_at_least <= _major(binary) < below:
             return binary
     return None
 
@@ -37,7 +38,7 @@ REDIS_6 = binary_of(6, 7)
 
 def required(binary: str | None, what: str) -> str:
     """``binary``; when there is none the test is skipped, but under ``CI=true`` it fails
-    (``.ci/run`` installs Debian's Redis 7 beside the packaged 6.2)."""
+    (``.ci/run`` gives them Debian's Redis 7 beside the packaged 6.2)."""
     if binary is None:
         message = f"no {what} redis-server here (Debian's package redis-server has one)"
         if os.environ.get("CI") == "true":
