@@ -307,9 +307,10 @@ def report(counted: list[Counted], sidekiq: Counted | None, job_alone: int, jobs
     for row in counted:
         busiest = sorted(row.drain_commands.items(), key=lambda item: -item[1])[:10]
         listed = ", ".join(f"{name} {calls:.2f}" for name, calls in busiest if calls >= 0.005)
-        scripts = row.drain_commands.get("evalsha", 0.0)
+        # EVALSHA on Redis 6.2, FCALL (lowkiq's Redis Functions) on Redis 7.
+        scripts = row.drain_commands.get("evalsha", 0.0) + row.drain_commands.get("fcall", 0.0)
         if scripts >= MANY_SCRIPTS:
-            listed += f"; {row.drain_per_job / scripts:,.0f} instructions per evalsha"
+            listed += f"; {row.drain_per_job / scripts:,.0f} instructions per script call"
         print(f"  {row.name}: {listed}")
     plain, grouped = counted[0], counted[1]
     print(
