@@ -89,15 +89,22 @@ def _start_node(directory: Path, binary: str, node_timeout_ms: int) -> EmbeddedS
     return start_server(directory, binary=binary, config=config, port=free_port())
 
 
-def _settled(nodes: list[EmbeddedServer]) -> bool:
+def _settled(cluster: EmbeddedCluster) -> bool:
+    """Whether every node sees every other and the cluster ``ok``, and every replica has
+    finished its first sync with its master (a replica still syncing cannot be
+    promoted: a master failing then would stay failed)."""
+    nodes = cluster.nodes
     for node in nodes:
         client = node.client()
         try:
             info = client.cluster("info")
             known = len(client.cluster("nodes"))
+            linked = node not in cluster.replicas or (
+                client.info("replication").get("master_link_status") == "up"
+            )
         finally:
             client.close()
-        if info.get("cluster_state") != "ok" or known != len(nodes):
+        if info.get("cluster_state") != "ok" or known != len(nodes) or not linked:
             return False
     return True
 
@@ -130,7 +137,7 @@ def start_cluster(
                 client.execute_command("CLUSTER MEET", "127.0.0.1", _port(node))
         _attach_replicas(cluster, replicas)
         deadline = time.monotonic() + START_TIMEOUT
-        while not _settled(cluster.nodes):
+        while not _settled(cluster):
             if time.monotonic() > deadline:
                 raise ConfigurationError(f"the cluster in {directory} did not settle")
             time.sleep(0.05)
