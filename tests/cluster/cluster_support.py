@@ -1,5 +1,6 @@
 """What the cluster tests ask of a real cluster: a private one of their own, whether it
-finished failing over a dead master to its replica, and its masters' node ids."""
+finished failing over a dead master to its replica, its masters' node ids, and which
+master serves each shard of a worker."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import redis
 
+import lowkiq
 from lowkiq.clients.embedded import EmbeddedServer
 from lowkiq.clients.embedded_cluster import EmbeddedCluster, start_cluster
 from tests.conftest import lowkiq_on
@@ -51,3 +53,15 @@ def node_ids(client: redis.RedisCluster) -> dict[str, str]:
         node.name: client.execute_command("CLUSTER MYID", target_nodes=node).decode()
         for node in client.get_primaries()
     }
+
+
+def shards_by_master(
+    client: redis.RedisCluster, worker: type[lowkiq.Worker]
+) -> dict[str, list[int]]:
+    """The shards of ``worker``, by the name of the master serving each."""
+    queue = worker.queue(client)
+    by_master: dict[str, list[int]] = {}
+    for shard in range(worker.shards_count):
+        master = client.get_node_from_key(queue.keys.prefix(shard)).name
+        by_master.setdefault(master, []).append(shard)
+    return by_master

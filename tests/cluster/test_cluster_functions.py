@@ -16,6 +16,7 @@ from lowkiq.clients.cluster import ClusterThreadClient
 from lowkiq.clients.embedded_cluster import EmbeddedCluster, start_cluster
 from lowkiq.storage.queue import Queue
 from lowkiq.storage.scripts import library
+from tests.cluster.cluster_support import shards_by_master
 from tests.conftest import lowkiq_on
 from tests.functions_support import REDIS_7, calls, lowkiq_libraries, required
 from tests.leasing import batch, token
@@ -43,15 +44,6 @@ def masters(client: redis.RedisCluster) -> dict[str, redis.Redis]:
     return {node.name: node.redis_connection for node in client.get_primaries()}
 
 
-def shards_by_master(client: redis.RedisCluster) -> dict[str, list[int]]:
-    queue = Spread.queue(client)
-    by_master: dict[str, list[int]] = {}
-    for shard in range(Spread.shards_count):
-        master = client.get_node_from_key(queue.keys.prefix(shard)).name
-        by_master.setdefault(master, []).append(shard)
-    return by_master
-
-
 def take_all(queue: Queue, shards: list[int]) -> list[str]:
     """Pop then ack each of ``shards`` once; the ids that came out."""
     ids: list[str] = []
@@ -66,7 +58,7 @@ def test_each_master_loads_the_library_when_a_call_there_first_needs_it(cluster7
     with lowkiq_on(lambda: redis.RedisCluster.from_url(cluster7.url)) as client:
         lowkiq.settings.workers = [Spread]
         nodes = masters(client)
-        by_master = shards_by_master(client)
+        by_master = shards_by_master(client, Spread)
         first, second, third = by_master
         thread = ClusterThreadClient(client)
         queue = Spread.queue(thread)

@@ -8,6 +8,7 @@ import redis
 import lowkiq
 from lowkiq.clients.cluster import ClusterThreadClient
 from lowkiq.storage.queue import ACK_FENCED, Queue
+from tests.cluster.cluster_support import shards_by_master
 from tests.leasing import batch, token
 
 NOW = 1_000_000_000.0
@@ -24,16 +25,6 @@ def thread_queue(thread: ClusterThreadClient, client: redis.RedisCluster) -> Que
     return queue
 
 
-def shards_by_master(client: redis.RedisCluster) -> dict[str, list[int]]:
-    """The shards of Spread, by the master serving each."""
-    queue = Spread.queue(client)
-    by_master: dict[str, list[int]] = {}
-    for shard in range(Spread.shards_count):
-        master = client.get_node_from_key(queue.keys.prefix(shard)).name
-        by_master.setdefault(master, []).append(shard)
-    return by_master
-
-
 def test_a_pop_acks_another_shard_on_the_same_or_another_master(
     cluster_client: redis.RedisCluster,
 ) -> None:
@@ -41,7 +32,7 @@ def test_a_pop_acks_another_shard_on_the_same_or_another_master(
     Spread.perform_async([{"id": n, "perform_in": NOW - 1} for n in range(200)])
     thread = ClusterThreadClient(cluster_client)
     queue = thread_queue(thread, cluster_client)
-    masters = list(shards_by_master(cluster_client).values())
+    masters = list(shards_by_master(cluster_client, Spread).values())
     first, same, other = masters[0][0], masters[0][1], masters[1][0]
     assert queue.pop(first, token(queue, first), 2, now=NOW).jobs
     # The same master.
