@@ -316,7 +316,8 @@ class ShardHandler:
         batches = (
             [jobs] if len(jobs) <= size else [jobs[i : i + size] for i in range(0, len(jobs), size)]
         )
-        drained = len(popped.jobs) < self._pop_limit
+        # (A suspect is popped alone, whatever else is due.)
+        drained = len(popped.jobs) < self._pop_limit and not popped.suspect
         return Taken(batches, popped.suspect, groups=popped.groups, drained=drained)
 
     def settle(self, outcomes: Sequence[Outcome], unrun: bool = False) -> None:
