@@ -21,6 +21,7 @@ from lowkiq.errors import (
     RedisFull,
     RedisUnavailable,
     UnknownGroup,
+    WorkflowError,
 )
 from lowkiq.iterable import IterableWorker
 from lowkiq.limits.rate_limit import RateLimit
@@ -47,6 +48,8 @@ from lowkiq.telemetry.counts import Counts
 from lowkiq.telemetry.history import History, Span
 from lowkiq.version import __version__
 from lowkiq.worker import Worker
+from lowkiq.workflows.context import Workflow, WorkflowRef, workflow
+from lowkiq.workflows.status import WorkflowStatus
 
 
 def overview(config: Settings = settings) -> Overview:
@@ -143,6 +146,10 @@ __all__ = [
     "UnknownGroup",
     "UnknownSchedule",
     "Worker",
+    "Workflow",
+    "WorkflowError",
+    "WorkflowRef",
+    "WorkflowStatus",
     "__version__",
     "build_by_node_splitter",
     "build_default_splitter",
@@ -158,6 +165,7 @@ __all__ = [
     "schedules",
     "settings",
     "stats",
+    "workflow",
 ]
 
 

@@ -37,6 +37,12 @@ class UnknownGroup(InvalidQuery):
     none of its jobs is queued or running, and nothing is set for it; nothing changed."""
 
 
+class WorkflowError(LowkiqError, ValueError):
+    """A workflow call that cannot be done as asked (``lowkiq.Workflow``): an unknown
+    ``after=`` workflow, a callback that is not a worker, a workflow id reused while
+    open, a member enqueued outside an open context; nothing was changed."""
+
+
 class RedisUnavailable(LowkiqError, ConnectionError):
     """Redis could not be reached; the operation did not happen."""
 

@@ -250,6 +250,8 @@ class Settings:
     #: ``lowkiq_group_wait_seconds``: those with the most jobs; the others are summed as
     #: ``group="other"`` (0: no per-group series at all).
     metrics_top_groups: int = setting(20, check=non_negative_int)
+    #: Seconds a complete workflow's state is kept (``lowkiq.Workflow``): 7 days.
+    workflow_ttl: float = setting(7 * 86400.0, check=positive_number)
     #: Connections shared by perform_async and the dashboard in one process.
     client_pool_size: int = setting(5, check=positive_int)
     #: Seconds to wait for a pooled connection before giving up.

@@ -44,6 +44,7 @@ from lowkiq.storage.push_plan import NewJob
 from lowkiq.storage.queries import Queries
 from lowkiq.storage.queue import Queue
 from lowkiq.storage.unreachable import unreachable_raises
+from lowkiq.workflows.context import check_after, hold_jobs, members_of
 
 
 class Worker:
@@ -186,7 +187,11 @@ class Worker:
 
     @classmethod
     def perform_async(
-        cls, jobs: Sequence[dict[str, Any]], on_commit: bool = False, using: str | None = None
+        cls,
+        jobs: Sequence[dict[str, Any]],
+        on_commit: bool = False,
+        using: str | None = None,
+        after: str | Sequence[str] | None = None,
     ) -> None:
         """Enqueue jobs ``{"id", "payload"?, "score"?, "perform_in"? | "delay"?, "group"?}``
         in one round trip (a huge call in several, see :mod:`lowkiq.storage.enqueueing`).
@@ -208,10 +213,17 @@ class Worker:
         ``on_commit=True`` (Django): the jobs are checked now and enqueued when the current
         transaction of database ``using`` commits, never on rollback (see
         :mod:`lowkiq.contrib.django.transactions`).
+
+        Inside ``with lowkiq.Workflow(...)`` each payload is a member of that workflow.
+        ``after="wf-id"`` (or a list of ids): the jobs are stored but held until every
+        one of those workflows succeeded (at once when they have); an unknown id raises
+        :class:`~lowkiq.errors.WorkflowError` and nothing is stored (see
+        docs/guides/workflows.md).
         """
+        after_ids = check_after(after)
 
         def enqueue(worker: type[Worker], final_jobs: Sequence[dict[str, Any]]) -> None:
-            worker._push(final_jobs)
+            worker._push(final_jobs, after_ids)
 
         check_job_list(jobs)  # before the middlewares, which expect a list
         chained = chain(settings.client_middlewares, enqueue)
@@ -225,7 +237,7 @@ class Worker:
         chained(cls, jobs)
 
     @classmethod
-    def _push(cls, jobs: Sequence[dict[str, Any]]) -> None:
+    def _push(cls, jobs: Sequence[dict[str, Any]], after: list[str] | None = None) -> None:
         queue = cls.queue()
         new_jobs: list[NewJob] = []
         try:
@@ -237,19 +249,25 @@ class Worker:
                 jobs, queue.codec.dump_payload, lambda: max_bulk_len(queue.client)
             )
             if new_jobs:
-                queue.push(new_jobs, merge_perform_in=cls.merge_perform_in)
+                new_jobs = members_of(queue.name, queue.shard_of, new_jobs)
+                if after:
+                    hold_jobs(queue.client, cls, after, new_jobs)
+                else:
+                    queue.push(new_jobs, merge_perform_in=cls.merge_perform_in)
         except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError) as exc:
             raise_enqueue_failure(f"{cls.__name__}.perform_async", jobs, new_jobs, exc)
 
     @classmethod
-    async def aperform_async(cls, jobs: Sequence[dict[str, Any]]) -> None:
+    async def aperform_async(
+        cls, jobs: Sequence[dict[str, Any]], after: str | Sequence[str] | None = None
+    ) -> None:
         """:meth:`perform_async` from an event loop, awaited: the same checks, client
         middlewares, Lua scripts, rounds and errors, on the running loop's own
         ``redis.asyncio`` client (a Redis Cluster's too); one round trip per call that
         fits in one round.  Client middlewares run before the write and do not see its
         errors (see :mod:`lowkiq.aio.producer`).  Override it, as ``perform_async``, to
         derive ids from payloads."""
-        await aperform_async(cls, jobs)
+        await aperform_async(cls, jobs, after)
 
     # -- pausing -----------------------------------------------------------
 

@@ -207,8 +207,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("storage: key names, Lua scripts, a queue's writes and reads", frozenset({"lowkiq.storage"})),
     ("the settings", frozenset({"lowkiq.settings"})),
     (
-        "over storage: shard ownership, rate limits and group caps, periodic jobs",
-        frozenset({"lowkiq.ownership", "lowkiq.limits", "lowkiq.periodic"}),
+        "over storage: shard ownership, rate limits and group caps, periodic jobs, workflows",
+        frozenset({"lowkiq.ownership", "lowkiq.limits", "lowkiq.periodic", "lowkiq.workflows"}),
     ),
     ("the batch being performed, for user code", frozenset({"lowkiq.running"})),
     ("around one perform: its event loop, its time limit", frozenset({"lowkiq.perform"})),

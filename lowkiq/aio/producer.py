@@ -19,6 +19,7 @@ jobs are written, and it does not see the push's errors (a tracing span around
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -32,15 +33,23 @@ from lowkiq.clients.default_redis import unreachable_hint
 from lowkiq.errors import ConfigurationError, RedisFull, RedisUnavailable, is_out_of_memory
 from lowkiq.middleware import chain
 from lowkiq.settings import settings
+from lowkiq.storage.enqueueing import shard_of
 from lowkiq.storage.jobs import check_job_list, validate_jobs
 from lowkiq.storage.push_plan import NewJob
+from lowkiq.workflows.context import check_after, hold_jobs, members_of
 
 if TYPE_CHECKING:
     from lowkiq.worker import Worker
 
 
-async def aperform_async(worker: type[Worker], jobs: Sequence[dict[str, Any]]) -> None:
-    """Enqueue ``jobs`` into ``worker``'s queue from the running loop (see the module)."""
+async def aperform_async(
+    worker: type[Worker],
+    jobs: Sequence[dict[str, Any]],
+    after: str | Sequence[str] | None = None,
+) -> None:
+    """Enqueue ``jobs`` into ``worker``'s queue from the running loop (see the module);
+    members of the enclosing workflow, held ``after=`` workflows as ``perform_async``."""
+    after_ids = check_after(after)
     check_job_list(jobs)  # before the middlewares, which expect a list
     handed: list[tuple[type[Worker], Sequence[dict[str, Any]]]] = []
 
@@ -49,10 +58,12 @@ async def aperform_async(worker: type[Worker], jobs: Sequence[dict[str, Any]]) -
 
     chain(settings.client_middlewares, hand_over)(worker, jobs)
     for target, final_jobs in handed:
-        await push_jobs(target, final_jobs)
+        await push_jobs(target, final_jobs, after_ids)
 
 
-async def push_jobs(worker: type[Worker], jobs: Sequence[dict[str, Any]]) -> None:
+async def push_jobs(
+    worker: type[Worker], jobs: Sequence[dict[str, Any]], after: list[str] | None = None
+) -> None:
     """Check and push ``jobs`` into ``worker``'s queue, without middlewares."""
     worker.validate()
     what = f"{worker.__name__}.aperform_async"
@@ -69,6 +80,11 @@ async def push_jobs(worker: type[Worker], jobs: Sequence[dict[str, Any]]) -> Non
                 )
         new_jobs = await _validated(redis_, jobs)
         if new_jobs:
+            count = worker.shards_count
+            new_jobs = members_of(worker.queue_name, lambda i: shard_of(i, count), new_jobs)
+        if new_jobs and after:
+            await asyncio.to_thread(hold_jobs, settings.client(), worker, after, new_jobs)
+        elif new_jobs:
             push = AsyncPush(
                 redis_,
                 worker.queue_name,

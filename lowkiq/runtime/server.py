@@ -67,6 +67,7 @@ from lowkiq.telemetry import prometheus
 from lowkiq.telemetry.recorder import Recorder
 from lowkiq.version import __version__
 from lowkiq.worker import Worker
+from lowkiq.workflows.sweeper import Sweeper
 
 log = logging.getLogger("lowkiq.server")
 
@@ -437,6 +438,7 @@ class Server:
             self.recorder.start()
         if self.periodic is not None:
             self.periodic.start()
+        Sweeper(self.settings.client()).start(self.stop_event)
 
     def serve_metrics(self, host: str, port: int) -> None:
         """Serve the Prometheus metrics at ``http://host:port/metrics`` until :meth:`stop`."""

@@ -52,6 +52,7 @@ from lowkiq.storage.queue import ACK_FENCED, ACK_STALE, Popped, PoppedJob, Queue
 from lowkiq.storage.rate_bucket import Throttle
 from lowkiq.telemetry.recorder import BatchRecorder
 from lowkiq.worker import Worker, retry_in_takes_exception
+from lowkiq.workflows.relay import relay
 
 log = logging.getLogger("lowkiq.shard_handler")
 
@@ -169,6 +170,9 @@ class ShardHandler:
         # behind (0: not known, under a rate limit or group caps).
         self._pop_limit = 0
         self._lapse_logged: float | None = None  # one warning per lapse
+        #: The processing area holds workflow members: its batch ends by a call of its
+        #: own, then the shard's outbox is relayed (:mod:`lowkiq.workflows.relay`).
+        self.members = False
         self._stale_logged = False
 
     @property
@@ -285,6 +289,7 @@ class ShardHandler:
             self.life.to(IDLE)
         else:
             self.batch = popped.batch
+            self.members = any(job.workflows for job in popped.jobs)
         if popped.fenced:
             self.lease_lost("nothing popped")
             return Taken()
@@ -347,8 +352,25 @@ class ShardHandler:
             self._end(
                 lambda: self.queue.ack_yield(self.shard, self.token, self.batch, yields), "its ack"
             )
+        elif succeeded and self.members:
+            self._end(
+                lambda: self.queue.ack(self.shard, self.token, self.batch, members=True), "its ack"
+            )
         else:
             self.life.to(FINISHED if succeeded else IDLE)
+        if self.members:
+            self.members = False
+            self.relay()
+
+    def relay(self) -> None:
+        """Tell the workflows of the members this shard's batch ended (a Redis error is
+        logged: the sweep relays it later)."""
+        try:
+            relay(self.queue.client, self.queue.name, self.shard)
+        except redis.RedisError as exc:
+            log.warning(
+                "%s: workflow members not yet told (%s); the sweep tells them", self.name, exc
+            )
 
     def ack_command(self, packed: bool = True) -> Request:
         """The shard's ack, as :meth:`pop_command`'s; its reply is read by :meth:`acked`."""

@@ -72,6 +72,12 @@ S schedule:<id>               hash   a periodic job's ticks (:mod:`lowkiq.period
                                      ``run_now_at`` (ms; Redis's clock), in its job id's shard
 S schedule_log:<id>           list   ``tick enqueued_at kind by``: its latest enqueues, newest first
 S schedules                   set    the ids of the periodic jobs whose state is in the shard
+S wf_outbox                   hash   workflow members of the shard that ended or failed, not yet
+                                     told to their workflow (:mod:`lowkiq.workflows.relay`):
+                                     field ``state \\0 workflow \\0 member``, value 1
+S once:<name>                 str    a push made once (a workflow's callback or released job):
+                                     a push naming it again adds nothing; kept
+                                     ``settings.workflow_ttl``
 ============================  =====  ==========================================
 
 An id's shard is ``base + crc32(id) % shards_count``; every key of an id is in
@@ -213,6 +219,8 @@ SUFFIXES = {
     "schedule_hash": "schedule:",
     "schedule_log_list": "schedule_log:",
     "schedules_set": "schedules",
+    "wf_outbox_hash": "wf_outbox",
+    "once_flag": "once:",
 }
 
 #: The metrics history's spans: their length in minutes -> their key's name.
@@ -225,6 +233,7 @@ PER_ID = {
     "schedule_hash",
     "schedule_log_list",
     "group_ids_zset",
+    "once_flag",
 }
 
 

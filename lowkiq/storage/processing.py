@@ -18,6 +18,7 @@ from lowkiq.errors import LeaseLost, StaleBatch
 from lowkiq.outcomes import Fate
 from lowkiq.serializers import decode_failure
 from lowkiq.storage import blob
+from lowkiq.storage import workflow_tags as tags
 from lowkiq.storage.queue_base import QueueBase
 from lowkiq.storage.rate_bucket import Throttle
 
@@ -76,6 +77,8 @@ class PoppedJob:
     #: The job's group, when its shard holds jobs of groups (``""``: the default one;
     #: ``None``: not told, a shard whose jobs have none).
     group: str | None = None
+    #: The workflows its payloads are members of (:mod:`lowkiq.workflows`), in order.
+    workflows: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +326,9 @@ class Processing(QueueBase):
     ) -> PoppedJob:
         load = self.codec.load_payload
         pairs = blob.unpack(data)
+        workflows: list[str] = []
+        if tags.MARK in data:
+            pairs, workflows = tags.untagged(pairs)
         try:
             payloads = [load(payload) for payload, _ in pairs]
         except Exception:
@@ -332,16 +338,23 @@ class Processing(QueueBase):
                 except Exception as exc:
                     reason = decode_failure(f"payload {n} of {len(pairs)}", exc)
                     break
-            return PoppedJob(job_id, retry_count, [], perform_in, undecodable=reason)
+            return PoppedJob(
+                job_id, retry_count, [], perform_in, undecodable=reason, workflows=workflows
+            )
+        if workflows:
+            return PoppedJob(job_id, retry_count, payloads, perform_in, workflows=workflows)
         return PoppedJob(job_id, retry_count, payloads, perform_in)
 
-    def ack(self, shard: int, token: str, batch: int) -> int:
+    def ack(self, shard: int, token: str, batch: int, members: bool = False) -> int:
         """Batch ``batch`` of ``shard`` succeeded: clear its processing area; returns its
-        size.
+        size.  ``members``: the area holds workflow members, noted done in the shard's
+        outbox (:mod:`lowkiq.workflows.relay`).
 
         Raises :class:`LeaseLost` (and changes nothing) when ``token`` is stale, and
         :class:`StaleBatch` when the area holds another batch.
         """
+        if members:
+            return int(self.run_fenced("ack", shard, token, batch, "1"))
         return int(self.run_fenced("ack", shard, token, batch))
 
     def ack_yield(

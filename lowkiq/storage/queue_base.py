@@ -20,6 +20,7 @@ from lowkiq.clients.connection import Client, is_cluster
 from lowkiq.errors import LeaseLost, StaleBatch
 from lowkiq.serializers import Codec
 from lowkiq.storage import layout as layouts
+from lowkiq.storage import workflow_tags as tags
 from lowkiq.storage.keys import QueueKeys
 from lowkiq.storage.layout import Layout
 from lowkiq.storage.scripts import Scripts, run_pipelined, run_replicated
@@ -200,4 +201,7 @@ class QueueBase:
         """``[[payload, score], ...]`` of stored ``(payload bytes, score)`` pairs; a payload
         that cannot be decoded comes as :class:`~lowkiq.serializers.Undecodable`."""
         load = self.codec.payload_or_undecodable
+        pairs = list(pairs)
+        if any(payload.startswith(tags.MARK) for payload, _ in pairs):
+            pairs = tags.untagged(pairs)[0]
         return [[load(payload), score] for payload, score in pairs]

@@ -385,6 +385,12 @@ class Scripts:
     cancel_announce: LuaScript
     cancel_settle: LuaScript
     superseded: LuaScript
+    workflow_open: LuaScript
+    workflow_members: LuaScript
+    workflow_close: LuaScript
+    workflow_settle: LuaScript
+    workflow_hold: LuaScript
+    workflow_drop: LuaScript
 
 
 #: One script call: the script, its keys, its arguments.

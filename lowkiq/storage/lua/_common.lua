@@ -260,6 +260,54 @@ local function find_queued(id)
   return nil, false
 end
 
+-- Workflows (lowkiq.workflows): a payload enqueued inside a workflow is stored tagged:
+-- the 5 bytes \255 \254 l k w, >I2 the workflow's id length, the id, then the payload.
+-- When such a payload ends (`state` 'd' done, 'x' dead, 'c' discarded) or fails for a
+-- retry ('f'), one field of the shard's outbox K.wf_outbox_hash says so:
+-- `state \0 workflow \0 queue \0 id \0 sha1 of the stored payload` (the last three:
+-- the member); lowkiq.workflows.relay tells the workflow, idempotently, and deletes it.
+-- A blob without a tag costs one string.find.
+local function wf_note(id, blob, state)
+  if blob == '' or not string.find(blob, '\255\254lkw', 1, true) then return 0 end
+  local queue = string.match(P, '{(.*):%d+}')
+  local noted = 0
+  for _, pair in ipairs(blob_pairs(blob)) do
+    local payload = pair[2]
+    if string.sub(payload, 1, 5) == '\255\254lkw' then
+      local length = struct.unpack('>I2', payload, 6)
+      local field = state .. '\0' .. string.sub(payload, 8, 7 + length) .. '\0' .. queue .. '\0'
+        .. id .. '\0' .. redis.sha1hex(payload)
+      redis.call('hset', K.wf_outbox_hash, field, '1')
+      noted = noted + 1
+    end
+  end
+  return noted
+end
+
+-- wf_note of a queued job's payloads (its lex member's blob, or its sorted set).
+local function wf_note_queued(id, member, state)
+  local blob = blob_of(member, id)
+  if blob ~= '' then return wf_note(id, blob, state) end
+  local payloads = redis.call('zrange', K.payloads_zset(id), 0, -1, 'withscores')
+  local pairs_ = {}
+  for i = 1, #payloads, 2 do pairs_[#pairs_ + 1] = {tonumber(payloads[i + 1]), payloads[i]} end
+  return wf_note(id, blob_pack(pairs_), state)
+end
+
+-- A workflow's state (W = P, `lowkiq:{wf:<id>}:`, lowkiq.workflows.store): once
+-- closed and every member ended (done, dead or discarded), it is complete: returns 1
+-- when this call made it so (0 otherwise).
+local function wf_complete(now)
+  local state = P .. 'state'
+  local f = redis.call('hmget', state, 'status', 'total', 'done', 'dead', 'discarded', 'cancelled')
+  if f[1] ~= 'closed' then return 0 end
+  local dead = tonumber(f[4] or '0')
+  if tonumber(f[3] or '0') + dead + tonumber(f[5] or '0') < tonumber(f[2]) then return 0 end
+  local succeeded = (dead == 0 and not f[6]) and '1' or '0'
+  redis.call('hset', state, 'status', 'complete', 'completed_at', clock(now), 'succeeded', succeeded)
+  return 1
+end
+
 -- Groups (fairness, docs/SPEC.md §14).  A shard whose queued ids are all of one
 -- group, its *base* group (K.group_base; absent: the default group ''), keeps no
 -- other group key: its pop takes due ids by perform_in, as ever, and gives each the
@@ -948,11 +996,13 @@ local function restore_processing(now, max_restores, death_error, token, reason)
     if cancelled and redis.call('hget', K.cancelled_hash, id) == cancelled then
       redis.call('hdel', K.cancelled_hash, id)
       redis.call('hdel', K.restores_hash, id, '\0' .. id)
+      wf_note(id, blob, 'c')
       settled = settled + 1
       if TRACK then track(K, 'cancelled', id, 'fence', token) end
     elseif max_restores and redis.call('hincrby', K.restores_hash, id, 1) >= max_restores then
       redis.call('hdel', K.restores_hash, id)
       morgue_merge(id, blob, death_error, now, nil, group)
+      wf_note(id, blob, 'x')
       if TRACK then track(K, 'buried', id, 'fence', token, 'error', error_summary(death_error)) end
       dead[#dead + 1] = id
       dead[#dead + 1] = blob

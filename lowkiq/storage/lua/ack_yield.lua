@@ -11,7 +11,8 @@
 -- ARGV[3]  now: '' for Redis's clock (a test may fix it)
 -- ARGV[4..]  per yielded id: id, count, then `count` positions (1-based) of the
 --            payloads it gives back, in the order of its popped payloads
--- Writes: processing_hash, queue keys, restores_hash, processed_counter
+-- Writes: processing_hash, queue keys, restores_hash, processed_counter, wf_outbox_hash
+--   (the workflow members performed are noted done; those given back stay pending)
 -- Returns: {jobs acked, jobs yielded}; error FENCED when the lease is not held, error
 --   STALE when the area holds another batch (nothing is changed)
 local held, in_area = lease_and_batch(K, ARGV[1], ARGV[2])
@@ -31,6 +32,13 @@ while i <= #ARGV do
     for j = i + 2, i + 1 + count do
       rest[#rest + 1] = popped[tonumber(ARGV[j])]
     end
+    local back = {}
+    for _, pair in ipairs(rest) do back[pair] = true end
+    local performed = {}
+    for _, pair in ipairs(popped) do
+      if not back[pair] then performed[#performed + 1] = pair end
+    end
+    wf_note(id, blob_pack(performed), 'd')
     redis.call('hdel', processing, id)
     if #rest > 0 then
       queue_merge(id, blob_pack(rest), now, retry_count, error, false, now, nil, group)
@@ -42,5 +50,10 @@ while i <= #ARGV do
     end
   end
   i = i + 2 + count
+end
+local entries = redis.call('hgetall', processing)
+for j = 1, #entries, 2 do
+  local _, _, _, blob = processing_unpack(entries[j + 1])
+  wf_note(entries[j], blob, 'd')
 end
 return {ack_processing(K, nil, ARGV[1]), yielded}

@@ -5,7 +5,7 @@
 -- ARGV[2]  the batch: the number its pop returned
 -- ARGV[3]  now: '' for Redis's clock (a test may fix it)
 -- ARGV[4+2i..5+2i]  id, error (already serialized)
--- Writes: processing_hash, morgue keys, failed_counter (+= jobs buried)
+-- Writes: processing_hash, morgue keys, failed_counter (+= jobs buried), wf_outbox_hash
 -- Returns: the number of jobs buried; error FENCED when the lease is not held, error
 --   STALE when the area holds another batch (nothing is changed)
 local token, now = ARGV[1], clock(ARGV[3])
@@ -23,6 +23,7 @@ for i = 4, #ARGV, 2 do
   if value then
     local _, _, _, blob, group = processing_unpack(value)
     morgue_merge(id, blob, ARGV[i + 1], now, nil, group)
+    wf_note(id, blob, 'x')
     if TRACK then track(K, 'buried', id, 'fence', token, 'error', error_summary(ARGV[i + 1])) end
     redis.call('hdel', processing, id)
     buried = buried + 1

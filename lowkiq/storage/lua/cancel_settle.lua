@@ -7,7 +7,8 @@
 -- ARGV[1]  lease token of the shard
 -- ARGV[2]  the batch: the number its pop returned
 -- ARGV[3..]  the cancelled ids
--- Writes: processing_hash, cancelled_hash, restores_hash, cancelled_counter
+-- Writes: processing_hash, cancelled_hash, restores_hash, cancelled_counter,
+--   wf_outbox_hash
 -- Returns: how many jobs were settled as cancelled; error FENCED when the lease is
 --   not held, error STALE when the area holds another batch (nothing is changed)
 local token = ARGV[1]
@@ -16,7 +17,12 @@ if not held then return fenced() end
 if not in_area then return stale_batch(ARGV[2]) end
 local ids = {}
 for i = 3, #ARGV do
-  if redis.call('hexists', K.processing_hash, ARGV[i]) == 1 then ids[#ids + 1] = ARGV[i] end
+  local value = redis.call('hget', K.processing_hash, ARGV[i])
+  if value then
+    ids[#ids + 1] = ARGV[i]
+    local _, _, _, blob = processing_unpack(value)
+    wf_note(ARGV[i], blob, 'c')
+  end
 end
 if #ids == 0 then return 0 end
 call_many('hdel', K.processing_hash, ids)

@@ -9,6 +9,7 @@ for i = 1, #ARGV do
   local id = ARGV[i]
   local member = find_member(K.retry_lex_zset, id)
   if member then
+    wf_note_queued(id, member, 'c')
     delete_queued(id, member, true)
     if TRACK then track(K, 'deleted', id, 'from', 'queue') end
     deleted = deleted + 1

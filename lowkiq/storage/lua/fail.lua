@@ -24,7 +24,7 @@
 -- Writes: processing_hash (the batch's jobs leave it), restores_hash, queue
 --   keys, morgue keys (with the per-id payload sets of hot ids),
 --   failed_counter (retry, kill), processed_counter (done), discarded_counter,
---   snoozed_counter
+--   snoozed_counter, wf_outbox_hash (workflow members: see wf_note)
 -- Returns: flat list id, blob of the payloads each job sent to the morgue;
 --   error FENCED when the lease is not held, error STALE when the area holds
 --   another batch (nothing is changed)
@@ -57,6 +57,7 @@ for i = first_job, #ARGV, 4 do
       end
     elseif fate == 'kill' then
       morgue_merge(id, blob, error, now, nil, group)
+      wf_note(id, blob, 'x')
       if TRACK then track(K, 'buried', id, 'fence', token, 'error', error_summary(error)) end
       dead[#dead + 1] = id
       dead[#dead + 1] = blob
@@ -65,6 +66,8 @@ for i = first_job, #ARGV, 4 do
       if retry_count >= max_retry_count then
         local first, rest = blob_split_first(blob)
         morgue_merge(id, first, error, now, nil, group)
+        wf_note(id, first, 'x')
+        wf_note(id, rest, 'f')
         if TRACK then track(K, 'buried', id, 'fence', token, 'error', error_summary(error)) end
         dead[#dead + 1] = id
         dead[#dead + 1] = first
@@ -72,13 +75,15 @@ for i = first_job, #ARGV, 4 do
       else
         local retry_at = tonumber(now) + tonumber(ARGV[i + 3])
         queue_merge(id, blob, retry_at, retry_count, error, false, now, nil, group)
+        wf_note(id, blob, 'f')
         if TRACK then
           track(K, 'failed', id, 'fence', token, 'retry_count', retry_count,
             'perform_in', string.format('%.6f', retry_at), 'error', error_summary(error))
         end
       end
-    elseif TRACK then
-      track(K, fate == 'discard' and 'discarded' or 'done', id, 'fence', token)
+    else
+      wf_note(id, blob, fate == 'discard' and 'c' or 'd')
+      if TRACK then track(K, fate == 'discard' and 'discarded' or 'done', id, 'fence', token) end
     end
   end
 end

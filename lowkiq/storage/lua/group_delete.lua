@@ -24,6 +24,7 @@ local deleted = {}
 for _, id in ipairs(ids) do
   local member, is_retry = find_queued(id)
   if member then
+    wf_note_queued(id, member, 'c')
     delete_queued(id, member, is_retry)
     deleted[#deleted + 1] = id
   elseif grouped() then

@@ -15,6 +15,7 @@ for _, lex in ipairs({K.fresh_lex_zset, K.retry_lex_zset}) do
   local members = redis.call('zrange', lex, 0, limit - cleared - 1)
   for _, member in ipairs(members) do
     local id = string.sub(member, 1, string.find(member, '\0', 1, true) - 1)
+    wf_note_queued(id, member, 'c')
     delete_queued(id, member, lex == K.retry_lex_zset)
     if TRACK then deleted_ids[#deleted_ids + 1] = id end
   end

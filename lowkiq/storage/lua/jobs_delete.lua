@@ -18,6 +18,7 @@ for i = 1, #ARGV do
   else
     local member, is_retry = find_queued(id)
     if member then
+      wf_note_queued(id, member, 'c')
       delete_queued(id, member, is_retry)
       if TRACK then track(K, 'deleted', id, 'from', 'queue') end
       deleted[#deleted + 1] = id

@@ -23,6 +23,7 @@ for i = 3, #ARGV do
     local member, is_retry = find_queued(id)
     if member then
       local error = redis.call('hget', K.errors_hash, id) or ARGV[2]
+      wf_note_queued(id, member, 'x')
       local group = remove_queued(id, member, is_retry)
       morgue_merge(id, blob_of(member, id), error, now, K.payloads_zset(id), group)
       if TRACK then track(K, 'buried', id, 'error', error_summary(error)) end

@@ -13,6 +13,7 @@ for i = 2, #ARGV do
   local member = find_member(K.retry_lex_zset, id)
   if member then
     local error = redis.call('hget', K.errors_hash, id) or nil
+    wf_note_queued(id, member, 'x')
     local group = remove_queued(id, member, true)
     morgue_merge(id, blob_of(member, id), error, now, K.payloads_zset(id), group)
     if TRACK then track(K, 'buried', id, 'error', error_summary(error)) end

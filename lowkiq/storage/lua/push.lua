@@ -5,7 +5,10 @@
 --          perform_in and score of jobs given none, and whether a job is due (to
 --          wake the shard's thread)
 -- ARGV[2]  the perform_in of a job enqueued onto a queued one: 'keep' the queued
---          one's, the 'latest' (the new one's), or the later of the two ('max')
+--          one's, the 'latest' (the new one's), or the later of the two ('max');
+--          optionally followed by NUL, seconds, NUL, a name: a push made once (a
+--          workflow's callback or released job): when once_flag(name) exists, nothing
+--          is written (returns 0), else it is set for that many seconds
 -- ARGV[3..]  sections of jobs sharing a perform_in and a group: perform_in ('' for
 --            now, '+s' for s seconds from now), group ('' for none), form, count, then
 --            the `count` ids (unique within one call), then their `count` bodies, as
@@ -28,6 +31,15 @@ local now = clock(ARGV[1])
 local now_score = tonumber(now)
 local now_bytes = struct.pack('>d', now_score)
 local merge = ARGV[2]
+if #merge > 6 then
+  local ttl_at = string.find(merge, '\0', 1, true)
+  local name_at = string.find(merge, '\0', ttl_at + 1, true)
+  local once = K.once_flag(string.sub(merge, name_at + 1))
+  if redis.call('set', once, '1', 'nx', 'ex', string.sub(merge, ttl_at + 1, name_at - 1)) == false then
+    return 0
+  end
+  merge = string.sub(merge, 1, ttl_at - 1)
+end
 
 -- The next double after the score `x` (> 0): one unit in its last place, a fraction
 -- of a microsecond for a unix time (2^-22 s until 2038).

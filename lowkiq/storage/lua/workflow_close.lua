@@ -1,0 +1,12 @@
+-- workflow_close: the workflow's context ended: it has all of its members
+-- (lowkiq.workflows.store); complete at once when every one ended already.
+-- KEYS[1]  the workflow's prefix (W)
+-- ARGV[1]  now: '' for Redis's clock (a test may fix it)
+-- Writes: W state (status closed, or complete; total = its members, closed_at)
+-- Returns: 1 when it is complete now, else 0; error `CLOSED <status>` when not open
+local state = P .. 'state'
+local status = redis.call('hget', state, 'status')
+if status ~= 'open' then return redis.error_reply('CLOSED ' .. tostring(status)) end
+local total = redis.call('hlen', P .. 'members')
+redis.call('hset', state, 'status', 'closed', 'closed_at', clock(ARGV[1]), 'total', total)
+return wf_complete(ARGV[1])

@@ -1,0 +1,257 @@
+"""``lowkiq.Workflow``: fan-out, fan-in and dependencies (SPEC §12, docs/guides/workflows.md).
+
+Inside ``with Workflow(...)``, every payload enqueued (any worker, ``perform_async`` or
+``aperform_async``) is stored tagged with the workflow (:mod:`lowkiq.storage.workflow_tags`)
+and counted as a member; the block's end registers the members and closes the
+workflow.  Members settle as their batches end (:mod:`lowkiq.workflows.relay`); the
+last one fires the callbacks, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar, Token
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from lowkiq.errors import WorkflowError
+from lowkiq.settings import Settings, settings
+from lowkiq.storage import workflow_tags as tags
+from lowkiq.storage.queue import NewJob
+from lowkiq.workflows import held, relay, store
+from lowkiq.workflows.status import WorkflowStatus
+
+if TYPE_CHECKING:
+    from lowkiq.worker import Worker
+
+_CURRENT: ContextVar[Workflow | None] = ContextVar("lowkiq_workflow", default=None)
+
+
+def _check_id(workflow_id: object) -> str:
+    if not isinstance(workflow_id, str) or not workflow_id:
+        raise WorkflowError(f"a workflow id is a non-empty string, got {workflow_id!r}")
+    if "\0" in workflow_id or len(workflow_id.encode()) > tags.MAX_ID_BYTES:
+        raise WorkflowError(f"workflow id {workflow_id[:80]!r}: no NUL, at most 65535 bytes")
+    return workflow_id
+
+
+def _callback(kind: str, worker: object) -> str | None:
+    """A callback as stored: ``queue \\0 shards \\0 worker name``."""
+    if worker is None:
+        return None
+    # A lowkiq.Worker subclass (this module is below lowkiq.worker: told by what it has).
+    if not (
+        isinstance(worker, type)
+        and callable(getattr(worker, "perform_async", None))
+        and isinstance(getattr(worker, "queue_name", None), str)
+    ):
+        raise WorkflowError(f"{kind} must be a lowkiq.Worker subclass or None, got {worker!r}")
+    worker.validate()
+    return f"{worker.queue_name}\0{worker.shards_count}\0{worker.__name__}"
+
+
+class WorkflowRef:
+    """A workflow known by id (:func:`workflow`): its status, cancel, its held jobs."""
+
+    def __init__(self, workflow_id: str, config: Settings = settings) -> None:
+        self.id = _check_id(workflow_id)
+        self.config = config
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.id!r}>"
+
+    def status(self) -> WorkflowStatus:
+        """Its members by state; :class:`WorkflowError` when there is no such workflow."""
+        return store.status(self.config.client(), self.id)
+
+    def cancel(self) -> int:
+        """Delete its queued members (each counted discarded; running ones end as they
+        would) and mark it cancelled: it completes without succeeding, so ``on_success``
+        never fires and jobs ``after=`` it stay held.  Returns the payloads deleted."""
+        from lowkiq.storage.queue import Queue
+
+        client = self.config.client()
+        base = store.prefix(self.id)
+        if store.read_state(client, self.id) is None:
+            raise WorkflowError(f"no workflow {self.id!r} (never opened, or expired)")
+        client.hset(base + "state", "cancelled", 1)
+        pending: dict[str, list[str]] = {}
+        for member, state in store.members(client, self.id).items():
+            if state in ("p", "f"):
+                queue_name, job_id, _ = member.split("\0")
+                pending.setdefault(queue_name, []).append(job_id)
+        dropped = 0
+        # Each id is in one of the shards its queue's members were enqueued to (a
+        # script looks up only the keys of its own shard).
+        shards: Any = client.smembers(base + "shards")
+        for name in sorted(s.decode() for s in shards):
+            queue_name, shard = name.split("\0")
+            ids = list(dict.fromkeys(pending.get(queue_name, ())))
+            if ids:
+                queue = Queue(client, queue_name, int(shard) + 1, self.config.codec)
+                dropped += int(queue.run("workflow_drop", int(shard), self.id, *ids))
+                relay.relay(client, queue_name, int(shard))
+        # A workflow all of whose members had ended: complete now (cancelled).
+        if store.settle(client, self.id, []) == 1:
+            relay.fire(client, self.id)
+        return dropped
+
+    def held(self) -> list[held.HeldCall]:
+        """The calls of jobs enqueued ``after=`` it and held until it succeeds."""
+        return held.held_calls(self.config.client(), self.id)
+
+    def release_held(self) -> int:
+        """Enqueue its held calls now, whatever its status; returns how many."""
+        return held.release_held(self.config.client(), self.id)
+
+    def delete_held(self) -> int:
+        """Delete its held calls; returns how many."""
+        return held.delete_held(self.config.client(), self.id)
+
+
+class Workflow(WorkflowRef):
+    """A workflow: ``with lowkiq.Workflow(id, on_complete=W, on_success=W, payload=p):``
+    (or ``async with``) makes every payload enqueued inside a member.  When the last
+    member ends, ``on_complete`` (and ``on_success`` when none is dead) gets one job, id
+    the workflow's, payload ``{"workflow": id, "payload": payload, "status": {...}}``."""
+
+    def __init__(
+        self,
+        id: str,  # noqa: A002 - the public name of SPEC §12
+        on_complete: type[Worker] | None = None,
+        on_success: type[Worker] | None = None,
+        payload: Any = None,
+        config: Settings = settings,
+    ) -> None:
+        super().__init__(id, config)
+        self._definition: dict[str, Any] = {}
+        for kind, worker in (("on_complete", on_complete), ("on_success", on_success)):
+            target = _callback(kind, worker)
+            if target is not None:
+                self._definition[kind] = target
+        if payload is not None:
+            try:
+                dumped = config.codec.dump_payload(payload)
+            except Exception as exc:
+                raise WorkflowError(
+                    f"workflow {id!r}: payload cannot be serialized: {exc}"
+                ) from exc
+            self._definition["payload"] = dumped.encode() if isinstance(dumped, str) else dumped
+        self._members: dict[str, None] = {}
+        self._shards: set[str] = set()
+        self._lock = threading.Lock()
+        self._phase = "new"  # then "open", then "closed"
+        self._token: Token[Workflow | None] | None = None
+
+    # -- the block ----------------------------------------------------------------
+
+    def __enter__(self) -> Workflow:
+        self._open()
+        self._token = _CURRENT.set(self)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._leave()
+        self._close()
+
+    async def __aenter__(self) -> Workflow:
+        await asyncio.to_thread(self._open)
+        self._token = _CURRENT.set(self)
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._leave()
+        await asyncio.to_thread(self._close)
+
+    def _open(self) -> None:
+        if self._phase != "new":
+            raise WorkflowError(f"workflow {self.id!r}: a Workflow object is entered once")
+        store.open_(self.config.client(), self.id, self._definition)
+        self._phase = "open"
+
+    def _leave(self) -> None:
+        if self._token is not None:
+            _CURRENT.reset(self._token)
+            self._token = None
+
+    def _close(self) -> None:
+        """Register the members, then close (the members' jobs may be running already:
+        a member told ended before it is registered keeps its state)."""
+        with self._lock:
+            self._phase = "closed"
+            members, shards = list(self._members), sorted(self._shards)
+        client = self.config.client()
+        store.add_members(client, self.id, shards, members)
+        if store.close(client, self.id):
+            relay.fire(client, self.id)
+
+    # -- its members ----------------------------------------------------------------
+
+    def tagged(
+        self, queue_name: str, shard_of: Callable[[str], int], jobs: Sequence[NewJob]
+    ) -> list[NewJob]:
+        """``jobs`` of ``queue_name`` as members: payloads tagged, members counted."""
+        with self._lock:
+            if self._phase != "open":
+                raise WorkflowError(
+                    f"workflow {self.id!r} is {self._phase}: a member is enqueued inside its "
+                    f"open `with` block (a thread or task that outlived it enqueued this one)"
+                )
+            result: list[NewJob] = []
+            for job_id, payload, score, perform_in, group in jobs:
+                stored = tags.tag(self.id, payload)
+                self._members[tags.member(queue_name, job_id, stored)] = None
+                self._shards.add(f"{queue_name}\0{shard_of(job_id)}")
+                result.append((job_id, stored, score, perform_in, group))
+            return result
+
+
+def current() -> Workflow | None:
+    """The workflow whose ``with`` block encloses the caller, if any."""
+    return _CURRENT.get()
+
+
+def workflow(workflow_id: str, config: Settings = settings) -> WorkflowRef:
+    """A workflow by id, from anywhere (``.status()``, ``.cancel()``, its held jobs)."""
+    return WorkflowRef(workflow_id, config)
+
+
+def members_of(queue_name: str, shard_of: Callable[[str], int], jobs: list[NewJob]) -> list[NewJob]:
+    """``jobs`` as members of the enclosing workflow (tagged), or as they are."""
+    enclosing = _CURRENT.get()
+    return jobs if enclosing is None else enclosing.tagged(queue_name, shard_of, jobs)
+
+
+def check_after(after: str | Sequence[str] | None) -> list[str]:
+    """``after=`` as a list of workflow ids (empty: none); :class:`WorkflowError` when
+    malformed."""
+    if after is None:
+        return []
+    ids = [after] if isinstance(after, str) else list(after)
+    return [_check_id(workflow_id) for workflow_id in ids]
+
+
+def hold_jobs(client: Any, worker: type[Worker], after: list[str], jobs: list[NewJob]) -> None:
+    """Keep ``jobs`` of ``worker`` until every workflow of ``after`` succeeded (pushed at
+    once when they all have); :class:`WorkflowError`, nothing held, when one is unknown."""
+    for workflow_id in after:
+        if not client.exists(store.prefix(workflow_id) + "state"):
+            raise WorkflowError(
+                f"after={workflow_id!r}: no such workflow (never opened, or expired)"
+            )
+    call = held.new_call(
+        worker.queue_name, worker.shards_count, worker.merge_perform_in, after, jobs
+    )
+    held.hold(client, call)

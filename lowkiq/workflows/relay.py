@@ -1,0 +1,138 @@
+"""From a shard's outbox to its workflows, and from a complete workflow to its callbacks.
+
+The script that ends a batch notes each workflow member of it in the shard's outbox
+(``wf_outbox``, same slot, same script: a crash cannot split them).  :func:`relay`
+tells each workflow (a script in the workflow's slot, idempotent per member) and only
+then deletes those fields, so a crash in between tells it again, which changes
+nothing.  The process that ended the batch relays at once; :func:`sweep` finds
+workflows left behind by a crash and relays the shards they live in.
+
+The script that completes a workflow returns 1 once: :func:`fire` then enqueues its
+callbacks, each a push made once (a flag in the callback's shard, set by the push
+script itself), marks them fired, moves its held jobs on, and lets its keys expire.
+:func:`sweep` fires again what a crash left unfired.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from lowkiq.clients.connection import Client
+from lowkiq.settings import settings
+from lowkiq.storage.keys import NAMESPACE
+from lowkiq.workflows import held, store
+from lowkiq.workflows.status import status_of
+
+log = logging.getLogger(__name__)
+
+#: A workflow closed this long ago (seconds) and not complete, or complete and not
+#: fired, is looked at by :func:`sweep`.
+SWEEP_AFTER = 10.0
+#: Workflows :func:`sweep` looks at per call.
+SWEEP_BATCH = 200
+#: The sweep runs in one process of the fleet at a time, at most this often (seconds).
+SWEEP_EVERY = 5.0
+SWEEP_LOCK = f"{NAMESPACE}:{{workflows}}:sweeping"
+
+
+def outbox(queue_name: str, shard: int) -> str:
+    """The outbox of a shard (see :mod:`lowkiq.storage.keys`)."""
+    return f"{NAMESPACE}:{{{queue_name}:{shard}}}:wf_outbox"
+
+
+def relay(client: Client, queue_name: str, shard: int) -> int:
+    """Tell the workflows what the shard's outbox holds; fire those it completes.
+    Returns how many records went."""
+    key = outbox(queue_name, shard)
+    fields: list[Any] = list(client.hkeys(key))
+    if not fields:
+        return 0
+    by_workflow: dict[str, list[tuple[str, str]]] = {}
+    for field in fields:
+        state, workflow_id, member = field.decode().split("\0", 2)
+        by_workflow.setdefault(workflow_id, []).append((state, member))
+    for workflow_id, records in by_workflow.items():
+        if store.settle(client, workflow_id, records) == 1:
+            fire(client, workflow_id)
+    client.hdel(key, *fields)
+    return len(fields)
+
+
+def _callback_payload(workflow_id: str, state: dict[str, Any]) -> bytes:
+    """A callback job's stored payload: ``{"workflow", "payload", "status"}``."""
+    codec = settings.codec
+    payload = state.get("payload")
+    given = None if payload in (None, b"") else codec.load_payload(payload)
+    body = {"workflow": workflow_id, "payload": given, "status": status_of(state).as_dict()}
+    dumped = codec.dump_payload(body)
+    return dumped.encode() if isinstance(dumped, str) else dumped
+
+
+def fire(client: Client, workflow_id: str) -> bool:
+    """Enqueue a complete workflow's callbacks that are not yet (each once), move its
+    held jobs on when it succeeded, and let it expire.  ``False`` when not complete."""
+    state = store.read_state(client, workflow_id)
+    if state is None or state.get("status") != "complete":
+        return False
+    base = store.prefix(workflow_id)
+    succeeded = state.get("succeeded") == "1"
+    for kind in ("complete", "success"):
+        target = state.get(f"on_{kind}")
+        if not target or state.get(f"fired_{kind}") or (kind == "success" and not succeeded):
+            continue
+        queue_name, shards, _ = target.split("\0", 2)
+        score = float(state["completed_at"])
+        job = (workflow_id, _callback_payload(workflow_id, state), score, None, None)
+        name = f"wf:{workflow_id}:{state['created_at']}:{kind}"
+        held.push_once(client, queue_name, int(shards), [job], name)
+        client.hset(base + "state", f"fired_{kind}", 1)
+    if succeeded:
+        held.move_on(client, workflow_id)
+    if not state.get("expires"):
+        store.expire(client, workflow_id, settings.workflow_ttl)
+        client.hset(base + "state", "expires", 1)
+    client.zrem(store.UNFINISHED, workflow_id)
+    return True
+
+
+def relay_shards(client: Client, shards: Iterable[str]) -> int:
+    """:func:`relay` of shards named ``queue \\0 shard``."""
+    count = 0
+    for name in shards:
+        queue_name, shard = name.split("\0")
+        count += relay(client, queue_name, int(shard))
+    return count
+
+
+def _ids(raw: Iterable[Any]) -> list[str]:
+    return [i.decode() if isinstance(i, bytes) else i for i in raw]
+
+
+def sweep(client: Client, now: float) -> int:
+    """Finish what crashes left: relay the shards of workflows closed at least
+    :data:`SWEEP_AFTER` ago and not complete, fire complete ones not fired, drop
+    expired ones from the index.  One process of the fleet at a time (a lock); returns
+    how many workflows it looked at."""
+    if not client.set(SWEEP_LOCK, 1, nx=True, px=int(SWEEP_EVERY * 1000)):
+        return 0
+    old = now - settings.workflow_ttl
+    for workflow_id in _ids(client.zrangebyscore(store.INDEX, "-inf", old, 0, SWEEP_BATCH)):
+        if not client.exists(store.prefix(workflow_id) + "state"):
+            client.zrem(store.INDEX, workflow_id)
+    looked = 0
+    for workflow_id in _ids(
+        client.zrangebyscore(store.UNFINISHED, "-inf", now - SWEEP_AFTER, 0, SWEEP_BATCH)
+    ):
+        state = store.read_state(client, workflow_id)
+        if state is None:
+            client.zrem(store.UNFINISHED, workflow_id)
+            continue
+        looked += 1
+        if state.get("status") == "closed":
+            shards = client.smembers(store.prefix(workflow_id) + "shards")
+            relay_shards(client, _ids(shards))
+        elif state.get("status") == "complete":
+            fire(client, workflow_id)
+    return looked
