@@ -30,6 +30,7 @@ from lowkiq.storage.actions import Actions
 from lowkiq.storage.group_claims import GroupClaims
 from lowkiq.strategies.schedulers import LagScheduler
 from lowkiq.worker import Worker
+from lowkiq.workflows.relayer import RELAYER
 
 #: Seconds the shards' leases last while drain() holds them.
 DRAIN_LEASE_TTL = 60.0
@@ -122,6 +123,7 @@ def drain(
         _run(dispatcher, worker, drained, max_batches)
     finally:
         dispatcher.shutdown()
+        RELAYER.flush()
     if raise_errors and drained.errors:
         raise drained.errors[0]
     return drained
@@ -141,7 +143,8 @@ def _run(dispatcher: Dispatcher, worker: type[Worker], drained: Drained, max_bat
                 f"{worker.__name__}: jobs still due after {max_batches} batches (does "
                 "perform keep enqueueing due jobs?)"
             )
-        if dispatcher.round() == 0 and not dispatcher.in_flight:
+        # (Workflows told of the members that ended: their callbacks may be due now.)
+        if dispatcher.round() == 0 and not dispatcher.in_flight and RELAYER.flush() == 0:
             return
 
 

@@ -52,7 +52,7 @@ from lowkiq.storage.queue import ACK_FENCED, ACK_STALE, Popped, PoppedJob, Queue
 from lowkiq.storage.rate_bucket import Throttle
 from lowkiq.telemetry.recorder import BatchRecorder
 from lowkiq.worker import Worker, retry_in_takes_exception
-from lowkiq.workflows.relay import relay
+from lowkiq.workflows.relayer import RELAYER
 
 log = logging.getLogger("lowkiq.shard_handler")
 
@@ -173,6 +173,8 @@ class ShardHandler:
         #: The processing area holds workflow members: its batch ends by a call of its
         #: own, then the shard's outbox is relayed (:mod:`lowkiq.workflows.relay`).
         self.members = False
+        # Whether the ack the last pop carried was of a batch with workflow members.
+        self._acking_members = False
         self._stale_logged = False
 
     @property
@@ -236,8 +238,9 @@ class ShardHandler:
             "throttle": throttle,
             "batches": batches,
             "capped": capped,
-            "ack_batch": self.batch if acking else 0,
+            "ack_batch": (f"{self.batch}w" if self.members else self.batch) if acking else 0,
         }
+        self._acking_members = acking and self.members
         if packed:
             return self.queue.pop_command(**args), acking, throttle
         return functools.partial(self.queue.pop, **args), acking, throttle
@@ -285,8 +288,11 @@ class ShardHandler:
             return Taken()
         if acking and popped.acked == ACK_STALE:
             self.stale("its ack")
+        if acking and self._acking_members and popped.acked >= 0:
+            self.relay_members()
         if not popped.jobs:
             self.life.to(IDLE)
+            self.members = False
         else:
             self.batch = popped.batch
             self.members = any(job.workflows for job in popped.jobs)
@@ -352,31 +358,21 @@ class ShardHandler:
             self._end(
                 lambda: self.queue.ack_yield(self.shard, self.token, self.batch, yields), "its ack"
             )
-        elif succeeded and self.members:
-            self._end(
-                lambda: self.queue.ack(self.shard, self.token, self.batch, members=True), "its ack"
-            )
         else:
             self.life.to(FINISHED if succeeded else IDLE)
         if self.members:
-            self.members = False
-            self.relay()
+            self.relay_members()
 
-    def relay(self) -> None:
-        """Tell the workflows of the members this shard's batch ended (a Redis error is
-        logged: the sweep relays it later)."""
-        try:
-            relay(self.queue.client, self.queue.name, self.shard)
-        except redis.RedisError as exc:
-            log.warning(
-                "%s: workflow members not yet told (%s); the sweep tells them", self.name, exc
-            )
+    def relay_members(self) -> None:
+        """The scripts noted workflow members of this shard's batch in its outbox: have
+        the process's relayer tell their workflows (no Redis call here)."""
+        RELAYER.notify(self.queue.name, self.shard)
 
     def ack_command(self, packed: bool = True) -> Request:
         """The shard's ack, as :meth:`pop_command`'s; its reply is read by :meth:`acked`."""
         if packed:
-            return self.queue.ack_command(self.shard, self.token, self.batch)
-        return functools.partial(self.queue.ack, self.shard, self.token, self.batch)
+            return self.queue.ack_command(self.shard, self.token, self.batch, self.members)
+        return functools.partial(self.queue.ack, self.shard, self.token, self.batch, self.members)
 
     def acked(self, reply: Any) -> None:
         """Read the reply of :meth:`ack_command` (an error reply raised as the call's)."""
@@ -388,11 +384,16 @@ class ShardHandler:
                 raise reply
             return reply
 
-        self._end(read, "its ack")
+        if self._end(read, "its ack") and self.members:
+            self.relay_members()
 
     def ack_now(self) -> None:
         """Ack this shard's finished batch in its own round trip."""
-        self._end(lambda: self.queue.ack(self.shard, self.token, self.batch), "its ack")
+        acked = self._end(
+            lambda: self.queue.ack(self.shard, self.token, self.batch, self.members), "its ack"
+        )
+        if acked and self.members:
+            self.relay_members()
 
     def _end(self, call: Callable[[], Any], what: str, then: State | None = IDLE) -> bool:
         """The one place a batch ends: run ``call``, a script that acks, fails, yields,

@@ -190,7 +190,7 @@ class Processing(QueueBase):
         throttle: Throttle | None = None,
         batches: int = 1,
         capped: frozenset[str] | None = None,
-        ack_batch: int = 0,
+        ack_batch: int | str = 0,
     ) -> Popped:
         """Move up to ``limit`` due jobs of ``shard`` into its processing area.
 
@@ -198,7 +198,9 @@ class Processing(QueueBase):
         another of this queue, with its lease token ``ack_token``) has its
         finished batch ``ack_batch`` acked first, in the same script: a thread acks its
         last batch and pops the next in one round trip (on a Redis Cluster,
-        another shard's ack is a call of its own, first).  The popped jobs come
+        another shard's ack is a call of its own, first); ``ack_batch`` as a string, the
+        number then ``w``: the batch holds workflow members (see :meth:`ack`).  The
+        popped jobs come
         earliest ``perform_in`` first (none when nothing is due).  With a ``throttle``
         (the worker's rate limit) it pops at most the tokens the shard may spend.
         ``capped``: see :meth:`pop_command`.
@@ -232,7 +234,7 @@ class Processing(QueueBase):
         throttle: Throttle | None = None,
         batches: int = 1,
         capped: frozenset[str] | None = None,
-        ack_batch: int = 0,
+        ack_batch: int | str = 0,
     ) -> KeyedCommand:
         """:meth:`pop`'s command, packed, for the processing thread's client to send alone
         (``run_command``) or with others in one write (``run_keyed``); its reply is read
@@ -247,12 +249,15 @@ class Processing(QueueBase):
         packed = client.pack_script(self.scripts.pop, keys, args)
         return (keys[0], packed, self.scripts.pop)
 
-    def ack_command(self, shard: int, token: str, batch: int) -> KeyedCommand:
+    def ack_command(
+        self, shard: int, token: str, batch: int, members: bool = False
+    ) -> KeyedCommand:
         """:meth:`ack`'s command, packed to go out with others in one write (``run_keyed``);
         its reply is the acked batch's size, or a ``FENCED`` or ``STALE`` error reply."""
         client: Any = self.client
         key = self._prefixes[shard]
-        packed = client.pack_script(self.scripts.ack, (key,), (token, batch))
+        args = (token, batch, "1") if members else (token, batch)
+        packed = client.pack_script(self.scripts.ack, (key,), args)
         return (key, packed, self.scripts.ack)
 
     def _pop_keys(
@@ -272,14 +277,15 @@ class Processing(QueueBase):
         now: float | None,
         ack_shard: int,
         ack_token: str,
-        ack_batch: int,
+        ack_batch: int | str,
         throttle: Throttle | None = None,
     ) -> Popped:
         """:meth:`pop` with the ack of another shard on a Redis Cluster, where two shards
         are two slots: the ack is a call of its own, first.  (A worker process never asks
         for it: each shard's ack rides on that shard's own next pop.)"""
+        members = isinstance(ack_batch, str) and ack_batch.endswith("w")
         try:
-            acked = self.ack(ack_shard, ack_token, ack_batch)
+            acked = self.ack(ack_shard, ack_token, int(str(ack_batch).rstrip("w")), members)
         except LeaseLost:
             acked = ACK_FENCED
         except StaleBatch:

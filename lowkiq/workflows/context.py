@@ -48,8 +48,9 @@ def _callback(kind: str, worker: object) -> str | None:
         and isinstance(getattr(worker, "queue_name", None), str)
     ):
         raise WorkflowError(f"{kind} must be a lowkiq.Worker subclass or None, got {worker!r}")
-    worker.validate()
-    return f"{worker.queue_name}\0{worker.shards_count}\0{worker.__name__}"
+    target: Any = worker
+    target.validate()
+    return f"{target.queue_name}\0{target.shards_count}\0{target.__name__}"
 
 
 class WorkflowRef:

@@ -8,7 +8,9 @@
 -- ARGV[2]  now: '' for Redis's clock (a test may fix it)
 -- ARGV[3]  limit (batch size)
 -- ARGV[4]  lease token of the KEYS[2] shard
--- ARGV[5]  the batch of the KEYS[2] shard to ack: the number its pop returned
+-- ARGV[5]  the batch of the KEYS[2] shard to ack: the number its pop returned; then
+--          'w' when it holds workflow members, noted done in the shard's outbox (see
+--          wf_note; only when KEYS[2] is the shard itself)
 -- ARGV[6]  optional: the worker's rate limit, tokens per ms (one token per job)
 -- ARGV[7]  its bucket's capacity (burst), ARGV[8] tokens to reserve at a time,
 -- ARGV[9]  tokens reserved by rate_take for this pop (Redis Cluster), or 0
@@ -138,7 +140,10 @@ end
 if ack_prefix then
   acked = -1
   local A = same and K or keys_at(ack_prefix)
-  local ack_held, in_area = lease_and_batch(A, ARGV[4], ARGV[5])
+  local ack_batch = ARGV[5]
+  local noting = string.byte(ack_batch, -1) == 119  -- 'w'
+  if noting then ack_batch = string.sub(ack_batch, 1, -2) end
+  local ack_held, in_area = lease_and_batch(A, ARGV[4], ack_batch)
   if ack_held and not in_area then
     acked = -3
     -- The area holds a batch this ack does not name: left for the caller to restore.
@@ -153,6 +158,13 @@ if ack_prefix then
         requeue_yielded(now)
       end
       if extra == 0 then restores = false end
+    end
+    if noting and same then
+      local entries = redis.call('hgetall', processing)
+      for i = 1, #entries, 2 do
+        local _, _, _, blob = processing_unpack(entries[i + 1])
+        wf_note(entries[i], blob, 'd')
+      end
     end
     -- A thread usually acks the shard it pops: its lease was just checked.
     if same and ARGV[4] == token then held = true end
