@@ -1,0 +1,1 @@
+"""The workflows guide's example app (docs/guides/workflows.md)."""
