@@ -92,8 +92,32 @@ record's order is the order of the writes), and a perform of an id is the steps 
   gave payloads back (after ``max_perform_seconds`` or earlier, when asked to stop),
   the deploys and how long their processes took to exit after TERM.
 
+With ``--workflows`` the feeder opens workflows (``lowkiq.Workflow``, ``--workflow-count``
+over the run, one about every ``seconds / count``) of ``--members`` members each: ordinary
+updates of the plain worker, on a few ids each so that several members of a workflow
+merge on one id (and now and then one payload given twice in a call: one member), in
+calls of 10, besides a round of 10 plain updates per workflow.  Each workflow's
+``on_complete`` is ``ChaosCallback`` (bench/chaos_app.py), which records each perform.
+A call refused while Redis is away is sent again (the same payloads: it merges into
+what a lost reply stored); a workflow whose open is refused is left (it must never
+complete: it is never closed); a close refused is tried again.  The drain also waits
+for every closed workflow to be complete and its callback performed.  Checks:
+
+* on_complete: every closed workflow's callback performed exactly once (missing, more
+  than once: a second perform with no disruption between the first one's start and 1 s
+  past its lease is a duplicate, with one a re-run of a batch not acked), and none for a
+  workflow never closed;
+* premature: a callback whose perform started before the end of a perform of one of
+  its workflow's members (performs of a process frozen by SIGSTOP, and of payloads sent
+  again after a refused call, counted apart);
+* members lost: a member (an id's version) neither performed nor in the morgue;
+* the status the callback got: total = the members given, every member ended, dead =
+  those in the morgue;
+* and the plain checks (lost versions, order, overlaps, fenced store) over every update.
+
 Usage: python bench/chaos.py [--seconds 180] [--processes 3] [--ids 200] [--threads 2]
        [--children N] [--rate R] [--iterating [--burst 40]] [--cancels]
+       [--workflows [--workflow-count 2000] [--members 50]]
 """
 
 from __future__ import annotations
@@ -141,6 +165,25 @@ SLOW_SECONDS = 5.0
 #: hears a cancel on the nudge, within milliseconds; a bound with room for a loaded host).
 CANCEL_EVERY = 0.5
 CANCEL_HEARD = 1.0
+#: With --workflows: members of a workflow enqueued per call, ids a workflow's members
+#: are spread over (so that several merge on one id), the chance that a call gives one of
+#: its payloads twice (one member), and how long a call refused is tried again.
+MEMBERS_PER_CALL = 10
+IDS_PER_WORKFLOW = 20
+TWICE_CHANCE = 0.25
+RETRY_FOR = 30.0
+
+
+@dataclass
+class Opened:
+    """A workflow of the feeder (--workflows): its members (id, version), how many
+    distinct ones, whether it was closed, and the members sent again after a refused
+    call (a lost reply may have stored them already)."""
+
+    id: str
+    members: set[tuple[str, int]] = field(default_factory=set)
+    closed: bool = False
+    sent_again: set[tuple[str, int]] = field(default_factory=set)
 
 
 @dataclass
@@ -228,6 +271,7 @@ class Run:
             "CHAOS_RATE": str(args.rate or 0),
             "CHAOS_GROUP_CAP": str(args.group_cap or 0),
             "CHAOS_ITERATING": "1" if args.iterating else "0",
+            "CHAOS_WORKFLOWS": "1" if args.workflows else "0",
             "LOWKIQ_THREADS_PER_NODE": str(args.threads),
             "PYTHONPATH": str(ROOT),
         }
@@ -235,6 +279,7 @@ class Run:
             REDIS_URL=self.queue_url,
             RECORD_URL=self.records.url,
             CHAOS_ITERATING=self.env["CHAOS_ITERATING"],
+            CHAOS_WORKFLOWS=self.env["CHAOS_WORKFLOWS"],
         )
         sys.path.insert(0, str(ROOT / "bench"))
         import chaos_app
@@ -264,6 +309,9 @@ class Run:
         #: The feeder's cancels (--cancels), in order.
         self.cancels: list[Cancel] = []
         self._next_cancel = time.monotonic() + CANCEL_EVERY
+        #: With --workflows: the workflows opened, and when each disruption ran.
+        self.opened: list[Opened] = []
+        self.disruptions: list[tuple[float, float]] = []
 
     def start_queue_redis(self) -> EmbeddedServer:
         return start_server(self.queue_dir, persistent=True, config=["--appendfsync", "always"])
@@ -273,8 +321,111 @@ class Run:
             self.workers.append(Worker(self.env, self.directory, self.started, self.args.children))
             self.started += 1
 
+    def new_job(self, job_id: str) -> dict[str, Any]:
+        """The next update of ``job_id`` (its version the score)."""
+        self.versions[job_id] += 1
+        version = self.versions[job_id]
+        job = {"id": job_id, "payload": {"v": version, "t": time.time()}, "score": version}
+        if self.args.groups:  # an id's group never changes
+            job["group"] = f"g{int(job_id[2:]) % self.args.groups}"
+        return job
+
+    def feed_workflows(self) -> None:
+        """Open ``--workflow-count`` workflows over the run (one every ``seconds / count``,
+        or as fast as they go), each followed by a round of 10 plain updates."""
+        ids = [f"id{n}" for n in range(self.args.ids)]
+        every = self.args.seconds / self.args.workflow_count
+        due = time.monotonic()
+        while self.feeding and len(self.opened) < self.args.workflow_count:
+            self.open_workflow(f"wf{len(self.opened)}", ids)
+            jobs = [self.new_job(job_id) for job_id in random.sample(ids, 10)]
+            if self.send(jobs, None):
+                for job in jobs:
+                    self.fed[job["id"]].add(job["payload"]["v"])
+            due += every
+            time.sleep(max(0.0, due - time.monotonic()))
+
+    def send(self, jobs: list[dict[str, Any]], opened: Opened | None) -> bool:
+        """Enqueue ``jobs``, again while Redis refuses (for :data:`RETRY_FOR` seconds):
+        the same payloads, which merge into what a lost reply stored."""
+        given_up = time.monotonic() + RETRY_FOR
+        tries = 0
+        while True:
+            try:
+                self.worker_class.perform_async(jobs)
+                break
+            except Exception:  # noqa: BLE001 - Redis is down or a connection dropped
+                self.events["enqueue refused (Redis down or connection dropped), sent again"] += 1
+                tries += 1
+                if time.monotonic() > given_up:
+                    return False
+                time.sleep(0.1)
+        if tries and opened is not None:
+            opened.sent_again.update((job["id"], job["payload"]["v"]) for job in jobs)
+        return True
+
+    def open_workflow(self, workflow_id: str, ids: list[str]) -> None:
+        """One workflow of ``--members`` members on :data:`IDS_PER_WORKFLOW` ids."""
+        import lowkiq
+
+        opened = Opened(workflow_id)
+        self.opened.append(opened)
+        flow = lowkiq.Workflow(
+            workflow_id, on_complete=self.app.ChaosCallback, payload={"opened": time.time()}
+        )
+        try:
+            flow.__enter__()
+        except Exception:  # noqa: BLE001 - Redis away: left open (a lost reply) or unborn
+            self.events["workflow open refused (left, never closed)"] += 1
+            return
+        try:
+            own = random.sample(ids, IDS_PER_WORKFLOW)
+            chosen = [random.choice(own) for _ in range(self.args.members)]
+            for start in range(0, len(chosen), MEMBERS_PER_CALL):
+                jobs = [self.new_job(job_id) for job_id in chosen[start : start + MEMBERS_PER_CALL]]
+                if random.random() < TWICE_CHANCE:
+                    jobs.append(dict(random.choice(jobs)))  # the same payload: one member
+                    self.events["workflow calls giving a payload twice"] += 1
+                if not self.send(jobs, opened):
+                    self.events["workflow members refused for 30 s (workflow left open)"] += 1
+                    flow._leave()  # noqa: SLF001 - left open on purpose
+                    return
+                for job in jobs:
+                    opened.members.add((job["id"], job["payload"]["v"]))
+                    self.fed[job["id"]].add(job["payload"]["v"])
+        finally:
+            flow._leave()  # noqa: SLF001 - the context var reset; the close follows
+        self.close_workflow(flow, opened)
+
+    def close_workflow(self, flow: Any, opened: Opened) -> None:
+        """The block's end (members registered, closed), again while Redis refuses.  A
+        close whose reply was lost answers ``CLOSED`` when tried again."""
+        import redis as redis_errors
+
+        given_up = time.monotonic() + RETRY_FOR
+        while True:
+            try:
+                flow._close()  # noqa: SLF001 - what __exit__ runs; tried again here
+                opened.closed = True
+                return
+            except redis_errors.ResponseError as exc:
+                if str(exc).startswith("CLOSED"):
+                    self.events["workflow close whose reply was lost (closed)"] += 1
+                    opened.closed = True
+                    return
+                raise
+            except Exception:  # noqa: BLE001 - Redis is down or a connection dropped
+                self.events["workflow close refused, tried again"] += 1
+                if time.monotonic() > given_up:
+                    self.events["workflow close refused for 30 s (left open)"] += 1
+                    return
+                time.sleep(0.1)
+
     def feed(self) -> None:
         """Enqueue versioned updates of random ids until told to stop."""
+        if self.args.workflows:
+            self.feed_workflows()
+            return
         ids = [f"id{n}" for n in range(self.args.ids)]
         while self.feeding:
             burst = 0
@@ -544,11 +695,31 @@ class Run:
         ``None`` after :data:`DRAIN_LIMIT`."""
         started = time.monotonic()
         while time.monotonic() - started < DRAIN_LIMIT:
-            metrics = self.worker_class.metrics()
-            if metrics["length"] == 0 and metrics["busy"] == 0:
-                return time.monotonic() - started
+            with contextlib.suppress(Exception):  # a master still hung a moment ago
+                if self.unfinished_workflows() == 0 and all(
+                    metrics["length"] == 0 and metrics["busy"] == 0
+                    for metrics in (worker.metrics() for worker in self.drained_workers())
+                ):
+                    return time.monotonic() - started
             time.sleep(0.2)
         return None
+
+    def drained_workers(self) -> list[Any]:
+        """The workers the drain waits for: the run's, and the callbacks' (--workflows)."""
+        if self.args.workflows:
+            return [self.worker_class, self.app.ChaosCallback]
+        return [self.worker_class]
+
+    def unfinished_workflows(self) -> int:
+        """Closed workflows (--workflows) not yet complete with their callbacks enqueued
+        (lowkiq's index of those not finished)."""
+        if not self.args.workflows:
+            return 0
+        from lowkiq.workflows import store
+
+        closed = {opened.id for opened in self.opened if opened.closed}
+        client = self.app.lowkiq.settings.client()
+        return len(closed.intersection(i.decode() for i in client.zrange(store.UNFINISHED, 0, -1)))
 
     def stop(self) -> None:
         """TERM every worker; a non-zero exit is a crash on stopping."""
@@ -726,6 +897,8 @@ class Run:
                   f"{found.gone_back}")  # fmt: skip
         if self.args.cancels:
             self.report_cancels(rows)
+        if self.args.workflows:
+            self.report_workflows(records, rows, buried)
         print(f"overlapping performs of one id:        {overlaps}")
         print(f"  (more with a perform paused past its lease: {paused_overlaps})")
         print(f"stale writes accepted by the fenced store: {len(stale)}")
@@ -768,6 +941,101 @@ class Run:
               f"or running; {counted} settled as cancelled while running), "
               f"{len(self.cancels) - len(done)} refused")  # fmt: skip
         print(f"cancelled versions performed after the cancel was heard: {late}")
+
+    def report_workflows(
+        self, records: redis.Redis, rows: list[dict[str, Any]], buried: dict[str, set[int]]
+    ) -> None:
+        """The checks of --workflows (see the module's docstring)."""
+        callbacks: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for row in records.lrange("chaos:callbacks", 0, -1):
+            callback = json.loads(row)
+            callbacks[callback["workflow"]].append(callback)
+        self.save("callbacks.jsonl", [c for cs in callbacks.values() for c in cs])
+        # Each member's performs: (start, end, pid).
+        performs: dict[tuple[str, int], list[tuple[float, float, int]]] = defaultdict(list)
+        for row in rows:
+            for version in row["vs"]:
+                performs[(row["id"], version)].append((row["start"], row["end"], row["pid"]))
+        closed = [opened for opened in self.opened if opened.closed]
+        never_closed = [opened for opened in self.opened if not opened.closed]
+        once = missing = reruns = duplicates = merged_twice = 0
+        premature = premature_paused = premature_sent_again = 0
+        members_lost = members_dead = status_wrong = 0
+        wrong_examples: list[str] = []
+        for opened in closed:
+            calls = sorted(callbacks.get(opened.id, []), key=lambda c: c["start"])
+            lost = [m for m in opened.members if not performs[m] and m[1] not in buried[m[0]]]
+            members_lost += len(lost)
+            dead = sum(m[1] in buried[m[0]] for m in opened.members)
+            members_dead += dead
+            if not calls:
+                missing += 1
+                continue
+            once += len(calls) == 1
+            merged_twice += any(c["payloads"] > 1 for c in calls)
+            for before in calls[:-1]:
+                if self.disrupted(before["start"] - 0.1, before["end"] + LEASE_TTL + 1.0):
+                    reruns += 1
+                else:
+                    duplicates += 1
+            first = calls[0]["start"]
+            late = [
+                (m, perform)
+                for m in opened.members
+                for perform in performs[m]
+                if perform[1] > first
+            ]
+            if late:
+                if all(self.paused(pid, start, end) for _, (start, end, pid) in late):
+                    premature_paused += 1
+                elif all(m in opened.sent_again for m, _ in late):
+                    premature_sent_again += 1
+                else:
+                    premature += 1
+            status = calls[0]["status"]
+            counts = ("pending", "done", "failed", "dead", "discarded")
+            total = sum(status[name] for name in counts)
+            if (
+                total != len(opened.members)
+                or status["pending"] + status["failed"] > 0
+                or not status["complete"]
+                or status["dead"] != dead
+                or status["succeeded"] != (dead == 0)
+            ):
+                status_wrong += 1
+                if len(wrong_examples) < 3:
+                    wrong_examples.append(
+                        f"{opened.id}: {len(opened.members)} members ({dead} dead), status {status}"
+                    )
+        fired_unclosed = sum(bool(callbacks.get(opened.id)) for opened in never_closed)
+        members = sum(len(opened.members) for opened in self.opened)
+        per_workflow = members / max(1, len(self.opened))
+        merged_ids = sum(
+            len(opened.members) - len({job_id for job_id, _ in opened.members})
+            for opened in self.opened
+        )
+        print(f"workflows: {len(self.opened)} opened, {len(closed)} closed, "
+              f"{len(never_closed)} left open (open or members refused for long); "
+              f"{members} members ({merged_ids} on an id with another member of their "
+              f"workflow), {per_workflow:.1f} a workflow")  # fmt: skip
+        print(f"on_complete performed exactly once:    {once} of {len(closed)} closed workflows")
+        print(f"  missing: {missing}; more than once: {duplicates} with no disruption near "
+              f"(duplicates), {reruns} after a disruption (re-runs of a batch not acked); "
+              f"callbacks given two payloads: {merged_twice}")  # fmt: skip
+        print(f"  callbacks of workflows never closed: {fired_unclosed}")
+        print(f"premature callbacks:                   {premature}")
+        print(f"  (a member's perform ending after it, by a process frozen by SIGSTOP: "
+              f"{premature_paused}; of a payload sent again after a refused call: "
+              f"{premature_sent_again})")  # fmt: skip
+        print(f"members lost:                          {members_lost} "
+              f"({members_dead} members dead, in the morgue)")  # fmt: skip
+        print(f"callbacks whose status disagrees with the members: {status_wrong}")
+        for example in wrong_examples:
+            print(f"  {example}")
+
+    def disrupted(self, start: float, end: float) -> bool:
+        """Whether a disruption of the bench ran between ``start`` and ``end``."""
+        return any(a <= end and start <= b for a, b in self.disruptions)
 
     def report_iterating(self, records: redis.Redis, found: Findings) -> None:
         """The figures of an ``--iterating`` run besides the checks: yields, re-runs, late
@@ -933,11 +1201,25 @@ def main() -> None:
         help="the feeder also cancels an id about every 0.5 s (Worker.actions().cancel)",
     )
     parser.add_argument(
+        "--workflows",
+        action="store_true",
+        help="the feeder opens workflows of plain updates, each with an on_complete that "
+        "records its performs; checks exactly once, none premature, no member lost",
+    )
+    parser.add_argument(
+        "--workflow-count", type=int, default=2000, help="with --workflows: over the run"
+    )
+    parser.add_argument(
+        "--members", type=int, default=50, help="with --workflows: members of a workflow"
+    )
+    parser.add_argument(
         "--cluster",
         action="store_true",
         help="a 3-master Redis Cluster: masters hang (SIGSTOP 1-4 s) instead of Redis kills",
     )
     args = parser.parse_args()
+    if args.workflows and (args.iterating or args.cancels):
+        parser.error("--workflows checks the plain worker's performs, without cancels")
     if args.cancels and args.iterating:
         parser.error("--cancels checks the performs of the plain worker: not with --iterating")
     run = Run(args, Path(tempfile.mkdtemp(prefix="lowkiq-chaos-")))
@@ -956,7 +1238,9 @@ def main() -> None:
             if not poisoned and time.monotonic() > started + args.seconds / 4:
                 run.feed_poison()
                 poisoned = True
+            began = time.time()
             run.chaos()
+            run.disruptions.append((began, time.time()))
         run.feeding = False
         feeder.join()
         drain_seconds = run.drain()

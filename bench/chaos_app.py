@@ -35,7 +35,11 @@ Environment: ``REDIS_URL`` (``redis+cluster://``: a Redis Cluster), ``RECORD_URL
 ``CHAOS_LEASE_TTL`` (seconds, default 2),
 ``CHAOS_RATE`` (the worker's rate limit in jobs per second; unset or 0: none),
 ``CHAOS_ITERATING`` (``1``: :class:`ChaosSteps`), ``CHAOS_GROUP_CAP``
-(``Worker.group_concurrency``; unset or 0: none).
+(``Worker.group_concurrency``; unset or 0: none), ``CHAOS_WORKFLOWS`` (``1``: the
+processes also run :class:`ChaosCallback`, the ``on_complete`` of the workflows that
+``bench/chaos.py --workflows`` opens; each of its performs is pushed to
+``chaos:callbacks``: workflow id, the status it was given, how many payloads the id
+had, start, end, pid, fence).
 """
 
 from __future__ import annotations
@@ -254,6 +258,30 @@ class ChaosSteps(lowkiq.IterableWorker):
         record.rpush("chaos:exhausted", *(job["id"] for job in jobs))
 
 
+class ChaosCallback(lowkiq.Worker):
+    """The ``on_complete`` of every workflow of ``bench/chaos.py --workflows``: records
+    each perform (a workflow's callback performed twice shows as two records)."""
+
+    shards_count = 4
+    batch_size = 5
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[dict[str, Any]]]) -> None:
+        fenced_by = fence()
+        start = time.time()
+        time.sleep(0.002)
+        end = time.time()
+        rows = [
+            json.dumps({"workflow": workflow_id, "payloads": len(payloads),
+                        "status": payloads[-1]["status"], "given": payloads[-1]["payload"],
+                        "start": start, "end": end, "pid": os.getpid(), "fence": fenced_by})
+            for workflow_id, payloads in payloads_by_id.items()
+        ]  # fmt: skip
+        record.rpush("chaos:callbacks", *rows)
+
+
 #: The worker of the run.
 WORKER: type[lowkiq.Worker] = ChaosSteps if ITERATING else Chaos
-lowkiq.settings.workers = [WORKER]
+#: Whether the processes also run :class:`ChaosCallback` (``--workflows``).
+WORKFLOWS = os.environ.get("CHAOS_WORKFLOWS") == "1"
+lowkiq.settings.workers = [WORKER, ChaosCallback] if WORKFLOWS else [WORKER]
