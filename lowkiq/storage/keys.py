@@ -74,7 +74,7 @@ S schedule_log:<id>           list   ``tick enqueued_at kind by``: its latest en
 S schedules                   set    the ids of the periodic jobs whose state is in the shard
 S wf_outbox                   hash   workflow members of the shard that ended or failed, not yet
                                      told to their workflow (:mod:`lowkiq.workflows.relay`):
-                                     field ``state \\0 workflow \\0 member``, value 1
+                                     field ``state \\0 workflow \\0 instance \\0 member``, value 1
 S once:<name>                 str    a push made once (a workflow's callback or released job):
                                      a push naming it again adds nothing; kept
                                      ``settings.workflow_ttl``

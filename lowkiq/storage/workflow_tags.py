@@ -1,7 +1,9 @@
 """How a payload enqueued inside a workflow is stored: tagged with the workflow's id.
 
-A member's stored bytes are :data:`MARK`, ``>H`` the workflow id's length, the id,
-then the payload as the codec made it.  Payloads of one id still merge (SPEC §3): two
+A member's stored bytes are :data:`MARK`, ``>H`` the tag's length, the tag (the
+workflow's id, NUL, its instance: a nonce made when it opened, so that a reused id never
+counts what an earlier workflow of that id enqueued), then the payload as the codec
+made it.  Payloads of one id still merge (SPEC §3): two
 equal payloads of one workflow are one stored payload, so one member; equal payloads of
 two workflows, or of a workflow and none, are two stored payloads, which ``perform``
 gets once (:func:`untagged`).  The Lua scripts read the same tag (``wf_note`` in
@@ -22,9 +24,9 @@ _LENGTH = struct.Struct(">H")
 MAX_ID_BYTES = 0xFFFF
 
 
-def tag(workflow_id: str, payload: bytes) -> bytes:
-    """``payload`` stored as a member of ``workflow_id``."""
-    name = workflow_id.encode()
+def tag(workflow_id: str, instance: str, payload: bytes) -> bytes:
+    """``payload`` stored as a member of instance ``instance`` of ``workflow_id``."""
+    name = f"{workflow_id}\0{instance}".encode()
     return MARK + _LENGTH.pack(len(name)) + name + payload
 
 
@@ -34,7 +36,8 @@ def split(stored: bytes) -> tuple[str | None, bytes]:
         return None, stored
     (length,) = _LENGTH.unpack_from(stored, len(MARK))
     start = len(MARK) + _LENGTH.size
-    return stored[start : start + length].decode(), stored[start + length :]
+    name = stored[start : start + length].decode()
+    return name.split("\0", 1)[0], stored[start + length :]
 
 
 def member(queue: str, job_id: str, stored: bytes) -> str:

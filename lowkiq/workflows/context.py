@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar, Token
 from types import TracebackType
@@ -75,8 +76,10 @@ class WorkflowRef:
 
         client = self.config.client()
         base = store.prefix(self.id)
-        if store.read_state(client, self.id) is None:
+        state = store.read_state(client, self.id)
+        if state is None:
             raise WorkflowError(f"no workflow {self.id!r} (never opened, or expired)")
+        tag_text = f"{self.id}\0{state.get('instance', '')}"
         client.hset(base + "state", "cancelled", 1)
         pending: dict[str, list[str]] = {}
         for member, state in store.members(client, self.id).items():
@@ -92,7 +95,7 @@ class WorkflowRef:
             ids = list(dict.fromkeys(pending.get(queue_name, ())))
             if ids:
                 queue = Queue(client, queue_name, int(shard) + 1, self.config.codec)
-                dropped += int(queue.run("workflow_drop", int(shard), self.id, *ids))
+                dropped += int(queue.run("workflow_drop", int(shard), tag_text, *ids))
                 relay.relay(client, queue_name, int(shard))
         # A workflow all of whose members had ended: complete now (cancelled).
         if store.settle(client, self.id, []) == 1:
@@ -140,6 +143,9 @@ class Workflow(WorkflowRef):
                     f"workflow {id!r}: payload cannot be serialized: {exc}"
                 ) from exc
             self._definition["payload"] = dumped.encode() if isinstance(dumped, str) else dumped
+        #: This workflow's instance (its id may be reused once it is complete).
+        self.instance = uuid.uuid4().hex[:12]
+        self._definition["instance"] = self.instance
         self._members: dict[str, None] = {}
         self._shards: set[str] = set()
         self._lock = threading.Lock()
@@ -212,7 +218,7 @@ class Workflow(WorkflowRef):
                 )
             result: list[NewJob] = []
             for job_id, payload, score, perform_in, group in jobs:
-                stored = tags.tag(self.id, payload)
+                stored = tags.tag(self.id, self.instance, payload)
                 self._members[tags.member(queue_name, job_id, stored)] = None
                 self._shards.add(f"{queue_name}\0{shard_of(job_id)}")
                 result.append((job_id, stored, score, perform_in, group))

@@ -49,12 +49,12 @@ def relay(client: Client, queue_name: str, shard: int) -> int:
     fields: list[Any] = list(client.hkeys(key))
     if not fields:
         return 0
-    by_workflow: dict[str, list[tuple[str, str]]] = {}
+    by_workflow: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for field in fields:
-        state, workflow_id, member = field.decode().split("\0", 2)
-        by_workflow.setdefault(workflow_id, []).append((state, member))
-    for workflow_id, records in by_workflow.items():
-        if store.settle(client, workflow_id, records) == 1:
+        state, workflow_id, instance, member = field.decode().split("\0", 3)
+        by_workflow.setdefault((workflow_id, instance), []).append((state, member))
+    for (workflow_id, instance), records in by_workflow.items():
+        if store.settle(client, workflow_id, records, instance) == 1:
             fire(client, workflow_id)
     client.hdel(key, *fields)
     return len(fields)

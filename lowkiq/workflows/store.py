@@ -5,7 +5,8 @@
 ==============  =====  ==========================================================
 key             type   content
 ==============  =====  ==========================================================
-W state         hash   ``status`` (``open``, ``closed``, ``complete``), ``created_at``,
+W state         hash   ``status`` (``open``, ``closed``, ``complete``), ``instance``
+                       (a nonce: the tag of its members' payloads), ``created_at``,
                        ``closed_at``, ``completed_at`` (unix seconds, Redis's clock),
                        ``total`` (members, once closed), the counts ``done``,
                        ``failed`` (retrying), ``dead``, ``discarded``; ``succeeded``
@@ -122,10 +123,16 @@ def close(client: Client, workflow_id: str) -> bool:
     return bool(Scripts.for_client(client).workflow_close(keys=[prefix(workflow_id)], args=[""]))
 
 
-def settle(client: Client, workflow_id: str, records: Sequence[tuple[str, str]]) -> int:
-    """Tell a workflow what became of members (``(state, member)``): 1 when that
-    completed it, 0 if not, -1 when there is no such workflow."""
-    args: list[Any] = [""]
+def settle(
+    client: Client,
+    workflow_id: str,
+    records: Sequence[tuple[str, str]],
+    instance: str = "",
+) -> int:
+    """Tell instance ``instance`` of a workflow (``""``: whichever) what became of
+    members (``(state, member)``): 1 when that completed it, 0 if not, -1 when there is
+    no such workflow, or another instance of its id (the records are dropped)."""
+    args: list[Any] = ["", instance]
     for state, member in records:
         args += (state, member)
     return int(Scripts.for_client(client).workflow_settle(keys=[prefix(workflow_id)], args=args))

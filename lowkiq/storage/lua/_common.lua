@@ -261,11 +261,11 @@ local function find_queued(id)
 end
 
 -- Workflows (lowkiq.workflows): a payload enqueued inside a workflow is stored tagged:
--- the 5 bytes \255 \254 l k w, >I2 the workflow's id length, the id, then the payload.
--- When such a payload ends (`state` 'd' done, 'x' dead, 'c' discarded) or fails for a
--- retry ('f'), one field of the shard's outbox K.wf_outbox_hash says so:
--- `state \0 workflow \0 queue \0 id \0 sha1 of the stored payload` (the last three:
--- the member); lowkiq.workflows.relay tells the workflow, idempotently, and deletes it.
+-- the 5 bytes \255 \254 l k w, >I2 the tag's length, the tag (`workflow id \0 instance`),
+-- then the payload.  When such a payload ends (`state` 'd' done, 'x' dead, 'c' discarded)
+-- or fails for a retry ('f'), one field of the shard's outbox K.wf_outbox_hash says so:
+-- `state \0 workflow \0 instance \0 queue \0 id \0 sha1 of the stored payload` (the last
+-- three: the member); lowkiq.workflows.relay tells the workflow, idempotently, and deletes it.
 -- A blob without a tag costs one string.find.
 local function wf_note(id, blob, state)
   if blob == '' or not string.find(blob, '\255\254lkw', 1, true) then return 0 end
