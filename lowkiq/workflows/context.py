@@ -82,8 +82,8 @@ class WorkflowRef:
         tag_text = f"{self.id}\0{state.get('instance', '')}"
         client.hset(base + "state", "cancelled", 1)
         pending: dict[str, list[str]] = {}
-        for member, state in store.members(client, self.id).items():
-            if state in ("p", "f"):
+        for member, letter in store.members(client, self.id).items():
+            if letter in ("p", "f"):
                 queue_name, job_id, _ = member.split("\0")
                 pending.setdefault(queue_name, []).append(job_id)
         dropped = 0
