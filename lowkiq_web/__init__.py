@@ -29,6 +29,7 @@ from lowkiq_web import (  # noqa: F401  (they register their routes)
     rate_limits,
     schedules,
     views,
+    workflows,
 )
 from lowkiq_web.basic_auth import ENV as BASIC_AUTH_ENV
 from lowkiq_web.basic_auth import Credentials, guard

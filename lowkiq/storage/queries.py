@@ -1,10 +1,11 @@
 """Reads of one queue for people and the dashboard: fetch, range_by_* and groups.
 
 Queued jobs come back as ``{"id", "payloads", "perform_in", "retry_count",
-"error", "group"}`` and dead jobs as ``{"id", "payloads", "updated_at", "error",
-"group"}``; ``payloads`` is a list of ``[payload, score]`` ascending by score,
-``error`` is absent when there is none and ``group`` when the job is in the
-default group.
+"error", "group", "workflows"}`` and dead jobs as ``{"id", "payloads", "updated_at",
+"error", "group", "workflows"}``; ``payloads`` is a list of ``[payload, score]``
+ascending by score, ``error`` is absent when there is none, ``group`` when the job is
+in the default group and ``workflows`` when none of the payloads read is a workflow's
+member.
 
 A hot id can hold a great many payloads: ``Queries(queue, payloads_limit=n)``
 gives each job at most its ``n`` first payloads plus ``payloads_count`` (how
@@ -21,6 +22,7 @@ from typing import Any, TypedDict
 
 from lowkiq.errors import InvalidQuery
 from lowkiq.storage import blob
+from lowkiq.storage import workflow_tags as tags
 from lowkiq.storage.bounds import check_limit, member_bound, score_bound
 from lowkiq.storage.group_rows import GroupRows, group_rows
 from lowkiq.storage.processing import PROCESSING_HEADER, processing_group
@@ -47,6 +49,8 @@ class Job(_JobFields, total=False):
     group: str
     #: How many payloads the job has, when reads are bounded (``payloads_limit``).
     payloads_count: int
+    #: The workflows its payloads read are members of, in order (absent: none).
+    workflows: list[str]
 
 
 @public_calls_raise_unavailable("queries")
@@ -316,10 +320,13 @@ class Queries:
         replies = pipe.execute() if hot else []
         for n, (job, _) in enumerate(hot):
             job["payloads"] = self.queue.load_pairs(replies[2 * n])
+            _with_workflows(job, replies[2 * n])
             job["payloads_count"] = replies[2 * n + 1]
         for job, data in zip(jobs, packed, strict=True):
             if data:
-                job["payloads"] = self._payloads(data)
+                stored = blob.unpack(data)
+                job["payloads"] = self.queue.load_pairs(stored)
+                _with_workflows(job, stored)
                 job["payloads_count"] = len(job["payloads"])
                 if limit is not None:
                     del job["payloads"][limit:]
@@ -463,6 +470,14 @@ def _with_group(job: Job, group: bytes | None) -> None:
     """Give ``job`` its group, unless it is in the default group (``None``)."""
     if group is not None:
         job["group"] = group.decode()
+
+
+def _with_workflows(job: Job, pairs: Iterable[tuple[bytes, float]]) -> None:
+    """Name the workflows whose members are among ``pairs`` (stored payloads) in
+    ``job["workflows"]``; nothing when none is."""
+    tagged = [(payload, score) for payload, score in pairs if payload.startswith(tags.MARK)]
+    if tagged:
+        job["workflows"] = tags.untagged(tagged)[1]
 
 
 def _from_pairs(reply: list[Any]) -> list[tuple[float, bytes]]:

@@ -1,0 +1,200 @@
+"""Workflows as people read them (the dashboard's Workflows pages, ``lowkiq workflows``):
+the list, newest first, and one workflow with its members by state, its callbacks and
+its held calls.  Reads only; the actions are :class:`~lowkiq.workflows.context.WorkflowRef`'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from lowkiq.clients.connection import Client
+from lowkiq.workflows import held, store
+from lowkiq.workflows.status import WorkflowStatus, status_of
+
+#: Member states, in the order shown, as the state letters of ``W members``.
+MEMBER_STATES = {"p": "pending", "f": "failed", "d": "done", "x": "dead", "c": "discarded"}
+#: Members of one workflow read at most (HSCAN), for its page.
+MEMBERS_READ = 10_000
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _time(state: dict[str, Any], name: str) -> float | None:
+    value = state.get(name)
+    return float(value) if value not in (None, "") else None
+
+
+@dataclass(frozen=True)
+class Callback:
+    """A workflow's callback: ``on_complete`` or ``on_success``, its worker, fired or not."""
+
+    kind: str
+    queue: str
+    worker: str
+    fired: bool
+
+
+@dataclass(frozen=True)
+class WorkflowSummary:
+    """One workflow: its phase, counts, times, callbacks and how many calls it holds."""
+
+    id: str
+    #: ``open`` (its ``with`` block runs), ``closed`` (every member known, some not
+    #: ended) or ``complete``; ``expired`` when its state is gone but it holds calls.
+    phase: str
+    status: WorkflowStatus
+    cancelled: bool
+    created_at: float | None
+    closed_at: float | None
+    completed_at: float | None
+    #: Calls of jobs held ``after=`` it.
+    held: int
+    callbacks: list[Callback] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """``open``, ``closed``, ``succeeded``, ``failed``, ``cancelled`` or ``expired``."""
+        if self.phase == "complete":
+            if self.cancelled:
+                return "cancelled"
+            return "succeeded" if self.status.succeeded else "failed"
+        return self.phase
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON document of it (``lowkiq workflows --json``)."""
+        return {
+            "id": self.id,
+            "status": self.label,
+            "phase": self.phase,
+            "cancelled": self.cancelled,
+            "complete": self.status.complete,
+            "succeeded": self.status.succeeded,
+            "counts": {
+                "pending": self.status.pending,
+                "done": self.status.done,
+                "failed": self.status.failed,
+                "dead": self.status.dead,
+                "discarded": self.status.discarded,
+                "total": self.status.total,
+            },
+            "created_at": self.created_at,
+            "closed_at": self.closed_at,
+            "completed_at": self.completed_at,
+            "held": self.held,
+            "callbacks": [
+                {"kind": c.kind, "worker": c.worker, "queue": c.queue, "fired": c.fired}
+                for c in self.callbacks
+            ],
+        }
+
+
+def _summary(
+    workflow_id: str, raw: dict[Any, Any], members: int, held_count: int
+) -> WorkflowSummary:
+    state: dict[str, Any] = {
+        _text(k): (v if _text(k) == "payload" else _text(v)) for k, v in raw.items()
+    }
+    if not state:
+        return WorkflowSummary(
+            workflow_id, "expired", WorkflowStatus(), False, None, None, None, held_count
+        )
+    if state.get("status") == "open":
+        state["members"] = str(members)
+    callbacks = []
+    for kind in ("complete", "success"):
+        target = state.get(f"on_{kind}")
+        if target:
+            queue, _, worker = target.split("\0", 2)
+            callbacks.append(
+                Callback(f"on_{kind}", queue, worker, bool(state.get(f"fired_{kind}")))
+            )
+    return WorkflowSummary(
+        id=workflow_id,
+        phase=state.get("status", "open"),
+        status=status_of(state),
+        cancelled=bool(state.get("cancelled")),
+        created_at=_time(state, "created_at"),
+        closed_at=_time(state, "closed_at"),
+        completed_at=_time(state, "completed_at"),
+        held=held_count,
+        callbacks=callbacks,
+    )
+
+
+def summaries(client: Client, workflow_ids: list[str]) -> list[WorkflowSummary | None]:
+    """The summaries of these workflows, in order (``None``: no such workflow, neither
+    state nor held calls)."""
+    pipe = client.pipeline(transaction=False)
+    for workflow_id in workflow_ids:
+        base = store.prefix(workflow_id)
+        pipe.hgetall(base + "state")
+        pipe.hlen(base + "members")
+        pipe.hlen(base + "held")
+    replies = pipe.execute()
+    result: list[WorkflowSummary | None] = []
+    for n, workflow_id in enumerate(workflow_ids):
+        raw, members, held_count = replies[3 * n : 3 * n + 3]
+        if not raw and not held_count:
+            result.append(None)
+            continue
+        result.append(_summary(workflow_id, raw, int(members), int(held_count)))
+    return result
+
+
+def summary(client: Client, workflow_id: str) -> WorkflowSummary | None:
+    """One workflow's summary; ``None`` when there is no such workflow (never opened, or
+    expired and holding nothing)."""
+    return summaries(client, [workflow_id])[0]
+
+
+def count(client: Client) -> int:
+    """How many workflows the index lists."""
+    return int(client.zcard(store.INDEX))
+
+
+def page(client: Client, offset: int, limit: int) -> list[WorkflowSummary]:
+    """Workflows of the index, newest first, from ``offset``: at most ``limit`` (those
+    whose keys expired are left out)."""
+    ids = store.list_ids(client, offset, limit)
+    return [found for found in summaries(client, ids) if found is not None]
+
+
+@dataclass(frozen=True)
+class Member:
+    """A member as shown: its queue and job id (payloads of one id in one workflow are
+    members each: ``payloads`` of them)."""
+
+    queue: str
+    job_id: str
+    payloads: int = 1
+
+
+def members_by_state(
+    client: Client, workflow_id: str, read: int = MEMBERS_READ
+) -> tuple[dict[str, list[Member]], bool]:
+    """A workflow's members grouped by state name (:data:`MEMBER_STATES`, in that order),
+    each sorted by queue and id; at most ``read`` members are read: the flag says whether
+    every one was."""
+    found: dict[str, dict[tuple[str, str], int]] = {name: {} for name in MEMBER_STATES.values()}
+    key = store.prefix(workflow_id) + "members"
+    complete = True
+    for seen, (member, letter) in enumerate(client.hscan_iter(key, count=1000)):
+        if seen >= read:
+            complete = False
+            break
+        queue, job_id, _ = _text(member).split("\0", 2)
+        group = found[MEMBER_STATES.get(_text(letter), "pending")]
+        group[(queue, job_id)] = group.get((queue, job_id), 0) + 1
+    grouped = {
+        name: [Member(q, i, n) for (q, i), n in sorted(members.items())]
+        for name, members in found.items()
+    }
+    return grouped, complete
+
+
+def held_calls(client: Client, workflow_id: str) -> list[held.HeldCall]:
+    """The calls of jobs held ``after=`` the workflow, by queue and name."""
+    return sorted(held.held_calls(client, workflow_id), key=lambda c: (c.queue, c.name))
