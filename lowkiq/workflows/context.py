@@ -146,7 +146,9 @@ class Workflow(WorkflowRef):
         #: This workflow's instance (its id may be reused once it is complete).
         self.instance = uuid.uuid4().hex[:12]
         self._definition["instance"] = self.instance
-        self._members: dict[str, None] = {}
+        # Member -> how many calls enqueued it (a call that stored nothing takes its
+        # count back: :meth:`untagged`).
+        self._members: dict[str, int] = {}
         self._shards: set[str] = set()
         self._lock = threading.Lock()
         self._phase = "new"  # then "open", then "closed"
@@ -219,10 +221,23 @@ class Workflow(WorkflowRef):
             result: list[NewJob] = []
             for job_id, payload, score, perform_in, group in jobs:
                 stored = tags.tag(self.id, self.instance, payload)
-                self._members[tags.member(queue_name, job_id, stored)] = None
+                name = tags.member(queue_name, job_id, stored)
+                self._members[name] = self._members.get(name, 0) + 1
                 self._shards.add(f"{queue_name}\0{shard_of(job_id)}")
                 result.append((job_id, stored, score, perform_in, group))
             return result
+
+    def untagged(self, queue_name: str, jobs: Sequence[NewJob]) -> None:
+        """:meth:`tagged` undone for ``jobs`` (as it returned them), whose call stored
+        nothing: a member no other call enqueued is no member."""
+        with self._lock:
+            for job_id, stored, *_ in jobs:
+                name = tags.member(queue_name, job_id, stored)
+                count = self._members.get(name, 0) - 1
+                if count > 0:
+                    self._members[name] = count
+                else:
+                    self._members.pop(name, None)
 
 
 def current() -> Workflow | None:
@@ -252,13 +267,21 @@ def check_after(after: str | Sequence[str] | None) -> list[str]:
 
 def hold_jobs(client: Any, worker: type[Worker], after: list[str], jobs: list[NewJob]) -> None:
     """Keep ``jobs`` of ``worker`` until every workflow of ``after`` succeeded (pushed at
-    once when they all have); :class:`WorkflowError`, nothing held, when one is unknown."""
-    for workflow_id in after:
-        if not client.exists(store.prefix(workflow_id) + "state"):
-            raise WorkflowError(
-                f"after={workflow_id!r}: no such workflow (never opened, or expired)"
-            )
-    call = held.new_call(
-        worker.queue_name, worker.shards_count, worker.merge_perform_in, after, jobs
-    )
-    held.hold(client, call)
+    once when they all have); :class:`WorkflowError`, nothing held, when one is unknown
+    (and, inside a workflow's block, ``jobs`` are not its members: :func:`members_of`
+    counted them)."""
+    try:
+        for workflow_id in after:
+            if not client.exists(store.prefix(workflow_id) + "state"):
+                raise WorkflowError(
+                    f"after={workflow_id!r}: no such workflow (never opened, or expired)"
+                )
+        call = held.new_call(
+            worker.queue_name, worker.shards_count, worker.merge_perform_in, after, jobs
+        )
+        held.hold(client, call)
+    except WorkflowError:
+        enclosing = _CURRENT.get()
+        if enclosing is not None:
+            enclosing.untagged(worker.queue_name, jobs)
+        raise
