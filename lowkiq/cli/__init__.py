@@ -6,6 +6,7 @@ live beside it, each imported only when it runs:
 * :mod:`lowkiq.cli.jobs`: ``jobs``;
 * :mod:`lowkiq.cli.schedules`: ``schedules`` (list, pause, resume, change, add, remove, reset);
 * :mod:`lowkiq.cli.health`: ``status`` and ``quiet``;
+* :mod:`lowkiq.cli.workflows`: ``workflows``;
 * :mod:`lowkiq_web.cli`: ``web``;
 * :mod:`lowkiq.cli.support`: what the commands share (loading the app, one-line errors).
 
@@ -54,6 +55,7 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
         "jobs": "lowkiq.cli.jobs:jobs",
         "schedules": "lowkiq.cli.schedules:schedules",
         "groups": "lowkiq.cli.groups:groups",
+        "workflows": "lowkiq.cli.workflows:workflows",
     },
 )
 @click.version_option(__version__, prog_name="lowkiq")

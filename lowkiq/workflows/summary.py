@@ -58,9 +58,9 @@ class WorkflowSummary:
     def label(self) -> str:
         """``open``, ``closed``, ``succeeded``, ``failed``, ``cancelled`` or ``expired``."""
         if self.phase == "complete":
-            if self.cancelled:
-                return "cancelled"
-            return "succeeded" if self.status.succeeded else "failed"
+            if self.status.succeeded:  # (a cancel after it succeeded changed nothing)
+                return "succeeded"
+            return "cancelled" if self.cancelled else "failed"
         return self.phase
 
     def as_dict(self) -> dict[str, Any]:
