@@ -35,6 +35,9 @@ SWEEP_BATCH = 200
 #: The sweep runs in one process of the fleet at a time, at most this often (seconds).
 SWEEP_EVERY = 5.0
 SWEEP_LOCK = f"{NAMESPACE}:{{workflows}}:sweeping"
+#: Where the last sweep stopped in the unfinished index (its score), so that the next one
+#: goes on from there, whatever the number of long-running workflows before it.
+SWEEP_CURSOR = f"{NAMESPACE}:{{workflows}}:sweep_cursor"
 
 
 def outbox(queue_name: str, shard: int) -> str:
@@ -122,9 +125,16 @@ def sweep(client: Client, now: float) -> int:
         if not client.exists(store.prefix(workflow_id) + "state"):
             client.zrem(store.INDEX, workflow_id)
     looked = 0
-    for workflow_id in _ids(
-        client.zrangebyscore(store.UNFINISHED, "-inf", now - SWEEP_AFTER, 0, SWEEP_BATCH)
-    ):
+    cursor = client.get(SWEEP_CURSOR)
+    start = f"({float(cursor)!r}" if cursor else "-inf"
+    batch: Any = client.zrangebyscore(
+        store.UNFINISHED, start, now - SWEEP_AFTER, 0, SWEEP_BATCH, withscores=True
+    )
+    if len(batch) < SWEEP_BATCH:
+        client.delete(SWEEP_CURSOR)  # the next sweep starts over
+    else:
+        client.set(SWEEP_CURSOR, repr(batch[-1][1]))
+    for workflow_id in _ids(member for member, _ in batch):
         state = store.read_state(client, workflow_id)
         if state is None:
             client.zrem(store.UNFINISHED, workflow_id)
