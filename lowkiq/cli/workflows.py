@@ -79,23 +79,14 @@ def _list(page: int, limit: int, as_json: bool) -> None:
     if not listed:
         click.echo(f"no workflows on page {page} (there are {total})" if total else "no workflows")
         return
-    rows = [
-        ("ID", "STATUS", "PENDING", "DONE", "FAILED", "DEAD", "DISCARDED", "TOTAL")
-        + ("CREATED", "COMPLETED", "HELD")
-    ]
+    header = "ID STATUS PENDING DONE FAILED DEAD DISCARDED TOTAL CREATED COMPLETED HELD"
+    rows: list[list[str]] = [header.split()]
     for wf in listed:
         counts = wf.status
+        figures = (counts.pending, counts.done, counts.failed, counts.dead, counts.discarded)
         rows.append(
-            (
-                wf.id,
-                wf.label,
-                *(str(n) for n in (counts.pending, counts.done, counts.failed, counts.dead)),
-                str(counts.discarded),
-                str(counts.total),
-                _when(wf.created_at),
-                _when(wf.completed_at),
-                str(wf.held),
-            )
+            [wf.id, wf.label, *map(str, figures), str(counts.total)]
+            + [_when(wf.created_at), _when(wf.completed_at), str(wf.held)]
         )
     _table(rows)
     pages = -(-total // limit)
