@@ -99,6 +99,7 @@ class WorkflowRef:
                 relay.relay(client, queue_name, int(shard))
         # A workflow all of whose members had ended: complete now (cancelled).
         if store.settle(client, self.id, []) == 1:
+            store.count_completion(client, self.id)
             relay.fire(client, self.id)
         return dropped
 
@@ -204,6 +205,7 @@ class Workflow(WorkflowRef):
         client = self.config.client()
         store.add_members(client, self.id, shards, members)
         if store.close(client, self.id):
+            store.count_completion(client, self.id)
             relay.fire(client, self.id)
 
     # -- its members ----------------------------------------------------------------

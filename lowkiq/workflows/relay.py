@@ -58,6 +58,7 @@ def relay(client: Client, queue_name: str, shard: int) -> int:
         by_workflow.setdefault((workflow_id, instance), []).append((state, member))
     for (workflow_id, instance), records in by_workflow.items():
         if store.settle(client, workflow_id, records, instance) == 1:
+            store.count_completion(client, workflow_id)
             fire(client, workflow_id)
     client.hdel(key, *fields)
     return len(fields)

@@ -171,3 +171,26 @@ def members(client: Client, workflow_id: str) -> dict[str, str]:
     """A workflow's members: member -> state letter (see the module)."""
     raw = client.hgetall(prefix(workflow_id) + "members")
     return {_text(k): _text(v) for k, v in raw.items()}
+
+
+#: Workflows completed, all time: ``succeeded`` / ``failed`` (a dead member, or
+#: cancelled) -> count (Prometheus ``lowkiq_workflows_completed_total``).
+COMPLETED = f"{NAMESPACE}:{{workflows}}:completed"
+
+
+def count_completion(client: Client, workflow_id: str) -> None:
+    """Count a workflow that completed, by its result: called once, where :func:`settle`
+    or :func:`close` returned 1 (a crash just before leaves it uncounted)."""
+    succeeded = _text(client.hget(prefix(workflow_id) + "state", "succeeded") or "") == "1"
+    client.hincrby(COMPLETED, "succeeded" if succeeded else "failed", 1)
+
+
+def completed_counts(client: Client) -> dict[str, int]:
+    """Workflows completed, all time: ``{"succeeded": n, "failed": n}``."""
+    raw = client.hmget(COMPLETED, ["succeeded", "failed"])
+    return {"succeeded": int(raw[0] or 0), "failed": int(raw[1] or 0)}
+
+
+def unfinished_count(client: Client) -> int:
+    """Workflows not complete (or complete, their callbacks not yet enqueued)."""
+    return int(client.zcard(UNFINISHED))
