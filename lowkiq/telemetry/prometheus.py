@@ -28,6 +28,9 @@ metric                                        type       labels, meaning
                                                          with one)
 ``lowkiq_rate_limited_total``                 counter    worker: times a shard had to wait for
                                                          rate-limit tokens
+``lowkiq_workflows_completed_total``          counter    result (``succeeded``/``failed``):
+                                                         workflows completed
+``lowkiq_workflows_open``                     gauge      workflows not yet complete
 ============================================  =========  ==========================================
 """
 
@@ -55,6 +58,7 @@ from lowkiq.storage.metrics import overview
 from lowkiq.telemetry import group_waits, store
 from lowkiq.telemetry.counts import BUCKETS
 from lowkiq.worker import Worker
+from lowkiq.workflows import store as workflow_store
 
 
 def _buckets(counts: tuple[int, ...]) -> list[tuple[str, float]]:
@@ -143,6 +147,23 @@ class LowkiqCollector(Collector):
         yield self._shards_owned(processes, {q.name: name for name, q in queues.items()})
         yield from self._rate_limits(client, workers)
         yield from group_waits.families(client, {n: w.queue_name for n, w in workers.items()})
+        yield from self._workflows(client)
+
+    @staticmethod
+    def _workflows(client: Client) -> Iterator[Metric]:
+        completed = CounterMetricFamily(
+            "lowkiq_workflows_completed",
+            "Workflows completed: succeeded, or failed (a member dead, or cancelled).",
+            labels=["result"],
+        )
+        for result, count in workflow_store.completed_counts(client).items():
+            completed.add_metric([result], count)
+        yield completed
+        yield GaugeMetricFamily(
+            "lowkiq_workflows_open",
+            "Workflows not yet complete (or complete, their callbacks not yet enqueued).",
+            value=workflow_store.unfinished_count(client),
+        )
 
     @staticmethod
     def _rate_limits(client: Client, workers: dict[str, type[Worker]]) -> Iterator[Metric]:

@@ -81,7 +81,7 @@ def test_metrics_are_the_prometheus_text_format_of_every_worker(client):
     assert value(samples, "lowkiq_payloads_merged_total", worker="OrderWorker") == 0
 
     labels = {name for (_, pairs) in samples for name, _ in pairs}
-    assert labels == {"worker", "outcome", "le"}  # never a job id
+    assert labels == {"worker", "outcome", "le", "result"}  # never a job id (result: workflows)
 
 
 def test_openmetrics_when_the_scraper_asks_for_it(client):
