@@ -5,6 +5,7 @@ then the job held ``after=`` the workflow."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -45,3 +46,19 @@ def test_the_workflows_example_fires_its_callbacks_once_then_the_held_job(
         )  # fmt: skip
     finally:
         worker.close()
+
+
+def test_the_guide_shows_the_example_whole() -> None:
+    # The guide includes line ranges of the example's files: a range that no longer
+    # starts and ends where the code does would show a cut example.
+    guide = (ROOT / "docs" / "guides" / "workflows.md").read_text()
+    ranges = re.findall(r'--8<-- "(examples/workflows/[\w.]+):(\d+):(\d+)"', guide)
+    assert {path for path, _, _ in ranges} == {
+        "examples/workflows/app.py",
+        "examples/workflows/__main__.py",
+    }
+    for path, first, last in ranges:
+        lines = (ROOT / path).read_text().splitlines()
+        shown = lines[int(first) - 1 : int(last)]
+        assert shown[0] and not shown[0].startswith((" ", ")", "#")), (path, shown[0])
+        assert int(last) == len(lines), f"{path}: the guide stops before the file's end"
