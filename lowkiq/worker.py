@@ -30,7 +30,6 @@ from lowkiq.ownership import leases
 from lowkiq.perform.timeouts import check_perform_hard_timeout, check_perform_timeout
 from lowkiq.settings import Settings, settings
 from lowkiq.storage import pausing
-from lowkiq.storage.actions import Actions
 from lowkiq.storage.enqueueing import max_bulk_len
 from lowkiq.storage.job_events import JobEvent, job_history
 from lowkiq.storage.jobs import (
@@ -45,6 +44,7 @@ from lowkiq.storage.queries import Queries
 from lowkiq.storage.queue import Queue
 from lowkiq.storage.unreachable import unreachable_raises
 from lowkiq.workflows.context import check_after, hold_jobs, members_of
+from lowkiq.workflows.held import HeldActions
 
 
 class Worker:
@@ -367,10 +367,11 @@ class Worker:
         return await async_queue_metrics(cls)
 
     @classmethod
-    def actions(cls) -> Actions:
-        """Bulk operations on the queue and its morgue."""
+    def actions(cls) -> HeldActions:
+        """Bulk operations on the queue and its morgue, and on its jobs held ``after=``
+        workflows (``held``, ``release_held``, ``delete_held``)."""
         with unreachable_raises(f"{cls.__name__}.actions()"):
-            return Actions(cls._current_queue(), restore_orphaned=_restore_orphaned)
+            return HeldActions(cls._current_queue(), restore_orphaned=_restore_orphaned)
 
     @classmethod
     def history(cls, job_id: Any) -> list[JobEvent]:

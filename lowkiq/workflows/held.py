@@ -16,6 +16,7 @@ from typing import Any
 
 from lowkiq.clients.connection import Client
 from lowkiq.settings import settings
+from lowkiq.storage.actions import Actions
 from lowkiq.storage.queue import NewJob, Queue
 from lowkiq.workflows import store
 
@@ -67,8 +68,12 @@ def push_once(
     merge_perform_in: str = "keep",
 ) -> None:
     """Push ``jobs`` (all of one id: one shard) unless a push named ``name`` ran before
-    (see ``once_flag`` in :mod:`lowkiq.storage.keys`), in one script."""
-    queue = Queue(client, queue_name, shards_count, settings.codec)
+    (see ``once_flag`` in :mod:`lowkiq.storage.keys`), in one script; a tracked worker of
+    ``settings.workers`` records the enqueue, with ``name`` (its event's ``once``)."""
+    track = next(
+        (w.track_length for w in settings.workers if w.queue_name == queue_name and w.track), 0
+    )
+    queue = Queue(client, queue_name, shards_count, settings.codec, track_length=track)
     ttl = max(1, int(settings.workflow_ttl))
     queue.push(jobs, merge_perform_in=f"{merge_perform_in}\0{ttl}\0{name}")
 
@@ -147,3 +152,36 @@ def release_held(client: Client, workflow_id: str) -> int:
         client.hdel(key, name)
         released += 1
     return released
+
+
+class HeldActions(Actions):
+    """``Worker.actions()``: the queue's bulk operations, and its jobs held ``after=``
+    workflows (an operator's release or delete)."""
+
+    def held(self, workflow_id: str) -> list[HeldCall]:
+        """This queue's calls held by workflow ``workflow_id``."""
+        return [c for c in held_calls(self.queue.client, workflow_id) if c.queue == self.queue.name]
+
+    def release_held(self, workflow_id: str) -> int:
+        """Enqueue this queue's calls held by workflow ``workflow_id`` now, whatever its
+        status; returns how many calls."""
+        return _each_held(self.queue.client, workflow_id, self.queue.name, push=True)
+
+    def delete_held(self, workflow_id: str) -> int:
+        """Delete this queue's calls held by workflow ``workflow_id``; returns how many."""
+        return _each_held(self.queue.client, workflow_id, self.queue.name, push=False)
+
+
+def _each_held(client: Client, workflow_id: str, queue_name: str, push: bool) -> int:
+    """Release (or delete) the calls of ``queue_name`` a workflow holds."""
+    key = store.prefix(workflow_id) + "held"
+    count = 0
+    for name, packed in client.hgetall(key).items():
+        call = HeldCall.unpack(packed)
+        if call.queue != queue_name:
+            continue
+        if push:
+            release(client, call)
+        client.hdel(key, name)
+        count += 1
+    return count

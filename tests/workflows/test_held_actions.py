@@ -1,0 +1,64 @@
+"""``Worker.actions()`` releases or deletes a queue's jobs held ``after=`` a workflow that
+failed (an operator's call), and leaves other queues' held jobs alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+
+import lowkiq
+from lowkiq.testing import drain
+
+
+class Member(lowkiq.Worker):
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        raise lowkiq.Kill(RuntimeError("dead"))
+
+
+class Next(lowkiq.Worker):
+    seen: list[str] = []
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        cls.seen += list(payloads_by_id)
+
+
+class Other(lowkiq.Worker):
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        pass
+
+
+@pytest.fixture
+def failed(redis_client: redis.Redis) -> str:
+    Next.seen = []
+    with lowkiq.Workflow("import"):
+        Member.perform_async([{"id": "row"}])
+    drain(Member)
+    Next.perform_async([{"id": "report"}], after="import")
+    Other.perform_async([{"id": "other"}], after="import")
+    assert lowkiq.workflow("import").status() == lowkiq.WorkflowStatus(dead=1, complete=True)
+    return "import"
+
+
+def test_jobs_after_a_failed_workflow_stay_held_until_released(failed: str) -> None:
+    drain(Next)
+    assert Next.seen == []
+    actions = Next.actions()
+    assert [job[0] for call in actions.held(failed) for job in call.jobs] == ["report"]
+    assert actions.release_held(failed) == 1
+    drain(Next)
+    assert Next.seen == ["report"]
+    assert actions.held(failed) == []
+    assert len(lowkiq.workflow(failed).held()) == 1  # Other's call is still held
+
+
+def test_deleted_held_jobs_never_run(failed: str) -> None:
+    assert Next.actions().delete_held(failed) == 1
+    assert Next.actions().release_held(failed) == 0
+    drain(Next)
+    assert Next.seen == []
+    assert [call.queue for call in lowkiq.workflow(failed).held()] == [Other.queue_name]
