@@ -96,7 +96,9 @@ With ``--workflows`` the feeder opens workflows (``lowkiq.Workflow``, ``--workfl
 over the run, one about every ``seconds / count``) of ``--members`` members each: ordinary
 updates of the plain worker, on a few ids each so that several members of a workflow
 merge on one id (and now and then one payload given twice in a call: one member), in
-calls of 10, besides a round of 10 plain updates per workflow.  Each workflow's
+calls of 10, besides a round of 10 plain updates per workflow; ``--producers N``
+threads open them (each with ids of its own, so that an id's versions are enqueued in
+their order).  Each workflow's
 ``on_complete`` is ``ChaosCallback`` (bench/chaos_app.py), which records each perform.
 A call refused while Redis is away is sent again (the same payloads: it merges into
 what a lost reply stored); a workflow whose open is refused is left (it must never
@@ -331,13 +333,29 @@ class Run:
         return job
 
     def feed_workflows(self) -> None:
-        """Open ``--workflow-count`` workflows over the run (one every ``seconds / count``,
-        or as fast as they go), each followed by a round of 10 plain updates."""
-        ids = [f"id{n}" for n in range(self.args.ids)]
-        every = self.args.seconds / self.args.workflow_count
+        """Open ``--workflow-count`` workflows over the run from ``--producers`` threads
+        (each with ids of its own, so that an id's versions are enqueued in order)."""
+        producers = [
+            threading.Thread(target=self.produce_workflows, args=(k,), daemon=True)
+            for k in range(1, self.args.producers)
+        ]
+        for producer in producers:
+            producer.start()
+        self.produce_workflows(0)
+        for producer in producers:
+            producer.join()
+
+    def produce_workflows(self, k: int) -> None:
+        """Producer ``k``'s workflows (one every ``seconds x producers / count``, or as
+        fast as they go), each followed by a round of 10 plain updates of its ids."""
+        count = self.args.producers
+        ids = [f"id{n}" for n in range(self.args.ids) if n % count == k]
+        every = self.args.seconds * count / self.args.workflow_count
         due = time.monotonic()
-        while self.feeding and len(self.opened) < self.args.workflow_count:
-            self.open_workflow(f"wf{len(self.opened)}", ids)
+        for n in range(k, self.args.workflow_count, count):
+            if not self.feeding:
+                return
+            self.open_workflow(f"wf{n}", ids)
             jobs = [self.new_job(job_id) for job_id in random.sample(ids, 10)]
             if self.send(jobs, None):
                 for job in jobs:
@@ -1211,6 +1229,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--members", type=int, default=50, help="with --workflows: members of a workflow"
+    )
+    parser.add_argument(
+        "--producers", type=int, default=1, help="with --workflows: threads opening them"
     )
     parser.add_argument(
         "--cluster",
