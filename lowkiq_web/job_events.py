@@ -25,6 +25,7 @@ SHOWN_DETAILS = frozenset(
         "group",
         "reason",
         "times",
+        "once",
     }
 )
 #: A batch its group had no place (or token) for goes back unrun: the reason of its
@@ -92,11 +93,23 @@ def worker_of_queue(queue: str) -> str | None:
     return None
 
 
+def _once_words(name: str) -> str:
+    """An enqueue made once (``once``: a workflow's callback, a released held call)."""
+    if name.startswith("wf:") and name.count(":") >= 3:
+        workflow_id, _, kind = name[3:].rsplit(":", 2)
+        return f"Enqueued by workflow {workflow_id} (its on_{kind} callback)"
+    if name.startswith("held:"):
+        return "Enqueued after= its workflows (held until then, or released)"
+    return "Enqueued"
+
+
 def event_words(event: JobEvent) -> str:
     """What happened, in plain words: ``"Failed"``, ``"Moved to the morgue"``, ..."""
     details = event.details
     origin = details.get("from", "")
     match event.event:
+        case "enqueued" if details.get("once"):
+            return _once_words(details["once"])
         case "enqueued" if origin == "morgue":
             return "Queued up from the morgue"
         case "enqueued" if origin == "schedule":

@@ -7,7 +7,9 @@ an event is recorded exactly when its change is.  The stream is capped at about
 
 Events: ``enqueued`` (``perform_in``; ``merged`` 1 when a job of that id was queued;
 ``from`` ``morgue``, ``schedule`` or another queue's name when it did not come from an
-enqueue), ``popped``, ``done``, ``failed`` (``retry_count``,
+enqueue; ``once``, a push made once: ``wf:<workflow id>:<opened at>:<complete|success>``
+a workflow's callback, ``held:<call>:<id>`` a job held ``after=`` workflows),
+``popped``, ``done``, ``failed`` (``retry_count``,
 ``perform_in`` of the retry, ``error``), ``yielded`` (``left``: payloads given back),
 ``discarded``, ``snoozed`` (``perform_in``: due again then), ``buried`` (moved to the
 morgue; ``error``), ``restored`` (its process

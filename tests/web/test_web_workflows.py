@@ -236,3 +236,19 @@ def test_the_job_page_names_the_workflows_of_a_job(client):
     (plain,) = Steps.queries().fetch(["plain"])
     assert "workflows" not in plain
     assert "job-workflows" not in client.get("/Steps/job?id=plain").get_data(as_text=True)
+
+
+def test_a_tracked_callbacks_history_says_which_workflow_enqueued_it(client):
+    with lowkiq.Workflow("wf-ok", on_complete=Finished):
+        Steps.perform_async([{"id": "s-1", "payload": 1}])
+    Finished.perform_async([{"id": "held-job", "payload": 1}], after="wf-ok")
+    drain(Steps)
+    (callback,) = [e for e in Finished.history("wf-ok") if e.event == "enqueued"]
+    assert callback.details["once"].startswith("wf:wf-ok:")
+    assert callback.details["once"].endswith(":complete")
+    (released,) = [e for e in Finished.history("held-job") if e.event == "enqueued"]
+    assert released.details["once"].startswith("held:")
+    html = client.get("/Finished/job?id=wf-ok").get_data(as_text=True)
+    assert "Enqueued by workflow wf-ok (its on_complete callback)" in html
+    held_page = client.get("/Finished/job?id=held-job").get_data(as_text=True)
+    assert "Enqueued after= its workflows" in held_page

@@ -8,7 +8,8 @@
 --          one's, the 'latest' (the new one's), or the later of the two ('max');
 --          optionally followed by NUL, seconds, NUL, a name: a push made once (a
 --          workflow's callback or released job): when once_flag(name) exists, nothing
---          is written (returns 0), else it is set for that many seconds
+--          is written (returns 0), else it is set for that many seconds (and a tracked
+--          worker's enqueued event carries the name: 'once')
 -- ARGV[3..]  sections of jobs sharing a perform_in and a group: perform_in ('' for
 --            now, '+s' for s seconds from now), group ('' for none), form, count, then
 --            the `count` ids (unique within one call), then their `count` bodies, as
@@ -31,10 +32,12 @@ local now = clock(ARGV[1])
 local now_score = tonumber(now)
 local now_bytes = struct.pack('>d', now_score)
 local merge = ARGV[2]
+local once_name = false  -- a push made once: its name, in its enqueued events ('once')
 if #merge > 6 then
   local ttl_at = string.find(merge, '\0', 1, true)
   local name_at = string.find(merge, '\0', ttl_at + 1, true)
-  local once = K.once_flag(string.sub(merge, name_at + 1))
+  once_name = string.sub(merge, name_at + 1)
+  local once = K.once_flag(once_name)
   if redis.call('set', once, '1', 'nx', 'ex', string.sub(merge, ttl_at + 1, name_at - 1)) == false then
     return 0
   end
@@ -177,7 +180,10 @@ while i <= #argv do
         schedule_args[new] = id
       end
     end
-    if TRACK then
+    if TRACK and once_name then
+      track(K, 'enqueued', table.concat(argv, '\0', first, chunk_last), 'perform_in',
+        perform_in, 'group', group, 'merged', table.concat(merged, '\0'), 'once', once_name)
+    elseif TRACK then
       track(K, 'enqueued', table.concat(argv, '\0', first, chunk_last), 'perform_in',
         perform_in, 'group', group, 'merged', table.concat(merged, '\0'))
     end
