@@ -120,7 +120,7 @@ def _show(workflow_id: str, as_json: bool) -> None:
         click.echo(json.dumps(document, indent=2))
         return
     counts = found.status
-    cancelled = " (cancelled)" if found.cancelled and found.label != "cancelled" else ""
+    cancelled = " (cancelled)" if found.cancelled and found.phase in ("open", "closed") else ""
     click.echo(f"workflow {found.id}: {found.label}{cancelled}")
     click.echo(
         f"members: pending {counts.pending}, done {counts.done}, failed {counts.failed}, "
@@ -159,10 +159,15 @@ def _act(workflow_id: str, action: str, yes: bool) -> None:
         if found.phase in ("complete", "expired"):
             fail(f"workflow {workflow_id!r} is {found.label}: nothing to cancel")
         if not yes:
+            deleted = (
+                "it is still open: no member is deleted (they are registered when its "
+                "with block ends)"
+                if found.phase == "open"
+                else "its queued members are deleted"
+            )
             click.confirm(
-                f"Cancel workflow {workflow_id!r}? Its queued members are deleted; it "
-                "completes without succeeding (on_success never runs, jobs held after it "
-                "stay held).",
+                f"Cancel workflow {workflow_id!r}? {deleted}; it completes without "
+                "succeeding (on_success never runs, jobs held after it stay held).",
                 abort=True,
             )
         dropped = _run(ref.cancel)

@@ -252,3 +252,21 @@ def test_a_tracked_callbacks_history_says_which_workflow_enqueued_it(client):
     assert "Enqueued by workflow wf-ok (its on_complete callback)" in html
     held_page = client.get("/Finished/job?id=held-job").get_data(as_text=True)
     assert "Enqueued after= its workflows" in held_page
+
+
+def test_an_open_workflows_page_says_its_members_are_not_registered_yet(client):
+    with lowkiq.Workflow("wf-open", on_complete=Finished):
+        Steps.perform_async([{"id": "o-1", "payload": 1}])
+        html = client.get("/workflow?id=wf-open").get_data(as_text=True)
+        listed = client.get("/workflows").get_data(as_text=True)
+    assert 'data-workflow-status="open"' in html and rows(listed) == [("wf-open", "open")]
+    assert count_of(listed, "total") == "0"  # members are registered as the block ends
+    assert "Not registered yet" in html
+    assert "It is still open (its with block runs)" in html  # the cancel's question
+
+
+def test_a_cancel_of_a_succeeded_workflow_leaves_it_shown_succeeded(client):
+    succeeded_workflow("wf-ok")
+    lowkiq.workflow("wf-ok").cancel()  # writes `cancelled` on a complete workflow
+    html = client.get("/workflow?id=wf-ok").get_data(as_text=True)
+    assert 'data-workflow-status="succeeded"' in html and "data-workflow-cancelled" not in html
