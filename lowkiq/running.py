@@ -136,6 +136,8 @@ class Running:
         if job is None:
             raise ValueError(f"yield_rest: {job_id!r} is not an id of this batch")
         positions = _positions(job.payloads, payloads)
+        if job.stored is not None:  # equal stored payloads performed as one
+            positions = [at for position in positions for at in job.stored[position]]
         if self.yields is None:
             self.yields = {}
         self.yields[job_id] = positions

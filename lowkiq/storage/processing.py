@@ -79,6 +79,9 @@ class PoppedJob:
     group: str | None = None
     #: The workflows its payloads are members of (:mod:`lowkiq.workflows`), in order.
     workflows: list[str] = field(default_factory=list)
+    #: When equal payloads in and out of workflows came as one (``payloads``), the
+    #: positions of the stored payloads behind each (``yield_rest`` gives all back).
+    stored: list[list[int]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,8 +336,12 @@ class Processing(QueueBase):
         load = self.codec.load_payload
         pairs = blob.unpack(data)
         workflows: list[str] = []
+        stored = None
         if tags.MARK in data:
-            pairs, workflows = tags.untagged(pairs)
+            kept, workflows = tags.untagged(pairs)
+            if len(kept) < len(pairs):
+                stored = tags.origins(pairs)
+            pairs = kept
         try:
             payloads = [load(payload) for payload, _ in pairs]
         except Exception:
@@ -348,7 +355,9 @@ class Processing(QueueBase):
                 job_id, retry_count, [], perform_in, undecodable=reason, workflows=workflows
             )
         if workflows:
-            return PoppedJob(job_id, retry_count, payloads, perform_in, workflows=workflows)
+            return PoppedJob(
+                job_id, retry_count, payloads, perform_in, workflows=workflows, stored=stored
+            )
         return PoppedJob(job_id, retry_count, payloads, perform_in)
 
     def ack(self, shard: int, token: str, batch: int, members: bool = False) -> int:

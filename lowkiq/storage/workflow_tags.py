@@ -70,3 +70,17 @@ def untagged(pairs: Iterable[tuple[bytes, float]]) -> tuple[list[tuple[bytes, fl
             seen.add(payload)
             result.append((payload, score))
     return result, workflows
+
+
+def origins(pairs: Iterable[tuple[bytes, float]]) -> list[list[int]]:
+    """For each payload :func:`untagged` keeps, the positions (0-based) of the stored
+    pairs behind it (one, or several equal payloads in and out of workflows)."""
+    index: dict[bytes, int] = {}
+    result: list[list[int]] = []
+    for position, (stored, _) in enumerate(pairs):
+        payload = split(stored)[1]
+        at = index.setdefault(payload, len(result))
+        if at == len(result):
+            result.append([])
+        result[at].append(position)
+    return result

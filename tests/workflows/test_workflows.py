@@ -521,11 +521,6 @@ def test_a_task_enqueueing_after_the_block_ended_is_refused(redis_client: redis.
     assert callbacks(Done) == [("tasks", [callback_body("tasks", None, done=1)])]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="yield_rest positions count perform's payloads, the yield script counts the "
-    "stored ones (an equal payload of a workflow and of none is two): see wf-bugs.md",
-)
 def test_yield_rest_of_an_id_holding_an_equal_payload_in_and_out_of_a_workflow(
     redis_client: redis.Redis,
 ) -> None:
