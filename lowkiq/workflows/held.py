@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from lowkiq.clients.connection import Client
+from lowkiq.errors import WorkflowError
 from lowkiq.settings import settings
 from lowkiq.storage.actions import Actions
 from lowkiq.storage.queue import NewJob, Queue
 from lowkiq.workflows import store
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,15 +118,20 @@ def new_call(
 
 def move_on(client: Client, workflow_id: str) -> int:
     """The workflow succeeded: each call it held goes on (held by its next workflow, or
-    pushed); returns how many calls went on."""
+    pushed); returns how many calls went on.  A call whose next workflow is gone (expired
+    or deleted) stays held here, for an operator to release or delete (logged)."""
     key = store.prefix(workflow_id) + "held"
     moved = 0
     for name, packed in client.hgetall(key).items():
         call = HeldCall.unpack(packed)
-        if call.after:
-            hold(client, call)
-        else:
-            release(client, call)
+        try:
+            if call.after:
+                hold(client, call)
+            else:
+                release(client, call)
+        except WorkflowError as exc:
+            log.warning("workflow %r succeeded; a call it held stays held: %s", workflow_id, exc)
+            continue
         client.hdel(key, name)
         moved += 1
     return moved

@@ -10,6 +10,7 @@ import redis
 
 import lowkiq
 from lowkiq.testing import drain
+from lowkiq.workflows import store
 
 
 class Member(lowkiq.Worker):
@@ -62,3 +63,21 @@ def test_deleted_held_jobs_never_run(failed: str) -> None:
     drain(Next)
     assert Next.seen == []
     assert [call.queue for call in lowkiq.workflow(failed).held()] == [Other.queue_name]
+
+
+def test_a_call_whose_next_workflow_expired_stays_held_in_the_one_that_succeeded(
+    redis_client: redis.Redis,
+) -> None:
+    Next.seen = []
+    with lowkiq.Workflow("first"):
+        Other.perform_async([{"id": "a"}])
+    with lowkiq.Workflow("second"):
+        Other.perform_async([{"id": "b"}])
+    Next.perform_async([{"id": "report"}], after=["first", "second"])
+    redis_client.delete(store.prefix("second") + "state")  # as its expiry would
+    drain(Other)  # "first" succeeds: the call cannot go on to "second"
+    assert lowkiq.workflow("first").status().succeeded
+    assert [call.after for call in lowkiq.workflow("first").held()] == [["second"]]
+    assert Next.actions().release_held("first") == 1
+    drain(Next)
+    assert Next.seen == ["report"]
