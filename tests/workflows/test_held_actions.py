@@ -78,6 +78,9 @@ def test_a_call_whose_next_workflow_expired_stays_held_in_the_one_that_succeeded
     drain(Other)  # "first" succeeds: the call cannot go on to "second"
     assert lowkiq.workflow("first").status().succeeded
     assert [call.after for call in lowkiq.workflow("first").held()] == [["second"]]
+    # Its relay ended: "first" is finished (fired, expiring), nothing left to tell it.
+    assert redis_client.zscore(store.UNFINISHED, "first") is None
+    assert redis_client.ttl(store.prefix("first") + "state") > 0
     assert Next.actions().release_held("first") == 1
     drain(Next)
     assert Next.seen == ["report"]
