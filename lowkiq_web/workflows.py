@@ -31,7 +31,7 @@ MAX_MEMBERS_SHOWN = 1000
 #: Job ids of one held call shown.
 HELD_IDS_SHOWN = 10
 
-#: The actions on one workflow: name -> (what the message says was done).
+#: The actions on one workflow (the last part of their URL).
 ACTIONS = ("cancel", "release-held", "delete-held")
 
 
