@@ -43,7 +43,8 @@ from lowkiq.storage.push_plan import NewJob
 from lowkiq.storage.queries import Queries
 from lowkiq.storage.queue import Queue
 from lowkiq.storage.unreachable import unreachable_raises
-from lowkiq.workflows.context import check_after, hold_jobs, members_of
+from lowkiq.workflows.context import Workflow, check_after, hold_jobs, members_of
+from lowkiq.workflows.context import current as current_workflow
 from lowkiq.workflows.held import HeldActions
 
 
@@ -221,9 +222,10 @@ class Worker:
         docs/guides/workflows.md).
         """
         after_ids = check_after(after)
+        enclosing = current_workflow()  # an on_commit enqueue runs later: known now
 
         def enqueue(worker: type[Worker], final_jobs: Sequence[dict[str, Any]]) -> None:
-            worker._push(final_jobs, after_ids)
+            worker._push(final_jobs, after_ids, enclosing)
 
         check_job_list(jobs)  # before the middlewares, which expect a list
         chained = chain(settings.client_middlewares, enqueue)
@@ -237,7 +239,12 @@ class Worker:
         chained(cls, jobs)
 
     @classmethod
-    def _push(cls, jobs: Sequence[dict[str, Any]], after: list[str] | None = None) -> None:
+    def _push(
+        cls,
+        jobs: Sequence[dict[str, Any]],
+        after: list[str] | None = None,
+        enclosing: Workflow | None = None,
+    ) -> None:
         queue = cls.queue()
         new_jobs: list[NewJob] = []
         try:
@@ -249,7 +256,7 @@ class Worker:
                 jobs, queue.codec.dump_payload, lambda: max_bulk_len(queue.client)
             )
             if new_jobs:
-                new_jobs = members_of(queue.name, queue.shard_of, new_jobs)
+                new_jobs = members_of(queue.name, queue.shard_of, new_jobs, enclosing)
                 if after:
                     hold_jobs(queue.client, cls, after, new_jobs)
                 else:

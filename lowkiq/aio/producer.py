@@ -36,7 +36,8 @@ from lowkiq.settings import settings
 from lowkiq.storage.enqueueing import shard_of
 from lowkiq.storage.jobs import check_job_list, validate_jobs
 from lowkiq.storage.push_plan import NewJob
-from lowkiq.workflows.context import check_after, hold_jobs, members_of
+from lowkiq.workflows.context import Workflow, check_after, hold_jobs, members_of
+from lowkiq.workflows.context import current as current_workflow
 
 if TYPE_CHECKING:
     from lowkiq.worker import Worker
@@ -58,11 +59,14 @@ async def aperform_async(
 
     chain(settings.client_middlewares, hand_over)(worker, jobs)
     for target, final_jobs in handed:
-        await push_jobs(target, final_jobs, after_ids)
+        await push_jobs(target, final_jobs, after_ids, current_workflow())
 
 
 async def push_jobs(
-    worker: type[Worker], jobs: Sequence[dict[str, Any]], after: list[str] | None = None
+    worker: type[Worker],
+    jobs: Sequence[dict[str, Any]],
+    after: list[str] | None = None,
+    enclosing: Workflow | None = None,
 ) -> None:
     """Check and push ``jobs`` into ``worker``'s queue, without middlewares."""
     worker.validate()
@@ -81,7 +85,9 @@ async def push_jobs(
         new_jobs = await _validated(redis_, jobs)
         if new_jobs:
             count = worker.shards_count
-            new_jobs = members_of(worker.queue_name, lambda i: shard_of(i, count), new_jobs)
+            new_jobs = members_of(
+                worker.queue_name, lambda i: shard_of(i, count), new_jobs, enclosing
+            )
         if new_jobs and after:
             await asyncio.to_thread(hold_jobs, settings.client(), worker, after, new_jobs)
         elif new_jobs:

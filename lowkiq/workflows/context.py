@@ -252,9 +252,15 @@ def workflow(workflow_id: str, config: Settings = settings) -> WorkflowRef:
     return WorkflowRef(workflow_id, config)
 
 
-def members_of(queue_name: str, shard_of: Callable[[str], int], jobs: list[NewJob]) -> list[NewJob]:
-    """``jobs`` as members of the enclosing workflow (tagged), or as they are."""
-    enclosing = _CURRENT.get()
+def members_of(
+    queue_name: str,
+    shard_of: Callable[[str], int],
+    jobs: list[NewJob],
+    enclosing: Workflow | None,
+) -> list[NewJob]:
+    """``jobs`` as members of ``enclosing`` (tagged), the workflow whose block enclosed
+    the call that enqueues them (:func:`current` then: a Django ``on_commit`` enqueue
+    runs later), or as they are."""
     return jobs if enclosing is None else enclosing.tagged(queue_name, shard_of, jobs)
 
 

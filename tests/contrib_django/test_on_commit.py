@@ -171,3 +171,23 @@ def test_an_override_deriving_ids_runs_once_at_the_call(django_lowkiq: redis.Red
         Derived.perform_async([{"payload": {"order": 7}}], on_commit=True)
     assert calls == [[{"payload": {"order": 7}}]]  # not again at the commit
     assert queued_ids(Derived) == ["7"]
+
+
+def test_jobs_enqueued_on_commit_inside_a_workflow_are_its_members(
+    django_lowkiq: redis.Redis,
+) -> None:
+    from django.db import transaction
+
+    from tests.contrib_django.project.shop.jobs import Recorded
+
+    with lowkiq.Workflow("orders"), transaction.atomic():
+        Recorded.perform_async([{"id": "a", "payload": 1}], on_commit=True)
+    # The transaction committed inside the block: its job is a member.
+    assert lowkiq.workflow("orders").status() == lowkiq.WorkflowStatus(pending=1)
+    # A transaction committing after the block ended: its job cannot join the closed
+    # workflow, and the commit says so (nothing enqueued).
+    with pytest.raises(lowkiq.WorkflowError, match="'late' is closed"), transaction.atomic():
+        with lowkiq.Workflow("late") as late:
+            Recorded.perform_async([{"id": "b", "payload": 1}], on_commit=True)
+    assert late.status().complete
+    assert queued_ids(Recorded) == ["a"]
