@@ -186,8 +186,11 @@ def test_jobs_enqueued_on_commit_inside_a_workflow_are_its_members(
     assert lowkiq.workflow("orders").status() == lowkiq.WorkflowStatus(pending=1)
     # A transaction committing after the block ended: its job cannot join the closed
     # workflow, and the commit says so (nothing enqueued).
-    with pytest.raises(lowkiq.WorkflowError, match="'late' is closed"), transaction.atomic():
-        with lowkiq.Workflow("late") as late:
-            Recorded.perform_async([{"id": "b", "payload": 1}], on_commit=True)
+    with (
+        pytest.raises(lowkiq.WorkflowError, match="'late' is closed"),
+        transaction.atomic(),
+        lowkiq.Workflow("late") as late,
+    ):
+        Recorded.perform_async([{"id": "b", "payload": 1}], on_commit=True)
     assert late.status().complete
     assert queued_ids(Recorded) == ["a"]
