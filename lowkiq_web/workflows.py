@@ -138,8 +138,18 @@ def workflow_action(action: str) -> Response | str:
         message = _act(lowkiq.workflow(workflow_id), action)
     except WorkflowError as exc:  # it expired meanwhile
         abort(404, str(exc))
+    gone = summary.summary(client, workflow_id) is None  # expired, and held nothing more
     if not request.headers.get("HX-Request"):
-        return redirect(url_for("lowkiq_web.workflow", id=workflow_id), 303)
+        page = (
+            url_for("lowkiq_web.workflows")
+            if gone
+            else url_for("lowkiq_web.workflow", id=workflow_id)
+        )
+        return redirect(page, 303)
+    if gone:
+        return render_template(
+            "lowkiq/_workflow_gone.html", workflow_id=workflow_id, message=message
+        )
     return render_template(
         "lowkiq/_workflow.html", **_workflow_context(workflow_id, shown, message)
     )

@@ -19,6 +19,7 @@ from workflow_pages_support import (
 
 import lowkiq
 from lowkiq.testing import drain
+from lowkiq.workflows import store
 from lowkiq_web import create_app
 
 
@@ -270,3 +271,20 @@ def test_a_cancel_of_a_succeeded_workflow_leaves_it_shown_succeeded(client):
     lowkiq.workflow("wf-ok").cancel()  # writes `cancelled` on a complete workflow
     html = client.get("/workflow?id=wf-ok").get_data(as_text=True)
     assert 'data-workflow-status="succeeded"' in html and "data-workflow-cancelled" not in html
+
+
+def test_an_expired_workflow_that_still_holds_calls_shows_them(client, redis_client):
+    pending_workflow("wf-run")
+    redis_client.delete(store.prefix("wf-run") + "state")  # as its TTL would
+    html = client.get("/workflow?id=wf-run").get_data(as_text=True)
+    assert 'data-workflow-status="expired"' in html and "<code>after-1</code>" in html
+    assert 'data-action="cancel-workflow"' not in html
+    refused = post(client, "/workflow/cancel", {"id": "wf-run"})
+    assert refused.status_code == 400 and "is expired: nothing to cancel" in refused.get_data(
+        as_text=True
+    )
+    released = post(client, "/workflow/release-held", {"id": "wf-run"}).get_data(as_text=True)
+    assert "1 held call of wf-run enqueued." in released
+    assert "Nothing is left of workflow <code>wf-run</code>: it had expired." in released
+    assert Report.metrics()["length"] == 2
+    assert client.get("/workflow?id=wf-run").status_code == 404  # nothing left of it
