@@ -10,12 +10,15 @@ last one fires the callbacks, once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import uuid
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
+
+import redis
 
 from lowkiq.errors import WorkflowError
 from lowkiq.settings import Settings, settings
@@ -69,9 +72,15 @@ class WorkflowRef:
         return store.status(self.config.client(), self.id)
 
     def cancel(self) -> int:
-        """Delete its queued members (each counted discarded; running ones end as they
-        would) and mark it cancelled: it completes without succeeding, so ``on_success``
-        never fires and jobs ``after=`` it stay held.  Returns the payloads deleted."""
+        """Cancel it: its queued members are deleted, and it completes now, without
+        succeeding (``on_complete`` fires, ``on_success`` never, jobs ``after=`` it stay
+        held).  Every member not ended counts as discarded: a running one finishes its
+        perform but is not waited for; one never stored (a ``perform_async`` that raised
+        in the block, a held call deleted) ends so.  An open workflow (its block still
+        running, or its process gone) is closed with the members it knows, those that
+        ended: the others, known only to that block, are not waited for (queued, they
+        still run).  Returns the payloads deleted (0, and nothing changed, when it is
+        complete already)."""
         from lowkiq.storage.queue import Queue
 
         client = self.config.client()
@@ -79,7 +88,9 @@ class WorkflowRef:
         state = store.read_state(client, self.id)
         if state is None:
             raise WorkflowError(f"no workflow {self.id!r} (never opened, or expired)")
-        tag_text = f"{self.id}\0{state.get('instance', '')}"
+        if state.get("status") == "complete":
+            return 0
+        instance = state.get("instance", "")
         client.hset(base + "state", "cancelled", 1)
         pending: dict[str, list[str]] = {}
         for member, letter in store.members(client, self.id).items():
@@ -95,10 +106,15 @@ class WorkflowRef:
             ids = list(dict.fromkeys(pending.get(queue_name, ())))
             if ids:
                 queue = Queue(client, queue_name, int(shard) + 1, self.config.codec)
+                tag_text = f"{self.id}\0{instance}"
                 dropped += int(queue.run("workflow_drop", int(shard), tag_text, *ids))
                 relay.relay(client, queue_name, int(shard))
-        # A workflow all of whose members had ended: complete now (cancelled).
-        if store.settle(client, self.id, []) == 1:
+        completed = False
+        if state.get("status") == "open":
+            with contextlib.suppress(redis.ResponseError):  # its block closed it meanwhile
+                completed = store.close(client, self.id)
+        left = [("c", m) for m, letter in store.members(client, self.id).items() if letter in "pf"]
+        if store.settle(client, self.id, left, instance) == 1 or completed:
             store.count_completion(client, self.id)
             relay.fire(client, self.id)
         return dropped
@@ -203,7 +219,15 @@ class Workflow(WorkflowRef):
             self._phase = "closed"
             members, shards = list(self._members), sorted(self._shards)
         client = self.config.client()
-        store.add_members(client, self.id, shards, members)
+        try:
+            store.add_members(client, self.id, shards, members)
+        except redis.ResponseError:
+            if (
+                store.read_state(client, self.id) is not None
+                and store.status(client, self.id).complete
+            ):
+                return  # cancelled while its block ran: closed by the cancel
+            raise
         if store.close(client, self.id):
             store.count_completion(client, self.id)
             relay.fire(client, self.id)
