@@ -3,7 +3,7 @@
 1. Redis instructions per job (valgrind callgrind, as bench/redis_instructions.py counts
    them: a private Redis at ``hz 1``, counts zeroed before a phase and dumped after, the
    same figure on every run).  A worker at its defaults (5 shards, ``batch_size`` 1)
-   gets ``--workflows`` x ``--members`` blank jobs, enqueued with ``perform_async`` in
+   gets ``--workflows`` x ``--members`` jobs, enqueued with ``perform_async`` in
    calls of ``--members`` jobs:
 
    * ``plain``: no workflow;
@@ -18,7 +18,8 @@
    shard whose ack carried members relayed (its workflows told, the complete ones'
    callbacks enqueued).  The callbacks are not performed (they are jobs of their own).
    Printed: instructions per job of the enqueue, of the drain, both, and the workflows
-   scenario over the plain one (target: at most +25 %).
+   scenario over the plain one (target: at most +25 %); the Redis commands per job of
+   the drain (``INFO commandstats``: script calls, and the commands they ran).
 
    ``--baseline DIR``: the plain scenario also runs on the lowkiq tree in ``DIR`` (e.g.
    ``git archive`` of the commit before workflows), in a process of its own with
@@ -61,6 +62,8 @@ from lowkiq.ownership import leases
 from lowkiq.runtime.shard_handler import MAX_BATCHES
 from lowkiq.storage.queue import Queue
 
+#: Commands of the bench itself, not of the drain.
+OWN_COMMANDS = {"info", "config", "client", "hello", "ping", "script", "flushall"}
 #: The instruction counts' targets: the plain drain against the baseline tree's, and a
 #: job in a workflow against a job in none.
 BASELINE_TOLERANCE = 0.01
@@ -85,16 +88,25 @@ class Completed(lowkiq.Worker):
         """Never run here."""
 
 
+#: Whether the jobs are blank (``--blank``), else each has a small payload.
+BLANK = False
+
+
+def job(job_id: str) -> dict[str, Any]:
+    """A job of the bench: ``{"id"}`` (``--blank``), or with a small payload ``{"n": id}``."""
+    return {"id": job_id} if BLANK else {"id": job_id, "payload": {"n": job_id}}
+
+
 def use(client_factory: Any) -> None:
     """Point lowkiq's settings at a server (the shared client is made again)."""
     lowkiq.settings.redis = client_factory
 
 
 def enqueue(scenario: str, workflows: int, members: int, tag: str = "") -> None:
-    """Enqueue ``workflows`` x ``members`` blank jobs in calls of ``members`` jobs, each
+    """Enqueue ``workflows`` x ``members`` jobs in calls of ``members`` jobs, each
     call inside a workflow of its own (``scenario`` ``workflows``) or not (``plain``)."""
     for n in range(workflows):
-        jobs = [{"id": f"{tag}{n * members + i}"} for i in range(members)]
+        jobs = [job(f"{tag}{n * members + i}") for i in range(members)]
         if scenario == "workflows":
             with lowkiq.Workflow(f"{tag}wf{n}", on_complete=Completed):
                 Counted.perform_async(jobs)
@@ -179,16 +191,24 @@ def count_scenario(
         nonlocal done
         done = drain(client)
 
+    client.config_resetstat()
     popped = server.count(pop_all)
     assert done == jobs, (done, jobs)
+    stats: dict[str, Any] = client.info("commandstats")
+    calls = {
+        key.removeprefix("cmdstat_"): stat["calls"] / jobs
+        for key, stat in stats.items()
+        if key.removeprefix("cmdstat_") not in OWN_COMMANDS
+    }
     if scenario == "workflows":
         left = lowkiq.workflow(f"wf{workflows - 1}").status()
         assert left.complete and left.done == members, left
         assert Completed.metrics()["length"] == workflows, Completed.metrics()
-    return {"enqueue": pushed / jobs, "drain": popped / jobs, "total": (pushed + popped) / jobs}
+    return {"enqueue": pushed / jobs, "drain": popped / jobs, "total": (pushed + popped) / jobs,
+            "drain_calls": calls}  # fmt: skip
 
 
-def count(scenarios: list[str], workflows: int, members: int) -> dict[str, dict[str, float]]:
+def count(scenarios: list[str], workflows: int, members: int) -> dict[str, dict[str, Any]]:
     """Each scenario's instructions per job, on one server under callgrind."""
     directory = Path(tempfile.mkdtemp(prefix="lowkiq-bench-"))
     server = CountedRedis(directory)
@@ -201,12 +221,13 @@ def count(scenarios: list[str], workflows: int, members: int) -> dict[str, dict[
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def baseline(tree: Path, workflows: int, members: int) -> dict[str, float]:
+def baseline(tree: Path, workflows: int, members: int) -> dict[str, Any]:
     """The plain scenario's figures on the lowkiq tree in ``tree`` (a process of its own)."""
     bench = Path(__file__).resolve().parent
     env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{bench}"}
     command = [sys.executable, str(Path(__file__).resolve()), "--json", "--skip-timing",
-               "--workflows", str(workflows), "--members", str(members)]  # fmt: skip
+               "--workflows", str(workflows), "--members", str(members),
+               *(["--blank"] if BLANK else [])]  # fmt: skip
     out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
     result = json.loads(out.splitlines()[-1])
     if not result["lowkiq"].startswith(str(tree)):
@@ -215,9 +236,9 @@ def baseline(tree: Path, workflows: int, members: int) -> dict[str, float]:
 
 
 def enqueue_calls(jobs: int, call: int) -> None:
-    """``jobs`` blank jobs in calls of ``call``."""
+    """``jobs`` jobs in calls of ``call``."""
     for start in range(0, jobs, call):
-        Counted.perform_async([{"id": str(i)} for i in range(start, min(jobs, start + call))])
+        Counted.perform_async([job(str(i)) for i in range(start, min(jobs, start + call))])
 
 
 def enqueue_times(jobs: int, call: int, rounds: int) -> tuple[list[float], list[float]]:
@@ -260,8 +281,11 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="a lowkiq tree before workflows")
     parser.add_argument("--skip-instructions", action="store_true")
     parser.add_argument("--skip-timing", action="store_true")
+    parser.add_argument("--blank", action="store_true", help="jobs without a payload")
     parser.add_argument("--json", action="store_true", help="(internal) the counts as JSON")
     args = parser.parse_args()
+    global BLANK  # noqa: PLW0603 - one switch for the whole run
+    BLANK = args.blank
     scenarios = ["plain", "workflows"] if hasattr(lowkiq, "Workflow") else ["plain"]
     if args.json:
         counts = count(["plain"], args.workflows, args.members)
@@ -284,6 +308,10 @@ def main() -> None:
         for name, row in rows.items():
             print(f"{name:<17} {row['enqueue']:>11,.0f} {row['drain']:>10,.0f} "
                   f"{row['total']:>10,.0f}")  # fmt: skip
+        print("Redis commands per job in the drain (script calls, and the commands they ran):")
+        for name, row in rows.items():
+            calls = sorted(row["drain_calls"].items(), key=lambda item: -item[1])
+            print(f"  {name}: " + ", ".join(f"{command} {n:.3f}" for command, n in calls))
         if "plain, baseline" in rows:
             base, now = rows["plain, baseline"], rows["plain"]
             for part in ("enqueue", "drain", "total"):
