@@ -43,9 +43,9 @@ from lowkiq.storage.push_plan import NewJob
 from lowkiq.storage.queries import Queries
 from lowkiq.storage.queue import Queue
 from lowkiq.storage.unreachable import unreachable_raises
+from lowkiq.workflows.actions import HeldActions
 from lowkiq.workflows.context import Workflow, check_after, hold_jobs, members_of
 from lowkiq.workflows.context import current as current_workflow
-from lowkiq.workflows.held import HeldActions
 
 
 class Worker:

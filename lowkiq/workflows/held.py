@@ -18,7 +18,6 @@ from typing import Any
 from lowkiq.clients.connection import Client
 from lowkiq.errors import WorkflowError
 from lowkiq.settings import settings
-from lowkiq.storage.actions import Actions
 from lowkiq.storage.queue import NewJob, Queue
 from lowkiq.workflows import store
 
@@ -163,25 +162,7 @@ def release_held(client: Client, workflow_id: str) -> int:
     return released
 
 
-class HeldActions(Actions):
-    """``Worker.actions()``: the queue's bulk operations, and its jobs held ``after=``
-    workflows (an operator's release or delete)."""
-
-    def held(self, workflow_id: str) -> list[HeldCall]:
-        """This queue's calls held by workflow ``workflow_id``."""
-        return [c for c in held_calls(self.queue.client, workflow_id) if c.queue == self.queue.name]
-
-    def release_held(self, workflow_id: str) -> int:
-        """Enqueue this queue's calls held by workflow ``workflow_id`` now, whatever its
-        status; returns how many calls."""
-        return _each_held(self.queue.client, workflow_id, self.queue.name, push=True)
-
-    def delete_held(self, workflow_id: str) -> int:
-        """Delete this queue's calls held by workflow ``workflow_id``; returns how many."""
-        return _each_held(self.queue.client, workflow_id, self.queue.name, push=False)
-
-
-def _each_held(client: Client, workflow_id: str, queue_name: str, push: bool) -> int:
+def each_held(client: Client, workflow_id: str, queue_name: str, push: bool) -> int:
     """Release (or delete) the calls of ``queue_name`` a workflow holds."""
     key = store.prefix(workflow_id) + "held"
     count = 0

@@ -84,3 +84,15 @@ def test_a_call_whose_next_workflow_expired_stays_held_in_the_one_that_succeeded
     assert Next.actions().release_held("first") == 1
     drain(Next)
     assert Next.seen == ["report"]
+
+
+def test_an_action_that_deletes_members_tells_their_workflow_at_once(
+    redis_client: redis.Redis,
+) -> None:
+    with lowkiq.Workflow("dropped") as wf:
+        Other.perform_async([{"id": "a"}, {"id": "b"}, {"id": "c"}])
+    Other.actions().delete(["a"])
+    Other.actions().kill(["b"])
+    assert wf.status() == lowkiq.WorkflowStatus(pending=1, dead=1, discarded=1)
+    Other.actions().clear()
+    assert wf.status() == lowkiq.WorkflowStatus(dead=1, discarded=2, complete=True)
