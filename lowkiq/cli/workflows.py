@@ -160,14 +160,16 @@ def _act(workflow_id: str, action: str, yes: bool) -> None:
             fail(f"workflow {workflow_id!r} is {found.label}: nothing to cancel")
         if not yes:
             deleted = (
-                "it is still open: no member is deleted (they are registered when its "
-                "with block ends)"
+                "it is still open: its members are known only to the block running it, so "
+                "none is deleted; it completes now with those that ended, the others are "
+                "not waited for (queued, they still run)"
                 if found.phase == "open"
                 else "its queued members are deleted"
             )
             click.confirm(
-                f"Cancel workflow {workflow_id!r}? {deleted}; it completes without "
-                "succeeding (on_success never runs, jobs held after it stay held).",
+                f"Cancel workflow {workflow_id!r}? {deleted}; it completes now without "
+                "succeeding (members not ended count as discarded, on_success never runs, "
+                "jobs held after it stay held).",
                 abort=True,
             )
         dropped = _run(ref.cancel)
