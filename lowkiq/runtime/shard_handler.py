@@ -320,6 +320,8 @@ class ShardHandler:
             jobs = [job for job in jobs if job.undecodable is None]
             if not self._bury(undecodable):
                 return Taken(again=True)
+            if any(job.workflows for job in undecodable):
+                self.relay_members()
             if not jobs:
                 self.life.to(IDLE)
                 return Taken(again=True)

@@ -115,3 +115,20 @@ def test_a_reused_id_never_counts_the_members_of_the_workflow_before_it(
     for shard in Members.queue().shards:
         relay.relay(redis_client, Members.queue_name, shard)
     assert second.status() == lowkiq.WorkflowStatus(pending=1)
+
+
+def test_a_member_that_cannot_be_decoded_is_dead_and_told_at_once(
+    redis_client: redis.Redis,
+) -> None:
+    import json
+
+    def load(data: bytes) -> Any:
+        if data == b'"garbled"':
+            raise ValueError("garbled")
+        return json.loads(data)
+
+    lowkiq.settings.load_payload = load
+    with lowkiq.Workflow("unreadable", on_complete=Done) as wf:
+        Members.perform_async([{"id": "a", "payload": "garbled"}])
+    drain(Members)
+    assert wf.status() == lowkiq.WorkflowStatus(dead=1, complete=True)
