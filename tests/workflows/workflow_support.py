@@ -134,3 +134,51 @@ def status_dict(
 def callback_body(workflow_id: str, payload: Any, **status: Any) -> dict[str, Any]:
     """The payload of a callback job, as a user reads it."""
     return {"workflow": workflow_id, "payload": payload, "status": status_dict(**status)}
+
+
+# -- real worker processes (tests/apps/workflow_app.py) ---------------------------------------
+
+
+def enqueue_crash_workflows(step: type[lowkiq.Worker], workflows: int) -> dict[str, set[str]]:
+    """Open ``workflows`` workflows of members of the app's ``Step`` (merging: the ids are
+    shared; an id gets two payloads in a workflow, and one payload twice), with
+    ``Finished`` as ``on_complete``; returns each workflow's members (``id:n``)."""
+    from tests.apps.workflow_app import Finished
+
+    members: dict[str, set[str]] = {}
+    for w in range(workflows):
+        workflow_id = f"crash-wf{w}"
+        members[workflow_id] = set()
+        with lowkiq.Workflow(workflow_id, on_complete=Finished, payload={"w": w}):
+            for n in range(12):
+                job_id = f"order{(n * 3 + w) % 10}"
+                payload: dict[str, Any] = {"wf": workflow_id, "n": n, "sleep": 0.02}
+                if n % 5 == 0:
+                    payload["fail_once"] = f"wf:failed:{workflow_id}:{n}"
+                jobs = [{"id": job_id, "payload": payload, "score": n}]
+                step.perform_async(jobs * (2 if n % 4 == 0 else 1))  # one payload twice
+                members[workflow_id].add(f"{job_id}:{n}")
+    return members
+
+
+def check_crash_workflows(record: Any, members: dict[str, set[str]]) -> None:
+    """Each workflow's callback came once, after all of its members ran, none lost."""
+    import json
+    from collections import Counter
+
+    from tests.apps.runner import eventually
+
+    def callbacks() -> list[list[Any]]:
+        return [json.loads(raw) for raw in record.lrange("wf:callbacks", 0, -1)]
+
+    eventually(lambda: len(callbacks()) >= len(members), timeout=90)
+    time.sleep(1.0)  # a second callback, were there one, would come meanwhile
+    calls = callbacks()
+    assert Counter(call[0] for call in calls) == dict.fromkeys(members, 1)
+    for workflow_id, body, performed_then in calls:
+        expected = members[workflow_id]
+        assert performed_then == len(expected), "the callback came before its last member"
+        performed = {raw.decode() for raw in record.smembers(f"wf:performed:{workflow_id}")}
+        assert performed == expected
+        assert body["status"] == status_dict(done=len(expected))
+        assert body["payload"] == {"w": int(workflow_id.removeprefix("crash-wf"))}
