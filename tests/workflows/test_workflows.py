@@ -603,3 +603,61 @@ def test_a_last_member_dying_max_restores_times_completes_the_workflow_at_once(
     assert Single.batches == []
     assert wf.status() == lowkiq.WorkflowStatus(dead=1, complete=True)
     assert callbacks(Done) == [("dies", [callback_body("dies", None, dead=1)])]
+
+
+def test_a_snoozed_member_stays_pending_until_it_runs(redis_client: redis.Redis) -> None:
+    def plan(payloads_by_id: dict[str, list[Any]]) -> None:
+        if len(Member.batches) == 1:
+            raise lowkiq.Snooze(3600)
+
+    Member.plan = staticmethod(plan)
+    with lowkiq.Workflow("snoozed", on_complete=Done):
+        Member.perform_async(jobs("a"))
+    drain(Member)
+    assert lowkiq.workflow("snoozed").status() == lowkiq.WorkflowStatus(pending=1)
+    assert callbacks(Done) == []
+    drain(Member, future=True)
+    assert callbacks(Done) == [("snoozed", [callback_body("snoozed", None, done=1)])]
+
+
+def test_members_of_groups_settle(redis_client: redis.Redis) -> None:
+    with lowkiq.Workflow("groups", on_complete=Done):
+        Member.perform_async(
+            [{"id": f"g{n}", "payload": n, "group": f"tenant{n % 3}"} for n in range(9)]
+        )
+        Member.perform_async([{"id": "plain", "payload": 1}])
+    drain(Member)
+    assert callbacks(Done) == [("groups", [callback_body("groups", None, done=10)])]
+
+
+def test_an_inner_block_has_its_own_members_and_the_outer_goes_on_after_it(
+    redis_client: redis.Redis,
+) -> None:
+    with lowkiq.Workflow("outer", on_complete=Done) as outer:
+        Member.perform_async(jobs("a"))
+        with lowkiq.Workflow("inner", on_complete=Done) as inner:
+            Member.perform_async(jobs("b", "c"))
+        Member.perform_async(jobs("d"))
+    assert (outer.status().total, inner.status().total) == (2, 2)
+    drain(Member)
+    assert sorted(callbacks(Done)) == [
+        ("inner", [callback_body("inner", None, done=2)]),
+        ("outer", [callback_body("outer", None, done=2)]),
+    ]
+
+
+def test_a_job_held_after_another_workflow_inside_a_block_is_a_member_once_released(
+    redis_client: redis.Redis,
+) -> None:
+    with lowkiq.Workflow("first", on_complete=Done):
+        Member.perform_async(jobs("a"))
+    with lowkiq.Workflow("second", on_complete=Done) as second:
+        Other.perform_async(jobs("b"), after="first")
+    assert second.status() == lowkiq.WorkflowStatus(pending=1)
+    drain(Other)
+    assert Other.batches == [] and callbacks(Done) == []
+    drain(Member)  # "first" succeeds: "b" is released
+    assert callbacks(Done) == [("first", [callback_body("first", None, done=1)])]
+    drain(Other)
+    assert Other.batches == [{"b": [{"v": "b"}]}]
+    assert callbacks(Done) == [("second", [callback_body("second", None, done=1)])]
