@@ -106,9 +106,10 @@ complete: it is never closed); a close refused is tried again.  The drain also w
 for every closed workflow to be complete and its callback performed.  Checks:
 
 * on_complete: every closed workflow's callback performed exactly once (missing, more
-  than once: a second perform with no disruption between the first one's start and 1 s
-  past its lease is a duplicate, with one a re-run of a batch not acked), and none for a
-  workflow never closed;
+  than once: a second perform with no disruption from :data:`RECOVERY` seconds before the
+  first one's start to 1 s past its lease is a duplicate, with one a re-run of a batch
+  not acked; each printed, with the processes and whether under the same lease), and
+  none for a workflow never closed;
 * premature: a callback whose perform started before the end of a perform of one of
   its workflow's members (performs of a process frozen by SIGSTOP, and of payloads sent
   again after a refused call, counted apart);
@@ -126,6 +127,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -174,6 +176,10 @@ MEMBERS_PER_CALL = 10
 IDS_PER_WORKFLOW = 20
 TWICE_CHANCE = 0.25
 RETRY_FOR = 30.0
+#: Seconds a disruption's aftermath may last (a Redis reloading its append-only file,
+#: leases taken again): a callback performed again after its first perform began this
+#: long after a disruption counts as a re-run, not a duplicate.
+RECOVERY = 10.0
 
 
 @dataclass
@@ -977,6 +983,7 @@ class Run:
         closed = [opened for opened in self.opened if opened.closed]
         never_closed = [opened for opened in self.opened if not opened.closed]
         once = missing = reruns = duplicates = merged_twice = 0
+        again: list[str] = []
         premature = premature_paused = premature_sent_again = 0
         members_lost = members_dead = status_wrong = 0
         wrong_examples: list[str] = []
@@ -991,8 +998,12 @@ class Run:
                 continue
             once += len(calls) == 1
             merged_twice += any(c["payloads"] > 1 for c in calls)
-            for before in calls[:-1]:
-                if self.disrupted(before["start"] - 0.1, before["end"] + LEASE_TTL + 1.0):
+            for before, after in itertools.pairwise(calls):
+                lease = "same" if after["fence"] == before["fence"] else "newer"
+                again.append(f"{opened.id} {before['pid']}->{after['pid']} {lease} lease "
+                             f"+{after['start'] - before['start']:.2f} s")  # fmt: skip
+                window = (before["start"] - RECOVERY, before["end"] + LEASE_TTL + 1.0)
+                if self.disrupted(*window):
                     reruns += 1
                 else:
                     duplicates += 1
@@ -1038,8 +1049,10 @@ class Run:
               f"workflow), {per_workflow:.1f} a workflow")  # fmt: skip
         print(f"on_complete performed exactly once:    {once} of {len(closed)} closed workflows")
         print(f"  missing: {missing}; more than once: {duplicates} with no disruption near "
-              f"(duplicates), {reruns} after a disruption (re-runs of a batch not acked); "
+              f"(duplicates), {reruns} after one (re-runs of a batch not acked); "
               f"callbacks given two payloads: {merged_twice}")  # fmt: skip
+        for line in again[:20]:
+            print(f"    performed again: {line}")
         print(f"  callbacks of workflows never closed: {fired_unclosed}")
         print(f"premature callbacks:                   {premature}")
         print(f"  (a member's perform ending after it, by a process frozen by SIGSTOP: "
