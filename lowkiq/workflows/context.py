@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import threading
 import uuid
+import zlib
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar, Token
 from types import TracebackType
@@ -22,7 +23,9 @@ import redis
 
 from lowkiq.errors import WorkflowError
 from lowkiq.settings import Settings, settings
+from lowkiq.storage import layout as layouts
 from lowkiq.storage import workflow_tags as tags
+from lowkiq.storage.keys import QueueKeys
 from lowkiq.storage.queue import NewJob
 from lowkiq.workflows import held, relay, store
 from lowkiq.workflows.status import WorkflowStatus
@@ -98,17 +101,12 @@ class WorkflowRef:
                 queue_name, job_id, _ = member.split("\0")
                 pending.setdefault(queue_name, []).append(job_id)
         dropped = 0
-        # Each id is in one of the shards its queue's members were enqueued to (a
-        # script looks up only the keys of its own shard).
         shards: Any = client.smembers(base + "shards")
-        for name in sorted(s.decode() for s in shards):
-            queue_name, shard = name.split("\0")
-            ids = list(dict.fromkeys(pending.get(queue_name, ())))
-            if ids:
-                queue = Queue(client, queue_name, int(shard) + 1, self.config.codec)
-                tag_text = f"{self.id}\0{instance}"
-                dropped += int(queue.run("workflow_drop", int(shard), tag_text, *ids))
-                relay.relay(client, queue_name, int(shard))
+        for (queue_name, shard), ids in _holding_shards(client, shards, pending).items():
+            queue = Queue(client, queue_name, shard + 1, self.config.codec)
+            tag_text = f"{self.id}\0{instance}"
+            dropped += int(queue.run("workflow_drop", shard, tag_text, *ids))
+            relay.relay(client, queue_name, shard)
         completed = False
         if state.get("status") == "open":
             with contextlib.suppress(redis.ResponseError):  # its block closed it meanwhile
@@ -264,6 +262,39 @@ class Workflow(WorkflowRef):
                     self._members[name] = count
                 else:
                     self._members.pop(name, None)
+
+
+def _holding_shards(
+    client: Any, recorded: Any, pending: dict[str, list[str]]
+) -> dict[tuple[str, int], list[str]]:
+    """Where the ``pending`` ids (by queue) may be queued: ``(queue, shard)`` -> ids.
+
+    Each id is in a shard its queue's members were enqueued to (``recorded``, the
+    workflow's ``shards``), unless the queue was resharded since: then in the shard the
+    queue's layout gives it now (or, while a reshard runs, its shard before).  A script
+    looks up only the keys of its own shard."""
+    targets: dict[tuple[str, int], dict[str, None]] = {}
+    known: dict[str, set[int]] = {}
+    for name in recorded:
+        queue_name, shard = (name.decode() if isinstance(name, bytes) else name).split("\0")
+        known.setdefault(queue_name, set()).add(int(shard))
+    for queue_name, ids in pending.items():
+        shards = known.get(queue_name, set())
+        for shard in shards:
+            targets.setdefault((queue_name, shard), {}).update(dict.fromkeys(ids))
+        # (Read, never written: a push wrote it; none, and the recorded shards are all.)
+        fields: Any = client.hgetall(QueueKeys(queue_name).layout_hash)
+        if b"count" not in fields:
+            continue
+        layout = layouts.parse(fields)
+        for job_id in ids:
+            places = {layout.shard_of(job_id)}
+            if layout.previous is not None:
+                old_base, old_count = layout.previous
+                places.add(old_base + zlib.crc32(job_id.encode()) % old_count)
+            for shard in places - shards:
+                targets.setdefault((queue_name, shard), {})[job_id] = None
+    return {key: list(ids) for key, ids in sorted(targets.items())}
 
 
 def current() -> Workflow | None:
