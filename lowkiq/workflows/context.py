@@ -331,9 +331,16 @@ def check_after(after: str | Sequence[str] | None) -> list[str]:
 def hold_jobs(client: Any, worker: type[Worker], after: list[str], jobs: list[NewJob]) -> None:
     """Keep ``jobs`` of ``worker`` until every workflow of ``after`` succeeded (pushed at
     once when they all have); :class:`WorkflowError`, nothing held, when one is unknown
-    (and, inside a workflow's block, ``jobs`` are not its members: :func:`members_of`
+    or is the workflow whose block encloses the call (its members would wait for it to
+    succeed: never); then, inside a block, ``jobs`` are not members (:func:`members_of`
     counted them)."""
+    enclosing = _CURRENT.get()
     try:
+        if enclosing is not None and enclosing.id in after:
+            raise WorkflowError(
+                f"after={enclosing.id!r} inside its own block: the jobs would be members "
+                f"waiting for their own workflow to succeed, which never happens"
+            )
         for workflow_id in after:
             if not client.exists(store.prefix(workflow_id) + "state"):
                 raise WorkflowError(
@@ -344,7 +351,6 @@ def hold_jobs(client: Any, worker: type[Worker], after: list[str], jobs: list[Ne
         )
         held.hold(client, call)
     except WorkflowError:
-        enclosing = _CURRENT.get()
         if enclosing is not None:
             enclosing.untagged(worker.queue_name, jobs)
         raise

@@ -704,3 +704,14 @@ def test_the_sweep_finds_members_a_reshard_moved(
     assert len(Resharded.performed) == 20
     catch_up(redis_client)  # the sweep, as if an hour later
     assert callbacks(Done) == [("moved", [callback_body("moved", None, done=20)])]
+
+
+def test_after_its_own_workflow_inside_the_block_is_refused(redis_client: redis.Redis) -> None:
+    with lowkiq.Workflow("self", on_complete=Done) as wf:
+        Member.perform_async(jobs("a"))
+        with pytest.raises(lowkiq.WorkflowError, match="own"):
+            Other.perform_async(jobs("b"), after="self")
+    assert wf.status() == lowkiq.WorkflowStatus(pending=1)
+    assert wf.held() == []
+    drain(Member)
+    assert callbacks(Done) == [("self", [callback_body("self", None, done=1)])]
