@@ -6,6 +6,8 @@ jobs wait for success (SPEC §12)."""
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from typing import Any, ClassVar
 
 import pytest
@@ -15,6 +17,7 @@ import lowkiq
 from lowkiq.ownership import leases
 from lowkiq.ownership.resharding import reshard
 from lowkiq.testing import drain
+from lowkiq.workflows import relay
 from lowkiq.workflows.relayer import RELAYER
 from tests.workflows.workflow_support import (
     Done,
@@ -715,3 +718,52 @@ def test_after_its_own_workflow_inside_the_block_is_refused(redis_client: redis.
     assert wf.held() == []
     drain(Member)
     assert callbacks(Done) == [("self", [callback_body("self", None, done=1)])]
+
+
+def test_concurrent_relays_and_sweeps_count_each_member_once_and_fire_once(
+    redis_client: redis.Redis,
+) -> None:
+    def plan(payloads_by_id: dict[str, list[Any]]) -> None:
+        if len(Member.batches) % 3 == 0:
+            raise RuntimeError("a retry")
+
+    Member.plan = staticmethod(plan)
+    names = [f"c{n}" for n in range(8)]
+    for n, name in enumerate(names):
+        with lowkiq.Workflow(name, on_complete=Done, on_success=Success, payload=n):
+            Member.perform_async([{"id": f"o{k}", "payload": {"n": n}} for k in range(n, n + 10)])
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def hammer() -> None:
+        client = lowkiq.settings.client()
+        try:
+            while not stop.is_set():
+                client.delete(relay.SWEEP_LOCK)
+                relay.sweep(client, time.time() + 3600)
+                for shard in range(Member.shards_count):
+                    relay.relay(client, Member.queue_name, shard)
+                for name in names:
+                    relay.fire(client, name)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=hammer) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        for _ in range(6):
+            drain(Member, future=True)
+            drain(Done)
+            drain(Success)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert errors == []
+    catch_up(redis_client, *names)
+    drain(Done)
+    drain(Success)
+    expected = sorted((name, [callback_body(name, n, done=10)]) for n, name in enumerate(names))
+    assert sorted(Done.calls) == expected
+    assert sorted(Success.calls) == expected
