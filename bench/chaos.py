@@ -116,6 +116,9 @@ for every closed workflow to be complete and its callback performed.  Checks:
 * members lost: a member (an id's version) neither performed nor in the morgue;
 * the status the callback got: total = the members given, every member ended, dead =
   those in the morgue;
+* the poison job is a member of a workflow of its own (with 9 updates of ids no
+  producer uses): its callback comes after the poison's last death, with dead 1 and not
+  succeeded;
 * and the plain checks (lost versions, order, overlaps, fenced store) over every update.
 
 Usage: python bench/chaos.py [--seconds 180] [--processes 3] [--ids 200] [--threads 2]
@@ -319,6 +322,8 @@ class Run:
         self._next_cancel = time.monotonic() + CANCEL_EVERY
         #: With --workflows: the workflows opened, and when each disruption ran.
         self.opened: list[Opened] = []
+        #: With --workflows: the workflow the poison job is a member of.
+        self.poison_workflow: str | None = None
         self.disruptions: list[tuple[float, float]] = []
 
     def start_queue_redis(self) -> EmbeddedServer:
@@ -390,6 +395,20 @@ class Run:
 
     def open_workflow(self, workflow_id: str, ids: list[str]) -> None:
         """One workflow of ``--members`` members on :data:`IDS_PER_WORKFLOW` ids."""
+        own = random.sample(ids, IDS_PER_WORKFLOW)
+        chosen = [random.choice(own) for _ in range(self.args.members)]
+        calls = []
+        for start in range(0, len(chosen), MEMBERS_PER_CALL):
+            jobs = [self.new_job(job_id) for job_id in chosen[start : start + MEMBERS_PER_CALL]]
+            if random.random() < TWICE_CHANCE:
+                jobs.append(dict(random.choice(jobs)))  # the same payload: one member
+                self.events["workflow calls giving a payload twice"] += 1
+            calls.append(jobs)
+        self.run_workflow(workflow_id, calls)
+
+    def run_workflow(self, workflow_id: str, calls: list[list[dict[str, Any]]]) -> bool:
+        """A ``with lowkiq.Workflow`` block enqueueing ``calls``, each sent again while
+        Redis refuses, then closed; ``False`` when it was left open."""
         import lowkiq
 
         opened = Opened(workflow_id)
@@ -401,25 +420,20 @@ class Run:
             flow.__enter__()
         except Exception:  # noqa: BLE001 - Redis away: left open (a lost reply) or unborn
             self.events["workflow open refused (left, never closed)"] += 1
-            return
+            return False
         try:
-            own = random.sample(ids, IDS_PER_WORKFLOW)
-            chosen = [random.choice(own) for _ in range(self.args.members)]
-            for start in range(0, len(chosen), MEMBERS_PER_CALL):
-                jobs = [self.new_job(job_id) for job_id in chosen[start : start + MEMBERS_PER_CALL]]
-                if random.random() < TWICE_CHANCE:
-                    jobs.append(dict(random.choice(jobs)))  # the same payload: one member
-                    self.events["workflow calls giving a payload twice"] += 1
+            for jobs in calls:
                 if not self.send(jobs, opened):
                     self.events["workflow members refused for 30 s (workflow left open)"] += 1
-                    flow._leave()  # noqa: SLF001 - left open on purpose
-                    return
+                    return False
                 for job in jobs:
                     opened.members.add((job["id"], job["payload"]["v"]))
-                    self.fed[job["id"]].add(job["payload"]["v"])
+                    if job["id"] != self.app.POISON:  # its fate is checked apart
+                        self.fed[job["id"]].add(job["payload"]["v"])
         finally:
             flow._leave()  # noqa: SLF001 - the context var reset; the close follows
         self.close_workflow(flow, opened)
+        return opened.closed
 
     def close_workflow(self, flow: Any, opened: Opened) -> None:
         """The block's end (members registered, closed), again while Redis refuses.  A
@@ -495,7 +509,17 @@ class Run:
         self.cancels.append(Cancel(job_id, began, time.time(), versions, found))
 
     def feed_poison(self) -> None:
-        """Enqueue the job whose perform ends its process (retried while Redis is down)."""
+        """Enqueue the job whose perform ends its process (retried while Redis is down);
+        with --workflows, as a member of a workflow of its own with 9 updates of ids no
+        producer uses (``px0``...): it must complete with one member dead, not succeed."""
+        if self.args.workflows:
+            for attempt in range(10):
+                poison = {"id": self.app.POISON, "payload": {"v": 1, "t": time.time()}, "score": 1}
+                jobs = [poison, *(self.new_job(f"px{n}") for n in range(9))]
+                if self.run_workflow(f"wf-poison-{attempt}", [jobs]):
+                    self.poison_workflow = f"wf-poison-{attempt}"
+                    return
+            return
         while True:
             try:
                 self.worker_class.perform_async([{"id": self.app.POISON, "payload": {}}])
@@ -980,6 +1004,10 @@ class Run:
         for row in rows:
             for version in row["vs"]:
                 performs[(row["id"], version)].append((row["start"], row["end"], row["pid"]))
+        buried = defaultdict(set, {i: set(versions) for i, versions in buried.items()})
+        (poison,) = self.worker_class.queries().morgue_fetch([self.app.POISON]) or [None]
+        if poison is not None:  # in the morgue: its versions are dead members
+            buried[self.app.POISON].update(p.get("v") for p, _ in poison["payloads"])
         closed = [opened for opened in self.opened if opened.closed]
         never_closed = [opened for opened in self.opened if not opened.closed]
         once = missing = reruns = duplicates = merged_twice = 0
@@ -1063,6 +1091,22 @@ class Run:
         print(f"callbacks whose status disagrees with the members: {status_wrong}")
         for example in wrong_examples:
             print(f"  {example}")
+        if self.poison_workflow is not None:
+            self.report_poison_workflow(records, callbacks.get(self.poison_workflow, []))
+
+    def report_poison_workflow(self, records: redis.Redis, calls: list[dict[str, Any]]) -> None:
+        """The workflow of the poison job: its callback, once its member is buried."""
+        deaths = [json.loads(row)["at"] for row in records.lrange("chaos:poison", 0, -1)]
+        if not calls:
+            print(f"the poison's workflow {self.poison_workflow}: no callback")
+            return
+        first = min(call["start"] for call in calls)
+        status = calls[0]["status"]
+        after = "after" if deaths and first > max(deaths) else "NOT after"
+        print(f"the poison's workflow {self.poison_workflow}: callback performed "
+              f"{len(calls)} time(s), {after} the poison's last death; status dead "
+              f"{status['dead']}, done {status['done']}, "
+              f"succeeded {status['succeeded']}")  # fmt: skip
 
     def disrupted(self, start: float, end: float) -> bool:
         """Whether a disruption of the bench ran between ``start`` and ``end``."""
