@@ -549,6 +549,8 @@ class ShardHandler:
     def _report_exhausted(self) -> None:
         """Tell the worker about the jobs the acquisition moved to the morgue."""
         jobs, self.exhausted = self.exhausted, []
+        # The acquisition's restore noted the workflow members it buried (if any).
+        self.relay_members()
         for job in jobs:
             log.error("%s: job %r: %s", self.name, job["id"], job["error"])
         self.call_user(lambda: self._retries_exhausted(jobs))

@@ -74,7 +74,11 @@ S schedule_log:<id>           list   ``tick enqueued_at kind by``: its latest en
 S schedules                   set    the ids of the periodic jobs whose state is in the shard
 S wf_outbox                   hash   workflow members of the shard that ended or failed, not yet
                                      told to their workflow (:mod:`lowkiq.workflows.relay`):
-                                     field ``state \\0 workflow \\0 instance \\0 member``, value 1
+                                     field ``state \\0 workflow \\0 instance \\0 member``, value 1;
+                                     or ``a \\0 <batch>``: an acked batch whose area was copied
+                                     to ``wf_done:<batch>``
+S wf_done:<batch>             hash   a copy of the processing area of an acked batch that held
+                                     workflow members, until relayed (its members are done)
 S once:<name>                 str    a push made once (a workflow's callback or released job):
                                      a push naming it again adds nothing; kept
                                      ``settings.workflow_ttl``
@@ -220,6 +224,7 @@ SUFFIXES = {
     "schedule_log_list": "schedule_log:",
     "schedules_set": "schedules",
     "wf_outbox_hash": "wf_outbox",
+    "wf_done_hash": "wf_done:",
     "once_flag": "once:",
 }
 
@@ -234,6 +239,7 @@ PER_ID = {
     "schedule_log_list",
     "group_ids_zset",
     "once_flag",
+    "wf_done_hash",
 }
 
 

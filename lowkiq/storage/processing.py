@@ -38,6 +38,13 @@ def processing_group(value: bytes) -> tuple[str | None, int]:
     return value[5 : 5 + length].decode(), 5 + length
 
 
+def processing_blob(value: bytes) -> bytes:
+    """The blob (payloads) of a processing-area value."""
+    _, offset = processing_group(value)
+    _, _, error_length = PROCESSING_HEADER.unpack_from(value, offset)
+    return value[offset + PROCESSING_HEADER.size + max(error_length, 0) :]
+
+
 def _job_groups(jobs: list[PoppedJob], told: list[Any]) -> dict[str, int]:
     """Give each popped job its group, from a pop's list of groups (see ``pop.lua``: the
     group of each job joined by NULs, or one group for every job); returns the jobs taken

@@ -40,6 +40,14 @@ def split(stored: bytes) -> tuple[str | None, bytes]:
     return name.split("\0", 1)[0], stored[start + length :]
 
 
+def tag_of(stored: bytes) -> tuple[str, str]:
+    """``(workflow id, instance)`` of a tagged payload."""
+    (length,) = _LENGTH.unpack_from(stored, len(MARK))
+    start = len(MARK) + _LENGTH.size
+    workflow_id, _, instance = stored[start : start + length].decode().partition("\0")
+    return workflow_id, instance
+
+
 def member(queue: str, job_id: str, stored: bytes) -> str:
     """A member's name in its workflow: ``queue \\0 id \\0 sha1 of the stored bytes``, as
     the scripts write it."""

@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from lowkiq.clients.connection import Client
 from lowkiq.settings import settings
+from lowkiq.storage import blob
+from lowkiq.storage import workflow_tags as tags
 from lowkiq.storage.keys import NAMESPACE
+from lowkiq.storage.processing import processing_blob
 from lowkiq.workflows import held, store
 from lowkiq.workflows.status import status_of
 
@@ -45,23 +49,64 @@ def outbox(queue_name: str, shard: int) -> str:
     return f"{NAMESPACE}:{{{queue_name}:{shard}}}:wf_outbox"
 
 
+@dataclass
+class Outbox:
+    """What a shard's outbox holds: its fields, the copies of acked areas they name, and
+    the records read from both, by ``(workflow, instance)``: ``(state, member)``."""
+
+    fields: list[Any] = field(default_factory=list)
+    copies: list[str] = field(default_factory=list)
+    records: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
+
+
+def read_outbox(client: Client, queue_name: str, shard: int) -> Outbox:
+    """The records of a shard's outbox (see ``wf_note`` and ``wf_copy_area`` in
+    ``lua/_common.lua``)."""
+    box = Outbox(list(client.hkeys(outbox(queue_name, shard))))
+    for name in box.fields:
+        if name.startswith(b"a\0"):  # an acked batch's area: its members are done
+            box.copies.append(done_area(queue_name, shard, name[2:].decode()))
+            continue
+        state, workflow_id, instance, member = name.decode().split("\0", 3)
+        box.records.setdefault((workflow_id, instance), []).append((state, member))
+    for copy in box.copies:
+        area: dict[Any, Any] = client.hgetall(copy)
+        for job_id, value in area.items():
+            for workflow_id, instance, member in _members(queue_name, job_id.decode(), value):
+                box.records.setdefault((workflow_id, instance), []).append(("d", member))
+    return box
+
+
 def relay(client: Client, queue_name: str, shard: int) -> int:
     """Tell the workflows what the shard's outbox holds; fire those it completes.
     Returns how many records went."""
-    key = outbox(queue_name, shard)
-    fields: list[Any] = list(client.hkeys(key))
-    if not fields:
+    box = read_outbox(client, queue_name, shard)
+    if not box.fields:
         return 0
-    by_workflow: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for field in fields:
-        state, workflow_id, instance, member = field.decode().split("\0", 3)
-        by_workflow.setdefault((workflow_id, instance), []).append((state, member))
-    for (workflow_id, instance), records in by_workflow.items():
+    for (workflow_id, instance), records in box.records.items():
         if store.settle(client, workflow_id, records, instance) == 1:
             store.count_completion(client, workflow_id)
             fire(client, workflow_id)
-    client.hdel(key, *fields)
-    return len(fields)
+    if box.copies:
+        client.delete(*box.copies)
+    client.hdel(outbox(queue_name, shard), *box.fields)
+    return len(box.fields)
+
+
+def done_area(queue_name: str, shard: int, batch: str) -> str:
+    """The copy of an acked batch's processing area (see :mod:`lowkiq.storage.keys`)."""
+    return f"{NAMESPACE}:{{{queue_name}:{shard}}}:wf_done:{batch}"
+
+
+def _members(queue_name: str, job_id: str, value: bytes) -> list[tuple[str, str, str]]:
+    """``(workflow, instance, member)`` of each tagged payload of a processing-area value,
+    as ``wf_note`` in ``lua/_common.lua`` names them."""
+    found = []
+    for stored, _ in blob.unpack(processing_blob(value)):
+        if stored.startswith(tags.MARK):
+            workflow_id, instance = tags.tag_of(stored)
+            found.append((workflow_id, instance, tags.member(queue_name, job_id, stored)))
+    return found
 
 
 def _callback_payload(workflow_id: str, state: dict[str, Any]) -> bytes:

@@ -210,10 +210,9 @@ def relay_drawing(client: Client, queue_name: str, shard: int) -> int:
     if choice == "relay":
         return relay.relay(client, queue_name, shard)
     if choice == "settled, then lost":  # told the workflows, crashed before fire and HDEL
-        fields: list[Any] = list(client.hkeys(relay.outbox(queue_name, shard)))
-        for raw in fields:
-            state, workflow_id, instance, member = raw.decode().split("\0", 3)
-            relay.store.settle(client, workflow_id, [(state, member)], instance)
+        box = relay.read_outbox(client, queue_name, shard)
+        for (workflow_id, instance), records in box.records.items():
+            relay.store.settle(client, workflow_id, records, instance)
     return 0
 
 

@@ -266,21 +266,24 @@ end
 -- or fails for a retry ('f'), one field of the shard's outbox K.wf_outbox_hash says so:
 -- `state \0 workflow \0 instance \0 queue \0 id \0 sha1 of the stored payload` (the last
 -- three: the member); lowkiq.workflows.relay tells the workflow, idempotently, and deletes it.
--- A blob without a tag costs one string.find.
-local function wf_note(id, blob, state)
+-- A blob without a tag costs one string.find.  With `fields` (a list), the field, value
+-- pairs are added to it, for one HSET of many (wf_note_area), instead of written.
+local function wf_note(id, blob, state, fields)
   if blob == '' or not string.find(blob, '\255\254lkw', 1, true) then return 0 end
   local queue = string.match(P, '{(.*):%d+}')
-  local noted = 0
+  local noted, own = 0, fields == nil
+  fields = fields or {}
   for _, pair in ipairs(blob_pairs(blob)) do
     local payload = pair[2]
     if string.sub(payload, 1, 5) == '\255\254lkw' then
       local length = struct.unpack('>I2', payload, 6)
-      local field = state .. '\0' .. string.sub(payload, 8, 7 + length) .. '\0' .. queue .. '\0'
-        .. id .. '\0' .. redis.sha1hex(payload)
-      redis.call('hset', K.wf_outbox_hash, field, '1')
+      fields[#fields + 1] = state .. '\0' .. string.sub(payload, 8, 7 + length) .. '\0' .. queue
+        .. '\0' .. id .. '\0' .. redis.sha1hex(payload)
+      fields[#fields + 1] = '1'
       noted = noted + 1
     end
   end
+  if own and noted > 0 then call_many('hset', K.wf_outbox_hash, fields) end
   return noted
 end
 
@@ -885,6 +888,25 @@ local function processing_unpack(value)
     pos = pos + err_len
   end
   return string.format('%.17g', perform_in), retry_count, error, string.sub(value, pos), group
+end
+
+-- An acked batch that held workflow members: its processing area is copied whole (C, no
+-- Lua per job) to K.wf_done_hash(batch), named in the outbox as `a \0 batch`; the relay
+-- reads the members there (they are done).  `keys`: the shard's key table.
+local function wf_copy_area(keys, batch)
+  if redis.call('copy', keys.processing_hash, keys.wf_done_hash(batch), 'replace') == 1 then
+    redis.call('hset', keys.wf_outbox_hash, 'a\0' .. batch, '1')
+  end
+end
+
+-- wf_note of every job of the processing area, whose HGETALL is `entries`, in one HSET.
+local function wf_note_area(entries, state)
+  local fields = {}
+  for i = 1, #entries, 2 do
+    local _, _, _, blob = processing_unpack(entries[i + 1])
+    wf_note(entries[i], blob, state, fields)
+  end
+  if #fields > 0 then call_many('hset', K.wf_outbox_hash, fields) end
 end
 
 -- Jobs `ids` of the shard whose keys are `keys` ran to an end (acked, failed or

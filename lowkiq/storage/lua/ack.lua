@@ -2,19 +2,14 @@
 -- KEYS[1]  the shard's prefix
 -- ARGV[1]  lease token of the shard
 -- ARGV[2]  the batch: the number its pop returned
--- ARGV[3]  optional: '1' when the batch holds workflow members (see wf_note): they
---          are noted done in the shard's outbox
--- Writes: processing_hash, processed_counter (+= jobs in the batch), wf_outbox_hash
+-- ARGV[3]  optional: '1' when the batch holds workflow members: they are done (see
+--          wf_copy_area)
+-- Writes: processing_hash, processed_counter (+= jobs in the batch), wf_outbox_hash and
+--   wf_done_hash(batch) with ARGV[3]
 -- Returns: the number of jobs acked; error FENCED when the lease is not held, error
 --   STALE when the area holds another batch (nothing is acked)
 local held, in_area = lease_and_batch(K, ARGV[1], ARGV[2])
 if not held then return fenced() end
 if not in_area then return stale_batch(ARGV[2]) end
-if ARGV[3] == '1' then
-  local entries = redis.call('hgetall', K.processing_hash)
-  for i = 1, #entries, 2 do
-    local _, _, _, blob = processing_unpack(entries[i + 1])
-    wf_note(entries[i], blob, 'd')
-  end
-end
+if ARGV[3] == '1' then wf_copy_area(K, ARGV[2]) end
 return ack_processing(K, nil, ARGV[1])

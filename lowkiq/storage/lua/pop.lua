@@ -9,8 +9,8 @@
 -- ARGV[3]  limit (batch size)
 -- ARGV[4]  lease token of the KEYS[2] shard
 -- ARGV[5]  the batch of the KEYS[2] shard to ack: the number its pop returned; then
---          'w' when it holds workflow members, noted done in the shard's outbox (see
---          wf_note; only when KEYS[2] is the shard itself)
+--          'w' when it holds workflow members, which are done (see wf_copy_area; only
+--          when KEYS[2] is the shard itself)
 -- ARGV[6]  optional: the worker's rate limit, tokens per ms (one token per job)
 -- ARGV[7]  its bucket's capacity (burst), ARGV[8] tokens to reserve at a time,
 -- ARGV[9]  tokens reserved by rate_take for this pop (Redis Cluster), or 0
@@ -159,13 +159,7 @@ if ack_prefix then
       end
       if extra == 0 then restores = false end
     end
-    if noting and same then
-      local entries = redis.call('hgetall', processing)
-      for i = 1, #entries, 2 do
-        local _, _, _, blob = processing_unpack(entries[i + 1])
-        wf_note(entries[i], blob, 'd')
-      end
-    end
+    if noting and same then wf_copy_area(K, ack_batch) end
     -- A thread usually acks the shard it pops: its lease was just checked.
     if same and ARGV[4] == token then held = true end
     if TRACK and held then

@@ -13,13 +13,31 @@ local state, members = P .. 'state', P .. 'members'
 local instance = redis.call('hget', state, 'instance')
 if not instance or (ARGV[2] ~= '' and ARGV[2] ~= instance) then return -1 end
 local count_of = {d = 'done', x = 'dead', c = 'discarded', f = 'failed'}
-for i = 3, #ARGV, 2 do
-  local new, member = ARGV[i], ARGV[i + 1]
-  local current = redis.call('hget', members, member)
+local names = {}
+for i = 4, #ARGV, 2 do names[#names + 1] = ARGV[i] end
+-- Every member's state read at once, every change written at once.
+local currents = {}
+for first = 1, #names, 2000 do
+  local last = math.min(first + 1999, #names)
+  local read = redis.call('hmget', members, unpack(names, first, last))
+  for j = 1, #read do currents[first + j - 1] = read[j] end
+end
+local changed, deltas = {}, {}
+for j, member in ipairs(names) do
+  local current, new = changed[member] or currents[j] or nil, ARGV[2 * j + 1]
   if current ~= 'd' and current ~= 'x' and current ~= 'c' and current ~= new then
-    redis.call('hset', members, member, new)
-    if current == 'f' then redis.call('hincrby', state, 'failed', -1) end
-    redis.call('hincrby', state, count_of[new], 1)
+    changed[member] = new
+    if current == 'f' then deltas.failed = (deltas.failed or 0) - 1 end
+    deltas[count_of[new]] = (deltas[count_of[new]] or 0) + 1
   end
+end
+local fields = {}
+for member, new in pairs(changed) do
+  fields[#fields + 1] = member
+  fields[#fields + 1] = new
+end
+call_many('hset', members, fields)
+for name, delta in pairs(deltas) do
+  if delta ~= 0 then redis.call('hincrby', state, name, delta) end
 end
 return wf_complete(ARGV[1])
