@@ -21,5 +21,5 @@ for first = 2 + n, #ARGV, 2000 do
     end
   end
 end
-call_many('hset', members, fields)
+add_many('hset', members, fields)
 return #fields / 2

@@ -36,7 +36,7 @@ for member, new in pairs(changed) do
   fields[#fields + 1] = member
   fields[#fields + 1] = new
 end
-call_many('hset', members, fields)
+add_many('hset', members, fields)
 for name, delta in pairs(deltas) do
   if delta ~= 0 then redis.call('hincrby', state, name, delta) end
 end
