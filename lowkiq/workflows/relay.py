@@ -22,9 +22,9 @@ from typing import Any
 
 from lowkiq.clients.connection import Client
 from lowkiq.settings import settings
-from lowkiq.storage import blob
+from lowkiq.storage import blob, layout
 from lowkiq.storage import workflow_tags as tags
-from lowkiq.storage.keys import NAMESPACE
+from lowkiq.storage.keys import NAMESPACE, QueueKeys
 from lowkiq.storage.processing import processing_blob
 from lowkiq.workflows import held, store
 from lowkiq.workflows.status import status_of
@@ -155,6 +155,18 @@ def relay_shards(client: Client, shards: Iterable[str]) -> int:
     return count
 
 
+def _with_current_shards(client: Client, names: list[str]) -> list[str]:
+    """``names`` (``queue \0 shard``) and every shard of their queues' layouts now: a
+    reshard may have moved members since they were enqueued."""
+    found = dict.fromkeys(names)
+    for queue_name in dict.fromkeys(name.split("\0")[0] for name in names):
+        fields: dict[Any, Any] = client.hgetall(QueueKeys(queue_name).layout_hash)
+        if fields:
+            for shard in layout.parse(fields).shards:
+                found[f"{queue_name}\0{shard}"] = None
+    return list(found)
+
+
 def _ids(raw: Iterable[Any]) -> list[str]:
     return [i.decode() if isinstance(i, bytes) else i for i in raw]
 
@@ -188,7 +200,7 @@ def sweep(client: Client, now: float) -> int:
         looked += 1
         if state.get("status") == "closed":
             shards = client.smembers(store.prefix(workflow_id) + "shards")
-            relay_shards(client, _ids(shards))
+            relay_shards(client, _with_current_shards(client, _ids(shards)))
         elif state.get("status") == "complete":
             fire(client, workflow_id)
     return looked

@@ -689,11 +689,6 @@ def test_cancel_after_a_reshard_deletes_the_members_where_they_moved(
     assert callbacks(Done) == [("moved", [body])]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the sweep relays the shards members were enqueued to, not those a reshard "
-    "moved them to: see wf-bugs.md",
-)
 def test_the_sweep_finds_members_a_reshard_moved(
     redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
