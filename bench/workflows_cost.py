@@ -19,7 +19,9 @@
    callbacks enqueued).  The callbacks are not performed (they are jobs of their own).
    Printed: instructions per job of the enqueue, of the drain, both, and the workflows
    scenario over the plain one (target: at most +25 %); the Redis commands per job of
-   the drain (``INFO commandstats``: script calls, and the commands they ran).
+   the drain (``INFO commandstats``: script calls, and the commands they ran).  With
+   ``--split``, a second drain of the workflows scenario counts its pops and acks alone
+   (the members noted in the outboxes), then every outbox relayed at once.
 
    ``--baseline DIR``: the plain scenario also runs on the lowkiq tree in ``DIR`` (e.g.
    ``git archive`` of the commit before workflows), in a process of its own with
@@ -114,13 +116,14 @@ def enqueue(scenario: str, workflows: int, members: int, tag: str = "") -> None:
             Counted.perform_async(jobs)
 
 
-def drain(client: redis.Redis) -> int:
+def drain(client: redis.Redis, relaying: bool = True) -> int:
     """Pop every shard of :class:`Counted` until all are empty, as a processing thread
     does (every shard's pop in one write, each taking up to ``MAX_BATCHES`` batches of
     one job and acking the shard's previous batch), relaying the outbox of each shard
-    whose ack carried members; returns the jobs popped."""
+    whose ack carried members (not when ``relaying`` is false: the outboxes fill);
+    returns the jobs popped."""
     relay = None
-    if hasattr(lowkiq, "Workflow"):
+    if hasattr(lowkiq, "Workflow") and relaying:
         from lowkiq.workflows.relay import relay
     shards = Counted.shards_count
     queue = Queue(client, Counted.queue_name, shards)
@@ -175,8 +178,8 @@ def drain(client: redis.Redis) -> int:
 
 
 def count_scenario(
-    server: CountedRedis, scenario: str, workflows: int, members: int
-) -> dict[str, float]:
+    server: CountedRedis, scenario: str, workflows: int, members: int, split: bool = False
+) -> dict[str, Any]:
     """Instructions per job of one scenario's enqueue and drain."""
     client = server.client
     # A warm-up of the whole path (scripts loaded, clients made), then a clean server.
@@ -200,22 +203,49 @@ def count_scenario(
         for key, stat in stats.items()
         if key.removeprefix("cmdstat_") not in OWN_COMMANDS
     }
+    result = {"enqueue": pushed / jobs, "drain": popped / jobs,
+              "total": (pushed + popped) / jobs, "drain_calls": calls}  # fmt: skip
     if scenario == "workflows":
         left = lowkiq.workflow(f"wf{workflows - 1}").status()
         assert left.complete and left.done == members, left
         assert Completed.metrics()["length"] == workflows, Completed.metrics()
-    return {"enqueue": pushed / jobs, "drain": popped / jobs, "total": (pushed + popped) / jobs,
-            "drain_calls": calls}  # fmt: skip
+        if split:
+            result.update(split_drain(server, workflows, members))
+    return result
 
 
-def count(scenarios: list[str], workflows: int, members: int) -> dict[str, dict[str, Any]]:
+def split_drain(server: CountedRedis, workflows: int, members: int) -> dict[str, float]:
+    """The workflows scenario's drain in two parts (``--split``): the pops and acks
+    alone (each member noted in its shard's outbox), then every outbox relayed at once
+    (fewer calls than a relay after each round: a lower bound of that part)."""
+    from lowkiq.workflows.relay import relay
+
+    client = server.client
+    client.flushall()
+    enqueue("workflows", workflows, members)
+    jobs = workflows * members
+    pops = server.count(lambda: drain(client, relaying=False))
+
+    def relay_all() -> None:
+        for shard in range(Counted.shards_count):
+            relay(client, Counted.queue_name, shard)
+
+    relays = server.count(relay_all)
+    left = lowkiq.workflow(f"wf{workflows - 1}").status()
+    assert left.complete and left.done == members, left
+    return {"pops": pops / jobs, "relays": relays / jobs}
+
+
+def count(
+    scenarios: list[str], workflows: int, members: int, split: bool = False
+) -> dict[str, dict[str, Any]]:
     """Each scenario's instructions per job, on one server under callgrind."""
     directory = Path(tempfile.mkdtemp(prefix="lowkiq-bench-"))
     server = CountedRedis(directory)
     try:
         socket = str(directory / "redis.sock")
         use(lambda: redis.Redis(unix_socket_path=socket))
-        return {name: count_scenario(server, name, workflows, members) for name in scenarios}
+        return {name: count_scenario(server, name, workflows, members, split) for name in scenarios}
     finally:
         server.stop()
         shutil.rmtree(directory, ignore_errors=True)
@@ -282,6 +312,11 @@ def main() -> None:
     parser.add_argument("--skip-instructions", action="store_true")
     parser.add_argument("--skip-timing", action="store_true")
     parser.add_argument("--blank", action="store_true", help="jobs without a payload")
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="also count the workflows drain's pops and its relays apart (a second drain)",
+    )
     parser.add_argument("--json", action="store_true", help="(internal) the counts as JSON")
     args = parser.parse_args()
     global BLANK  # noqa: PLW0603 - one switch for the whole run
@@ -299,7 +334,7 @@ def main() -> None:
         print(f"Redis instructions per job: {jobs} jobs ({args.workflows} calls of "
               f"{args.members}), 5 shards, batch_size 1, pops of up to {MAX_BATCHES} "
               "batches")  # fmt: skip
-        counts = count(scenarios, args.workflows, args.members)
+        counts = count(scenarios, args.workflows, args.members, args.split)
         rows = dict(counts)
         if args.baseline is not None:
             rows = {"plain, baseline": baseline(args.baseline.resolve(), args.workflows,
@@ -312,6 +347,12 @@ def main() -> None:
         for name, row in rows.items():
             calls = sorted(row["drain_calls"].items(), key=lambda item: -item[1])
             print(f"  {name}: " + ", ".join(f"{command} {n:.3f}" for command, n in calls))
+        flows = rows.get("workflows", {})
+        if "pops" in flows:
+            plain_drain = rows["plain"]["drain"]
+            print(f"workflows drain split: pops and acks {flows['pops']:,.0f} per job "
+                  f"({flows['pops'] - plain_drain:+,.0f} against plain), every outbox relayed "
+                  f"at once {flows['relays']:,.0f} per job")  # fmt: skip
         if "plain, baseline" in rows:
             base, now = rows["plain, baseline"], rows["plain"]
             for part in ("enqueue", "drain", "total"):
