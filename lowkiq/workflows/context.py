@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 import uuid
 import zlib
 from collections.abc import Callable, Sequence
@@ -32,6 +33,9 @@ from lowkiq.workflows.status import WorkflowStatus
 
 if TYPE_CHECKING:
     from lowkiq.worker import Worker
+
+#: Seconds the end of a workflow's block waits for Redis to answer its close.
+CLOSE_PATIENCE = 10.0
 
 _CURRENT: ContextVar[Workflow | None] = ContextVar("lowkiq_workflow", default=None)
 
@@ -212,21 +216,38 @@ class Workflow(WorkflowRef):
 
     def _close(self) -> None:
         """Register the members, then close (the members' jobs may be running already:
-        a member told ended before it is registered keeps its state)."""
+        a member told ended before it is registered keeps its state).  Redis away (a
+        restart, a dropped connection) is waited for up to :data:`CLOSE_PATIENCE`
+        seconds: both steps may run again (a close whose reply was lost is done)."""
         with self._lock:
             self._phase = "closed"
             members, shards = list(self._members), sorted(self._shards)
         client = self.config.client()
+        deadline = time.monotonic() + CLOSE_PATIENCE
+        pause = 0.05
+        while True:
+            try:
+                self._register_and_close(client, shards, members)
+                return
+            except (redis.ConnectionError, redis.TimeoutError):
+                if time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
+
+    def _register_and_close(self, client: Any, shards: list[str], members: list[str]) -> None:
         try:
             store.add_members(client, self.id, shards, members)
-        except redis.ResponseError:
-            if (
-                store.read_state(client, self.id) is not None
-                and store.status(client, self.id).complete
-            ):
-                return  # cancelled while its block ran: closed by the cancel
-            raise
-        if store.close(client, self.id):
+            completed = store.close(client, self.id)
+        except redis.ResponseError as exc:
+            state = store.read_state(client, self.id)
+            if not str(exc).startswith("CLOSED") or state is None:
+                raise
+            # Closed already: by a close whose reply was lost, or by a cancel.
+            if state.get("status") == "complete":
+                relay.fire(client, self.id)  # the sweep would, later
+            return
+        if completed:
             store.count_completion(client, self.id)
             relay.fire(client, self.id)
 

@@ -6,12 +6,17 @@
 -- ARGV[2]  the workflow's instance the members are of ('': any)
 -- ARGV[3..]  pairs: state, member
 -- Writes: W members, W state (its counts; status complete once every member ended)
--- Returns: 1 when this call completed the workflow, 0 if not, -1 when no such
+-- Returns: 1 when this call completed the workflow, 0 if not (or complete already:
+--   nothing changes then), -1 when no such
 --   workflow exists (expired or deleted), or it is another instance (its id reused):
 --   the records are dropped
 local state, members = P .. 'state', P .. 'members'
-local instance = redis.call('hget', state, 'instance')
+local known = redis.call('hmget', state, 'instance', 'status')
+local instance = known[1]
 if not instance or (ARGV[2] ~= '' and ARGV[2] ~= instance) then return -1 end
+-- Complete: its counts are those its callbacks got (a member ending late, one a cancel
+-- did not wait for, changes nothing).
+if known[2] == 'complete' then return 0 end
 local count_of = {d = 'done', x = 'dead', c = 'discarded', f = 'failed'}
 local names = {}
 for i = 4, #ARGV, 2 do names[#names + 1] = ARGV[i] end
