@@ -83,8 +83,9 @@ def relay(client: Client, queue_name: str, shard: int) -> int:
     box = read_outbox(client, queue_name, shard)
     if not box.fields:
         return 0
-    for (workflow_id, instance), records in box.records.items():
-        if store.settle(client, workflow_id, records, instance) == 1:
+    told = [(wf, instance, records) for (wf, instance), records in box.records.items()]
+    for (workflow_id, _, _), completed in zip(told, store.settle_many(client, told), strict=True):
+        if completed == 1:
             store.count_completion(client, workflow_id)
             fire(client, workflow_id)
     if box.copies:

@@ -35,7 +35,7 @@ from typing import Any
 
 import redis
 
-from lowkiq.clients.connection import Client
+from lowkiq.clients.connection import Client, is_cluster
 from lowkiq.errors import WorkflowError
 from lowkiq.storage.keys import NAMESPACE
 from lowkiq.storage.scripts import Scripts
@@ -132,10 +132,27 @@ def settle(
     """Tell instance ``instance`` of a workflow (``""``: whichever) what became of
     members (``(state, member)``): 1 when that completed it, 0 if not, -1 when there is
     no such workflow, or another instance of its id (the records are dropped)."""
-    args: list[Any] = ["", instance]
-    for state, member in records:
-        args += (state, member)
-    return int(Scripts.for_client(client).workflow_settle(keys=[prefix(workflow_id)], args=args))
+    return settle_many(client, [(workflow_id, instance, records)])[0]
+
+
+def settle_many(
+    client: Client, told: Sequence[tuple[str, str, Sequence[tuple[str, str]]]]
+) -> list[int]:
+    """:func:`settle` of several workflows (``(id, instance, records)``): in one call on
+    one server, a call each on a Redis Cluster (each workflow is a slot of its own)."""
+    if not told:
+        return []
+    if is_cluster(client) and len(told) > 1:
+        return [settle_many(client, [one])[0] for one in told]
+    keys: list[str] = []
+    args: list[Any] = [""]
+    for workflow_id, instance, records in told:
+        keys.append(prefix(workflow_id))
+        args += (instance, len(records))
+        for state, member in records:
+            args += (state, member)
+    replies = Scripts.for_client(client).workflow_settle(keys=keys, args=args)
+    return [int(reply) for reply in replies]
 
 
 def hold(client: Client, workflow_id: str, name: str, packed: bytes) -> bool:

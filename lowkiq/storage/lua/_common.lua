@@ -297,11 +297,11 @@ local function wf_note_queued(id, member, state)
   return wf_note(id, blob_pack(pairs_), state)
 end
 
--- A workflow's state (W = P, `lowkiq:{wf:<id>}:`, lowkiq.workflows.store): once
+-- A workflow's state (W = `prefix`, `lowkiq:{wf:<id>}:`, lowkiq.workflows.store): once
 -- closed and every member ended (done, dead or discarded), it is complete: returns 1
 -- when this call made it so (0 otherwise).
-local function wf_complete(now)
-  local state = P .. 'state'
+local function wf_complete(now, prefix)
+  local state = prefix .. 'state'
   local f = redis.call('hmget', state, 'status', 'total', 'done', 'dead', 'discarded', 'cancelled')
   if f[1] ~= 'closed' then return 0 end
   local dead = tonumber(f[4] or '0')

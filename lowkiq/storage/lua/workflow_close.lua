@@ -9,4 +9,4 @@ local status = redis.call('hget', state, 'status')
 if status ~= 'open' then return redis.error_reply('CLOSED ' .. tostring(status)) end
 local total = redis.call('hlen', P .. 'members')
 redis.call('hset', state, 'status', 'closed', 'closed_at', clock(ARGV[1]), 'total', total)
-return wf_complete(ARGV[1])
+return wf_complete(ARGV[1], P)
