@@ -51,9 +51,5 @@ while i <= #ARGV do
   end
   i = i + 2 + count
 end
-local entries = redis.call('hgetall', processing)
-for j = 1, #entries, 2 do
-  local _, _, _, blob = processing_unpack(entries[j + 1])
-  wf_note(entries[j], blob, 'd')
-end
+wf_note_area(redis.call('hgetall', processing), 'd')
 return {ack_processing(K, nil, ARGV[1]), yielded}
