@@ -237,8 +237,7 @@ class Workflow(WorkflowRef):
 
     def _register_and_close(self, client: Any, shards: list[str], members: list[str]) -> None:
         try:
-            store.add_members(client, self.id, shards, members)
-            completed = store.close(client, self.id)
+            completed = store.close(client, self.id, shards, members)
         except redis.ResponseError as exc:
             state = store.read_state(client, self.id)
             if not str(exc).startswith("CLOSED") or state is None:

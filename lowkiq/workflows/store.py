@@ -45,6 +45,8 @@ from lowkiq.workflows.status import WorkflowStatus, status_of
 INDEX = f"{NAMESPACE}:{{workflows}}:index"
 #: The workflows not yet complete and fired: id -> when opened (the sweep's work).
 UNFINISHED = f"{NAMESPACE}:{{workflows}}:unfinished"
+#: A member no index ever keeps (longer than a packed sorted set holds).
+BULK_MARK = "\xfflowkiq: the mark of a bulk write, longer than any member of a packed key"
 #: Members sent to Redis in one call when a workflow closes.
 MEMBERS_CHUNK = 5000
 
@@ -87,7 +89,7 @@ def open_(client: Client, workflow_id: str, definition: dict[str, Any]) -> None:
     for field, value in definition.items():
         args += (field, value)
     try:
-        scripts.workflow_open(keys=[prefix(workflow_id)], args=args)
+        opened = float(_text(scripts.workflow_open(keys=[prefix(workflow_id)], args=args)))
     except redis.ResponseError as exc:
         text = str(exc)
         if text.startswith("OPEN"):
@@ -101,26 +103,48 @@ def open_(client: Client, workflow_id: str, definition: dict[str, Any]) -> None:
                 f"enqueued after it: release or delete them first"
             ) from None
         raise
-    opened = float(_text(client.hget(prefix(workflow_id) + "state", "created_at")))
-    client.zadd(INDEX, {workflow_id: opened})
-    client.zadd(UNFINISHED, {workflow_id: opened})
+    # Each index is made a skiplist by a member too long for a packed sorted set (Redis
+    # keeps a small one packed and scans it on every add), taken out at once.
+    pipe = client.pipeline(transaction=False)
+    for key in (INDEX, UNFINISHED):
+        pipe.zadd(key, {BULK_MARK: 0, workflow_id: opened})
+        pipe.zrem(key, BULK_MARK)
+    pipe.execute()
 
 
 def add_members(
     client: Client, workflow_id: str, shards: Iterable[str], members: Sequence[str]
 ) -> None:
     """Register members (and the shards they live in) of an open workflow."""
-    scripts = Scripts.for_client(client)
-    shard_list = list(shards)
-    for start in range(0, max(len(members), 1), MEMBERS_CHUNK):
-        chunk = members[start : start + MEMBERS_CHUNK]
-        head = shard_list if start == 0 else []
-        scripts.workflow_members(keys=[prefix(workflow_id)], args=[len(head), *head, *chunk])
+    for args in _member_chunks(list(shards), members):
+        Scripts.for_client(client).workflow_members(keys=[prefix(workflow_id)], args=args)
 
 
-def close(client: Client, workflow_id: str) -> bool:
-    """Close an open workflow: it has every member; ``True`` when complete at once."""
-    return bool(Scripts.for_client(client).workflow_close(keys=[prefix(workflow_id)], args=[""]))
+def _member_chunks(shards: list[str], members: Sequence[str]) -> list[list[Any]]:
+    """The arguments of ``workflow_members`` calls registering ``members``."""
+    return [
+        [len(head), *head, *members[start : start + MEMBERS_CHUNK]]
+        for start in range(0, max(len(members), 1), MEMBERS_CHUNK)
+        for head in [shards if start == 0 else []]
+    ]
+
+
+def close(
+    client: Client,
+    workflow_id: str,
+    shards: Iterable[str] = (),
+    members: Sequence[str] = (),
+) -> bool:
+    """Close an open workflow, registering its last ``members`` first (in the same call
+    when they fit in one); ``True`` when complete at once."""
+    chunks = _member_chunks(list(shards), members) if (shards or members) else [[]]
+    for args in chunks[:-1]:
+        Scripts.for_client(client).workflow_members(keys=[prefix(workflow_id)], args=args)
+    return bool(
+        Scripts.for_client(client).workflow_close(
+            keys=[prefix(workflow_id)], args=["", *chunks[-1]]
+        )
+    )
 
 
 def settle(
@@ -181,7 +205,8 @@ def expire(client: Client, workflow_id: str, seconds: float) -> None:
 
 def list_ids(client: Client, offset: int = 0, limit: int = 50) -> list[str]:
     """Workflow ids, newest first."""
-    return [_text(i) for i in client.zrevrange(INDEX, offset, offset + limit - 1)]
+    ids = [_text(i) for i in client.zrevrange(INDEX, offset, offset + limit - 1)]
+    return [i for i in ids if i != BULK_MARK]
 
 
 def members(client: Client, workflow_id: str) -> dict[str, str]:

@@ -25,8 +25,8 @@ def test_a_close_refused_by_a_dropped_connection_is_tried_again(
     real_close = store.close
     refused: list[int] = []
 
-    def close_once_lost(client: Any, workflow_id: str) -> bool:
-        completed = real_close(client, workflow_id)
+    def close_once_lost(client: Any, workflow_id: str, *members: Any) -> bool:
+        completed = real_close(client, workflow_id, *members)
         if not refused:  # it ran, but its reply never came
             refused.append(1)
             raise redis.ConnectionError("Connection reset by peer")

@@ -297,6 +297,27 @@ local function wf_note_queued(id, member, state)
   return wf_note(id, blob_pack(pairs_), state)
 end
 
+-- Register members of the open workflow W = P (lua/workflow_members.lua): ARGV[from] is
+-- n, then n shards (`queue \0 shard`), then members; a member told settled already keeps
+-- its state.  Read at once, written at once; returns how many were new.
+local function wf_register(from)
+  local n = tonumber(ARGV[from])
+  if n > 0 then call_many('sadd', P .. 'shards', {unpack(ARGV, from + 1, from + n)}) end
+  local members, fields = P .. 'members', {}
+  for first = from + 1 + n, #ARGV, 2000 do
+    local last = math.min(first + 1999, #ARGV)
+    local known = redis.call('hmget', members, unpack(ARGV, first, last))
+    for j = 1, #known do
+      if not known[j] then
+        fields[#fields + 1] = ARGV[first + j - 1]
+        fields[#fields + 1] = 'p'
+      end
+    end
+  end
+  add_many('hset', members, fields)
+  return #fields / 2
+end
+
 -- A workflow's state (W = `prefix`, `lowkiq:{wf:<id>}:`, lowkiq.workflows.store): once
 -- closed and every member ended (done, dead or discarded), it is complete: returns 1
 -- when this call made it so (0 otherwise).

@@ -4,7 +4,7 @@
 -- ARGV[2..]  field, value pairs of its definition (callbacks, payload)
 -- Writes: W state (status open, created_at, the definition); a complete workflow of
 --   the same id is replaced (its members, shards and released held jobs forgotten)
--- Returns: 1; error `OPEN <status>` when a workflow of that id is open or closed and
+-- Returns: when it opened (created_at); error `OPEN <status>` when a workflow of that id is open or closed and
 --   not complete, `HELD <count>` when a complete one still holds jobs (nothing written)
 local state = P .. 'state'
 local status = redis.call('hget', state, 'status')
@@ -13,4 +13,4 @@ local held = redis.call('hlen', P .. 'held')
 if held > 0 then return redis.error_reply('HELD ' .. held) end
 redis.call('del', state, P .. 'members', P .. 'shards')
 redis.call('hset', state, 'status', 'open', 'created_at', clock(ARGV[1]), unpack(ARGV, 2))
-return 1
+return redis.call('hget', state, 'created_at')
