@@ -297,19 +297,19 @@ local function wf_note_queued(id, member, state)
   return wf_note(id, blob_pack(pairs_), state)
 end
 
--- Register members of the open workflow W = P (lua/workflow_members.lua): ARGV[from] is
+-- Register members of the open workflow W = P (lua/workflow_members.lua): args[from] is
 -- n, then n shards (`queue \0 shard`), then members; a member told settled already keeps
 -- its state.  Read at once, written at once; returns how many were new.
-local function wf_register(from)
-  local n = tonumber(ARGV[from])
-  if n > 0 then call_many('sadd', P .. 'shards', {unpack(ARGV, from + 1, from + n)}) end
+local function wf_register(args, from)
+  local n = tonumber(args[from])
+  if n > 0 then call_many('sadd', P .. 'shards', {unpack(args, from + 1, from + n)}) end
   local members, fields = P .. 'members', {}
-  for first = from + 1 + n, #ARGV, 2000 do
-    local last = math.min(first + 1999, #ARGV)
-    local known = redis.call('hmget', members, unpack(ARGV, first, last))
+  for first = from + 1 + n, #args, 2000 do
+    local last = math.min(first + 1999, #args)
+    local known = redis.call('hmget', members, unpack(args, first, last))
     for j = 1, #known do
       if not known[j] then
-        fields[#fields + 1] = ARGV[first + j - 1]
+        fields[#fields + 1] = args[first + j - 1]
         fields[#fields + 1] = 'p'
       end
     end

@@ -9,7 +9,7 @@
 local state = P .. 'state'
 local status = redis.call('hget', state, 'status')
 if status ~= 'open' then return redis.error_reply('CLOSED ' .. tostring(status)) end
-if #ARGV > 1 then wf_register(2) end
+if #ARGV > 1 then wf_register(ARGV, 2) end
 local total = redis.call('hlen', P .. 'members')
 redis.call('hset', state, 'status', 'closed', 'closed_at', clock(ARGV[1]), 'total', total)
 return wf_complete(ARGV[1], P)

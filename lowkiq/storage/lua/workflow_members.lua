@@ -7,4 +7,4 @@
 -- Returns: the members added; error `CLOSED <status>` when it is not open
 local status = redis.call('hget', P .. 'state', 'status')
 if status ~= 'open' then return redis.error_reply('CLOSED ' .. tostring(status)) end
-return wf_register(1)
+return wf_register(ARGV, 1)
