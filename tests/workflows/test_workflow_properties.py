@@ -4,13 +4,15 @@ counts of what happened to its members; on one server and on the 3-master cluste
 
 Hypothesis draws workflows (members over a few ids of two queues, merging with each
 other and with payloads of no workflow), a program of steps (drain a queue, crash a
-process holding a batch, run the callbacks), the outcome of every batch (success, raise
-for a retry, ``Kill``, ``Discard``, ``BatchFailed`` naming some ids with their own fates,
+process holding a batch, run the callbacks, cancel a workflow), the outcome of every
+batch (success; raise for a retry, the oldest payload to the morgue on a second failure
+in a row; ``Kill``; ``Discard``; ``BatchFailed`` naming some ids with their own fates;
 ``yield_rest``) and what each relay does (relays; is lost before it starts; or tells the
 workflows and is lost before it fires callbacks or deletes its records).  A model of the
 stored payloads follows each batch: it says what ``perform`` must get, and each member's
 fate.  At the end everything drains, the sweep runs, and each workflow must have had one
-``on_complete`` (and one ``on_success`` when none of its members died) with its counts.
+``on_complete`` (and one ``on_success`` when none of its members died and it was not
+cancelled) with its counts.
 """
 
 from __future__ import annotations
@@ -39,15 +41,17 @@ from tests.workflows.workflow_support import Done, Success, status_dict
 __all__ = ["server_or_cluster_client"]  # the redis_client fixture: a server, then a cluster
 
 IDS = ("i0", "i1", "i2")
+MAX_RETRY_COUNT = 1
 VALUES = (0, 1, 2, 3)
 
 
 class Items(lowkiq.Worker):
-    """Members in three shards; a failure is retried (never exhausted here)."""
+    """Members in three shards; an id failing a second time in a row sends its oldest
+    payload to the morgue."""
 
     shards_count = 3
     batch_size = 2
-    max_retry_count = 1000
+    max_retry_count = MAX_RETRY_COUNT
     max_restores = 1000
 
     @classmethod
@@ -84,8 +88,11 @@ class Run:
     live: dict[tuple[str, str], set[tuple[int, str | None]]] = field(default_factory=dict)
     #: (workflow, queue, id, value) -> p, f, d, x or c.
     members: dict[tuple[str, str, str, int], str] = field(default_factory=dict)
-    #: Ids whose equal payloads come from two sources (see ``yield_safe``).
-    unsafe_yield: set[tuple[str, str]] = field(default_factory=set)
+    #: (queue, id) -> its retry_count (-1: never failed since it last ended).
+    retry_counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: A source's rank: an equal payload of a smaller rank has the smaller score (the
+    #: oldest), so the one a death at max_retry_count takes is known.
+    rank: dict[str | None, int] = field(default_factory=lambda: {None: 0})
     #: When set, every batch succeeds and every relay goes through.
     finishing: bool = False
     #: Workflows whose state said complete when fire() was called.
@@ -127,9 +134,7 @@ class Run:
                 raised = lowkiq.BatchFailed({i: exceptions[f] for i, f in named.items()})
         elif outcome == "yield":
             candidates = [
-                job_id
-                for job_id, payloads in payloads_by_id.items()
-                if len(payloads) > 1 and (queue, job_id) not in self.unsafe_yield
+                job_id for job_id, payloads in payloads_by_id.items() if len(payloads) > 1
             ]
             if candidates:
                 job_id = self.rng.choice(sorted(candidates))
@@ -146,6 +151,13 @@ class Run:
         """The stored payloads of an id end as ``fate`` (but those of ``keep``, given
         back): the model's members too."""
         entries = self.live.get((queue, job_id), set())
+        if fate == "f":
+            retry_count = self.retry_counts.get((queue, job_id), -1) + 1
+            self.retry_counts[(queue, job_id)] = retry_count
+            if retry_count >= MAX_RETRY_COUNT:  # the oldest payload dies, the rest go on
+                oldest = min(entries, key=lambda entry: (entry[0], self.rank[entry[1]]))
+                self.end(queue, job_id, oldest, "x")
+                self.retry_counts[(queue, job_id)] = -1
         for value, workflow_id in sorted(entries, key=str):
             if value in keep:
                 continue
@@ -155,6 +167,18 @@ class Run:
                     self.members[key] = fate
             if fate in self.ended:
                 entries.discard((value, workflow_id))
+        if not entries:
+            self.retry_counts.pop((queue, job_id), None)
+
+    def end(self, queue: str, job_id: str, entry: tuple[int, str | None], fate: str) -> None:
+        """One stored payload ends as ``fate``."""
+        self.live[(queue, job_id)].discard(entry)
+        value, workflow_id = entry
+        if (
+            workflow_id is not None
+            and self.members[(workflow_id, queue, job_id, value)] not in "dxc"
+        ):
+            self.members[(workflow_id, queue, job_id, value)] = fate
 
     def cancel(self, workflow_id: str) -> int:
         """The workflow's queued payloads are deleted (those of a crashed batch are not
@@ -292,12 +316,11 @@ def test_callbacks_fire_once_after_the_last_member_with_its_counts(
     RUN = Run(itertools.cycle(outcomes), itertools.cycle(relays), random.Random(seed))
     run = RUN
     prefix = uuid.uuid4().hex[:6]
-    sources: dict[tuple[str, str, int], set[str | None]] = {}
 
     def enqueue(source: str | None, worker: str, job_id: str, value: int) -> None:
-        WORKERS[worker].perform_async([{"id": job_id, "payload": value, "score": value}])
+        score = value + run.rank[source] / 1000
+        WORKERS[worker].perform_async([{"id": job_id, "payload": value, "score": score}])
         run.live.setdefault((worker, job_id), set()).add((value, source))
-        sources.setdefault((worker, job_id, value), set()).add(source)
         if source is not None:
             run.members.setdefault((source, worker, job_id, value), "p")
 
@@ -306,12 +329,12 @@ def test_callbacks_fire_once_after_the_last_member_with_its_counts(
     for number, enqueues in enumerate(workflows):
         workflow_id = f"{prefix}-w{number}"
         run.workflows.append(workflow_id)
+        run.rank[workflow_id] = number + 1
         with lowkiq.Workflow(workflow_id, on_complete=Done, on_success=Success, payload=number):
             for worker, job_id, value in enqueues:
                 enqueue(workflow_id, worker, job_id, value)
     for worker, job_id, value in outside[len(outside) // 2 :]:
         enqueue(None, worker, job_id, value)
-    run.unsafe_yield = {(w, i) for (w, i, _), s in sources.items() if len(s) > 1}
 
     for kind, worker, number in steps:
         if kind == "drain":
