@@ -438,7 +438,7 @@ class Server:
             self.recorder.start()
         if self.periodic is not None:
             self.periodic.start()
-        Sweeper(self.settings.client()).start(self.stop_event)
+        Sweeper(coordinator.client).start(self.stop_event)
 
     def serve_metrics(self, host: str, port: int) -> None:
         """Serve the Prometheus metrics at ``http://host:port/metrics`` until :meth:`stop`."""
