@@ -42,6 +42,7 @@ __all__ = ["server_or_cluster_client"]  # the redis_client fixture: a server, th
 
 IDS = ("i0", "i1", "i2")
 MAX_RETRY_COUNT = 1
+MAX_RESTORES = 2
 VALUES = (0, 1, 2, 3)
 
 
@@ -52,7 +53,7 @@ class Items(lowkiq.Worker):
     shards_count = 3
     batch_size = 2
     max_retry_count = MAX_RETRY_COUNT
-    max_restores = 1000
+    max_restores = MAX_RESTORES
 
     @classmethod
     def retry_in(cls, retry_count: int) -> float:
@@ -88,6 +89,9 @@ class Run:
     live: dict[tuple[str, str], set[tuple[int, str | None]]] = field(default_factory=dict)
     #: (workflow, queue, id, value) -> p, f, d, x or c.
     members: dict[tuple[str, str, str, int], str] = field(default_factory=dict)
+    #: (queue, id) -> how many times a crashed batch holding it was restored since it
+    #: last ran to an end (a yield is no end).
+    restores: dict[tuple[str, str], int] = field(default_factory=dict)
     #: (queue, id) -> its retry_count (-1: never failed since it last ended).
     retry_counts: dict[tuple[str, str], int] = field(default_factory=dict)
     #: A source's rank: an equal payload of a smaller rank has the smaller score (the
@@ -151,6 +155,8 @@ class Run:
         """The stored payloads of an id end as ``fate`` (but those of ``keep``, given
         back): the model's members too."""
         entries = self.live.get((queue, job_id), set())
+        if not keep:
+            self.restores.pop((queue, job_id), None)
         if fate == "f":
             retry_count = self.retry_counts.get((queue, job_id), -1) + 1
             self.retry_counts[(queue, job_id)] = retry_count
@@ -169,6 +175,25 @@ class Run:
                 entries.discard((value, workflow_id))
         if not entries:
             self.retry_counts.pop((queue, job_id), None)
+
+    def restored(self, queue: str, shard: int) -> None:
+        """The next owner of ``shard`` restores the batch a crash left there: an id
+        restored :data:`MAX_RESTORES` times goes to the morgue, whole."""
+        for job_id in sorted(self.crashed.pop((queue, shard), set())):
+            count = self.restores.get((queue, job_id), 0) + 1
+            self.restores[(queue, job_id)] = count
+            if count >= MAX_RESTORES:
+                for entry in sorted(self.live.get((queue, job_id), set()), key=str):
+                    self.end(queue, job_id, entry, "x")
+                self.restores.pop((queue, job_id))
+                self.retry_counts.pop((queue, job_id), None)
+
+    def drain(self, worker: type[Items], future: bool) -> None:
+        """``drain(worker)``: its shards taken (their crashed batches restored first)."""
+        for queue, shard in sorted(self.crashed):
+            if queue == worker.queue_name:
+                self.restored(queue, shard)
+        drain(worker, future=future)
 
     def end(self, queue: str, job_id: str, entry: tuple[int, str | None], fate: str) -> None:
         """One stored payload ends as ``fate``."""
@@ -260,6 +285,7 @@ def crash(worker: type[Items], shard: int) -> None:
     shard %= worker.shards_count
     lease, _, _ = leases.acquire(queue, shard, f"crashed-{uuid.uuid4().hex[:6]}", 30)
     assert lease is not None
+    RUN.restored(worker.queue_name, shard)  # (the acquisition restored what a crash left)
     popped = queue.pop(shard, lease.token, worker.batch_size)
     queue.client.delete(queue.keys.lease(shard))
     RUN.crashed[(worker.queue_name, shard)] = {job.id for job in popped.jobs}
@@ -338,8 +364,7 @@ def test_callbacks_fire_once_after_the_last_member_with_its_counts(
 
     for kind, worker, number in steps:
         if kind == "drain":
-            drain(WORKERS[worker], future=bool(number))  # restores a crashed batch first
-            run.crashed = {k: v for k, v in run.crashed.items() if k[0] != worker}
+            run.drain(WORKERS[worker], future=bool(number))
         elif kind == "cancel":
             workflow_id = run.workflows[number % len(run.workflows)]
             # (A complete workflow stays as it was, succeeded or not; one whose last
@@ -362,7 +387,7 @@ def test_callbacks_fire_once_after_the_last_member_with_its_counts(
     run.finishing = True
     for _ in range(3):  # a batch restored by a drain of another queue's: every queue again
         for worker_class in WORKERS.values():
-            drain(worker_class, future=True)
+            run.drain(worker_class, future=True)
     redis_client.delete(relay.SWEEP_LOCK)
     relay.sweep(redis_client, time.time() + 3600)  # what the lost relays left
     for _ in range(2):
