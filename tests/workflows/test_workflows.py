@@ -765,3 +765,18 @@ def test_concurrent_relays_and_sweeps_count_each_member_once_and_fire_once(
     expected = sorted((name, [callback_body(name, n, done=10)]) for n, name in enumerate(names))
     assert sorted(Done.calls) == expected
     assert sorted(Success.calls) == expected
+
+
+def test_an_unknown_after_id_in_an_async_block_adds_no_member(redis_client: redis.Redis) -> None:
+    async def enqueue() -> None:
+        async with lowkiq.Workflow("async-outer", on_complete=Done):
+            await Member.aperform_async(jobs("a"))
+            with pytest.raises(lowkiq.WorkflowError, match="nope"):
+                await Member.aperform_async(jobs("a", "b"), after="nope")
+            with pytest.raises(lowkiq.WorkflowError, match="own"):
+                await Member.aperform_async(jobs("c"), after="async-outer")
+
+    asyncio.run(enqueue())
+    assert lowkiq.workflow("async-outer").status() == lowkiq.WorkflowStatus(pending=1)
+    drain(Member)
+    assert callbacks(Done) == [("async-outer", [callback_body("async-outer", None, done=1)])]
