@@ -37,12 +37,14 @@ from tests.workflows.workflow_support import (
 
 @pytest.fixture(autouse=True)
 def fresh_workers() -> Iterator[None]:
+    """The recording workers of tests/workflows/workflow_support.py start empty."""
     reset()
     yield
     reset()
 
 
 def jobs(*ids: str) -> list[dict[str, Any]]:
+    """One job per id, its payload ``{"v": id}``."""
     return [{"id": i, "payload": {"v": i}} for i in ids]
 
 

@@ -31,6 +31,7 @@ def app(
 
 
 def start(started: list[WorkerProcess], **env: str) -> WorkerProcess:
+    """Start a process of the workflow app, serving once it returns."""
     process = WorkerProcess("-r", "tests/apps/workflow_app.py", env=env)
     started.append(process)
     process.wait_started()

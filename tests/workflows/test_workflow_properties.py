@@ -292,6 +292,7 @@ def crash(worker: type[Items], shard: int) -> None:
 
 
 def flush(client: Client) -> None:
+    """Empty the Redis (every master of a cluster) for the next example."""
     if isinstance(client, redis.RedisCluster):
         client.flushall(target_nodes=redis.RedisCluster.PRIMARIES)
     else:

@@ -32,6 +32,7 @@ from tests.workflows.workflow_support import (
 
 
 def jobs(*ids: str, payload: Any = None, **extra: Any) -> list[dict[str, Any]]:
+    """One job per id, its payload ``{"v": id}`` unless given."""
     return [{"id": i, "payload": {"v": i} if payload is None else payload, **extra} for i in ids]
 
 
