@@ -17,7 +17,7 @@ import lowkiq
 from lowkiq.ownership import leases
 from lowkiq.ownership.resharding import reshard
 from lowkiq.testing import drain
-from lowkiq.workflows import relay
+from lowkiq.workflows import relay, store
 from lowkiq.workflows.relayer import RELAYER
 from tests.workflows.workflow_support import (
     Done,
@@ -781,3 +781,26 @@ def test_an_unknown_after_id_in_an_async_block_adds_no_member(redis_client: redi
     assert lowkiq.workflow("async-outer").status() == lowkiq.WorkflowStatus(pending=1)
     drain(Member)
     assert callbacks(Done) == [("async-outer", [callback_body("async-outer", None, done=1)])]
+
+
+def test_a_finished_workflow_expires_after_workflow_ttl_but_its_held_jobs_stay(
+    redis_client: redis.Redis,
+) -> None:
+    lowkiq.settings.workflow_ttl = 60
+    Member.plan = staticmethod(lambda payloads_by_id: (_ for _ in ()).throw(lowkiq.Kill("x")))
+    with lowkiq.Workflow("short", on_complete=Done) as wf:
+        Member.perform_async(jobs("a"))
+    Other.perform_async(jobs("held"), after="short")
+    prefix = store.prefix("short")
+    assert redis_client.pttl(prefix + "state") == -1  # not before it completes
+    drain(Member)
+    assert wf.status().complete
+    for key in ("state", "members", "shards"):
+        assert 0 < redis_client.pttl(prefix + key) <= 60_000
+    assert redis_client.pttl(prefix + "held") == -1
+    redis_client.delete(prefix + "state", prefix + "members", prefix + "shards")  # expired
+    with pytest.raises(lowkiq.WorkflowError, match="expired"):
+        wf.status()
+    assert lowkiq.workflow("short").release_held() == 1
+    drain(Other)
+    assert Other.batches == [{"held": [{"v": "held"}]}]
