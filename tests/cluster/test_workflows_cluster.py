@@ -177,3 +177,17 @@ def test_a_process_killed_mid_workflow_on_a_cluster_loses_nothing(
     first.kill()
     check_crash_workflows(redis_client, members)
     assert Step.metrics()["length"] == 0
+
+
+def test_a_workflow_id_with_braces_and_non_ascii_on_a_cluster(
+    cluster_client: redis.RedisCluster,
+) -> None:
+    name = "réindex {account:42} }{"
+    with lowkiq.Workflow(name, on_complete=Done, on_success=Success, payload="ü") as wf:
+        Member.perform_async(jobs("a", "b", "c"))
+    with pytest.raises(lowkiq.WorkflowError):
+        lowkiq.workflow("réindex {account:42}").status()  # another id
+    drain(Member)
+    assert wf.status() == lowkiq.WorkflowStatus(done=3, complete=True, succeeded=True)
+    assert callbacks(Done) == [(name, [callback_body(name, "ü", done=3)])]
+    assert len(callbacks(Success)) == 1
