@@ -6,9 +6,9 @@ Hypothesis draws workflows (members over a few ids of two queues, merging with e
 other and with payloads of no workflow), a program of steps (drain a queue, crash a
 process holding a batch, run the callbacks, cancel a workflow), the outcome of every
 batch (success; raise for a retry, the oldest payload to the morgue on a second failure
-in a row; ``Kill``; ``Discard``; ``BatchFailed`` naming some ids with their own fates;
-``yield_rest``) and what each relay does (relays; is lost before it starts; or tells the
-workflows and is lost before it fires callbacks or deletes its records).  A model of the
+in a row; ``Kill``; ``Discard``; ``Snooze``; ``BatchFailed`` naming some ids with their
+own fates; ``yield_rest``) and what each relay does (relays; is lost before it starts; or
+tells the workflows and is lost before it fires callbacks or deletes its records).  A model of the
 stored payloads follows each batch: it says what ``perform`` must get, and each member's
 fate.  At the end everything drains, the sweep runs, and each workflow must have had one
 ``on_complete`` (and one ``on_success`` when none of its members died and it was not
@@ -128,12 +128,20 @@ class Run:
         elif outcome == "discard":
             fates = dict.fromkeys(payloads_by_id, "c")
             raised = lowkiq.Discard("dropped")
+        elif outcome == "snooze":
+            fates = dict.fromkeys(payloads_by_id, "s")
+            raised = lowkiq.Snooze(3600)
         elif outcome == "batch_failed":
             ids = sorted(payloads_by_id)
             chosen = self.rng.sample(ids, self.rng.randint(1, len(ids)))
-            named = {job_id: self.rng.choice("fxc") for job_id in chosen}
+            named = {job_id: self.rng.choice("fxcs") for job_id in chosen}
             if named:
-                exceptions = {"f": RuntimeError("retry"), "x": lowkiq.Kill(), "c": lowkiq.Discard()}
+                exceptions = {
+                    "f": RuntimeError("retry"),
+                    "x": lowkiq.Kill(),
+                    "c": lowkiq.Discard(),
+                    "s": lowkiq.Snooze(3600),
+                }
                 fates.update(named)
                 raised = lowkiq.BatchFailed({i: exceptions[f] for i, f in named.items()})
         elif outcome == "yield":
@@ -157,6 +165,8 @@ class Run:
         entries = self.live.get((queue, job_id), set())
         if not keep:
             self.restores.pop((queue, job_id), None)
+        if fate == "s":  # due again later, as it was: no retry counted, no member ends
+            return
         if fate == "f":
             retry_count = self.retry_counts.get((queue, job_id), -1) + 1
             self.retry_counts[(queue, job_id)] = retry_count
@@ -238,7 +248,9 @@ class Run:
 
 RUN = Run()
 
-OUTCOMES = st.sampled_from(["done", "done", "retry", "kill", "discard", "batch_failed", "yield"])
+OUTCOMES = st.sampled_from(
+    ["done", "done", "retry", "kill", "discard", "snooze", "batch_failed", "yield"]
+)
 
 ENQUEUE = st.tuples(st.sampled_from(sorted(WORKERS)), st.sampled_from(IDS), st.sampled_from(VALUES))
 #: Per workflow, its enqueues (worker, id, value); then the enqueues of no workflow.
