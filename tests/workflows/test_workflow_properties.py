@@ -1,6 +1,7 @@
 """Property: whatever the workflows, merges, outcomes, restores and lost relays, every
 workflow's callbacks fire exactly once, never before its last member ended, with the
-counts of what happened to its members; on one server and on the 3-master cluster.
+counts of what happened to its members, and jobs held ``after=`` workflows run once when
+all of them succeeded (else stay held); on one server and on the 3-master cluster.
 
 Hypothesis draws workflows (members over a few ids of two queues, merging with each
 other and with payloads of no workflow), a program of steps (drain a queue, crash a
@@ -72,6 +73,13 @@ class Parts(Items):
 
 
 WORKERS: dict[str, type[Items]] = {"Items": Items, "Parts": Parts}
+
+
+class Later(Done):
+    """Jobs held ``after=`` workflows: records each perform."""
+
+    shards_count = 2
+    calls: ClassVar[list[tuple[str, list[Any]]]] = []
 
 
 @dataclass
@@ -337,6 +345,7 @@ def patched(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     outcomes=st.lists(OUTCOMES, min_size=1, max_size=12),
     relays=st.lists(RELAYS, min_size=1, max_size=6),
     seed=st.integers(0, 2**32),
+    afters=st.lists(st.lists(st.integers(0, 2), min_size=1, max_size=3), max_size=2),
 )
 def test_callbacks_fire_once_after_the_last_member_with_its_counts(
     redis_client: Client,
@@ -347,11 +356,12 @@ def test_callbacks_fire_once_after_the_last_member_with_its_counts(
     outcomes: list[str],
     relays: list[str],
     seed: int,
+    afters: list[list[int]],
 ) -> None:
     global RUN
     flush(redis_client)
     relayer.RELAYER._dirty.clear()
-    Done.calls, Success.calls = [], []
+    Done.calls, Success.calls, Later.calls = [], [], []
     RUN = Run(itertools.cycle(outcomes), itertools.cycle(relays), random.Random(seed))
     run = RUN
     prefix = uuid.uuid4().hex[:6]
@@ -374,6 +384,13 @@ def test_callbacks_fire_once_after_the_last_member_with_its_counts(
                 enqueue(workflow_id, worker, job_id, value)
     for worker, job_id, value in outside[len(outside) // 2 :]:
         enqueue(None, worker, job_id, value)
+    # Calls held after=: each runs once when all its workflows succeeded, else stays held.
+    held_after = [
+        list(dict.fromkeys(run.workflows[n % len(run.workflows)] for n in after))
+        for after in afters
+    ]
+    for number, after in enumerate(held_after):
+        Later.perform_async([{"id": f"h{number}", "payload": number}], after=after)
 
     for kind, worker, number in steps:
         if kind == "drain":
@@ -395,6 +412,7 @@ def test_callbacks_fire_once_after_the_last_member_with_its_counts(
         else:
             drain(Done)
             drain(Success)
+            drain(Later)
         assert run.problems == []
 
     run.finishing = True
@@ -406,6 +424,7 @@ def test_callbacks_fire_once_after_the_last_member_with_its_counts(
     for _ in range(2):
         drain(Done)
         drain(Success)
+        drain(Later)
         redis_client.delete(relay.SWEEP_LOCK)
         relay.sweep(redis_client, time.time() + 3600)  # nothing more fires
     assert run.problems == []
@@ -439,3 +458,13 @@ def test_callbacks_fire_once_after_the_last_member_with_its_counts(
         )
     assert done_calls == sorted(expected_done)
     assert success_calls == sorted(expected_success)
+    succeeded_ids = {workflow_id for workflow_id, _ in expected_success}
+    expected_later = []
+    for number, after in enumerate(held_after):
+        waiting = [workflow_id for workflow_id in after if workflow_id not in succeeded_ids]
+        if not waiting:
+            expected_later.append((f"h{number}", [number]))
+        else:  # held in the first of its workflows that did not succeed
+            held = lowkiq.workflow(waiting[0]).held()
+            assert [call.jobs[0][0] for call in held].count(f"h{number}") == 1
+    assert sorted(Later.calls) == expected_later
