@@ -133,7 +133,13 @@ def test_every_page_links_to_the_history_and_a_worker_page_to_its_charts(client)
     name of the Prometheus endpoint too), and the History page links that endpoint."""
     html = client.get("/").get_data(as_text=True)
     nav = re.search(r'<nav class="pages".*?</nav>', html, re.S).group(0)
-    assert re.findall(r">([^<>]+)</a>", nav) == ["Dashboard", "Processes", "Schedules", "History"]
+    assert re.findall(r">([^<>]+)</a>", nav) == [
+        "Dashboard",
+        "Processes",
+        "Schedules",
+        "Workflows",
+        "History",
+    ]
     assert re.search(r'href="/history" title="Every worker[^"]*">History</a>', nav)
     dead = client.get("/OrderWorker/dead").get_data(as_text=True)
     assert re.search(r'href="/OrderWorker/history" *title="This worker[^"]*">Charts</a>', dead)

@@ -28,6 +28,7 @@ from tests.workflows.workflow_support import (
     callback_body,
     callbacks,
     catch_up,
+    run_coroutine,
 )
 
 
@@ -436,7 +437,7 @@ def test_aperform_async_inside_async_with_adds_members(redis_client: redis.Redis
             Other.perform_async(jobs("c"))
         return wf.status()
 
-    assert asyncio.run(enqueue()) == lowkiq.WorkflowStatus(pending=3)
+    assert run_coroutine(enqueue()) == lowkiq.WorkflowStatus(pending=3)
     drain(Member)
     drain(Other)
     assert callbacks(Done) == [("async", [callback_body("async", None, done=3)])]
@@ -519,7 +520,7 @@ def test_a_task_enqueueing_after_the_block_ended_is_refused(redis_client: redis.
         with pytest.raises(lowkiq.WorkflowError, match="closed"):
             await task
 
-    asyncio.run(main())
+    run_coroutine(main())
     assert lowkiq.workflow("tasks").status() == lowkiq.WorkflowStatus(pending=1)
     drain(Member)
     assert Member.batches == [{"a": [{"v": "a"}]}]
@@ -777,7 +778,7 @@ def test_an_unknown_after_id_in_an_async_block_adds_no_member(redis_client: redi
             with pytest.raises(lowkiq.WorkflowError, match="own"):
                 await Member.aperform_async(jobs("c"), after="async-outer")
 
-    asyncio.run(enqueue())
+    run_coroutine(enqueue())
     assert lowkiq.workflow("async-outer").status() == lowkiq.WorkflowStatus(pending=1)
     drain(Member)
     assert callbacks(Done) == [("async-outer", [callback_body("async-outer", None, done=1)])]

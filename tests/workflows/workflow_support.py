@@ -10,8 +10,10 @@ nothing more comes.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import lowkiq
@@ -182,3 +184,10 @@ def check_crash_workflows(record: Any, members: dict[str, set[str]]) -> None:
         assert performed == expected
         assert body["status"] == status_dict(done=len(expected))
         assert body["payload"] == {"w": int(workflow_id.removeprefix("crash-wf"))}
+
+
+def run_coroutine(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """``asyncio.run(coroutine)`` on a thread of its own: the browser tests' Playwright
+    keeps an event loop running on the main thread for the whole session."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
