@@ -170,8 +170,9 @@ class ShardHandler:
         # behind (0: not known, under a rate limit or group caps).
         self._pop_limit = 0
         self._lapse_logged: float | None = None  # one warning per lapse
-        #: The processing area holds workflow members: its batch ends by a call of its
-        #: own, then the shard's outbox is relayed (:mod:`lowkiq.workflows.relay`).
+        #: The processing area holds workflow members: the script that ends its batch
+        #: notes them (its ack flagged, ``w``), then the process's relayer tells their
+        #: workflows (:mod:`lowkiq.workflows.relayer`).
         self.members = False
         # Whether the ack the last pop carried was of a batch with workflow members.
         self._acking_members = False

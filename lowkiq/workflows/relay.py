@@ -4,7 +4,8 @@ The script that ends a batch notes each workflow member of it in the shard's out
 (``wf_outbox``, same slot, same script: a crash cannot split them).  :func:`relay`
 tells each workflow (a script in the workflow's slot, idempotent per member) and only
 then deletes those fields, so a crash in between tells it again, which changes
-nothing.  The process that ended the batch relays at once; :func:`sweep` finds
+nothing.  The process that ended the batch has its relay thread
+(:mod:`lowkiq.workflows.relayer`) do it at once; :func:`sweep` finds
 workflows left behind by a crash and relays the shards they live in.
 
 The script that completes a workflow returns 1 once: :func:`fire` then enqueues its
