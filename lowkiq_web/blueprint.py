@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Response, current_app
+from flask import Blueprint, Response, current_app, g
 
 from lowkiq_web import formatting, security, unserved
 from lowkiq_web.mount import STATIC_URL_PATH, check_mount
@@ -46,6 +46,10 @@ lowkiq_web = Blueprint(
 lowkiq_web.record(check_mount)
 
 
+#: Set on ``flask.g`` by the page that says Redis is unreachable.
+REDIS_UNREACHABLE = "lowkiq_redis_unreachable"
+
+
 def read_only() -> bool:
     """Whether the host app set ``LOWKIQ_WEB_READ_ONLY``: actions hidden and refused."""
     return bool(current_app.config.get("LOWKIQ_WEB_READ_ONLY", False))
@@ -53,14 +57,16 @@ def read_only() -> bool:
 
 @lowkiq_web.context_processor
 def template_helpers() -> dict[str, Any]:
-    """Names every lowkiq template may use (only in this blueprint's requests)."""
+    """Names every lowkiq template may use (only in this blueprint's requests).  The
+    page saying Redis is unreachable asks Redis nothing (its banners left out)."""
+    reachable = not g.get(REDIS_UNREACHABLE, False)
     return {
         "fmt": formatting,
         "read_only": read_only(),
         "embedded_redis": on_embedded_redis(),
-        "eviction_warning": eviction_warning(),
-        "redis_full": redis_full(),
-        "unserved_shards": unserved.unserved_shards,
+        "eviction_warning": eviction_warning() if reachable else None,
+        "redis_full": redis_full() if reachable else None,
+        "unserved_shards": unserved.unserved_shards if reachable else list,
         "served_elsewhere": served_elsewhere,
         "csrf_token": security.csrf_token(),
         "htmx_file": f"htmx-{HTMX_VERSION}.min.js",

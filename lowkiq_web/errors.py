@@ -9,13 +9,13 @@ from __future__ import annotations
 import logging
 
 import redis
-from flask import render_template
+from flask import g, render_template
 from werkzeug.exceptions import HTTPException
 
 import lowkiq
 from lowkiq.clients.default_redis import unreachable_hint
 from lowkiq.errors import InvalidQuery, RedisUnavailable
-from lowkiq_web.blueprint import lowkiq_web
+from lowkiq_web.blueprint import REDIS_UNREACHABLE, lowkiq_web
 
 log = logging.getLogger("lowkiq_web")
 
@@ -42,6 +42,7 @@ def invalid_query(exc: InvalidQuery) -> tuple[str, int]:
 def redis_unreachable(exc: Exception) -> tuple[str, int]:
     """Redis is down or too slow: a 503 that says so (details in the log, not the page)."""
     log.warning("lowkiq dashboard: Redis is unreachable: %s", exc)
+    setattr(g, REDIS_UNREACHABLE, True)
     hint = unreachable_hint(lowkiq.settings.redis) or (
         "Check that the server is up and that REDIS_URL / lowkiq.settings.redis point at it"
     )

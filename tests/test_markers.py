@@ -9,27 +9,39 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.apps.runner import ROOT
 from tests.conftest import COST_MARKERS
 
-#: Collects the suite in a fresh interpreter and writes each test's cost markers as JSON.
+#: Collects the suite in a fresh interpreter with ``-m unit`` and writes each test's cost
+#: markers as JSON, and which tests that selected (those it did not select are reported
+#: as deselected: every test is in one of the two).
 COLLECT = """
 import json, sys
 import pytest
 
 class Report:
+    def __init__(self):
+        self.deselected = []
+
+    def pytest_deselected(self, items):
+        self.deselected += items
+
     def pytest_collection_finish(self, session):
         costs = {
             item.nodeid: [m.name for m in item.iter_markers() if m.name in sys.argv[2:]]
-            for item in session.items
+            for item in session.items + self.deselected
         }
+        selected = [item.nodeid for item in session.items]
         with open(sys.argv[1], "w") as out:
-            json.dump(costs, out)
+            json.dump({"costs": costs, "unit": selected}, out)
 
-sys.exit(pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "tests"], [Report()]))
+sys.exit(pytest.main(
+    ["--collect-only", "-q", "-p", "no:cacheprovider", "-m", "unit", "tests"], [Report()]
+))
 """
 
 #: Tests whose tier is known, each for a different reason.
@@ -69,8 +81,9 @@ def clean_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def costs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
-    """Each collected test's cost markers, from a collection in a fresh interpreter."""
+def collected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Each collected test's cost markers, and the tests ``-m unit`` selects, from one
+    collection in a fresh interpreter."""
     out = tmp_path_factory.mktemp("markers") / "costs.json"
     subprocess.run(
         [sys.executable, "-c", COLLECT, str(out), *COST_MARKERS],
@@ -80,8 +93,15 @@ def costs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
         capture_output=True,
         timeout=120,
     )
-    costs: dict[str, list[str]] = json.loads(Path(out).read_text())
-    return costs
+    found: dict[str, Any] = json.loads(Path(out).read_text())
+    return found
+
+
+@pytest.fixture(scope="module")
+def costs(collected: dict[str, Any]) -> dict[str, list[str]]:
+    """Each collected test's cost markers."""
+    found: dict[str, list[str]] = collected["costs"]
+    return found
 
 
 def test_every_test_has_exactly_one_cost_marker(costs: dict[str, list[str]]) -> None:
@@ -96,21 +116,12 @@ def test_a_known_test_is_in_its_tier(costs: dict[str, list[str]], nodeid: str, t
     assert costs[nodeid] == [tier]
 
 
-def test_the_unit_tier_selects_pure_tests_only() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
-        + ["-m", "unit"],
-        cwd=ROOT,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    selected = set(result.stdout.split())
+def test_the_unit_tier_selects_pure_tests_only(collected: dict[str, Any]) -> None:
+    selected = set(collected["unit"])
     assert PURE in selected
     assert USES_REDIS not in selected
-    assert "deselected" in result.stdout
+    assert len(selected) < len(collected["costs"])
+    assert all(collected["costs"][nodeid] == ["unit"] for nodeid in selected)
 
 
 def test_the_cost_markers_are_registered_and_a_typo_fails(pytestconfig: pytest.Config) -> None:
