@@ -14,9 +14,10 @@
    The drain is a processing thread's, run in this process so that it is the same on
    every run: each round one write of every shard's pop (up to the runtime's
    ``MAX_BATCHES`` batches of one job, acking the shard's previous batch, which says
-   when it held members), then, as the process's relay thread does, the outbox of each
-   shard whose ack carried members relayed (its workflows told, the complete ones'
-   callbacks enqueued).  The callbacks are not performed (they are jobs of their own).
+   when it held members), then, as the process's relay thread does, the outboxes of the
+   shards whose acks carried members relayed together (each workflow told once, the
+   complete ones' callbacks enqueued).  The callbacks are not performed (they are jobs
+   of their own).
    Printed: instructions per job of the enqueue, of the drain, both, and the workflows
    scenario over the plain one (target: at most +25 %); the Redis commands per job of
    the drain (``INFO commandstats``: script calls, and the commands they ran).  With
@@ -36,7 +37,7 @@
 Needs ``valgrind`` and ``callgrind_control`` on PATH (apt-get install valgrind).
 Usage: python bench/workflows_cost.py [--workflows 100] [--members 30] [--rounds 5]
        [--enqueue-jobs 10000] [--call 1000] [--baseline DIR] [--skip-instructions]
-       [--skip-timing]
+       [--skip-timing] [--split] [--redis-server PATH]
 """
 
 from __future__ import annotations
@@ -122,9 +123,9 @@ def drain(client: redis.Redis, relaying: bool = True) -> int:
     one job and acking the shard's previous batch), relaying the outbox of each shard
     whose ack carried members (not when ``relaying`` is false: the outboxes fill);
     returns the jobs popped."""
-    relay = None
+    relay_many = None
     if hasattr(lowkiq, "Workflow") and relaying:
-        from lowkiq.workflows.relay import relay
+        from lowkiq.workflows.relay import relay_many
     shards = Counted.shards_count
     queue = Queue(client, Counted.queue_name, shards)
     tokens = {}
@@ -159,11 +160,12 @@ def drain(client: redis.Redis, relaying: bool = True) -> int:
                 )  # fmt: skip
             )
         still = []
+        told = []
         for shard, reply in zip(active, popper.client.run_keyed(commands), strict=True):
             popped = popper.read_popped(reply)
             assert not popped.fenced and not popped.occupied and not popped.held, popped
-            if members.get(shard) and popped.acked >= 0 and relay is not None:
-                relay(client, Counted.queue_name, shard)
+            if members.get(shard) and popped.acked >= 0:
+                told.append((Counted.queue_name, shard))
             if popped.jobs:
                 done += len(popped.jobs)
                 pending[shard] = popped.batch
@@ -173,6 +175,8 @@ def drain(client: redis.Redis, relaying: bool = True) -> int:
                 pending.pop(shard, None)
                 members[shard] = False
         active = still
+        if told and relay_many is not None:
+            relay_many(client, told)
     popper.client.close()
     return done
 
@@ -218,7 +222,7 @@ def split_drain(server: CountedRedis, workflows: int, members: int) -> dict[str,
     """The workflows scenario's drain in two parts (``--split``): the pops and acks
     alone (each member noted in its shard's outbox), then every outbox relayed at once
     (fewer calls than a relay after each round: a lower bound of that part)."""
-    from lowkiq.workflows.relay import relay
+    from lowkiq.workflows.relay import relay_many
 
     client = server.client
     client.flushall()
@@ -226,22 +230,24 @@ def split_drain(server: CountedRedis, workflows: int, members: int) -> dict[str,
     jobs = workflows * members
     pops = server.count(lambda: drain(client, relaying=False))
 
-    def relay_all() -> None:
-        for shard in range(Counted.shards_count):
-            relay(client, Counted.queue_name, shard)
-
-    relays = server.count(relay_all)
+    shards = [(Counted.queue_name, shard) for shard in range(Counted.shards_count)]
+    relays = server.count(lambda: relay_many(client, shards))
     left = lowkiq.workflow(f"wf{workflows - 1}").status()
     assert left.complete and left.done == members, left
     return {"pops": pops / jobs, "relays": relays / jobs}
 
 
 def count(
-    scenarios: list[str], workflows: int, members: int, split: bool = False
+    scenarios: list[str],
+    workflows: int,
+    members: int,
+    split: bool = False,
+    binary: str | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Each scenario's instructions per job, on one server under callgrind."""
+    """Each scenario's instructions per job, on one server under callgrind (``binary``:
+    the redis-server, by default the embedded one)."""
     directory = Path(tempfile.mkdtemp(prefix="lowkiq-bench-"))
-    server = CountedRedis(directory)
+    server = CountedRedis(directory, binary)
     try:
         socket = str(directory / "redis.sock")
         use(lambda: redis.Redis(unix_socket_path=socket))
@@ -251,13 +257,14 @@ def count(
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def baseline(tree: Path, workflows: int, members: int) -> dict[str, Any]:
+def baseline(tree: Path, workflows: int, members: int, binary: str | None) -> dict[str, Any]:
     """The plain scenario's figures on the lowkiq tree in ``tree`` (a process of its own)."""
     bench = Path(__file__).resolve().parent
     env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{bench}"}
     command = [sys.executable, str(Path(__file__).resolve()), "--json", "--skip-timing",
                "--workflows", str(workflows), "--members", str(members),
-               *(["--blank"] if BLANK else [])]  # fmt: skip
+               *(["--blank"] if BLANK else []),
+               *(["--redis-server", binary] if binary else [])]  # fmt: skip
     out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
     result = json.loads(out.splitlines()[-1])
     if not result["lowkiq"].startswith(str(tree)):
@@ -318,12 +325,15 @@ def main() -> None:
         help="also count the workflows drain's pops and its relays apart (a second drain)",
     )
     parser.add_argument("--json", action="store_true", help="(internal) the counts as JSON")
+    parser.add_argument(
+        "--redis-server", help="the redis-server binary (default: the embedded one)"
+    )
     args = parser.parse_args()
     global BLANK  # noqa: PLW0603 - one switch for the whole run
     BLANK = args.blank
     scenarios = ["plain", "workflows"] if hasattr(lowkiq, "Workflow") else ["plain"]
     if args.json:
-        counts = count(["plain"], args.workflows, args.members)
+        counts = count(["plain"], args.workflows, args.members, binary=args.redis_server)
         print(json.dumps({"lowkiq": lowkiq.__file__, "counts": counts}))
         return
     print(machine(), f"| lowkiq from {Path(lowkiq.__file__).parent}")
@@ -334,11 +344,12 @@ def main() -> None:
         print(f"Redis instructions per job: {jobs} jobs ({args.workflows} calls of "
               f"{args.members}), 5 shards, batch_size 1, pops of up to {MAX_BATCHES} "
               "batches")  # fmt: skip
-        counts = count(scenarios, args.workflows, args.members, args.split)
+        counts = count(scenarios, args.workflows, args.members, args.split, args.redis_server)
         rows = dict(counts)
         if args.baseline is not None:
             rows = {"plain, baseline": baseline(args.baseline.resolve(), args.workflows,
-                                                args.members), **rows}  # fmt: skip
+                                                args.members, args.redis_server),
+                    **rows}  # fmt: skip
         print(f"{'scenario':<17} {'enqueue/job':>11} {'drain/job':>10} {'total/job':>10}")
         for name, row in rows.items():
             print(f"{name:<17} {row['enqueue']:>11,.0f} {row['drain']:>10,.0f} "

@@ -49,9 +49,9 @@ def tag_of(stored: bytes) -> tuple[str, str]:
 
 
 def member(queue: str, job_id: str, stored: bytes) -> str:
-    """A member's name in its workflow: ``queue \\0 id \\0 sha1 of the stored bytes``, as
-    the scripts write it."""
-    return f"{queue}\0{job_id}\0{hashlib.sha1(stored).hexdigest()}"
+    """A member's name in its workflow: ``queue \\0 id \\0 digest``, the digest the first
+    16 hex digits of the SHA-1 of the stored bytes, as the scripts write it."""
+    return f"{queue}\0{job_id}\0{hashlib.sha1(stored).hexdigest()[:16]}"
 
 
 def untagged(pairs: Iterable[tuple[bytes, float]]) -> tuple[list[tuple[bytes, float]], list[str]]:

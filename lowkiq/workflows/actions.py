@@ -16,8 +16,9 @@ class HeldActions(Actions):
 
     def _told(self, result: int) -> int:
         """Relay every shard's outbox (the members the action ended); returns ``result``."""
-        for shard in self.queue.shards:
-            relay.relay(self.queue.client, self.queue.name, shard)
+        relay.relay_many(
+            self.queue.client, [(self.queue.name, shard) for shard in self.queue.shards]
+        )
         return result
 
     def delete(self, ids: Iterable[Any]) -> int:

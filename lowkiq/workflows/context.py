@@ -117,8 +117,7 @@ class WorkflowRef:
                 completed = store.close(client, self.id)
         left = [("c", m) for m, letter in store.members(client, self.id).items() if letter in "pf"]
         if store.settle(client, self.id, left, instance) == 1 or completed:
-            store.count_completion(client, self.id)
-            relay.fire(client, self.id)
+            relay.fire(client, self.id, completed=True)
         return dropped
 
     def held(self) -> list[held.HeldCall]:
@@ -247,8 +246,7 @@ class Workflow(WorkflowRef):
                 relay.fire(client, self.id)  # the sweep would, later
             return
         if completed:
-            store.count_completion(client, self.id)
-            relay.fire(client, self.id)
+            relay.fire(client, self.id, completed=True)
 
     # -- its members ----------------------------------------------------------------
 

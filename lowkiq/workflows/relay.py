@@ -17,7 +17,7 @@ script itself), marks them fired, moves its held jobs on, and lets its keys expi
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,18 +81,32 @@ def read_outbox(client: Client, queue_name: str, shard: int) -> Outbox:
 def relay(client: Client, queue_name: str, shard: int) -> int:
     """Tell the workflows what the shard's outbox holds; fire those it completes.
     Returns how many records went."""
-    box = read_outbox(client, queue_name, shard)
-    if not box.fields:
-        return 0
-    told = [(wf, instance, records) for (wf, instance), records in box.records.items()]
+    return relay_many(client, [(queue_name, shard)])
+
+
+def relay_many(client: Client, shards: Sequence[tuple[str, int]]) -> int:
+    """:func:`relay` of several shards ``(queue, shard)`` at once: their records merged
+    per workflow, so that a workflow with members in many of them is told once.
+    Returns how many records went."""
+    boxes = [
+        (queue_name, shard, read_outbox(client, queue_name, shard)) for queue_name, shard in shards
+    ]
+    records: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for _, _, box in boxes:
+        for key, found in box.records.items():
+            records.setdefault(key, []).extend(found)
+    told = [(wf, instance, found) for (wf, instance), found in records.items()]
     for (workflow_id, _, _), completed in zip(told, store.settle_many(client, told), strict=True):
         if completed == 1:
-            store.count_completion(client, workflow_id)
-            fire(client, workflow_id)
-    if box.copies:
-        client.delete(*box.copies)
-    client.hdel(outbox(queue_name, shard), *box.fields)
-    return len(box.fields)
+            fire(client, workflow_id, completed=True)
+    relayed = 0
+    for queue_name, shard, box in boxes:
+        if box.copies:
+            client.delete(*box.copies)
+        if box.fields:
+            client.hdel(outbox(queue_name, shard), *box.fields)
+        relayed += len(box.fields)
+    return relayed
 
 
 def done_area(queue_name: str, shard: int, batch: str) -> str:
@@ -121,14 +135,16 @@ def _callback_payload(workflow_id: str, state: dict[str, Any]) -> bytes:
     return dumped.encode() if isinstance(dumped, str) else dumped
 
 
-def fire(client: Client, workflow_id: str) -> bool:
+def fire(client: Client, workflow_id: str, completed: bool = False) -> bool:
     """Enqueue a complete workflow's callbacks that are not yet (each once), move its
-    held jobs on when it succeeded, and let it expire.  ``False`` when not complete."""
+    held jobs on when it succeeded, and let it expire; with ``completed`` (the script
+    that completed it returned 1: called once), count its completion.  ``False``
+    when not complete."""
     state = store.read_state(client, workflow_id)
     if state is None or state.get("status") != "complete":
         return False
-    base = store.prefix(workflow_id)
     succeeded = state.get("succeeded") == "1"
+    flags: dict[Any, Any] = {}
     for kind in ("complete", "success"):
         target = state.get(f"on_{kind}")
         if not target or state.get(f"fired_{kind}") or (kind == "success" and not succeeded):
@@ -138,23 +154,27 @@ def fire(client: Client, workflow_id: str) -> bool:
         job = (workflow_id, _callback_payload(workflow_id, state), score, None, None)
         name = f"wf:{workflow_id}:{state['created_at']}:{kind}"
         held.push_once(client, queue_name, int(shards), [job], name)
-        client.hset(base + "state", f"fired_{kind}", 1)
-    if succeeded:
+        flags[f"fired_{kind}"] = 1
+    if succeeded and state.get("holds"):
         held.move_on(client, workflow_id)
+    # Each step above is made once whatever runs it again: its marks are written last.
+    pipe = client.pipeline(transaction=False)
     if not state.get("expires"):
-        store.expire(client, workflow_id, settings.workflow_ttl)
-        client.hset(base + "state", "expires", 1)
-    client.zrem(store.UNFINISHED, workflow_id)
+        store.expire(pipe, workflow_id, settings.workflow_ttl)
+        flags["expires"] = 1
+    if flags:
+        pipe.hset(store.prefix(workflow_id) + "state", mapping=flags)
+    pipe.zrem(store.UNFINISHED, workflow_id)
+    if completed:
+        store.count_completion(pipe, succeeded)
+    pipe.execute()
     return True
 
 
 def relay_shards(client: Client, shards: Iterable[str]) -> int:
-    """:func:`relay` of shards named ``queue \\0 shard``."""
-    count = 0
-    for name in shards:
-        queue_name, shard = name.split("\0")
-        count += relay(client, queue_name, int(shard))
-    return count
+    """:func:`relay_many` of shards named ``queue \\0 shard``."""
+    named = [name.split("\0") for name in shards]
+    return relay_many(client, [(queue_name, int(shard)) for queue_name, shard in named])
 
 
 def _with_current_shards(client: Client, names: list[str]) -> list[str]:

@@ -1,6 +1,7 @@
 """The process's relay of workflow members: the dispatcher thread only says which
 shards' outboxes got records (:meth:`Relayer.notify`, no Redis call); a thread of its
-own relays them (:func:`lowkiq.workflows.relay.relay`), many records per call.
+own relays them all at once (:func:`lowkiq.workflows.relay.relay_many`: a workflow
+with members in several of them is told once).
 
 A Redis error keeps the shard for the next turn; records a crash leaves behind are
 relayed by the sweep (:mod:`lowkiq.workflows.sweeper`).
@@ -16,7 +17,7 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from lowkiq.settings import Settings, settings
-from lowkiq.workflows.relay import relay
+from lowkiq.workflows.relay import relay_many
 
 log = logging.getLogger(__name__)
 
@@ -71,23 +72,22 @@ class Relayer:
         with self._relaying:
             with self._lock:
                 shards, self._dirty = sorted(self._dirty), set()
-            relayed = 0
-            client = self.config.client()
-            for position, (queue_name, shard) in enumerate(shards):
-                try:
-                    relayed += relay(client, queue_name, shard)
-                except (redis.RedisError, RedisClusterException) as exc:
-                    with self._lock:
-                        self._dirty.update(shards[position:])
-                    if raise_errors:
-                        raise
-                    log.warning("workflow members not told yet (%s); trying again", exc)
-                    return -1
-                except Exception:  # noqa: BLE001 - a bug must not stop the other shards
-                    if raise_errors:
-                        raise
-                    log.exception("relaying %s:%d failed; the sweep tries again", queue_name, shard)
-            return relayed
+            if not shards:
+                return 0
+            try:
+                return relay_many(self.config.client(), shards)
+            except (redis.RedisError, RedisClusterException) as exc:
+                with self._lock:
+                    self._dirty.update(shards)
+                if raise_errors:
+                    raise
+                log.warning("workflow members not told yet (%s); trying again", exc)
+                return -1
+            except Exception:  # noqa: BLE001 - a bug must not stop the relay thread
+                if raise_errors:
+                    raise
+                log.exception("relaying %s failed; the sweep tries again", shards)
+                return 0
 
 
 #: The relayer of this process (the global settings' Redis).

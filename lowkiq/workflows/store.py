@@ -13,9 +13,11 @@ W state         hash   ``status`` (``open``, ``closed``, ``complete``), ``instan
                        (``1``/``0`` once complete), ``cancelled``; the callbacks
                        ``on_complete`` / ``on_success`` (``queue \\0 shards \\0 worker``),
                        ``payload`` (stored bytes), ``fired_complete`` /
-                       ``fired_success`` once enqueued
-W members       hash   member (``queue \\0 id \\0 sha1``) -> ``p`` pending, ``f`` failed,
-                       ``d`` done, ``x`` dead, ``c`` discarded
+                       ``fired_success`` once enqueued, ``holds`` once it held a call
+W registered    string its members (``queue \\0 id \\0 digest``), each followed by ``\\0``,
+                       once closed
+W members       hash   member -> ``f`` failed, ``d`` done, ``x`` dead, ``c`` discarded
+                       (a member not here is pending)
 W shards        set    ``queue \\0 shard`` of every member (where their outboxes are)
 W held          hash   name -> a call of jobs held until the workflow succeeds
                        (:mod:`lowkiq.workflows.held`)
@@ -47,8 +49,6 @@ INDEX = f"{NAMESPACE}:{{workflows}}:index"
 UNFINISHED = f"{NAMESPACE}:{{workflows}}:unfinished"
 #: A member no index ever keeps (longer than a packed sorted set holds).
 BULK_MARK = "\xfflowkiq: the mark of a bulk write, longer than any member of a packed key"
-#: Members sent to Redis in one call when a workflow closes.
-MEMBERS_CHUNK = 5000
 
 
 def prefix(workflow_id: str) -> str:
@@ -112,39 +112,19 @@ def open_(client: Client, workflow_id: str, definition: dict[str, Any]) -> None:
     pipe.execute()
 
 
-def add_members(
-    client: Client, workflow_id: str, shards: Iterable[str], members: Sequence[str]
-) -> None:
-    """Register members (and the shards they live in) of an open workflow."""
-    for args in _member_chunks(list(shards), members):
-        Scripts.for_client(client).workflow_members(keys=[prefix(workflow_id)], args=args)
-
-
-def _member_chunks(shards: list[str], members: Sequence[str]) -> list[list[Any]]:
-    """The arguments of ``workflow_members`` calls registering ``members``."""
-    return [
-        [len(head), *head, *members[start : start + MEMBERS_CHUNK]]
-        for start in range(0, max(len(members), 1), MEMBERS_CHUNK)
-        for head in [shards if start == 0 else []]
-    ]
-
-
 def close(
     client: Client,
     workflow_id: str,
     shards: Iterable[str] = (),
     members: Sequence[str] = (),
 ) -> bool:
-    """Close an open workflow, registering its last ``members`` first (in the same call
-    when they fit in one); ``True`` when complete at once."""
-    chunks = _member_chunks(list(shards), members) if (shards or members) else [[]]
-    for args in chunks[:-1]:
-        Scripts.for_client(client).workflow_members(keys=[prefix(workflow_id)], args=args)
-    return bool(
-        Scripts.for_client(client).workflow_close(
-            keys=[prefix(workflow_id)], args=["", *chunks[-1]]
-        )
-    )
+    """Close an open workflow, registering its ``members`` (each once) and the shards
+    they live in; ``True`` when complete at once.  Without ``members`` (a cancel of a
+    workflow whose block never ended) its members are those that ended or failed."""
+    shards = list(shards)
+    names = "".join(f"{member}\0" for member in members)
+    args = ["", len(members) if members else "", len(shards), *shards, names]
+    return bool(Scripts.for_client(client).workflow_close(keys=[prefix(workflow_id)], args=args))
 
 
 def settle(
@@ -171,12 +151,21 @@ def settle_many(
     keys: list[str] = []
     args: list[Any] = [""]
     for workflow_id, instance, records in told:
+        ended = _merged(records)
         keys.append(prefix(workflow_id))
-        args += (instance, len(records))
-        for state, member in records:
-            args += (state, member)
+        args += (instance, len(ended), "".join(ended.values()), *ended)
     replies = Scripts.for_client(client).workflow_settle(keys=keys, args=args)
     return [int(reply) for reply in replies]
+
+
+def _merged(records: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Each member of ``records`` (``(state, member)``) once, with its state: an end
+    ('d', 'x', 'c') outweighs a retry ('f') of the same member."""
+    found: dict[str, str] = {}
+    for state, member in records:
+        if found.get(member) in (None, "f"):
+            found[member] = state
+    return found
 
 
 def hold(client: Client, workflow_id: str, name: str, packed: bytes) -> bool:
@@ -199,7 +188,7 @@ def expire(client: Client, workflow_id: str, seconds: float) -> None:
     """Let a complete workflow's keys expire in ``seconds`` (its held jobs stay)."""
     base = prefix(workflow_id)
     ms = int(seconds * 1000)
-    for name in ("state", "members", "shards"):
+    for name in ("state", "members", "registered", "shards"):
         client.pexpire(base + name, ms)
 
 
@@ -210,9 +199,18 @@ def list_ids(client: Client, offset: int = 0, limit: int = 50) -> list[str]:
 
 
 def members(client: Client, workflow_id: str) -> dict[str, str]:
-    """A workflow's members: member -> state letter (see the module)."""
-    raw = client.hgetall(prefix(workflow_id) + "members")
-    return {_text(k): _text(v) for k, v in raw.items()}
+    """A workflow's members: member -> state letter (``p``: pending; see the module)."""
+    base = prefix(workflow_id)
+    found = dict.fromkeys(registered(client.get(base + "registered") or b""), "p")
+    found.update((_text(k), _text(v)) for k, v in client.hgetall(base + "members").items())
+    return found
+
+
+def registered(names: bytes | str) -> list[str]:
+    """The members of a ``W registered`` string (or of its start: a member cut short is
+    left out)."""
+    parts = _text(names).split("\0")
+    return ["\0".join(parts[at : at + 3]) for at in range(0, len(parts) - 3, 3)]
 
 
 #: Workflows completed, all time: ``succeeded`` / ``failed`` (a dead member, or
@@ -220,10 +218,9 @@ def members(client: Client, workflow_id: str) -> dict[str, str]:
 COMPLETED = f"{NAMESPACE}:{{workflows}}:completed"
 
 
-def count_completion(client: Client, workflow_id: str) -> None:
-    """Count a workflow that completed, by its result: called once, where :func:`settle`
-    or :func:`close` returned 1 (a crash just before leaves it uncounted)."""
-    succeeded = _text(client.hget(prefix(workflow_id) + "state", "succeeded") or "") == "1"
+def count_completion(client: Client, succeeded: bool) -> None:
+    """Count a workflow that completed, by its result: called once, where a script that
+    completed it returned 1 (a crash just after leaves it uncounted)."""
     client.hincrby(COMPLETED, "succeeded" if succeeded else "failed", 1)
 
 

@@ -14,8 +14,11 @@ from lowkiq.workflows.status import WorkflowStatus, status_of
 
 #: Member states, in the order shown, as the state letters of ``W members``.
 MEMBER_STATES = {"p": "pending", "f": "failed", "d": "done", "x": "dead", "c": "discarded"}
-#: Members of one workflow read at most (HSCAN), for its page.
+#: Members of one workflow read at most, for its page.
 MEMBERS_READ = 10_000
+#: Bytes of ``W registered`` read per member the page shows (a member's name is its
+#: queue, id and a 40-byte digest).
+REGISTERED_BYTES = 256
 
 
 def _text(value: Any) -> str:
@@ -179,14 +182,28 @@ def members_by_state(
     each sorted by queue and id; at most ``read`` members are read: the flag says whether
     every one was."""
     found: dict[str, dict[tuple[str, str], int]] = {name: {} for name in MEMBER_STATES.values()}
-    key = store.prefix(workflow_id) + "members"
-    complete = True
-    for seen, (member, letter) in enumerate(client.hscan_iter(key, count=1000)):
-        if seen >= read:
-            complete = False
-            break
-        queue, job_id, _ = _text(member).split("\0", 2)
-        group = found[MEMBER_STATES.get(_text(letter), "pending")]
+    base = store.prefix(workflow_id)
+    # Once closed, its members are registered (their order of enqueue): the first
+    # ``read`` of them, their states looked up.  Open, only those ended so far are known.
+    budget = read * REGISTERED_BYTES
+    size = int(client.strlen(base + "registered"))
+    names = store.registered(client.getrange(base + "registered", 0, budget - 1))
+    complete = size <= budget and len(names) <= read
+    letters: list[Any] = []
+    if names:
+        names = names[:read]
+        for start in range(0, len(names), 1000):
+            letters += client.hmget(base + "members", names[start : start + 1000])
+    else:
+        for seen, pair in enumerate(client.hscan_iter(base + "members", count=1000)):
+            if seen >= read:
+                complete = False
+                break
+            names.append(_text(pair[0]))
+            letters.append(pair[1])
+    for member, letter in zip(names, letters, strict=True):
+        queue, job_id, _ = member.split("\0", 2)
+        group = found[MEMBER_STATES.get(_text(letter or b"p"), "pending")]
         group[(queue, job_id)] = group.get((queue, job_id), 0) + 1
     grouped = {
         name: [Member(q, i, n) for (q, i), n in sorted(members.items())]

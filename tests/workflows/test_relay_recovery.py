@@ -45,7 +45,7 @@ def clean(redis_client: redis.Redis) -> None:
 
 def relay_lost(monkeypatch: pytest.MonkeyPatch) -> None:
     """The process dies after each script that ends members, before it relays them."""
-    monkeypatch.setattr("lowkiq.workflows.relayer.relay", lambda *args: 0)
+    monkeypatch.setattr("lowkiq.workflows.relayer.relay_many", lambda *args: 0)
 
 
 def test_the_sweep_tells_a_workflow_what_a_crash_left_in_the_outboxes(

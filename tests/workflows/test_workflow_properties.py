@@ -273,26 +273,27 @@ STEP = st.one_of(
 RELAYS = st.sampled_from(["relay", "relay", "lost", "settled, then lost"])
 
 
-def relay_drawing(client: Client, queue_name: str, shard: int) -> int:
+def relay_drawing(client: Client, shards: list[tuple[str, int]]) -> int:
     """The relayer's relay, or a crash of it (drawn)."""
     choice = "relay" if RUN.finishing else next(RUN.relays)
     if choice == "relay":
-        return relay.relay(client, queue_name, shard)
+        return relay.relay_many(client, shards)
     if choice == "settled, then lost":  # told the workflows, crashed before fire and HDEL
-        box = relay.read_outbox(client, queue_name, shard)
-        for (workflow_id, instance), records in box.records.items():
-            relay.store.settle(client, workflow_id, records, instance)
+        for queue_name, shard in shards:
+            box = relay.read_outbox(client, queue_name, shard)
+            for (workflow_id, instance), records in box.records.items():
+                relay.store.settle(client, workflow_id, records, instance)
     return 0
 
 
-def fire_checked(client: Client, workflow_id: str) -> bool:
+def fire_checked(client: Client, workflow_id: str, completed: bool = False) -> bool:
     """``relay.fire``, first checking that a workflow said complete has no member left."""
     state = relay.store.read_state(client, workflow_id)
     if state is not None and state.get("status") == "complete":
         left = {k: v for k, v in RUN.members.items() if k[0] == workflow_id and v not in "dxc"}
         if left:
             RUN.problems.append(f"{workflow_id} complete with members left: {left}")
-    return REAL_FIRE(client, workflow_id)
+    return REAL_FIRE(client, workflow_id, completed)
 
 
 REAL_FIRE = relay.fire
@@ -327,7 +328,7 @@ def patched(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         "notify",
         lambda queue_name, shard: relayer.RELAYER._dirty.add((queue_name, shard)),
     )
-    monkeypatch.setattr(relayer, "relay", relay_drawing)
+    monkeypatch.setattr(relayer, "relay_many", relay_drawing)
     monkeypatch.setattr(relay, "fire", fire_checked)
     yield
 

@@ -278,7 +278,7 @@ local function wf_note(id, blob, state, fields)
     if string.sub(payload, 1, 5) == '\255\254lkw' then
       local length = struct.unpack('>I2', payload, 6)
       fields[#fields + 1] = state .. '\0' .. string.sub(payload, 8, 7 + length) .. '\0' .. queue
-        .. '\0' .. id .. '\0' .. redis.sha1hex(payload)
+        .. '\0' .. id .. '\0' .. string.sub(redis.sha1hex(payload), 1, 16)
       fields[#fields + 1] = '1'
       noted = noted + 1
     end
@@ -297,39 +297,43 @@ local function wf_note_queued(id, member, state)
   return wf_note(id, blob_pack(pairs_), state)
 end
 
--- Register members of the open workflow W = P (lua/workflow_members.lua): args[from] is
--- n, then n shards (`queue \0 shard`), then members; a member told settled already keeps
--- its state.  Read at once, written at once; returns how many were new.
+-- Register members of the open workflow W = P (lua/workflow_close.lua): args[from] is
+-- n, then n shards (`queue \0 shard`), then the members as one string, each
+-- `queue \0 id \0 sha1 \0`, appended to W registered (a member's state is in W members
+-- once it ends or fails; a registered member not there is pending).
 local function wf_register(args, from)
   local n = tonumber(args[from])
   if n > 0 then call_many('sadd', P .. 'shards', {unpack(args, from + 1, from + n)}) end
-  local members, fields = P .. 'members', {}
-  for first = from + 1 + n, #args, 2000 do
-    local last = math.min(first + 1999, #args)
-    local known = redis.call('hmget', members, unpack(args, first, last))
-    for j = 1, #known do
-      if not known[j] then
-        fields[#fields + 1] = args[first + j - 1]
-        fields[#fields + 1] = 'p'
-      end
-    end
-  end
-  add_many('hset', members, fields)
-  return #fields / 2
+  local names = args[from + n + 1]
+  if names and names ~= '' then redis.call('append', P .. 'registered', names) end
 end
 
--- A workflow's state (W = `prefix`, `lowkiq:{wf:<id>}:`, lowkiq.workflows.store): once
--- closed and every member ended (done, dead or discarded), it is complete: returns 1
--- when this call made it so (0 otherwise).
-local function wf_complete(now, prefix)
+-- The fields of a workflow's state (W = `prefix`, `lowkiq:{wf:<id>}:`,
+-- lowkiq.workflows.store) that say whether it is complete.
+local WF_COUNTS = {'status', 'total', 'done', 'dead', 'discarded', 'cancelled'}
+
+-- Once closed and every member ended (done, dead or discarded), a workflow is complete:
+-- its status, completed_at and succeeded are written, with `fields` (more fields of
+-- its state to write: none when nil), in one HSET.  `f` is its state's WF_COUNTS as
+-- HMGET returns them (read here when nil).  Returns 1 when this call completed it, else 0.
+local function wf_complete(now, prefix, f, fields)
   local state = prefix .. 'state'
-  local f = redis.call('hmget', state, 'status', 'total', 'done', 'dead', 'discarded', 'cancelled')
-  if f[1] ~= 'closed' then return 0 end
+  f = f or redis.call('hmget', state, unpack(WF_COUNTS))
+  fields = fields or {}
   local dead = tonumber(f[4] or '0')
-  if tonumber(f[3] or '0') + dead + tonumber(f[5] or '0') < tonumber(f[2]) then return 0 end
-  local succeeded = (dead == 0 and not f[6]) and '1' or '0'
-  redis.call('hset', state, 'status', 'complete', 'completed_at', clock(now), 'succeeded', succeeded)
-  return 1
+  local complete = f[1] == 'closed'
+    and tonumber(f[3] or '0') + dead + tonumber(f[5] or '0') >= tonumber(f[2])
+  if complete then
+    local succeeded = (dead == 0 and not f[6]) and '1' or '0'
+    fields[#fields + 1] = 'status'
+    fields[#fields + 1] = 'complete'
+    fields[#fields + 1] = 'completed_at'
+    fields[#fields + 1] = clock(now)
+    fields[#fields + 1] = 'succeeded'
+    fields[#fields + 1] = succeeded
+  end
+  if #fields > 0 then redis.call('hset', state, unpack(fields)) end
+  return complete and 1 or 0
 end
 
 -- Groups (fairness, docs/SPEC.md §14).  A shard whose queued ids are all of one

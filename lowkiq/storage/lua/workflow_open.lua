@@ -11,6 +11,7 @@ local status = redis.call('hget', state, 'status')
 if status and status ~= 'complete' then return redis.error_reply('OPEN ' .. status) end
 local held = redis.call('hlen', P .. 'held')
 if held > 0 then return redis.error_reply('HELD ' .. held) end
-redis.call('del', state, P .. 'members', P .. 'shards')
-redis.call('hset', state, 'status', 'open', 'created_at', clock(ARGV[1]), unpack(ARGV, 2))
-return redis.call('hget', state, 'created_at')
+redis.call('del', state, P .. 'members', P .. 'registered', P .. 'shards')
+local created_at = clock(ARGV[1])
+redis.call('hset', state, 'status', 'open', 'created_at', created_at, unpack(ARGV, 2))
+return created_at

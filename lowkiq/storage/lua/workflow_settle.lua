@@ -5,58 +5,59 @@
 -- KEYS     each workflow's prefix (W)
 -- ARGV[1]  now: '' for Redis's clock (a test may fix it)
 -- ARGV[2..]  per workflow, in the order of KEYS: the instance its members are of ('':
---            any), n, then n pairs: state, member
+--            any), n, the n members' new states as one string (a letter each), then
+--            the n members (each once)
 -- Writes: W members, W state (its counts; status complete once every member ended)
 -- Returns: per workflow, 1 when this call completed it, 0 if not (or complete already:
 --   nothing changes then), -1 when no such workflow exists (expired or deleted), or
 --   it is another instance (its id reused): its records are dropped
 local count_of = {d = 'done', x = 'dead', c = 'discarded', f = 'failed'}
+local FIELDS = {'instance', 'failed', unpack(WF_COUNTS)}
 
-local function settle(prefix, instance_given, first, count)
+local function settle(prefix, instance_given, states, first, count)
   local state, members = prefix .. 'state', prefix .. 'members'
-  local known = redis.call('hmget', state, 'instance', 'status')
+  -- instance, failed, then WF_COUNTS: status, total, done, dead, discarded, cancelled
+  local known = redis.call('hmget', state, unpack(FIELDS))
   local instance = known[1]
   if not instance or (instance_given ~= '' and instance_given ~= instance) then return -1 end
   -- Complete: its counts are those its callbacks got (a member ending late, one a
   -- cancel did not wait for, changes nothing).
-  if known[2] == 'complete' then return 0 end
-  if count > 0 then
-    local names = {}
-    for j = 1, count do names[j] = ARGV[first + 2 * j - 1] end
-    -- Every member's state read at once, every change written at once.
-    local currents = {}
-    for low = 1, count, 2000 do
-      local high = math.min(low + 1999, count)
-      local read = redis.call('hmget', members, unpack(names, low, high))
-      for j = 1, #read do currents[low + j - 1] = read[j] end
-    end
-    local changed, deltas = {}, {}
-    for j, member in ipairs(names) do
-      local current, new = changed[member] or currents[j] or nil, ARGV[first + 2 * j - 2]
+  if known[3] == 'complete' then return 0 end
+  local counts = {failed = tonumber(known[2] or '0'), done = tonumber(known[5] or '0'),
+                  dead = tonumber(known[6] or '0'), discarded = tonumber(known[7] or '0')}
+  local fields, changed = {}, {}
+  -- Every member's state read at once, every change written at once.
+  for low = first, first + count - 1, 2000 do
+    local high = math.min(low + 1999, first + count - 1)
+    local currents = redis.call('hmget', members, unpack(ARGV, low, high))
+    for j = 1, #currents do
+      local current, at = currents[j], low - first + j
+      local new = string.sub(states, at, at)
       if current ~= 'd' and current ~= 'x' and current ~= 'c' and current ~= new then
-        changed[member] = new
-        if current == 'f' then deltas.failed = (deltas.failed or 0) - 1 end
-        deltas[count_of[new]] = (deltas[count_of[new]] or 0) + 1
+        fields[#fields + 1] = ARGV[low + j - 1]
+        fields[#fields + 1] = new
+        if current == 'f' then counts.failed = counts.failed - 1 end
+        counts[count_of[new]] = counts[count_of[new]] + 1
+        changed[count_of[new]] = true
+        if current == 'f' then changed.failed = true end
       end
     end
-    local fields = {}
-    for member, new in pairs(changed) do
-      fields[#fields + 1] = member
-      fields[#fields + 1] = new
-    end
-    add_many('hset', members, fields)
-    for name, delta in pairs(deltas) do
-      if delta ~= 0 then redis.call('hincrby', state, name, delta) end
-    end
   end
-  return wf_complete(ARGV[1], prefix)
+  if #fields > 0 then add_many('hset', members, fields) end
+  local written = {}
+  for name in pairs(changed) do
+    written[#written + 1] = name
+    written[#written + 1] = counts[name]
+  end
+  return wf_complete(ARGV[1], prefix, {known[3], known[4], counts.done, counts.dead,
+    counts.discarded, known[8]}, written)
 end
 
 local results = {}
 local at = 2
 for k = 1, #KEYS do
   local count = tonumber(ARGV[at + 1])
-  results[k] = settle(KEYS[k], ARGV[at], at + 2, count)
-  at = at + 2 + 2 * count
+  results[k] = settle(KEYS[k], ARGV[at], ARGV[at + 2], at + 3, count)
+  at = at + 3 + count
 end
 return results
