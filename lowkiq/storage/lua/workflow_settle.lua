@@ -43,7 +43,17 @@ local function settle(prefix, instance_given, states, first, count)
       end
     end
   end
-  if #fields > 0 then add_many('hset', members, fields) end
+  if #fields > 0 then
+    if #fields < 2 * BULK_PAIRS and tonumber(known[4] or '0') >= BULK_PAIRS
+        and redis.call('exists', members) == 0 then
+      -- A workflow of many members: its members hash a hash table from the first write.
+      redis.call('hset', members, BULK_MARK, '')
+      call_many('hset', members, fields)
+      redis.call('hdel', members, BULK_MARK)
+    else
+      add_many('hset', members, fields)
+    end
+  end
   local written = {}
   for name in pairs(changed) do
     written[#written + 1] = name
