@@ -177,6 +177,7 @@ costs O(log n).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 NAMESPACE = "lowkiq"
@@ -529,6 +530,10 @@ class OwnershipKeys:
         return OWNERSHIP_PREFIX + "rate_limits"
 
 
+#: A Lua comment: from ``--`` to the end of the line (lowkiq's scripts put none in a string).
+_LUA_COMMENT = re.compile(r"--[^\n]*")
+
+
 def lua_prelude(code: str | None = None) -> str:
     """Lua that defines ``keys_at(prefix)``, a table of the key names of the shard whose
     prefix is given (``t.<name>``, or ``t.<name>(id)`` for per-id keys), and ``K``,
@@ -545,8 +550,10 @@ def lua_keys_at(code: str | None = None) -> str:
     # One table constructor: Lua sizes the table once (assigning the fields one by one
     # grows it several times, on every call).
     lines = ["local function keys_at(prefix)", "  return {"]
+    # A name in a comment only costs as much as one in code: comments are left out.
+    used = None if code is None else _LUA_COMMENT.sub("", code)
     for name, suffix in SUFFIXES.items():
-        if code is not None and f".{name}" not in code:
+        if used is not None and f".{name}" not in used:
             continue
         if name in PER_ID:
             lines.append(f'    {name} = function(id) return prefix .. "{suffix}" .. id end,')

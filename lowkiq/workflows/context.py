@@ -105,7 +105,7 @@ class WorkflowRef:
                 queue_name, job_id, _ = member.split("\0")
                 pending.setdefault(queue_name, []).append(job_id)
         dropped = 0
-        shards: Any = client.smembers(base + "shards")
+        shards = store.shards_of(state)
         for (queue_name, shard), ids in _holding_shards(client, shards, pending).items():
             queue = Queue(client, queue_name, shard + 1, self.config.codec)
             tag_text = f"{self.id}\0{instance}"

@@ -160,7 +160,8 @@ def fire(client: Client, workflow_id: str, completed: bool = False) -> bool:
     # Each step above is made once whatever runs it again: its marks are written last.
     pipe = client.pipeline(transaction=False)
     if not state.get("expires"):
-        store.expire(pipe, workflow_id, settings.workflow_ttl)
+        ended_otherwise = int(state.get("dead") or 0) + int(state.get("discarded") or 0)
+        store.expire(pipe, workflow_id, settings.workflow_ttl, states=ended_otherwise > 0)
         flags["expires"] = 1
     if flags:
         pipe.hset(store.prefix(workflow_id) + "state", mapping=flags)
@@ -221,8 +222,7 @@ def sweep(client: Client, now: float) -> int:
             continue
         looked += 1
         if state.get("status") == "closed":
-            shards = client.smembers(store.prefix(workflow_id) + "shards")
-            relay_shards(client, _with_current_shards(client, _ids(shards)))
+            relay_shards(client, _with_current_shards(client, store.shards_of(state)))
         elif state.get("status") == "complete":
             fire(client, workflow_id)
     return looked

@@ -47,7 +47,8 @@ def status_of(state: dict[str, str]) -> WorkflowStatus:
         count("dead"),
         count("discarded"),
     )
-    total = count("total") if "total" in state else count("members")
+    # Open: the members known so far are those that ended or failed.
+    total = count("total") if "total" in state else done + failed + dead + discarded
     complete = state.get("status") == "complete"
     return WorkflowStatus(
         pending=max(0, total - done - failed - dead - discarded),

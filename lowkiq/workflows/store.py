@@ -13,12 +13,15 @@ W state         hash   ``status`` (``open``, ``closed``, ``complete``), ``instan
                        (``1``/``0`` once complete), ``cancelled``; the callbacks
                        ``on_complete`` / ``on_success`` (``queue \\0 shards \\0 worker``),
                        ``payload`` (stored bytes), ``fired_complete`` /
-                       ``fired_success`` once enqueued, ``holds`` once it held a call
+                       ``fired_success`` once enqueued, ``holds`` once it held a call,
+                       ``shards`` (``queue \\0 shard`` of every member, where their
+                       outboxes are, joined by ``\\0``) once closed
 W registered    string its members (``queue \\0 id \\0 digest``), each followed by ``\\0``,
                        once closed
-W members       hash   member -> ``f`` failed, ``d`` done, ``x`` dead, ``c`` discarded
-                       (a member not here is pending)
-W shards        set    ``queue \\0 shard`` of every member (where their outboxes are)
+W ended         set    the members that ended (done, dead or discarded)
+W states        hash   member -> ``f`` failed (retrying), ``x`` dead, ``c`` discarded (a
+                       member ended and not here is done; neither ended nor here:
+                       pending)
 W held          hash   name -> a call of jobs held until the workflow succeeds
                        (:mod:`lowkiq.workflows.held`)
 ==============  =====  ==========================================================
@@ -68,8 +71,6 @@ def read_state(client: Client, workflow_id: str) -> dict[str, Any] | None:
     state: dict[str, Any] = {
         _text(k): (v if _text(k) == "payload" else _text(v)) for k, v in raw.items()
     }
-    if state.get("status") == "open":
-        state["members"] = str(client.hlen(prefix(workflow_id) + "members"))
     return state
 
 
@@ -121,9 +122,8 @@ def close(
     """Close an open workflow, registering its ``members`` (each once) and the shards
     they live in; ``True`` when complete at once.  Without ``members`` (a cancel of a
     workflow whose block never ended) its members are those that ended or failed."""
-    shards = list(shards)
     names = "".join(f"{member}\0" for member in members)
-    args = ["", len(members) if members else "", len(shards), *shards, names]
+    args = ["", len(members) if members else "", "\0".join(shards), names]
     return bool(Scripts.for_client(client).workflow_close(keys=[prefix(workflow_id)], args=args))
 
 
@@ -184,12 +184,23 @@ def hold(client: Client, workflow_id: str, name: str, packed: bytes) -> bool:
     return bool(held)
 
 
-def expire(client: Client, workflow_id: str, seconds: float) -> None:
-    """Let a complete workflow's keys expire in ``seconds`` (its held jobs stay)."""
+def expire(client: Client, workflow_id: str, seconds: float, states: bool = True) -> None:
+    """Let a complete workflow's keys expire in ``seconds`` (its held jobs stay);
+    ``states``: it has a ``states`` hash (a member dead or discarded)."""
     base = prefix(workflow_id)
     ms = int(seconds * 1000)
-    for name in ("state", "members", "registered", "shards"):
-        client.pexpire(base + name, ms)
+    for name in ("state", "ended", "states", "registered"):
+        if name != "states" or states:
+            client.pexpire(base + name, ms)
+
+
+def shards_of(state: dict[str, Any]) -> list[str]:
+    """The shards a workflow's members live in, ``queue \\0 shard`` each, from its state
+    (written when it closed)."""
+    if not state.get("shards"):
+        return []
+    parts = state["shards"].split("\0")
+    return [f"{queue}\0{shard}" for queue, shard in zip(parts[::2], parts[1::2], strict=True)]
 
 
 def list_ids(client: Client, offset: int = 0, limit: int = 50) -> list[str]:
@@ -199,10 +210,24 @@ def list_ids(client: Client, offset: int = 0, limit: int = 50) -> list[str]:
 
 
 def members(client: Client, workflow_id: str) -> dict[str, str]:
-    """A workflow's members: member -> state letter (``p``: pending; see the module)."""
+    """A workflow's members: member -> state letter (``p`` pending, ``f`` failed, ``d``
+    done, ``x`` dead, ``c`` discarded)."""
     base = prefix(workflow_id)
     found = dict.fromkeys(registered(client.get(base + "registered") or b""), "p")
-    found.update((_text(k), _text(v)) for k, v in client.hgetall(base + "members").items())
+    found.update((_text(member), "d") for member in client.smembers(base + "ended"))
+    found.update((_text(k), _text(v)) for k, v in client.hgetall(base + "states").items())
+    return found
+
+
+def letters(client: Client, workflow_id: str, names: Sequence[str]) -> list[str]:
+    """The state letters of these members (see :func:`members`)."""
+    base = prefix(workflow_id)
+    found: list[str] = []
+    for start in range(0, len(names), 1000):
+        chunk = names[start : start + 1000]
+        ended = client.smismember(base + "ended", list(chunk))
+        kept = client.hmget(base + "states", chunk)
+        found += [_text(k) if k else ("d" if e else "p") for e, k in zip(ended, kept, strict=True)]
     return found
 
 

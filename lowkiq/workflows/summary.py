@@ -5,6 +5,7 @@ its held calls.  Reads only; the actions are :class:`~lowkiq.workflows.context.W
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +13,7 @@ from lowkiq.clients.connection import Client
 from lowkiq.workflows import held, store
 from lowkiq.workflows.status import WorkflowStatus, status_of
 
-#: Member states, in the order shown, as the state letters of ``W members``.
+#: Member states, in the order shown, by their letters (:func:`lowkiq.workflows.store.members`).
 MEMBER_STATES = {"p": "pending", "f": "failed", "d": "done", "x": "dead", "c": "discarded"}
 #: Members of one workflow read at most, for its page.
 MEMBERS_READ = 10_000
@@ -94,9 +95,7 @@ class WorkflowSummary:
         }
 
 
-def _summary(
-    workflow_id: str, raw: dict[Any, Any], members: int, held_count: int
-) -> WorkflowSummary:
+def _summary(workflow_id: str, raw: dict[Any, Any], held_count: int) -> WorkflowSummary:
     state: dict[str, Any] = {
         _text(k): (v if _text(k) == "payload" else _text(v)) for k, v in raw.items()
     }
@@ -104,8 +103,6 @@ def _summary(
         return WorkflowSummary(
             workflow_id, "expired", WorkflowStatus(), False, None, None, None, held_count
         )
-    if state.get("status") == "open":
-        state["members"] = str(members)
     callbacks = []
     for kind in ("complete", "success"):
         target = state.get(f"on_{kind}")
@@ -134,16 +131,15 @@ def summaries(client: Client, workflow_ids: list[str]) -> list[WorkflowSummary |
     for workflow_id in workflow_ids:
         base = store.prefix(workflow_id)
         pipe.hgetall(base + "state")
-        pipe.hlen(base + "members")
         pipe.hlen(base + "held")
     replies = pipe.execute()
     result: list[WorkflowSummary | None] = []
     for n, workflow_id in enumerate(workflow_ids):
-        raw, members, held_count = replies[3 * n : 3 * n + 3]
+        raw, held_count = replies[2 * n : 2 * n + 2]
         if not raw and not held_count:
             result.append(None)
             continue
-        result.append(_summary(workflow_id, raw, int(members), int(held_count)))
+        result.append(_summary(workflow_id, raw, int(held_count)))
     return result
 
 
@@ -189,21 +185,16 @@ def members_by_state(
     size = int(client.strlen(base + "registered"))
     names = store.registered(client.getrange(base + "registered", 0, budget - 1))
     complete = size <= budget and len(names) <= read
-    letters: list[Any] = []
-    if names:
-        names = names[:read]
-        for start in range(0, len(names), 1000):
-            letters += client.hmget(base + "members", names[start : start + 1000])
-    else:
-        for seen, pair in enumerate(client.hscan_iter(base + "members", count=1000)):
-            if seen >= read:
-                complete = False
-                break
-            names.append(_text(pair[0]))
-            letters.append(pair[1])
+    if not names:  # open: the members that ended or failed so far
+        ended = itertools.islice(client.sscan_iter(base + "ended", count=1000), read + 1)
+        kept = itertools.islice(client.hscan_iter(base + "states", count=1000), read + 1)
+        names = list(dict.fromkeys([*map(_text, ended), *(_text(field) for field, _ in kept)]))
+        complete = len(names) <= read
+    names = names[:read]
+    letters = store.letters(client, workflow_id, names)
     for member, letter in zip(names, letters, strict=True):
         queue, job_id, _ = member.split("\0", 2)
-        group = found[MEMBER_STATES.get(_text(letter or b"p"), "pending")]
+        group = found[MEMBER_STATES.get(letter, "pending")]
         group[(queue, job_id)] = group.get((queue, job_id), 0) + 1
     grouped = {
         name: [Member(q, i, n) for (q, i), n in sorted(members.items())]

@@ -796,10 +796,10 @@ def test_a_finished_workflow_expires_after_workflow_ttl_but_its_held_jobs_stay(
     assert redis_client.pttl(prefix + "state") == -1  # not before it completes
     drain(Member)
     assert wf.status().complete
-    for key in ("state", "members", "shards"):
+    for key in ("state", "ended", "states", "registered"):  # (its member dead: states)
         assert 0 < redis_client.pttl(prefix + key) <= 60_000
     assert redis_client.pttl(prefix + "held") == -1
-    redis_client.delete(prefix + "state", prefix + "members", prefix + "shards")  # expired
+    redis_client.delete(*(prefix + key for key in ("state", "ended", "states", "registered")))
     with pytest.raises(lowkiq.WorkflowError, match="expired"):
         wf.status()
     assert lowkiq.workflow("short").release_held() == 1

@@ -104,8 +104,7 @@ def catch_up(client: Any, *workflow_ids: str) -> None:
     client.delete(relay.SWEEP_LOCK)
     relay.sweep(client, time.time() + 3600)
     for workflow_id in workflow_ids:
-        shards = client.smembers(store.prefix(workflow_id) + "shards")
-        relay.relay_shards(client, [s.decode() for s in shards])
+        relay.relay_shards(client, store.shards_of(store.read_state(client, workflow_id) or {}))
         relay.fire(client, workflow_id)
 
 

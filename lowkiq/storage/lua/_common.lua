@@ -297,17 +297,6 @@ local function wf_note_queued(id, member, state)
   return wf_note(id, blob_pack(pairs_), state)
 end
 
--- Register members of the open workflow W = P (lua/workflow_close.lua): args[from] is
--- n, then n shards (`queue \0 shard`), then the members as one string, each
--- `queue \0 id \0 sha1 \0`, appended to W registered (a member's state is in W members
--- once it ends or fails; a registered member not there is pending).
-local function wf_register(args, from)
-  local n = tonumber(args[from])
-  if n > 0 then call_many('sadd', P .. 'shards', {unpack(args, from + 1, from + n)}) end
-  local names = args[from + n + 1]
-  if names and names ~= '' then redis.call('append', P .. 'registered', names) end
-end
-
 -- The fields of a workflow's state (W = `prefix`, `lowkiq:{wf:<id>}:`,
 -- lowkiq.workflows.store) that say whether it is complete.
 local WF_COUNTS = {'status', 'total', 'done', 'dead', 'discarded', 'cancelled'}

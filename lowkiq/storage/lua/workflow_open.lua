@@ -11,7 +11,8 @@ local status = redis.call('hget', state, 'status')
 if status and status ~= 'complete' then return redis.error_reply('OPEN ' .. status) end
 local held = redis.call('hlen', P .. 'held')
 if held > 0 then return redis.error_reply('HELD ' .. held) end
-redis.call('del', state, P .. 'members', P .. 'registered', P .. 'shards')
+-- (A workflow whose state expired left no other key: they expire with it.)
+if status then redis.call('del', state, P .. 'ended', P .. 'states', P .. 'registered') end
 local created_at = clock(ARGV[1])
 redis.call('hset', state, 'status', 'open', 'created_at', created_at, unpack(ARGV, 2))
 return created_at
