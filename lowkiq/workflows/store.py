@@ -151,9 +151,9 @@ def settle_many(
     keys: list[str] = []
     args: list[Any] = [""]
     for workflow_id, instance, records in told:
-        ended = _merged(records)
+        by_member = _merged(records)
         keys.append(prefix(workflow_id))
-        args += (instance, len(ended), "".join(ended.values()), *ended)
+        args += (instance, len(by_member), "".join(by_member.values()), *by_member)
     replies = Scripts.for_client(client).workflow_settle(keys=keys, args=args)
     return [int(reply) for reply in replies]
 
