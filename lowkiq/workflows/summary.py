@@ -185,14 +185,16 @@ def members_by_state(
     size = int(client.strlen(base + "registered"))
     names = store.registered(client.getrange(base + "registered", 0, budget - 1))
     complete = size <= budget and len(names) <= read
-    if not names:  # open: the members that ended or failed so far
+    if names:
+        shown = names[:read]
+        letters = dict(zip(shown, store.letters(client, workflow_id, shown), strict=True))
+    else:  # open: the members that ended (done unless W states says) or failed so far
         ended = itertools.islice(client.sscan_iter(base + "ended", count=1000), read + 1)
         kept = itertools.islice(client.hscan_iter(base + "states", count=1000), read + 1)
-        names = list(dict.fromkeys([*map(_text, ended), *(_text(field) for field, _ in kept)]))
-        complete = len(names) <= read
-    names = names[:read]
-    letters = store.letters(client, workflow_id, names)
-    for member, letter in zip(names, letters, strict=True):
+        letters = dict.fromkeys(map(_text, ended), "d")
+        letters.update((_text(field), _text(letter)) for field, letter in kept)
+        complete = len(letters) <= read
+    for member, letter in itertools.islice(letters.items(), read):
         queue, job_id, _ = member.split("\0", 2)
         group = found[MEMBER_STATES.get(letter, "pending")]
         group[(queue, job_id)] = group.get((queue, job_id), 0) + 1

@@ -266,6 +266,19 @@ def test_an_open_workflows_page_says_its_members_are_not_registered_yet(client):
     assert "It is still open (its with block runs)" in html  # the cancel's question
 
 
+def test_an_open_workflows_page_shows_the_members_that_ended_so_far_by_state(client):
+    with lowkiq.Workflow("wf-open", on_complete=Finished):
+        Steps.perform_async([{"id": "o-ok", "payload": 1}])
+        drain(Steps)  # a batch of its own: done
+        Steps.perform_async([{"id": "o-dies", "payload": {"fail": 1}}])
+        drain(Steps)  # dead (no retries)
+        html = client.get("/workflow?id=wf-open").get_data(as_text=True)
+    assert 'data-workflow-status="open"' in html
+    members = section(html, "Members")
+    assert re.findall(r'data-state="(\w+)"', members) == ["done", "dead"]
+    assert 'href="/Steps/job?id=o-ok"' in members and 'href="/Steps/job?id=o-dies"' in members
+
+
 def test_a_cancel_of_a_succeeded_workflow_leaves_it_shown_succeeded(client):
     succeeded_workflow("wf-ok")
     lowkiq.workflow("wf-ok").cancel()  # writes `cancelled` on a complete workflow

@@ -121,12 +121,16 @@ end
 
 -- `command key args...` for a list `args` of any length (unpack is limited by Lua's
 -- stack), ARGS_CHUNK arguments a call (even: field/value pairs stay together);
--- nothing for an empty list.
+-- nothing for an empty list.  `from`, `to`: only args[from..to] (default: all).
+-- Returns the sum of the replies (what an SADD, HSET or HDEL counted).
 local ARGS_CHUNK = 2000
-local function call_many(command, key, args)
-  for first = 1, #args, ARGS_CHUNK do
-    redis.call(command, key, unpack(args, first, math.min(first + ARGS_CHUNK - 1, #args)))
+local function call_many(command, key, args, from, to)
+  to = to or #args
+  local total = 0
+  for first = from or 1, to, ARGS_CHUNK do
+    total = total + redis.call(command, key, unpack(args, first, math.min(first + ARGS_CHUNK - 1, to)))
   end
+  return total
 end
 
 -- A field or member no lowkiq key holds: longer than zset-max-ziplist-value and

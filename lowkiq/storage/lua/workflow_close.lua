@@ -19,5 +19,6 @@ if ARGV[3] ~= '' then
   fields[#fields + 1] = 'shards'
   fields[#fields + 1] = ARGV[3]
 end
+-- (Complete at once: wf_complete adds status complete to these fields; the later wins.)
 f[1], f[2] = 'closed', total
 return wf_complete(ARGV[1], P, f, fields)

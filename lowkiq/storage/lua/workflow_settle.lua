@@ -15,25 +15,14 @@
 --   it is another instance (its id reused): its records are dropped
 local count_of = {d = 'done', x = 'dead', c = 'discarded', f = 'failed'}
 local FIELDS = {'instance', 'failed', unpack(WF_COUNTS)}
-local CHUNK = 2000
-
--- Members that are all done, none of the workflow failing: each one new to W ended is
--- done (one SADD a chunk, nothing read).
-local function all_done(ended, first, count)
-  local added = 0
-  for low = first, first + count - 1, CHUNK do
-    added = added + redis.call('sadd', ended, unpack(ARGV, low, math.min(low + CHUNK - 1, first + count - 1)))
-  end
-  return added
-end
 
 -- Any states: each member's read (ended? its state in W states), then every change
 -- written at once; `counts` changed in place.
 local function each(prefix, states, first, count, counts)
   local ended, kept = prefix .. 'ended', prefix .. 'states'
   local newly, marks, unmarks = {}, {}, {}
-  for low = first, first + count - 1, CHUNK do
-    local high = math.min(low + CHUNK - 1, first + count - 1)
+  for low = first, first + count - 1, ARGS_CHUNK do
+    local high = math.min(low + ARGS_CHUNK - 1, first + count - 1)
     local is_ended = redis.call('smismember', ended, unpack(ARGV, low, high))
     local currents = redis.call('hmget', kept, unpack(ARGV, low, high))
     for j = 1, high - low + 1 do
@@ -71,7 +60,9 @@ local function settle(prefix, instance_given, states, first, count)
   for name, value in pairs(counts) do before[name] = value end
   if count > 0 then
     if counts.failed == 0 and not string.find(states, '[^d]') then
-      counts.done = counts.done + all_done(prefix .. 'ended', first, count)
+      -- All done, none of the workflow failing: each member new to W ended is done
+      -- (one SADD a chunk, nothing read).
+      counts.done = counts.done + call_many('sadd', prefix .. 'ended', ARGV, first, first + count - 1)
     else
       each(prefix, states, first, count, counts)
     end
