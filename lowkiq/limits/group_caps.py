@@ -2,25 +2,19 @@
 dispatcher knows of a worker's groups, and the places its running batches hold.
 
 The dispatcher (:mod:`lowkiq.runtime.dispatcher`) pops the worker's shards skipping the
-groups at their cap or out of tokens (:attr:`GroupCaps.full`, as Redis last said),
-claims each batch's places and tokens before it runs (one write for the round; a
-refused batch goes back to its queue unrun), renews the places of its running
-batches every quarter of the lease TTL, and releases a batch's places once it is
-settled (:mod:`lowkiq.storage.group_claims`).  While a group is at its cap the process
-asks again which groups are, first :data:`FULL_REFRESH` seconds after the last answer,
-then twice as long after each answer that changed nothing, up to
-:data:`FULL_REFRESH_MAX` (an answer that changes them starts again from the shortest):
-a place freed by another process is seen within that time, and a fleet whose group
-stays at its cap asks about once a second per process, not ten times.  A shard that
-gave no job waits as long before its next pop, or until the first group out of tokens
-has one again (known from the answer).
+groups at their cap or out of tokens (as Redis last said), claims each batch's places
+and tokens before it runs (a refused batch goes back to its queue unrun), renews them
+every quarter of the lease TTL, and releases them once the batch is settled
+(:mod:`lowkiq.storage.group_claims`).  While a group is at its cap the process asks
+again which groups are, :data:`FULL_REFRESH` seconds after an answer that changed
+them, twice as long after each that did not, up to :data:`FULL_REFRESH_MAX`: a place
+freed elsewhere is seen within that time, and a fleet whose group stays at its cap
+asks about once a second per process, not ten times.
 
 A group may also be paused, or given a cap and a rate of its own, at run time
-(:mod:`lowkiq.storage.group_actions`).  The process reads them whenever the config
-version moves (:meth:`GroupCaps.follow`, called with the rate limits'
-:meth:`~lowkiq.limits.throttling.RateLimits.follow`): its pops skip the paused groups, and
-the claims script reads the groups' own caps and rates itself.  A shard that gave no job
-while a group is paused pops again after :data:`PAUSED_RETRY` seconds.
+(:mod:`lowkiq.storage.group_actions`), read whenever the config version moves
+(:meth:`GroupCaps.follow`): pops skip the paused groups, and the claims script reads
+the groups' own caps and rates itself.
 """
 
 from __future__ import annotations
@@ -30,7 +24,6 @@ import time
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from lowkiq.clients.connection import KeyedCommand
 from lowkiq.limits.rate_limit import RateLimit
 from lowkiq.limits.throttling import RateLimits
 from lowkiq.storage import group_limits
@@ -48,6 +41,7 @@ FULL_REFRESH_MAX = 1.6
 #: Seconds before a shard that gave no job while some group is paused is popped again
 #: (its due jobs may all be of paused groups); a resumed group's jobs start within it.
 PAUSED_RETRY = 0.5
+NO_LIMITS = GroupLimits()
 
 
 class GroupCaps:
@@ -89,7 +83,7 @@ class GroupCaps:
             return
         name = self.claims.queue.name
         for group in sorted(found.keys() | self.own.keys()):
-            before, after = self.own.get(group, GroupLimits()), found.get(group, GroupLimits())
+            before, after = self._own(group), found.get(group, NO_LIMITS)
             if before != after:
                 log.info("%s: group %r is now %s", name, group, _describe(after))
         self.own = found
@@ -134,44 +128,28 @@ class GroupCaps:
         each group, or ``None`` when it needs none (only jobs of the default group, and
         no per-group rate)."""
         rate = self.rate()
-        if rate is not None:
-            wanted = dict(jobs)
-        elif self.claims.cap is not None and not self.claims.own_limits:
-            wanted = {g: n for g, n in jobs.items() if g}
-        else:
-            wanted = {g: n for g, n in jobs.items() if g and self._limited(g)}
-        if not wanted:
-            return None
-        return ClaimCall("claim", claimant(shard, token), wanted, rate)
-
-    def command(self, call: ClaimCall) -> KeyedCommand:
-        """``call`` packed, to go out in one write with others."""
-        return self.claims.command(call)
-
-    def run(self, call: ClaimCall) -> Any:
-        """``call`` in a round trip of its own; its reply (for :meth:`answer`)."""
-        return self.claims.reply(call)
+        capped = self.claims.cap is not None
+        wanted = (
+            dict(jobs)
+            if rate is not None
+            else {g: n for g, n in jobs.items() if g and (capped or self._own(g).limited)}
+        )
+        return ClaimCall("claim", claimant(shard, token), wanted, rate) if wanted else None
 
     def granted(self, key: Hashable, call: ClaimCall) -> None:
         """The claim ``call`` of shard ``key``'s batch was granted: its places are held
-        (the default group has none)."""
-        groups = frozenset(g for g in call.jobs if g and self._capped(g))
+        (the default group has none; a group holds places under a cap of the worker or
+        its own)."""
+        capped = self.claims.cap is not None
+        groups = frozenset(
+            g for g in call.jobs if g and (capped or self._own(g).concurrency is not None)
+        )
         if groups:
             self.held[key] = (call.who, groups)
 
-    def _capped(self, group: str) -> bool:
-        """Whether ``group``'s batches hold places (a cap of the worker or its own)."""
-        if self.claims.cap is not None:
-            return True
-        own = self.own.get(group)
-        return own is not None and own.concurrency is not None
-
-    def _limited(self, group: str) -> bool:
-        """Whether ``group``'s batches claim places or tokens."""
-        if self.claims.cap is not None:
-            return True
-        own = self.own.get(group)
-        return own is not None and own.limited
+    def _own(self, group: str) -> GroupLimits:
+        """``group``'s run-time settings (the defaults when it has none)."""
+        return self.own.get(group, NO_LIMITS)
 
     def release(self, key: Hashable) -> None:
         """The batch of shard ``key`` is settled (or given back): its places go."""

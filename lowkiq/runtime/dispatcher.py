@@ -561,8 +561,8 @@ class Dispatcher:
         """The replies of claims calls (in one write when the client packs commands)."""
         if self._packs:
             client: Any = self.client
-            return list(client.run_keyed([caps.command(call) for caps, call in calls]))
-        return [caps.run(call) for caps, call in calls]
+            return list(client.run_keyed([caps.claims.command(call) for caps, call in calls]))
+        return [caps.claims.reply(call) for caps, call in calls]
 
     def keep_claims(self) -> None:
         """Send the claims' releases and renewals due, and ask which groups are full while

@@ -189,11 +189,6 @@ class ShardHandler:
         return self.life.state is LOST
 
     @property
-    def unsure(self) -> bool:
-        """A Redis call was interrupted: the processing area's state is unknown."""
-        return self.life.state is UNSURE
-
-    @property
     def unacked(self) -> bool:
         """Whether a finished batch waits in the processing area for its ack."""
         return self.life.state is FINISHED
@@ -210,7 +205,8 @@ class ShardHandler:
             return False
         if self.exhausted:
             self._report_exhausted()
-        if self.unsure and not self.restore(reason="redis_error"):
+        # After an interrupted call the processing area's state is unknown: restored first.
+        if self.life.state is UNSURE and not self.restore(reason="redis_error"):
             return False
         if self.not_before:
             if time.monotonic() < self.not_before:
@@ -224,9 +220,13 @@ class ShardHandler:
         client that cannot pack them, e.g. one waiting for replicas); whether it carries
         the ack, and its rate-limit arguments (for :meth:`take`)."""
         acking = self.unacked
-        throttle = self._throttle_args()
-        batches = self._quick_batches(throttle)
-        capped = self.capped()
+        caps = self.group_caps
+        throttle = None if self.throttle is None else self.throttle.args(self.batches())
+        capped = None if caps is None else caps.skipped()
+        # One batch when rate-limited: the throttle's arguments say how many it takes, and
+        # a per-group rate's tokens are claimed after the pop (a bucket holds one batch).
+        one = throttle is not None or (caps is not None and caps.rate() is not None)
+        batches = 1 if one else self.batches()
         plain = throttle is None and capped is None
         self._pop_limit = self.worker.batch_size * batches if plain else 0
         self.life.to(POPPING)
@@ -245,25 +245,6 @@ class ShardHandler:
         if packed:
             return self.queue.pop_command(**args), acking, throttle
         return functools.partial(self.queue.pop, **args), acking, throttle
-
-    def capped(self) -> frozenset[str] | None:
-        """The groups a pop skips, at their cap or out of tokens (``None``: the worker's
-        groups need no claim)."""
-        return None if self.group_caps is None else self.group_caps.skipped()
-
-    def _throttle_args(self) -> Throttle | None:
-        """The next pop's rate-limit arguments (``None``: no limit in force now)."""
-        if self.throttle is None:
-            return None
-        return self.throttle.args(self.batches())
-
-    def _quick_batches(self, throttle: Throttle | None) -> int:
-        """Batches a pop without rate-limit arguments takes (with them, the arguments
-        say: see :meth:`batches`); one under a per-group rate limit, whose tokens a
-        batch claims after its pop (a group's bucket holds at least one batch)."""
-        if throttle is not None or (self.group_caps is not None and self.group_caps.rate()):
-            return 1
-        return self.batches()
 
     def batches(self) -> int:
         """How many batches a pop may take (see :data:`POP_SECONDS`); one until a batch ran."""
@@ -387,15 +368,14 @@ class ShardHandler:
                 raise reply
             return reply
 
-        if self._end(read, "its ack") and self.members:
-            self.relay_members()
+        self._ack(read)
 
     def ack_now(self) -> None:
         """Ack this shard's finished batch in its own round trip."""
-        acked = self._end(
-            lambda: self.queue.ack(self.shard, self.token, self.batch, self.members), "its ack"
-        )
-        if acked and self.members:
+        self._ack(lambda: self.queue.ack(self.shard, self.token, self.batch, self.members))
+
+    def _ack(self, call: Callable[[], Any]) -> None:
+        if self._end(call, "its ack") and self.members:
             self.relay_members()
 
     def _end(self, call: Callable[[], Any], what: str, then: State | None = IDLE) -> bool:

@@ -40,7 +40,7 @@ def questions(caps: GroupCaps, clock: Clock, seconds: float) -> list[float]:
     start, asked = clock.now, []
     while clock.now - start < seconds:
         for call in caps.upkeep():
-            caps.answer(caps.run(call))
+            caps.answer(caps.claims.reply(call))
             if call.op == "full":
                 asked.append(round(clock.now - start, 2))
         clock.now += 0.01
@@ -52,7 +52,7 @@ def test_a_group_that_stays_full_is_asked_about_less_and_less_often(
 ) -> None:
     other = GroupClaims(Tenanted.queue(), cap=1, ttl=30.0)  # another process's batch
     other.call("claim", claimant(0, "7 host"), {"A": 1})
-    assert caps.answer(caps.run(caps.claim_call(1, "3 me", {"A": 1}))) is False  # refused
+    assert caps.answer(caps.claims.reply(caps.claim_call(1, "3 me", {"A": 1}))) is False  # refused
     assert caps.full == {"A"} and caps.retry_in() == pytest.approx(FULL_REFRESH)
 
     asked = questions(caps, clock, 10.0)
@@ -73,7 +73,7 @@ def test_an_answer_that_changes_the_full_groups_brings_the_question_back_soon(
 ) -> None:
     other = GroupClaims(Tenanted.queue(), cap=1, ttl=30.0)
     other.call("claim", claimant(0, "7 host"), {"A": 1})
-    caps.answer(caps.run(caps.claim_call(1, "3 me", {"A": 1})))
+    caps.answer(caps.claims.reply(caps.claim_call(1, "3 me", {"A": 1})))
     questions(caps, clock, 5.0)
     assert caps.refresh == FULL_REFRESH_MAX
     other.call("claim", claimant(1, "8 host"), {"B": 1})  # B fills up too
