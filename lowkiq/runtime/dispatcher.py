@@ -11,9 +11,7 @@ It serves every shard whose lease the process holds.  Each turn it
    other idle shards in one write (one per master on a Redis Cluster), and hands each
    popped batch to the executor;
 4. when nothing was popped, waits for a completion, a change, or a job of an idle
-   shard to become due (blocking on the shards' wake lists, which every script that
-   makes a job due pushes; polling on a Redis Cluster, where one BLPOP cannot span
-   shards).
+   shard to become due (:mod:`lowkiq.runtime.idling`).
 
 A shard never has two batches in flight, and a shard whose lease was lost and taken
 again is not popped until its old batch ended, so ``perform`` never holds one id
@@ -35,7 +33,7 @@ from typing import Any
 
 import redis
 
-from lowkiq.clients.connection import Client, is_cluster
+from lowkiq.clients.connection import Client
 from lowkiq.clients.outages import MasterDown
 from lowkiq.clients.retry import Retries
 from lowkiq.errors import LowkiqError
@@ -49,6 +47,7 @@ from lowkiq.runtime import suspects
 from lowkiq.runtime.backoff import redis_backoff
 from lowkiq.runtime.cancelling import cancelled_ids
 from lowkiq.runtime.executor import Executor, Work
+from lowkiq.runtime.idling import CLUSTER_POLL, Idler
 from lowkiq.runtime.lifecycle import LEAVING, RUNNING, SETTLING
 from lowkiq.runtime.planning import Candidate, Shares, first_look, plan_round
 from lowkiq.runtime.shard_handler import Request, ShardHandler, Taken
@@ -61,20 +60,6 @@ from lowkiq.telemetry.recorder import Recorder
 
 log = logging.getLogger("lowkiq.dispatcher")
 
-# The shortest blocking wait (Redis truncates a BLPOP timeout to whole ms; 0 is forever).
-MIN_BLOCK = 0.01
-# How late a BLPOP timeout may fire (Redis checks them every 1 / hz, 100 ms by default);
-# that last stretch before a scheduled job is waited out here, in LOCAL_STEP steps.
-TIMER_SLACK = 0.11
-LOCAL_STEP = 0.004
-#: Seconds between two looks at the idle shards on a Redis Cluster.
-CLUSTER_POLL = 0.025
-#: Most seconds at a time a dispatcher whose idle shards all wait for rate-limit tokens
-#: sleeps (no Redis call), and how long it may wait more to pop them in one write.
-THROTTLE_NAP = 0.25
-THROTTLE_GATHER = 0.01
-#: What the dispatcher's own wake-ups push to the wake list it blocks on (not a shard's).
-KICK = b"kick"
 #: Works in flight per executor thread (one performing, one waiting: no round trip
 #: between two batches), and with no thread (``lowkiq.testing.drain``: all shards).
 IN_FLIGHT_PER_THREAD = 2
@@ -87,15 +72,6 @@ def _ready(handler: ShardHandler) -> bool:
         return handler.ready()
     except MasterDown:
         return False
-
-
-def _seconds(reply: Any) -> float | None:
-    """A ``due_in`` reply: seconds, or ``None`` (no job, or its master does not answer)."""
-    if isinstance(reply, MasterDown):
-        return None
-    if isinstance(reply, redis.RedisError):
-        raise reply
-    return None if reply is None else float(reply)
 
 
 def _call(request: Request) -> Any:
@@ -181,22 +157,11 @@ class Dispatcher:
         # Set by anything the dispatcher must look at: a change, a finished work, a stop.
         self._kick = threading.Event()
         self._done: queue.SimpleQueue[Work] = queue.SimpleQueue()
-        self._blocking_key: str | None = None  # the wake list blocked on now
-        self.polls = is_cluster(client)
-        # Whether the client sends several reads in one write (writes: see _send).
-        self._packs = getattr(client, "pack", None) is not None
-        # The last due_in() reading: (clock, shards, heads), for the idle wait.
-        self._reading: tuple[float, tuple[ShardKey, ...], list[float | None]] | None = None
-        # When each shard was last popped, whether that pop took jobs, and the shards
-        # whose wake list ended the last wait (likely due, the others not).
+        #: How the dispatcher waits when a round popped nothing.
+        self.idler = Idler(client, self._kick, clock, poll_interval, waker)
+        # When each shard was last popped, and whether that pop took jobs.
         self._popped_at: dict[ShardKey, float] = {}
         self._backlog: dict[ShardKey, bool] = {}
-        self._woken_keys: set[ShardKey] = set()
-        self._next_look = 0.0  # the next look at the unserved shards (_look_unserved)
-        socket_timeout = getattr(client, "socket_timeout", None)  # a BLPOP ends before it
-        self.max_block = (
-            min(poll_interval, socket_timeout * 0.8) if socket_timeout else poll_interval
-        )
 
     # -- from other threads -----------------------------------------------------------
 
@@ -217,12 +182,7 @@ class Dispatcher:
 
     def wake(self, client: Client | None = None) -> None:
         """End the dispatcher's wait (a BLPOP through ``client`` or the waker)."""
-        self._kick.set()
-        key = self._blocking_key
-        sender = client or self.waker
-        if key is not None and sender is not None:
-            with contextlib.suppress(redis.RedisError):
-                sender.rpush(key, KICK)
+        self.idler.wake(client)
 
     def _finished(self, work: Work) -> None:
         """On an executor thread: ``work`` ended."""
@@ -316,7 +276,7 @@ class Dispatcher:
             every = [h for h in every if h.key != change.key]
         self.handlers = [h for h in every if h.queue.name not in self.paused]
         self.parked = [h for h in every if h.queue.name in self.paused]
-        self._reading = None
+        self.idler.forget()
         self._give_up(self._leave(released))
         return True
 
@@ -422,10 +382,11 @@ class Dispatcher:
         # A shard whose lease may have lapsed waits for its renewal.
         ready = [h for h in idle if not h.waits_for_renewal() and _ready(h)] if room > 0 else []
         if room <= 0:  # a worker with no batch in flight still gets a place, once woken
-            self._look_unserved()
-            ready = [h for h in self._unserved() if h.key in self._woken_keys and _ready(h)]
+            if self.idler.polls:
+                self.idler.look(self._unserved())
+            ready = [h for h in self._unserved() if h.key in self.idler.woken and _ready(h)]
             room = len({h.queue.name for h in ready})
-        woken, self._woken_keys = self._woken_keys, set()
+        woken = self.idler.take_woken()
         by_key = {h.key: h for h in idle + self.parked}
         candidates = [
             Candidate(
@@ -438,27 +399,15 @@ class Dispatcher:
         ]
         considered, due = first_look(candidates, self.scheduler.reads_due, bool(woken))
         if due is None:
-            due = self.due_in([by_key[c.key] for c in considered])
+            due = self.idler.due_in([by_key[c.key] for c in considered])
         finished = [h.key for h in idle + self.parked if h.unacked]
         plan = plan_round(considered, due, room, self.scheduler.order, finished, self.shares)
         # A woken shard that was ready but got no turn is still due: the next round's.
-        self._woken_keys |= {c.key for c in considered if c.woken}.difference(plan.pops)
+        self.idler.woken |= {c.key for c in considered if c.woken}.difference(plan.pops)
         if plan.empty:
             return 0
-        self._reading = None  # a pop changes what is due
+        self.idler.forget()  # a pop changes what is due
         return self._send([by_key[key] for key in plan.pops], [by_key[key] for key in plan.acks])
-
-    def _look_unserved(self) -> None:
-        """On a Redis Cluster (no wake lists blocked on), read whether the shards of the
-        workers with no batch in flight are due, at most every CLUSTER_POLL: the due ones
-        count as woken."""
-        unserved = self._unserved() if self.polls else []
-        if not unserved or self.clock() < self._next_look:
-            return
-        self._next_look = self.clock() + CLUSTER_POLL
-        for handler, due in zip(unserved, self.due_in(unserved), strict=True):
-            if due is not None and due <= 0:
-                self._woken_keys.add(handler.key)
 
     def _unserved(self) -> list[ShardHandler]:
         """The idle shards of the workers with no batch in flight: they get a place even
@@ -559,7 +508,7 @@ class Dispatcher:
 
     def _run_claims(self, calls: Sequence[tuple[GroupCaps, ClaimCall]]) -> list[Any]:
         """The replies of claims calls (in one write when the client packs commands)."""
-        if self._packs:
+        if self.idler.packs:
             client: Any = self.client
             return list(client.run_keyed([caps.claims.command(call) for caps, call in calls]))
         return [caps.claims.reply(call) for caps, call in calls]
@@ -629,131 +578,29 @@ class Dispatcher:
 
     # -- waiting ----------------------------------------------------------------------
 
-    def due_in(self, handlers: Sequence[ShardHandler]) -> list[float | None]:
-        """Seconds until each shard's earliest job is due, on Redis's clock (negative: due;
-        ``None``: empty or held for now), no sooner than its rate limit lets it pop."""
-        heads: list[float | None]
-        if self._packs:
-            client: Any = self.client
-            commands = [h.queue.due_in_command(h.shard) for h in handlers]
-            heads = [_seconds(reply) for reply in client.run_keyed(commands)]
-        else:
-            heads = [h.queue.due_in([h.shard])[0] for h in handlers]
-        now = time.monotonic()
-        for index, handler in enumerate(handlers):
-            if handler.not_before > now:
-                heads[index] = None
-            throttle, head = handler.throttle, heads[index]
-            if throttle is not None and throttle.until > now and head is not None:
-                heads[index] = max(head, throttle.until - now)
-        self._reading = (self.clock(), tuple(h.key for h in handlers), list(heads))
-        return heads
-
-    def _due_in_for_wait(self, handlers: Sequence[ShardHandler]) -> list[float | None]:
-        """:meth:`due_in` for the idle wait: the round's reading of the same shards, aged,
-        when at most TIMER_SLACK old."""
-        reading, self._reading = self._reading, None
-        if reading is not None and reading[1] == tuple(h.key for h in handlers):
-            age = self.clock() - reading[0]
-            if 0 <= age <= TIMER_SLACK:
-                return [None if head is None else head - age for head in reading[2]]
-        heads = self.due_in(handlers)
-        self._reading = None
-        return heads
-
     def wait(self) -> None:
         """Block until a kick, a wake-up of an idle shard, its next due job, or
-        poll_interval."""
-        idle = [h for h in self._idle() if not h.lapsed()]
+        poll_interval (:mod:`lowkiq.runtime.idling`)."""
+        idler = self.idler
         if len(self.in_flight) >= self.capacity:
             # Full: only a wake-up of a worker with no batch in flight (no due-time read;
             # on a Redis Cluster the next round looks, CLUSTER_POLL from now).
             idle = [h for h in self._unserved() if not h.lapsed()]
-            if idle and self._suspect is None and not self.polls:
-                self._block(idle, self.clock() + self.max_block)
+            if idle and self._suspect is None and not idler.polls:
+                idler.block(idle, self.clock() + idler.max_block)
             else:
-                self._kick.wait(CLUSTER_POLL if idle and self.polls else self.poll_interval)
+                self._kick.wait(CLUSTER_POLL if idle and idler.polls else self.poll_interval)
             return
+        idle = [h for h in self._idle() if not h.lapsed()]
         if not idle or self._suspect is not None:
             self._kick.wait(self.poll_interval)
-            return
-        if self._nap(idle):
-            return
-        scheduled = [d for d in self._due_in_for_wait(idle) if d is not None]
-        now = self.clock()
-        due = now + min(scheduled) if scheduled else None
-        end = now + self.max_block
-        retry = min(  # when a full or dry group may be served again
-            (c.retry_in() for c in self.group_caps.values() if c.waits_for_places()), default=None
-        )
-        if retry is not None:
-            due = now + retry if due is None else min(due, now + retry)
-        if due is not None and due > end:
-            due = None  # beyond this wait
-        if self.polls:
-            self._poll_until(idle, end if due is None else due)
-            return
-        if due is not None:
-            end = due - TIMER_SLACK  # the rest is waited here (_wait_until)
-        if not self._block(idle, end) and due is not None:
-            self._wait_until([h.queue.keys.wake_list(h.shard) for h in idle], due)
+        else:
+            idler.wait(idle, self._group_retry)
 
-    def _block(self, idle: Sequence[ShardHandler], end: float) -> bool:
-        """BLPOP the wake lists of ``idle`` until ``end`` (not when it is too near); whether
-        a wake-up or a kick ended it."""
-        now = self.clock()
-        if end - now < MIN_BLOCK:
-            return False
-        keys = [h.queue.keys.wake_list(h.shard) for h in idle]
-        self._blocking_key = keys[0]
-        try:  # a kick before this is seen here; one after pushes the wake list
-            woken = not self._kick.is_set() and self.client.blpop(keys, timeout=end - now)
-        finally:
-            self._blocking_key = None
-        if woken and woken[1] != KICK:
-            self._woken(idle, keys, woken[0])
-        return bool(woken)
-
-    def _nap(self, idle: Sequence[ShardHandler]) -> bool:
-        """When every idle shard waits for rate-limit tokens, sleep (no Redis call) until
-        the first may pop, gathering those within THROTTLE_GATHER; else ``False``."""
-        untils = []
-        for handler in idle:
-            throttle = handler.throttle
-            if throttle is None or not throttle.waiting():
-                return False
-            untils.append(throttle.until)
-        first = min(untils)
-        pause = max(u for u in untils if u <= first + THROTTLE_GATHER) - time.monotonic()
-        self._kick.wait(min(max(pause, 0.0), THROTTLE_NAP))
-        return True
-
-    def _woken(self, idle: Sequence[ShardHandler], keys: Sequence[str], key: bytes | str) -> None:
-        """The wake list ``key`` fired: its shard may have been opened by a reshard."""
-        name = key.decode() if isinstance(key, bytes) else key
-        for handler, wake_key in zip(idle, keys, strict=True):
-            if wake_key == name:
-                handler.not_before = 0.0
-                self._woken_keys.add(handler.key)
-
-    def _wait_until(self, keys: Sequence[str], due: float) -> None:
-        """Wait until ``due`` in short steps, or a wake-up (taken, as BLPOP would) or kick."""
-        while not self._kick.is_set():
-            left = due - self.clock()
-            if left <= 0 or self.client.delete(*keys):
-                return
-            self._kick.wait(min(left, LOCAL_STEP))
-
-    def _poll_until(self, idle: Sequence[ShardHandler], end: float) -> None:
-        """Wait until ``end`` in CLUSTER_POLL steps, or a due job of an idle shard, or a
-        kick."""
-        while not self._kick.is_set():
-            now = self.clock()
-            if now >= end:
-                return
-            self._kick.wait(min(CLUSTER_POLL, end - now))
-            if any(d is not None and d <= 0 for d in self._due_in_for_wait(idle)):
-                return
+    def _group_retry(self) -> float | None:
+        """Seconds until a full or dry group may be served again (``None``: none waits)."""
+        waiting = [c for c in self.group_caps.values() if c.waits_for_places()]
+        return min((c.retry_in() for c in waiting), default=None)
 
     # -- stopping ---------------------------------------------------------------------
 

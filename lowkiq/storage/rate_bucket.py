@@ -45,7 +45,7 @@ PACE_SECONDS = 0.05
 #: most the capacity): at 500/s over 8 shards and batch 1, 12 tokens, so about two
 #: shards pop at each step.  The shards' reservations then come round in this time
 #: plus a step, within one nap of a thread waiting for tokens (0.25 s,
-#: lowkiq.runtime.dispatcher.THROTTLE_NAP).
+#: lowkiq.runtime.idling.THROTTLE_NAP).
 RESERVE_SECONDS = 0.2
 
 

@@ -48,7 +48,7 @@ def test_an_idle_round_reads_the_due_times_once_and_wakes_when_a_job_is_due(
     redis_client: redis.Redis,
 ) -> None:
     with dispatcher_of(redis_client, Idle, poll_interval=30.0) as (dispatcher, queue):
-        dispatcher.due_in(dispatcher.handlers)  # Redis has the script now
+        dispatcher.idler.due_in(dispatcher.handlers)  # Redis has the script now
         due = time.time() + 0.4
         Idle.perform_async([{"id": "soon", "perform_in": due}])
         redis_client.delete(*[queue.keys.wake_list(s) for s in queue.shards])

@@ -40,7 +40,7 @@ def test_a_dispatcher_waits_for_its_shards_tokens_without_calling_redis(redis_ur
         Paced.perform_async([{"id": n} for n in range(5)])
         assert process(handler)  # the bucket's one token; the next one is reserved
         assert not handler.ready()  # not popped before the reserved token is due
-        (delay,) = dispatcher.due_in(dispatcher.handlers)
+        (delay,) = dispatcher.idler.due_in(dispatcher.handlers)
         # 200 ms of refill, paid on the next step of the 50 ms grid (PACE_SECONDS).
         assert delay is not None and 0.1 < delay <= 0.25
         assert handler.throttle is not None and handler.throttle.waiting()
