@@ -229,13 +229,12 @@ class Dispatcher:
                     self.turn()
                 except redis.RedisError as exc:
                     self._kick.wait(retries.failed(exc))
-                    continue
                 except Exception as exc:  # a bug, or a reply no call expected: survived
                     log.exception("the dispatcher's turn raised; going on (please report this)")
                     self._distrust()
                     self._kick.wait(retries.failed(exc, logged=True))
-                    continue
-                retries.succeeded()
+                else:
+                    retries.succeeded()
         finally:
             self.shutdown()
 

@@ -46,6 +46,9 @@ from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder, Recorder
 
 log = logging.getLogger("lowkiq.executor")
 
+#: Seconds between two heartbeat stamps of an idle thread.
+IDLE_STAMP = 1.0
+
 
 @dataclass(eq=False)
 class Work:
@@ -152,7 +155,6 @@ class Executor:
         heartbeats: Heartbeats | None = None,
         recorder: Recorder | None = None,
         fatal: Callable[[BaseException], None] = lambda exc: None,
-        idle_stamp: float = 1.0,
         thread_scope: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> None:
         self.size = threads
@@ -160,8 +162,6 @@ class Executor:
         self.heartbeats = heartbeats or Heartbeats()
         self.recorder = recorder
         self.fatal = fatal
-        # An idle thread stamps its heartbeat this often (seconds).
-        self.idle_stamp = idle_stamp
         # What each thread runs inside (settings.own_connection: perform's client).
         self.thread_scope = thread_scope
         self._work: Waiting[Work] = Waiting()
@@ -273,7 +273,7 @@ class Executor:
         while True:
             beat.stamp()
             try:
-                work = self._work.take(self.idle_stamp)
+                work = self._work.take(IDLE_STAMP)
             except queue.Empty:
                 continue
             if work is None:

@@ -375,29 +375,31 @@ class ShardHandler:
         self._ack(lambda: self.queue.ack(self.shard, self.token, self.batch, self.members))
 
     def _ack(self, call: Callable[[], Any]) -> None:
-        if self._end(call, "its ack") and self.members:
+        if self._end(call, "its ack")[0] and self.members:
             self.relay_members()
 
-    def _end(self, call: Callable[[], Any], what: str, then: State | None = IDLE) -> bool:
+    def _end(
+        self, call: Callable[[], Any], what: str, then: State | None = IDLE
+    ) -> tuple[bool, Any]:
         """The one place a batch ends: run ``call``, a script that acks, fails, yields,
         buries or restores the batch (or part of it) it names.  Returns whether it did,
-        the shard then ``then`` (``None``: unchanged).  A refused lease makes it LOST; a
-        stale batch (nothing changed) or an error (raised) UNSURE."""
+        and its reply; the shard is then ``then`` (``None``: unchanged).  A refused lease
+        makes it LOST; a stale batch (nothing changed) or an error (raised) UNSURE."""
         try:
-            call()
+            reply = call()
         except LeaseLost:
             self.lease_lost(f"{what} was refused")
-            return False
+            return False, None
         except StaleBatch:
             self.stale(what)
             self.life.to(UNSURE)
-            return False
+            return False, None
         except redis.RedisError:
             self.interrupted()
             raise
         if then is not None:
             self.life.to(then)
-        return True
+        return True, reply
 
     def announce_stop(self) -> None:
         """The process stops while the batch runs: said in Redis, so that a kill's restore
@@ -430,15 +432,11 @@ class ShardHandler:
         it, else whatever the area holds; ``False`` when the lease is lost.  ``quiet``:
         never run (no log line); ``reason``: for its jobs' events (``RESTORE_REASONS``)."""
         batch = self.batch if self.life.state in HOLDING else None
-        counted: list[int] = []
-        self._end(
-            lambda: counted.append(
-                self.queue.restore(self.shard, self.token, batch, reason=reason)
-            ),
-            "its restore",
+        _, count = self._end(
+            lambda: self.queue.restore(self.shard, self.token, batch, reason=reason), "its restore"
         )
-        if counted and counted[0] and not quiet:
-            log.info("%s: restored %d job(s) left in processing", self.name, counted[0])
+        if count and not quiet:
+            log.info("%s: restored %d job(s) left in processing", self.name, count)
         return not self.lost
 
     def lease_lost(self, what: str) -> None:
@@ -473,12 +471,9 @@ class ShardHandler:
         was settled (:meth:`_end`)."""
         verdict = verdict or self.judge(batch, exc)
         ends = self._ends(batch, verdict)
-        morgue: list[dict[str, Any]] = []
-        settled = self._end(
-            lambda: morgue.extend(
-                self.queue.settle_failed(
-                    self.shard, self.token, self.batch, ends, self.worker.max_retry_count
-                )
+        settled, morgue = self._end(
+            lambda: self.queue.settle_failed(
+                self.shard, self.token, self.batch, ends, self.worker.max_retry_count
             ),
             "the failure of its batch",
             then=None,
@@ -490,16 +485,15 @@ class ShardHandler:
     def _cancel(self, ids: list[str]) -> bool:
         """Settle ``ids`` of the batch as cancelled (``Worker.actions().cancel``), in one
         script; whether it was (:meth:`_end`)."""
-        count: list[int] = []
-        settled = self._end(
-            lambda: count.append(
-                self.queue.run_fenced("cancel_settle", self.shard, self.token, self.batch, *ids)
+        settled, count = self._end(
+            lambda: self.queue.run_fenced(
+                "cancel_settle", self.shard, self.token, self.batch, *ids
             ),
             "the cancel of its jobs",
             then=None,
         )
         if settled:
-            log.info("%s: %d job(s) settled as cancelled: %s", self.name, count[0], ids[:10])
+            log.info("%s: %d job(s) settled as cancelled: %s", self.name, count, ids[:10])
         return settled
 
     def _ends(self, batch: Sequence[PoppedJob], verdict: Verdict) -> list[JobEnd]:
@@ -548,11 +542,12 @@ class ShardHandler:
         errors = [(job.id, f"{job.undecodable}; moved to the morgue unperformed") for job in jobs]
         for job_id, error in errors:
             log.error("%s: job %r: %s", self.name, job_id, error)
-        return self._end(
+        buried, _ = self._end(
             lambda: self.queue.bury(self.shard, self.token, self.batch, errors),
             "the burial of its undecodable jobs",
             then=None,
         )
+        return buried
 
     def _retry_in(self, retry_count: int, exception: BaseException | None) -> float:
         """``Worker.retry_in``'s delay (given the exception when it takes two arguments);
@@ -561,7 +556,7 @@ class ShardHandler:
             retry_in: Callable[..., float] = self.worker.retry_in
             if retry_in_takes_exception(self.worker):
                 return float(retry_in(retry_count, exception))
-            return float(self.worker.retry_in(retry_count))
+            return float(retry_in(retry_count))
         except Exception:
             log.exception("%s: retry_in raised; using the default delay", self.name)
             return float(Worker.retry_in(retry_count))
