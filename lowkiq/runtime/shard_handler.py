@@ -31,11 +31,12 @@ from lowkiq.errors import LeaseLost, StaleBatch
 from lowkiq.limits.group_caps import GroupCaps
 from lowkiq.limits.throttling import RateLimits, ShardThrottle
 from lowkiq.middleware import Batch, Next, ServerMiddleware, chain
-from lowkiq.outcomes import Fate, Snooze, Verdict, judge, log_failure
+from lowkiq.outcomes import Fate, Verdict, log_failure
 from lowkiq.ownership.leases import Term
 from lowkiq.perform.coroutines import resolved
 from lowkiq.perform.timeouts import perform_within_limit
 from lowkiq.running import Running, RunningBatch, running
+from lowkiq.runtime.job_ends import job_ends, judge_batch
 from lowkiq.runtime.lifecycle import (
     FINISHED,
     HOLDING,
@@ -46,12 +47,10 @@ from lowkiq.runtime.lifecycle import (
     Lifecycle,
     State,
 )
-from lowkiq.serializers import format_error as default_format_error
-from lowkiq.storage.processing import JobEnd
 from lowkiq.storage.queue import ACK_FENCED, ACK_STALE, Popped, PoppedJob, Queue
 from lowkiq.storage.rate_bucket import Throttle
 from lowkiq.telemetry.recorder import BatchRecorder
-from lowkiq.worker import Worker, retry_in_takes_exception
+from lowkiq.worker import Worker
 from lowkiq.workflows.relayer import RELAYER
 
 log = logging.getLogger("lowkiq.shard_handler")
@@ -470,7 +469,7 @@ class ShardHandler:
         ``verdict`` says; ``retries_exhausted`` gets those buried.  Returns whether it
         was settled (:meth:`_end`)."""
         verdict = verdict or self.judge(batch, exc)
-        ends = self._ends(batch, verdict)
+        ends = job_ends(self.name, self.worker, batch, verdict)
         settled, morgue = self._end(
             lambda: self.queue.settle_failed(
                 self.shard, self.token, self.batch, ends, self.worker.max_retry_count
@@ -496,30 +495,10 @@ class ShardHandler:
             log.info("%s: %d job(s) settled as cancelled: %s", self.name, count, ids[:10])
         return settled
 
-    def _ends(self, batch: Sequence[PoppedJob], verdict: Verdict) -> list[JobEnd]:
-        """The script's view of ``verdict``: a retried job's delay comes from ``retry_in``."""
-        ends = []
-        for job in batch:
-            end = verdict.jobs[job.id]
-            delay = 0.0
-            if end.fate is Fate.RETRY:
-                delay = self._retry_in(job.retry_count + 1, end.exception)
-            elif isinstance(end.exception, Snooze):
-                delay = end.exception.seconds
-            ends.append(JobEnd(job.id, end.fate, end.error, delay))
-        return ends
-
     def judge(self, batch: Sequence[PoppedJob], exc: Exception) -> Verdict:
         """How each job of ``batch`` ends now that ``perform`` raised ``exc``
-        (:func:`lowkiq.outcomes.judge`)."""
-        return judge(exc, [job.id for job in batch], self._format_error)
-
-    def _format_error(self, exc: BaseException) -> str:
-        try:
-            return self.format_error(exc)
-        except Exception:
-            log.exception("%s: format_error raised; storing lowkiq's default text", self.name)
-            return default_format_error(exc)
+        (:mod:`lowkiq.runtime.job_ends`)."""
+        return judge_batch(self.name, self.format_error, batch, exc)
 
     def _report_exhausted(self) -> None:
         """Tell the worker about the jobs the acquisition moved to the morgue."""
@@ -548,18 +527,6 @@ class ShardHandler:
             then=None,
         )
         return buried
-
-    def _retry_in(self, retry_count: int, exception: BaseException | None) -> float:
-        """``Worker.retry_in``'s delay (given the exception when it takes two arguments);
-        the default delay when it raises."""
-        try:
-            retry_in: Callable[..., float] = self.worker.retry_in
-            if retry_in_takes_exception(self.worker):
-                return float(retry_in(retry_count, exception))
-            return float(retry_in(retry_count))
-        except Exception:
-            log.exception("%s: retry_in raised; using the default delay", self.name)
-            return float(Worker.retry_in(retry_count))
 
     # -- the executor's side: the user's code, no Redis call -------------------------
 
@@ -621,11 +588,7 @@ class ShardHandler:
             fields = RunningBatch.popped(self.worker, self.shard, jobs).log_fields()
             log_failure(self.name, len(jobs), failure, verdict, fields)
             return Outcome(jobs, failure, verdict=verdict)
-        yields = record.yields
-        yielded = (
-            sum(1 for i, positions in yields.items() if positions and i not in cancelled)
-            if yields
-            else 0
-        )
+        yields = record.yields or {}
+        yielded = sum(1 for i, positions in yields.items() if positions and i not in cancelled)
         recorder.performed(counted, started, yielded=yielded)
         return Outcome(jobs, None, record.yields)
