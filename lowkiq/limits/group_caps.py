@@ -76,8 +76,7 @@ class GroupCaps:
             rate_limits.followers.append(self.follow)
 
     def follow(self, client: Any) -> None:
-        """Read the groups set at run time (on every change of the config), and log what
-        changed."""
+        """Read the groups set at run time (on each change of the config); log what changed."""
         found = group_limits.read_limits(client, self.claims.queue.keys)
         if found == self.own:
             return

@@ -28,7 +28,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -47,14 +46,13 @@ from lowkiq.runtime import suspects
 from lowkiq.runtime.backoff import redis_backoff
 from lowkiq.runtime.cancelling import cancelled_ids
 from lowkiq.runtime.executor import Executor, Work
+from lowkiq.runtime.group_claiming import GroupClaiming
 from lowkiq.runtime.idling import CLUSTER_POLL, Idler
 from lowkiq.runtime.lifecycle import LEAVING, RUNNING, SETTLING
 from lowkiq.runtime.planning import Candidate, Shares, first_look, plan_round
 from lowkiq.runtime.shard_handler import Request, ShardHandler, Taken
 from lowkiq.runtime.shard_ranges import shard_ranges
-from lowkiq.storage.group_claims import ClaimCall
 from lowkiq.storage.queue import Popped
-from lowkiq.storage.rate_bucket import Throttle
 from lowkiq.strategies.schedulers import Scheduler
 from lowkiq.telemetry.recorder import Recorder
 
@@ -66,30 +64,12 @@ IN_FLIGHT_PER_THREAD = 2
 IN_FLIGHT_INLINE = 1_000_000
 
 
-def _ready(handler: ShardHandler) -> bool:
-    """``handler.ready()``; ``False`` while its master does not answer (a cluster's)."""
-    try:
-        return handler.ready()
-    except MasterDown:
-        return False
-
-
 def _call(request: Request) -> Any:
     """Run a request that is a call of its own: its reply, or the error it raised."""
     try:
         return request()  # type: ignore[operator]
     except (redis.RedisError, LowkiqError) as exc:
         return exc
-
-
-@dataclass(slots=True)
-class _Pop:
-    """One shard's pop in a round: its request, whether it acks, its rate-limit args."""
-
-    handler: ShardHandler
-    request: Request
-    acking: bool
-    throttle: Throttle | None
 
 
 class Dispatcher:
@@ -157,8 +137,9 @@ class Dispatcher:
         # Set by anything the dispatcher must look at: a change, a finished work, a stop.
         self._kick = threading.Event()
         self._done: queue.SimpleQueue[Work] = queue.SimpleQueue()
-        #: How the dispatcher waits when a round popped nothing.
+        #: How the dispatcher waits when a round popped nothing, and claims group places.
         self.idler = Idler(client, self._kick, clock, poll_interval, waker)
+        self.claiming = GroupClaiming(client, self.idler.packs)
         # When each shard was last popped, and whether that pop took jobs.
         self._popped_at: dict[ShardKey, float] = {}
         self._backlog: dict[ShardKey, bool] = {}
@@ -379,11 +360,11 @@ class Dispatcher:
         room = self.capacity - len(self.in_flight)
         idle = self._idle()
         # A shard whose lease may have lapsed waits for its renewal.
-        ready = [h for h in idle if not h.waits_for_renewal() and _ready(h)] if room > 0 else []
+        ready = [h for h in idle if not h.waits_for_renewal() and h.ready()] if room > 0 else []
         if room <= 0:  # a worker with no batch in flight still gets a place, once woken
             if self.idler.polls:
                 self.idler.look(self._unserved())
-            ready = [h for h in self._unserved() if h.key in self.idler.woken and _ready(h)]
+            ready = [h for h in self._unserved() if h.key in self.idler.woken and h.ready()]
             room = len({h.queue.name for h in ready})
         woken = self.idler.take_woken()
         by_key = {h.key: h for h in idle + self.parked}
@@ -431,8 +412,7 @@ class Dispatcher:
         if not chosen and not acks:
             return 0
         packed = all(h.queue.pipelines_pops for h in (*chosen, *acks))
-        pops = [_Pop(handler, *handler.pop_command(packed)) for handler in chosen]
-        requests = [pop.request for pop in pops] + [h.ack_command(packed) for h in acks]
+        requests = [h.pop_command(packed) for h in chosen] + [h.ack_command(packed) for h in acks]
         client: Any = self.client
         try:
             replies = client.run_keyed(requests) if packed else [_call(r) for r in requests]
@@ -441,7 +421,7 @@ class Dispatcher:
                 handler.interrupted()
             raise
         failure: redis.RedisError | None = None
-        for handler, reply in zip(acks, replies[len(pops) :], strict=True):
+        for handler, reply in zip(acks, replies[len(chosen) :], strict=True):
             if isinstance(reply, MasterDown) and not reply.sent:
                 continue  # not sent: acked once its master answers
             try:
@@ -451,14 +431,13 @@ class Dispatcher:
             except redis.RedisError as exc:
                 failure = failure or exc
         popped: list[tuple[ShardHandler, Taken]] = []
-        for pop, reply in zip(pops, replies[: len(pops)], strict=True):
-            handler = pop.handler
+        for handler, reply in zip(chosen, replies[: len(chosen)], strict=True):
             if isinstance(reply, MasterDown):
                 # Its master did not answer: the other masters' shards go on.
                 if reply.sent:
                     handler.interrupted()
                 else:
-                    handler.unsent(pop.acking)
+                    handler.unsent()
                 continue
             if isinstance(reply, Exception):
                 handler.interrupted()
@@ -466,77 +445,21 @@ class Dispatcher:
                 continue
             try:  # taken in whatever the others raise: its ack is done, its batch popped
                 read = reply if isinstance(reply, Popped) else handler.queue.read_popped(reply)
-                popped.append((handler, handler.take(read, pop.acking, pop.throttle)))
+                popped.append((handler, handler.take(read)))
             except redis.RedisError as exc:
                 handler.interrupted()  # its batch is restored before its next pop
                 failure = failure or exc
-        worked = sum(self._dispatch(handler, taken) for handler, taken in self._claim(popped))
+        worked = sum(
+            self._dispatch(handler, taken) for handler, taken in self.claiming.claim(popped)
+        )
         if failure is not None:
             raise failure
         return worked
 
-    # -- group caps and per-group rates --------------------------------------------------
-
-    def _claim(self, popped: list[tuple[ShardHandler, Taken]]) -> list[tuple[ShardHandler, Taken]]:
-        """Claim the group places and tokens the popped batches need, in one write; a
-        refused batch goes back to its queue unrun.  Returns the pops to dispatch."""
-        claims: list[tuple[ShardHandler, GroupCaps, ClaimCall]] = []
-        for handler, taken in popped:
-            caps = handler.group_caps
-            if caps is not None and taken.batches and taken.groups:
-                call = caps.claim_call(handler.shard, handler.token, taken.groups)
-                if call is not None:
-                    claims.append((handler, caps, call))
-        if not claims:
-            return popped
-        calls = [(caps, call) for _, caps, call in claims]
-        try:
-            replies = self._run_claims(calls)
-        except redis.RedisError:
-            for handler, _, _ in claims:
-                handler.interrupted()  # its batch is restored before its next pop
-            raise
-        refused: set[ShardKey] = set()
-        for (handler, caps, call), reply in zip(claims, replies, strict=True):
-            if isinstance(reply, Exception) or not caps.answer(reply):
-                refused.add(handler.key)
-                handler.give_back()
-            else:
-                caps.granted(handler.key, call)
-        return [(handler, taken) for handler, taken in popped if handler.key not in refused]
-
-    def _run_claims(self, calls: Sequence[tuple[GroupCaps, ClaimCall]]) -> list[Any]:
-        """The replies of claims calls (in one write when the client packs commands)."""
-        if self.idler.packs:
-            client: Any = self.client
-            return list(client.run_keyed([caps.claims.command(call) for caps, call in calls]))
-        return [caps.claims.reply(call) for caps, call in calls]
-
     def keep_claims(self) -> None:
-        """Send the claims' releases and renewals due, and ask which groups are full while
-        some are, in one write; a place freed lets the shards that gave no job pop."""
-        calls = [(caps, call) for caps in self.group_caps.values() for call in caps.upkeep()]
-        if not calls:
-            return
-        full_before = {name: caps.full for name, caps in self.group_caps.items()}
-        try:
-            replies = self._run_claims(calls)
-        except redis.RedisError:
-            for caps in self.group_caps.values():
-                caps.unsent([call for owner, call in calls if owner is caps])
-            raise
-        for (caps, call), reply in zip(calls, replies, strict=True):
-            if isinstance(reply, Exception):
-                caps.unsent([call])
-            elif not caps.answer(reply) and call.op == "renew":
-                log.warning(
-                    "%s: the group places of batch %s lapsed and were taken meanwhile",
-                    caps.claims.queue.name, call.who,
-                )  # fmt: skip
-        freed = {name for name, caps in self.group_caps.items() if full_before[name] - caps.full}
-        for handler in self.handlers:
-            if handler.queue.name in freed:
-                handler.not_before = 0.0
+        """Send the group claims' releases and renewals due, and ask which groups are full
+        while some are (:mod:`lowkiq.runtime.group_claiming`)."""
+        self.claiming.keep(self.group_caps, self.handlers)
 
     def _dispatch(self, handler: ShardHandler, taken: Taken) -> int:
         """Hand a pop's batches to the executor (a suspect waits to run alone)."""

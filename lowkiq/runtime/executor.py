@@ -9,12 +9,9 @@ the dispatcher puts them back into the queue.  A work no thread has taken yet th
 dispatcher may take back (:meth:`Work.claim`) when its shard is given up or the process
 stops.  So a long ``perform`` holds one thread and its own shard, never the others.
 
-A perform past its worker's ``perform_hard_timeout`` is given up
-(:meth:`Executor.give_up`): its work goes back to the dispatcher at once, the batch failed
-with :class:`~lowkiq.perform.timeouts.PerformHardTimeout` and the rest unperformed
-(:attr:`Work.stuck`: the shard is not served again by this process, and its lease is
-kept until the process exits), its thread is left to itself, and the process is asked
-to stop (``fatal``): the other works get ``shutdown_timeout`` to end.
+A perform past its worker's ``perform_hard_timeout`` is given up (:meth:`Executor.give_up`):
+its work goes back to the dispatcher at once (:attr:`Work.stuck`), its thread is left to
+itself, and the process stops.
 """
 
 from __future__ import annotations
@@ -208,7 +205,7 @@ class Executor:
         ``Exception`` is raised once the work is handed back."""
         work.claim()
         try:
-            work.run(self._tally(work.handler.queue.name, 0))
+            work.run(self._tally(work.queue_name, 0))
         except BaseException as exc:  # noqa: BLE001 - raised again below
             work.fatal = exc
         self.done(work)
@@ -284,15 +281,13 @@ class Executor:
             if not work.claim():
                 continue  # the dispatcher took it back
             work.thread, work.started_at = number, time.time()
-            name = work.handler.queue.name
-            tally = tallies.get(name)
-            if tally is None:
-                tally = tallies[name] = self._tally(name, number)
+            if work.queue_name not in tallies:
+                tallies[work.queue_name] = self._tally(work.queue_name, number)
             with self._lock:
                 self.performing += 1
                 self._works[number] = work
             try:
-                self._perform(work, beat, tally)
+                self._perform(work, beat, tallies[work.queue_name])
             finally:
                 with self._lock:
                     self.performing -= 1

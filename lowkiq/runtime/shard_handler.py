@@ -27,6 +27,7 @@ from typing import Any
 import redis
 
 from lowkiq.clients.connection import KeyedCommand
+from lowkiq.clients.outages import MasterDown
 from lowkiq.errors import LeaseLost, StaleBatch
 from lowkiq.limits.group_caps import GroupCaps
 from lowkiq.limits.throttling import RateLimits, ShardThrottle
@@ -165,16 +166,17 @@ class ShardHandler:
         #: the next pop.
         self.exhausted: list[dict[str, Any]] = []
         self._batch_seconds: float | None = None  # recent batches' time, decaying
-        # The jobs the last pop asked for, when its answer says whether it left due jobs
-        # behind (0: not known, under a rate limit or group caps).
+        # What the last pop carried: the ack of a finished batch, its rate-limit arguments,
+        # and the jobs it asked for, when its answer says whether it left due jobs behind
+        # (0: not known, under a rate limit or group caps).
+        self._pop_acks = False
+        self._pop_throttle: Throttle | None = None
         self._pop_limit = 0
         self._lapse_logged: float | None = None  # one warning per lapse
         #: The processing area holds workflow members: the script that ends its batch
         #: notes them (its ack flagged, ``w``), then the process's relayer tells their
         #: workflows (:mod:`lowkiq.workflows.relayer`).
         self.members = False
-        # Whether the ack the last pop carried was of a batch with workflow members.
-        self._acking_members = False
         self._stale_logged = False
 
     @property
@@ -199,13 +201,16 @@ class ShardHandler:
 
     def ready(self) -> bool:
         """Whether a pop may be tried now: the lease held, the processing area known
-        (restored first when it was not), no wait (:attr:`not_before`, a rate limit)."""
+        (restored first when it was not; not while its master does not answer), no wait
+        (:attr:`not_before`, a rate limit)."""
         if self.lost:
             return False
         if self.exhausted:
             self._report_exhausted()
-        # After an interrupted call the processing area's state is unknown: restored first.
-        if self.life.state is UNSURE and not self.restore(reason="redis_error"):
+        try:  # after an interrupted call the processing area's state is unknown
+            if self.life.state is UNSURE and not self.restore(reason="redis_error"):
+                return False
+        except MasterDown:
             return False
         if self.not_before:
             if time.monotonic() < self.not_before:
@@ -213,14 +218,15 @@ class ShardHandler:
             self.not_before = 0.0
         return self.throttle is None or not self.throttle.waiting()
 
-    def pop_command(self, packed: bool = True) -> tuple[Request, bool, Throttle | None]:
+    def pop_command(self, packed: bool = True) -> Request:
         """The shard's pop, acking its finished batch in the same script: packed to go out
         with other shards' pops in one write, or a call of its own (not ``packed``: a
-        client that cannot pack them, e.g. one waiting for replicas); whether it carries
-        the ack, and its rate-limit arguments (for :meth:`take`)."""
-        acking = self.unacked
+        client that cannot pack them, e.g. one waiting for replicas).  What it carries is
+        kept to read its reply (:meth:`take`)."""
+        acking = self._pop_acks = self.unacked
         caps = self.group_caps
         throttle = None if self.throttle is None else self.throttle.args(self.batches())
+        self._pop_throttle = throttle
         capped = None if caps is None else caps.skipped()
         # One batch when rate-limited: the throttle's arguments say how many it takes, and
         # a per-group rate's tokens are claimed after the pop (a bucket holds one batch).
@@ -240,10 +246,9 @@ class ShardHandler:
             "capped": capped,
             "ack_batch": (f"{self.batch}w" if self.members else self.batch) if acking else 0,
         }
-        self._acking_members = acking and self.members
         if packed:
-            return self.queue.pop_command(**args), acking, throttle
-        return functools.partial(self.queue.pop, **args), acking, throttle
+            return self.queue.pop_command(**args)
+        return functools.partial(self.queue.pop, **args)
 
     def batches(self) -> int:
         """How many batches a pop may take (see :data:`POP_SECONDS`); one until a batch ran."""
@@ -252,24 +257,25 @@ class ShardHandler:
             return 1
         return max(1, min(MAX_BATCHES, int(POP_SECONDS / max(seconds, 1e-6))))
 
-    def unsent(self, acking: bool) -> None:
+    def unsent(self) -> None:
         """Its pop was not sent (its master is out): as it was."""
-        self.life.to(FINISHED if acking else IDLE)
+        self.life.to(FINISHED if self._pop_acks else IDLE)
 
     def interrupted(self) -> None:
         """A call for this shard failed: what it did is unknown (restored before the next
         pop)."""
         self.life.to(UNSURE)
 
-    def take(self, popped: Popped, acking: bool, throttle: Throttle | None) -> Taken:
-        """Read a pop's reply (that carried the ack when ``acking``): the batches to
-        perform.  The shard stays POPPING until they are handed over, IDLE when none."""
+    def take(self, popped: Popped) -> Taken:
+        """Read the reply of its pop (:meth:`pop_command`): the batches to perform.  The
+        shard stays POPPING until they are handed over, IDLE when none."""
+        acking, throttle = self._pop_acks, self._pop_throttle
         if acking and popped.acked == ACK_FENCED:
             self.lease_lost("its finished batch was not acked")
             return Taken()
         if acking and popped.acked == ACK_STALE:
             self.stale("its ack")
-        if acking and self._acking_members and popped.acked >= 0:
+        if acking and self.members and popped.acked >= 0:  # (of the batch it acked)
             self.relay_members()
         if not popped.jobs:
             self.life.to(IDLE)

@@ -14,7 +14,6 @@ import redis
 import lowkiq
 from lowkiq.ownership.leases import Term
 from lowkiq.runtime.shard_handler import Request, ShardHandler
-from lowkiq.storage.rate_bucket import Throttle
 from tests.runtime.serving import dispatcher_of, handler_of, ids_by_shard, turn_for
 
 
@@ -45,7 +44,7 @@ def counting_pops(handler: ShardHandler) -> list[int]:
     count = [0]
     pop_command = handler.pop_command
 
-    def counted(packed: bool = True) -> tuple[Request, bool, Throttle | None]:
+    def counted(packed: bool = True) -> Request:
         count[0] += 1
         return pop_command(packed)
 
