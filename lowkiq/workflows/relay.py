@@ -10,7 +10,8 @@ workflows left behind by a crash and relays the shards they live in.
 
 The script that completes a workflow returns 1 once: :func:`fire` then enqueues its
 callbacks, each a push made once (a flag in the callback's shard, set by the push
-script itself), marks them fired, moves its held jobs on, and lets its keys expire.
+script itself), marks them fired and moves its held jobs on (its keys expire already:
+the completing script set that).
 :func:`sweep` fires again what a crash left unfired.
 """
 
@@ -63,19 +64,33 @@ class Outbox:
 def read_outbox(client: Client, queue_name: str, shard: int) -> Outbox:
     """The records of a shard's outbox (see ``wf_note`` and ``wf_copy_area`` in
     ``lua/_common.lua``)."""
-    box = Outbox(list(client.hkeys(outbox(queue_name, shard))))
-    for name in box.fields:
-        if name.startswith(b"a\0"):  # an acked batch's area: its members are done
-            box.copies.append(done_area(queue_name, shard, name[2:].decode()))
-            continue
-        state, workflow_id, instance, member = name.decode().split("\0", 3)
-        box.records.setdefault((workflow_id, instance), []).append((state, member))
-    for copy in box.copies:
-        area: dict[Any, Any] = client.hgetall(copy)
-        for job_id, value in area.items():
-            for workflow_id, instance, member in _members(queue_name, job_id.decode(), value):
-                box.records.setdefault((workflow_id, instance), []).append(("d", member))
-    return box
+    return read_outboxes(client, [(queue_name, shard)])[0]
+
+
+def read_outboxes(client: Client, shards: Sequence[tuple[str, int]]) -> list[Outbox]:
+    """:func:`read_outbox` of several shards ``(queue, shard)``: two round trips for
+    them all (their fields, then the copies those name)."""
+    pipe = client.pipeline(transaction=False)
+    for queue_name, shard in shards:
+        pipe.hkeys(outbox(queue_name, shard))
+    boxes = [Outbox(list(fields)) for fields in pipe.execute()]
+    for (queue_name, shard), box in zip(shards, boxes, strict=True):
+        for name in box.fields:
+            if name.startswith(b"a\0"):  # an acked batch's area: its members are done
+                box.copies.append(done_area(queue_name, shard, name[2:].decode()))
+                continue
+            state, workflow_id, instance, member = name.decode().split("\0", 3)
+            box.records.setdefault((workflow_id, instance), []).append((state, member))
+    for box in boxes:
+        for copy in box.copies:
+            pipe.hgetall(copy)
+    areas = iter(pipe.execute())
+    for (queue_name, _), box in zip(shards, boxes, strict=True):
+        for _ in box.copies:
+            for job_id, value in next(areas).items():
+                for workflow_id, instance, member in _members(queue_name, job_id.decode(), value):
+                    box.records.setdefault((workflow_id, instance), []).append(("d", member))
+    return boxes
 
 
 def relay(client: Client, queue_name: str, shard: int) -> int:
@@ -88,25 +103,23 @@ def relay_many(client: Client, shards: Sequence[tuple[str, int]]) -> int:
     """:func:`relay` of several shards ``(queue, shard)`` at once: their records merged
     per workflow, so that a workflow with members in many of them is told once.
     Returns how many records went."""
-    boxes = [
-        (queue_name, shard, read_outbox(client, queue_name, shard)) for queue_name, shard in shards
-    ]
+    boxes = read_outboxes(client, shards)
     records: dict[tuple[str, str], list[tuple[str, str]]] = {}
-    for _, _, box in boxes:
+    for box in boxes:
         for key, found in box.records.items():
             records.setdefault(key, []).extend(found)
     told = [(wf, instance, found) for (wf, instance), found in records.items()]
     for (workflow_id, _, _), completed in zip(told, store.settle_many(client, told), strict=True):
         if completed == 1:
             fire(client, workflow_id, completed=True)
-    relayed = 0
-    for queue_name, shard, box in boxes:
-        if box.copies:
-            client.delete(*box.copies)
+    pipe = client.pipeline(transaction=False)
+    for (queue_name, shard), box in zip(shards, boxes, strict=True):
+        for copy in box.copies:  # (a key a DEL: a cluster's pipeline sends no other)
+            pipe.delete(copy)
         if box.fields:
-            client.hdel(outbox(queue_name, shard), *box.fields)
-        relayed += len(box.fields)
-    return relayed
+            pipe.hdel(outbox(queue_name, shard), *box.fields)
+    pipe.execute()
+    return sum(len(box.fields) for box in boxes)
 
 
 def done_area(queue_name: str, shard: int, batch: str) -> str:
@@ -136,8 +149,8 @@ def _callback_payload(workflow_id: str, state: dict[str, Any]) -> bytes:
 
 
 def fire(client: Client, workflow_id: str, completed: bool = False) -> bool:
-    """Enqueue a complete workflow's callbacks that are not yet (each once), move its
-    held jobs on when it succeeded, and let it expire; with ``completed`` (the script
+    """Enqueue a complete workflow's callbacks that are not yet (each once) and move its
+    held jobs on when it succeeded; with ``completed`` (the script
     that completed it returned 1: called once), count its completion.  ``False``
     when not complete."""
     state = store.read_state(client, workflow_id)
@@ -158,11 +171,8 @@ def fire(client: Client, workflow_id: str, completed: bool = False) -> bool:
     if succeeded and state.get("holds"):
         held.move_on(client, workflow_id)
     # Each step above is made once whatever runs it again: its marks are written last.
+    # (Its keys expire already: the script that completed it set that.)
     pipe = client.pipeline(transaction=False)
-    if not state.get("expires"):
-        ended_otherwise = int(state.get("dead") or 0) + int(state.get("discarded") or 0)
-        store.expire(pipe, workflow_id, settings.workflow_ttl, states=ended_otherwise > 0)
-        flags["expires"] = 1
     if flags:
         pipe.hset(store.prefix(workflow_id) + "state", mapping=flags)
     pipe.zrem(store.UNFINISHED, workflow_id)
@@ -202,12 +212,12 @@ def sweep(client: Client, now: float) -> int:
     if not client.set(SWEEP_LOCK, 1, nx=True, px=int(SWEEP_EVERY * 1000)):
         return 0
     old = now - settings.workflow_ttl
-    for workflow_id in _ids(client.zrangebyscore(store.INDEX, "-inf", old, 0, SWEEP_BATCH)):
+    for workflow_id in _ids(client.zrangebyscore(store.INDEX, store.IDS_FROM, old, 0, SWEEP_BATCH)):
         if not client.exists(store.prefix(workflow_id) + "state"):
             client.zrem(store.INDEX, workflow_id)
     looked = 0
     cursor = client.get(SWEEP_CURSOR)
-    start = f"({float(cursor)!r}" if cursor else "-inf"
+    start = f"({float(cursor)!r}" if cursor else store.IDS_FROM
     batch: Any = client.zrangebyscore(
         store.UNFINISHED, start, now - SWEEP_AFTER, 0, SWEEP_BATCH, withscores=True
     )

@@ -18,7 +18,8 @@ W state         hash   ``status`` (``open``, ``closed``, ``complete``), ``instan
                        outboxes are, joined by ``\\0``) once closed
 W registered    string its members (``queue \\0 id \\0 digest``), each followed by ``\\0``,
                        once closed
-W ended         set    the members that ended (done, dead or discarded)
+W ended:<i>     set    the members of instance ``i`` that ended (done, dead or
+                       discarded)
 W states        hash   member -> ``f`` failed (retrying), ``x`` dead, ``c`` discarded (a
                        member ended and not here is done; neither ended nor here:
                        pending)
@@ -42,6 +43,7 @@ import redis
 
 from lowkiq.clients.connection import Client, is_cluster
 from lowkiq.errors import WorkflowError
+from lowkiq.settings import settings
 from lowkiq.storage.keys import NAMESPACE
 from lowkiq.storage.scripts import Scripts
 from lowkiq.workflows.status import WorkflowStatus, status_of
@@ -50,8 +52,12 @@ from lowkiq.workflows.status import WorkflowStatus, status_of
 INDEX = f"{NAMESPACE}:{{workflows}}:index"
 #: The workflows not yet complete and fired: id -> when opened (the sweep's work).
 UNFINISHED = f"{NAMESPACE}:{{workflows}}:unfinished"
-#: A member no index ever keeps (longer than a packed sorted set holds).
+#: A member each index keeps at score 0, longer than a packed sorted set holds: Redis
+#: keeps an index a skiplist then (a small one packed is scanned on every add).  Every
+#: id has a score above 0 (when it opened).
 BULK_MARK = "\xfflowkiq: the mark of a bulk write, longer than any member of a packed key"
+#: The scores of ids in an index (not the mark's).
+IDS_FROM = "(0"
 
 
 def prefix(workflow_id: str) -> str:
@@ -86,11 +92,14 @@ def open_(client: Client, workflow_id: str, definition: dict[str, Any]) -> None:
     """Open a workflow (its state written, its id in the index); :class:`WorkflowError`
     when one of that id is open or still holds jobs."""
     scripts = Scripts.for_client(client)
-    args: list[Any] = [""]
+    args: list[Any] = ["", BULK_MARK]
     for field, value in definition.items():
         args += (field, value)
+    # On one server the script adds the id to the indexes; a cluster keeps them in a
+    # slot of their own.
+    indexes = [] if is_cluster(client) else [INDEX, UNFINISHED]
     try:
-        opened = float(_text(scripts.workflow_open(keys=[prefix(workflow_id)], args=args)))
+        opened = scripts.workflow_open(keys=[prefix(workflow_id), *indexes], args=args)
     except redis.ResponseError as exc:
         text = str(exc)
         if text.startswith("OPEN"):
@@ -104,12 +113,11 @@ def open_(client: Client, workflow_id: str, definition: dict[str, Any]) -> None:
                 f"enqueued after it: release or delete them first"
             ) from None
         raise
-    # Each index is made a skiplist by a member too long for a packed sorted set (Redis
-    # keeps a small one packed and scans it on every add), taken out at once.
+    if indexes:
+        return
     pipe = client.pipeline(transaction=False)
     for key in (INDEX, UNFINISHED):
-        pipe.zadd(key, {BULK_MARK: 0, workflow_id: opened})
-        pipe.zrem(key, BULK_MARK)
+        pipe.zadd(key, {BULK_MARK: 0, workflow_id: float(_text(opened))})
     pipe.execute()
 
 
@@ -123,7 +131,7 @@ def close(
     they live in; ``True`` when complete at once.  Without ``members`` (a cancel of a
     workflow whose block never ended) its members are those that ended or failed."""
     names = "".join(f"{member}\0" for member in members)
-    args = ["", len(members) if members else "", "\0".join(shards), names]
+    args = ["", len(members) if members else "", "\0".join(shards), names, ttl_ms()]
     return bool(Scripts.for_client(client).workflow_close(keys=[prefix(workflow_id)], args=args))
 
 
@@ -143,19 +151,49 @@ def settle_many(
     client: Client, told: Sequence[tuple[str, str, Sequence[tuple[str, str]]]]
 ) -> list[int]:
     """:func:`settle` of several workflows (``(id, instance, records)``): in one call on
-    one server, a call each on a Redis Cluster (each workflow is a slot of its own)."""
+    one server, a call each on a Redis Cluster (each workflow is a slot of its own).
+
+    The done members of a known instance go straight to its ``W ended:<instance>`` set
+    (one pipelined SADD a workflow, read by no script), then the script counts them
+    (see ``lua/workflow_settle.lua``); a workflow with failed members is told again,
+    its done members given to the script, which takes them off the failed."""
     if not told:
         return []
-    if is_cluster(client) and len(told) > 1:
-        return [settle_many(client, [one])[0] for one in told]
-    keys: list[str] = []
-    args: list[Any] = [""]
-    for workflow_id, instance, records in told:
-        by_member = _merged(records)
-        keys.append(prefix(workflow_id))
-        args += (instance, len(by_member), "".join(by_member.values()), *by_member)
-    replies = Scripts.for_client(client).workflow_settle(keys=keys, args=args)
+    merged = [_merged(records) for _, _, records in told]
+    pipe = client.pipeline(transaction=False)
+    added = []
+    for (workflow_id, instance, _), by_member in zip(told, merged, strict=True):
+        done = [member for member, state in by_member.items() if state == "d"] if instance else []
+        if done:
+            pipe.sadd(ended_key(workflow_id, instance), *done)
+        added.append(bool(done))
+    pipe.execute()
+    calls: list[tuple[list[str], list[Any]]] = []
+    for (workflow_id, instance, _), by_member, sent in zip(told, merged, added, strict=True):
+        given = {m: s for m, s in by_member.items() if not (sent and s == "d")}
+        args = [instance, "1" if sent else "", len(given), "".join(given.values()), *given]
+        calls.append(([prefix(workflow_id)], args))
+    if not is_cluster(client):
+        calls = [([k for keys, _ in calls for k in keys], [a for _, args in calls for a in args])]
+    replies = [reply for keys, args in calls for reply in _settle_call(client, keys, args)]
+    for at, reply in enumerate(replies):
+        if reply == -2:  # failed members: told again, every record given
+            workflow_id, instance, _ = told[at]
+            by_member = merged[at]
+            again = [instance, "", len(by_member), "".join(by_member.values()), *by_member]
+            replies[at] = _settle_call(client, [prefix(workflow_id)], again)[0]
+    return replies
+
+
+def _settle_call(client: Client, keys: list[str], args: list[Any]) -> list[int]:
+    """One call of ``workflow_settle`` (``args``: the per-workflow ones)."""
+    replies = Scripts.for_client(client).workflow_settle(keys=keys, args=["", ttl_ms(), *args])
     return [int(reply) for reply in replies]
+
+
+def ended_key(workflow_id: str, instance: str) -> str:
+    """The set of the members of instance ``instance`` of a workflow that ended."""
+    return f"{prefix(workflow_id)}ended:{instance}"
 
 
 def _merged(records: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -184,14 +222,10 @@ def hold(client: Client, workflow_id: str, name: str, packed: bytes) -> bool:
     return bool(held)
 
 
-def expire(client: Client, workflow_id: str, seconds: float, states: bool = True) -> None:
-    """Let a complete workflow's keys expire in ``seconds`` (its held jobs stay);
-    ``states``: it has a ``states`` hash (a member dead or discarded)."""
-    base = prefix(workflow_id)
-    ms = int(seconds * 1000)
-    for name in ("state", "ended", "states", "registered"):
-        if name != "states" or states:
-            client.pexpire(base + name, ms)
+def ttl_ms() -> int:
+    """How long a complete workflow's keys are kept (ms): ``settings.workflow_ttl``, set
+    by the script that completes it."""
+    return max(1, int(settings.workflow_ttl * 1000))
 
 
 def shards_of(state: dict[str, Any]) -> list[str]:
@@ -213,8 +247,9 @@ def members(client: Client, workflow_id: str) -> dict[str, str]:
     """A workflow's members: member -> state letter (``p`` pending, ``f`` failed, ``d``
     done, ``x`` dead, ``c`` discarded)."""
     base = prefix(workflow_id)
+    instance = _text(client.hget(base + "state", "instance") or "")
     found = dict.fromkeys(registered(client.get(base + "registered") or b""), "p")
-    found.update((_text(member), "d") for member in client.smembers(base + "ended"))
+    found.update((_text(m), "d") for m in client.smembers(ended_key(workflow_id, instance)))
     found.update((_text(k), _text(v)) for k, v in client.hgetall(base + "states").items())
     return found
 
@@ -222,10 +257,11 @@ def members(client: Client, workflow_id: str) -> dict[str, str]:
 def letters(client: Client, workflow_id: str, names: Sequence[str]) -> list[str]:
     """The state letters of these members (see :func:`members`)."""
     base = prefix(workflow_id)
+    ended_set = ended_key(workflow_id, _text(client.hget(base + "state", "instance") or ""))
     found: list[str] = []
     for start in range(0, len(names), 1000):
         chunk = names[start : start + 1000]
-        ended = client.smismember(base + "ended", list(chunk))
+        ended = client.smismember(ended_set, list(chunk))
         kept = client.hmget(base + "states", chunk)
         found += [_text(k) if k else ("d" if e else "p") for e, k in zip(ended, kept, strict=True)]
     return found
@@ -257,4 +293,4 @@ def completed_counts(client: Client) -> dict[str, int]:
 
 def unfinished_count(client: Client) -> int:
     """Workflows not complete (or complete, their callbacks not yet enqueued)."""
-    return int(client.zcard(UNFINISHED))
+    return int(client.zcount(UNFINISHED, IDS_FROM, "+inf"))

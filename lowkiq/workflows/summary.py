@@ -151,7 +151,7 @@ def summary(client: Client, workflow_id: str) -> WorkflowSummary | None:
 
 def count(client: Client) -> int:
     """How many workflows the index lists."""
-    return int(client.zcard(store.INDEX))
+    return int(client.zcount(store.INDEX, store.IDS_FROM, "+inf"))
 
 
 def page(client: Client, offset: int, limit: int) -> list[WorkflowSummary]:
@@ -189,7 +189,9 @@ def members_by_state(
         shown = names[:read]
         letters = dict(zip(shown, store.letters(client, workflow_id, shown), strict=True))
     else:  # open: the members that ended (done unless W states says) or failed so far
-        ended = itertools.islice(client.sscan_iter(base + "ended", count=1000), read + 1)
+        instance = _text(client.hget(base + "state", "instance") or "")
+        ended_set = store.ended_key(workflow_id, instance)
+        ended = itertools.islice(client.sscan_iter(ended_set, count=1000), read + 1)
         kept = itertools.islice(client.hscan_iter(base + "states", count=1000), read + 1)
         letters = dict.fromkeys(map(_text, ended), "d")
         letters.update((_text(field), _text(letter)) for field, letter in kept)

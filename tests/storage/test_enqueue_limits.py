@@ -154,6 +154,9 @@ def queued(client: redis.Redis, worker: type[lowkiq.Worker]) -> set[str]:
     return ids
 
 
+#: The commands that run a script.
+SCRIPT_CALLS = ("evalsha", "fcall", "eval")
+
 PING_LOOP = """
 import select, sys, time
 import redis
@@ -210,15 +213,21 @@ def test_a_giant_call_leaves_redis_answering_other_clients_and_enqueues_all(
     with lowkiq_on(lambda: redis.Redis.from_url(server.url)) as client:
         lowkiq.settings.workers = [Giant]
         jobs = [{"id": n} for n in range(count)]
+        client.config_resetstat()
         pinger = Pinger(server.url)
         try:
             Giant.perform_async(jobs)
         finally:
             pinger.stop()
         assert Giant.metrics()["length"] == count
+        stats = client.info("commandstats")
+        calls = sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in SCRIPT_CALLS)
+        assert calls >= count // ROUND_JOBS  # in rounds of at most ROUND_JOBS jobs
         assert client.slowlog_get(128) == []  # no command ran 400 ms or more
         assert pinger.pings > 10
-        assert pinger.worst < 0.4, f"a PING waited {pinger.worst:.3f} s"
+        # (A MULTI of rounds is not in the slowlog: a PING waits for it.  Loose: a
+        # loaded host delays the pinger too.)
+        assert pinger.worst < 1.0, f"a PING waited {pinger.worst:.3f} s"
 
 
 def test_a_call_timing_out_part_way_says_truthfully_which_ids_are_enqueued(

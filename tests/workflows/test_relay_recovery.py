@@ -104,6 +104,7 @@ def test_a_reused_id_never_counts_the_members_of_the_workflow_before_it(
         Members.perform_async([{"id": "a", "payload": 1}])
     drain(Members)
     assert first.status() == lowkiq.WorkflowStatus(dead=1, complete=True)
+    first_instance = store.read_state(redis_client, "again")["instance"]
     # The dead member is queued up again and performed; its record is not relayed yet.
     Members.kill = set()
     relay_lost(monkeypatch)
@@ -115,6 +116,8 @@ def test_a_reused_id_never_counts_the_members_of_the_workflow_before_it(
     for shard in Members.queue().shards:
         relay.relay(redis_client, Members.queue_name, shard)
     assert second.status() == lowkiq.WorkflowStatus(pending=1)
+    # (The relay's set of that member, of the first instance, is gone with it.)
+    assert not redis_client.exists(store.ended_key("again", first_instance))
 
 
 def test_a_member_that_cannot_be_decoded_is_dead_and_told_at_once(
@@ -132,3 +135,25 @@ def test_a_member_that_cannot_be_decoded_is_dead_and_told_at_once(
         Members.perform_async([{"id": "a", "payload": "garbled"}])
     drain(Members)
     assert wf.status() == lowkiq.WorkflowStatus(dead=1, complete=True)
+
+
+def test_a_member_done_after_failing_whose_relay_died_half_way_is_counted_done_once(
+    redis_client: redis.Redis,
+) -> None:
+    """A relay adds the done members to the workflow's set, then tells the workflow: one
+    that dies in between, the member failed before, leaves it in the set and still
+    counted failed.  The workflow completes when another relay tells it the last member,
+    with counts that add up: every member done, none failed."""
+    with lowkiq.Workflow("half", on_complete=Done) as wf:
+        Members.perform_async([{"id": "a", "payload": 1}, {"id": "b", "payload": 2}])
+    first, second = sorted(store.members(redis_client, "half"))
+    instance = store.read_state(redis_client, "half")["instance"]
+    assert store.settle(redis_client, "half", [("f", first)], instance) == 0
+    assert wf.status() == lowkiq.WorkflowStatus(pending=1, failed=1)
+    redis_client.sadd(store.ended_key("half", instance), first)  # then the relay died
+    assert store.settle(redis_client, "half", [("d", second)], instance) == 1
+    assert wf.status() == lowkiq.WorkflowStatus(done=2, complete=True, succeeded=True)
+    assert store.members(redis_client, "half") == {first: "d", second: "d"}
+    # The dead relay's records, told again by the sweep, change nothing.
+    assert store.settle(redis_client, "half", [("d", first)], instance) == 0
+    assert wf.status().done == 2

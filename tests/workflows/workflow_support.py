@@ -181,7 +181,7 @@ def check_crash_workflows(record: Any, members: dict[str, set[str]]) -> None:
         assert performed_then == len(expected), "the callback came before its last member"
         performed = {raw.decode() for raw in record.smembers(f"wf:performed:{workflow_id}")}
         assert performed == expected
-        assert body["status"] == status_dict(done=len(expected))
+        assert body["status"] == status_dict(done=len(expected)), (workflow_id, body)
         assert body["payload"] == {"w": int(workflow_id.removeprefix("crash-wf"))}
 
 

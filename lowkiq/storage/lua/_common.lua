@@ -304,29 +304,62 @@ end
 -- The fields of a workflow's state (W = `prefix`, `lowkiq:{wf:<id>}:`,
 -- lowkiq.workflows.store) that say whether it is complete.
 local WF_COUNTS = {'status', 'total', 'done', 'dead', 'discarded', 'cancelled'}
+-- A workflow's members in `ended` (W ended:<instance>) still marked failed in `kept` (W
+-- states): added to the set by a caller of workflow_settle that got -2, then crashed or
+-- was overtaken before it called again.  They are failed no more: unmarked; returns
+-- `failed` (the count) less them.  Read as the workflow is about to complete, so that
+-- its callbacks' counts add up.
+local function wf_unfail(ended, kept, failed)
+  local entries = redis.call('hgetall', kept)
+  local failing = {}
+  for i = 1, #entries, 2 do
+    if entries[i + 1] == 'f' then failing[#failing + 1] = entries[i] end
+  end
+  for low = 1, #failing, ARGS_CHUNK do
+    local high = math.min(low + ARGS_CHUNK - 1, #failing)
+    local is_ended = redis.call('smismember', ended, unpack(failing, low, high))
+    local done = {}
+    for j = 1, high - low + 1 do
+      if is_ended[j] == 1 then done[#done + 1] = failing[low + j - 1] end
+    end
+    if #done > 0 then
+      redis.call('hdel', kept, unpack(done))
+      failed = failed - #done
+    end
+  end
+  return failed
+end
 
 -- Once closed and every member ended (done, dead or discarded), a workflow is complete:
 -- its status, completed_at and succeeded are written, with `fields` (more fields of
--- its state to write: none when nil), in one HSET.  `f` is its state's WF_COUNTS as
--- HMGET returns them (read here when nil).  Returns 1 when this call completed it, else 0.
-local function wf_complete(now, prefix, f, fields)
-  local state = prefix .. 'state'
-  f = f or redis.call('hmget', state, unpack(WF_COUNTS))
-  fields = fields or {}
-  local dead = tonumber(f[4] or '0')
+-- its state to write), in one HSET, and its keys (but W held, whose jobs wait for an
+-- operator) set to expire in `ttl` ms: W state, W ended:<instance>, W registered, and
+-- W states when a member is dead or discarded (else it is empty).  `f` is its state's
+-- WF_COUNTS as HMGET returns them.  Returns 1 when this call completed it, else 0.  The
+-- workflows one call completes complete at one time (one TIME).
+local wf_completed_at = nil
+local function wf_complete(now, ttl, prefix, instance, f, fields)
+  local dead, discarded = tonumber(f[4] or '0'), tonumber(f[5] or '0')
   local complete = f[1] == 'closed'
-    and tonumber(f[3] or '0') + dead + tonumber(f[5] or '0') >= tonumber(f[2])
+    and tonumber(f[3] or '0') + dead + discarded >= tonumber(f[2])
   if complete then
     local succeeded = (dead == 0 and not f[6]) and '1' or '0'
+    wf_completed_at = wf_completed_at or clock(now)
     fields[#fields + 1] = 'status'
     fields[#fields + 1] = 'complete'
     fields[#fields + 1] = 'completed_at'
-    fields[#fields + 1] = clock(now)
+    fields[#fields + 1] = wf_completed_at
     fields[#fields + 1] = 'succeeded'
     fields[#fields + 1] = succeeded
   end
+  local state = prefix .. 'state'
   if #fields > 0 then redis.call('hset', state, unpack(fields)) end
-  return complete and 1 or 0
+  if not complete then return 0 end
+  redis.call('pexpire', state, ttl)
+  redis.call('pexpire', prefix .. 'ended:' .. instance, ttl)
+  redis.call('pexpire', prefix .. 'registered', ttl)
+  if dead + discarded > 0 then redis.call('pexpire', prefix .. 'states', ttl) end
+  return 1
 end
 
 -- Groups (fairness, docs/SPEC.md §14).  A shard whose queued ids are all of one
@@ -350,12 +383,21 @@ end
 -- its queued ids are of one group (and at most COLLAPSE_MAX of them: the index that
 -- group needs when another comes is one COPY of that many), or none.
 local grouped_known = nil
+local base_known = nil
 local function grouped()
   if grouped_known == nil then
-    -- One key an EXISTS: a script run with ASKING on a slot being imported may ask
-    -- about a missing key, but not about several at once.
-    grouped_known = redis.call('exists', K.group_turns_zset) == 1
-      or redis.call('exists', K.group_waits_zset) == 1
+    local turns, waits = K.group_turns_zset, K.group_waits_zset
+    -- Most shards have no group key at all: one EXISTS says so, base group and all.
+    local any = redis.pcall('exists', turns, waits, K.group_base)
+    if any == 0 then
+      grouped_known, base_known = false, ''
+    elseif type(any) == 'number' then
+      grouped_known = redis.call('exists', turns, waits) > 0
+    else
+      -- A script run with ASKING on a slot being imported may ask about a missing key,
+      -- but not about several at once: one key an EXISTS.
+      grouped_known = redis.call('exists', turns) == 1 or redis.call('exists', waits) == 1
+    end
   end
   return grouped_known
 end
@@ -363,7 +405,6 @@ end
 local COLLAPSE_MAX = 10000
 
 -- The shard's base group ('' when K.group_base does not exist).
-local base_known = nil
 local function base_group()
   if base_known == nil then base_known = redis.call('get', K.group_base) or '' end
   return base_known
