@@ -10,8 +10,9 @@
 -- Writes: W registered (the members appended), W state (status closed, or complete;
 --   total, closed_at, shards); when complete, its keys' expiry
 -- Returns: 1 when it is complete now, else 0; error `CLOSED <status>` when not open
-local f = redis.call('hmget', P .. 'state', 'instance', 'failed', unpack(WF_COUNTS))
-local instance, failed = table.remove(f, 1), tonumber(table.remove(f, 1) or '0')
+local f = redis.call('hmget', P .. 'state', 'status', 'total', 'done', 'dead', 'discarded',
+  'cancelled', 'instance', 'failed')  -- WF_COUNTS, then two more
+local instance, failed = f[7], tonumber(f[8] or '0')
 if f[1] ~= 'open' then return redis.error_reply('CLOSED ' .. tostring(f[1])) end
 if ARGV[4] ~= '' then redis.call('append', P .. 'registered', ARGV[4]) end
 -- Done: the members ended, but dead or discarded (see workflow_settle.lua).
