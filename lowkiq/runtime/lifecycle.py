@@ -14,7 +14,8 @@
     FINISHED --the next pop carries the ack--> POPPING
     FINISHED --acked in the round's write, or alone--> IDLE
     any --a Redis call of the shard failed: what it did is unknown--> UNSURE
-    UNSURE --its processing area restored (whatever batch it holds)--> IDLE
+    UNSURE --a finished batch it may have acked acked by its number, then its processing
+             area restored (whatever batch it holds)--> IDLE
     any --Redis refused the lease token--> LOST (never popped again)
 
 The shard's handler (:mod:`lowkiq.runtime.shard_handler`) holds the state; every change

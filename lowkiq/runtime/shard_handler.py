@@ -170,6 +170,10 @@ class ShardHandler:
         # and the jobs it asked for, when its answer says whether it left due jobs behind
         # (0: not known, under a rate limit or group caps).
         self._pop_acks = False
+        # A call that acked the finished batch (:attr:`batch`) failed, its outcome unknown:
+        # the batch is acked by its number before the area is restored (it ran: it must
+        # not run again).
+        self._ack_unknown = False
         self._pop_throttle: Throttle | None = None
         self._pop_limit = 0
         self._lapse_logged: float | None = None  # one warning per lapse
@@ -208,7 +212,7 @@ class ShardHandler:
         if self.exhausted:
             self._report_exhausted()
         try:  # after an interrupted call the processing area's state is unknown
-            if self.life.state is UNSURE and not self.restore(reason="redis_error"):
+            if self.life.state is UNSURE and not self._recover():
                 return False
         except MasterDown:
             return False
@@ -263,13 +267,30 @@ class ShardHandler:
 
     def interrupted(self) -> None:
         """A call for this shard failed: what it did is unknown (restored before the next
-        pop)."""
+        pop; a finished batch it may have acked, acked first)."""
+        state = self.life.state
+        if state is FINISHED or (state is POPPING and self._pop_acks):
+            self._ack_unknown = True
         self.life.to(UNSURE)
+
+    def _recover(self) -> bool:
+        """After an interrupted call: the finished batch whose ack's outcome is unknown
+        acked by its number (nothing changes when it was), then whatever the processing
+        area holds put back; ``False`` when the lease is lost."""
+        if self._ack_unknown:
+            self._ack(
+                lambda: self.queue.ack(self.shard, self.token, self.batch, self.members), None
+            )
+            self._ack_unknown = False
+            if self.lost:
+                return False
+        return self.restore(reason="redis_error")
 
     def take(self, popped: Popped) -> Taken:
         """Read the reply of its pop (:meth:`pop_command`): the batches to perform.  The
         shard stays POPPING until they are handed over, IDLE when none."""
         acking, throttle = self._pop_acks, self._pop_throttle
+        self._pop_acks = False  # (its ack's outcome is known now)
         if acking and popped.acked == ACK_FENCED:
             self.lease_lost("its finished batch was not acked")
             return Taken()
@@ -379,8 +400,8 @@ class ShardHandler:
         """Ack this shard's finished batch in its own round trip."""
         self._ack(lambda: self.queue.ack(self.shard, self.token, self.batch, self.members))
 
-    def _ack(self, call: Callable[[], Any]) -> None:
-        if self._end(call, "its ack")[0] and self.members:
+    def _ack(self, call: Callable[[], Any], then: State | None = IDLE) -> None:
+        if self._end(call, "its ack", then)[0] and self.members:
             self.relay_members()
 
     def _end(

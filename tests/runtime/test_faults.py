@@ -302,3 +302,36 @@ def test_the_harness_counts_calls_and_fails_the_one_named(redis_direct: Client) 
     with pytest.raises(redis.ConnectionError):
         refused.execute_command("SET", "r", "v")
     assert redis_direct.get("r") is None
+
+
+@pytest.mark.parametrize("kind", ["refused", "lost"])
+def test_a_pop_that_failed_carrying_an_ack_never_runs_the_acked_batch_again(
+    redis_direct: Client, kind: str
+) -> None:
+    """A shard's pop carries the ack of its batch that ran; the call fails (``refused``:
+    nothing ran; ``lost``: it ran, its reply is lost).  The handler acks that batch by
+    its number before it puts back what the area holds: a batch that ran never runs
+    again, one popped and never run does."""
+
+    class Carrying(Faulted):
+        pass
+
+    lowkiq.settings.workers = [Carrying]
+    Carrying.performs = Performs()
+    queue = Carrying.queue()
+    ids = ids_by_shard(queue, 3)[0]
+    Carrying.perform_async(
+        [{"id": job_id, "payload": "a", "perform_in": PAST + n} for n, job_id in enumerate(ids)]
+    )
+    # The second pop: it acks the first batch.
+    fault = Fault(2, kind, armed=True, sha=queue.scripts.pop.sha)
+    own = faulty(redis_direct, fault)
+    with dispatcher_of(redis_direct, Carrying, 1, own=own, poll_interval=0.02) as (dispatcher, _):
+        for _ in range(200):
+            with contextlib.suppress(redis.RedisError):
+                dispatcher.turn()
+            if drained(dispatcher, Carrying.queue()):
+                break
+    assert fault.fired
+    assert dict(Carrying.performs.payloads) == {(job_id, "a"): 1 for job_id in ids}
+    assert queue_metrics(queue)["processed"] == 3
