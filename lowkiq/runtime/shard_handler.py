@@ -10,8 +10,9 @@ code and no Redis.
 A succeeded batch's ack waits (:attr:`ShardHandler.unacked`): it rides on the shard's
 next pop, or the dispatcher's next write.  One pop may take several batches (as many
 as the shard performs in :data:`POP_SECONDS`, at most :data:`MAX_BATCHES`), each its
-own success or failure, acked together.  After a Redis error the shard is UNSURE: its
-processing area is restored before the next pop (at-least-once, never dropped).
+own success or failure, acked together.  After a Redis error the shard is UNSURE: a
+batch that ran is acked by its number, then the processing area is restored (never
+dropped, nothing that ran run again) before the next pop.
 """
 
 from __future__ import annotations
