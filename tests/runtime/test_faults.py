@@ -12,7 +12,7 @@ hand-over), every call of the dispatcher is failed in turn, in every way of
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,6 +122,18 @@ def drained(dispatcher: Dispatcher, queue: Queue) -> bool:
         return False
     metrics = queue_metrics(queue)
     return metrics["length"] == 0 and metrics["busy"] == 0
+
+
+def serve_until_drained(client: Client, worker: type[Scripted], threads: int, fault: Fault) -> None:
+    """Serve ``worker``'s queue through a client failing as ``fault`` says, a turn at a
+    time (a turn's Redis error is the process's, survived), until it is drained."""
+    own = faulty(client, fault)
+    with dispatcher_of(client, worker, threads, own=own, poll_interval=0.02) as (dispatcher, _):
+        for _ in range(200):
+            with contextlib.suppress(redis.RedisError):
+                dispatcher.turn()
+            if drained(dispatcher, worker.queue()):
+                break
 
 
 def hand_over(dispatcher: Dispatcher, queue: Queue, worker: type[Scripted]) -> None:
@@ -246,13 +258,7 @@ def test_a_redis_error_in_one_reply_of_a_round_strands_no_other_shard(
     )
     # The first burial's connection drops before it is sent.
     fault = Fault(1, "refused", armed=True, sha=queue.scripts.bury.sha)
-    own = faulty(redis_direct, fault)
-    with dispatcher_of(redis_direct, Burying, 2, own=own, poll_interval=0.02) as (dispatcher, _):
-        for _ in range(200):
-            with contextlib.suppress(redis.RedisError):
-                dispatcher.turn()
-            if drained(dispatcher, Burying.queue()):
-                break
+    serve_until_drained(redis_direct, Burying, 2, fault)
     assert fault.fired
     performed = {job_id for job_id, _ in Burying.performs.payloads}
     assert set(second) <= performed, f"never performed: {set(second) - performed}"
@@ -304,6 +310,16 @@ def test_the_harness_counts_calls_and_fails_the_one_named(redis_direct: Client) 
     assert redis_direct.get("r") is None
 
 
+@dataclass
+class ThenAnother(Fault):
+    """A fault, and another counted on its own (``then``): both fail their call."""
+
+    then: Fault = field(default_factory=Fault)
+
+    def strikes(self, shas: Sequence[str | None] = (None,)) -> bool:
+        return super().strikes(shas) | self.then.strikes(shas)
+
+
 @pytest.mark.parametrize("kind", ["refused", "lost"])
 def test_a_pop_that_failed_carrying_an_ack_never_runs_the_acked_batch_again(
     redis_direct: Client, kind: str
@@ -325,13 +341,33 @@ def test_a_pop_that_failed_carrying_an_ack_never_runs_the_acked_batch_again(
     )
     # The second pop: it acks the first batch.
     fault = Fault(2, kind, armed=True, sha=queue.scripts.pop.sha)
-    own = faulty(redis_direct, fault)
-    with dispatcher_of(redis_direct, Carrying, 1, own=own, poll_interval=0.02) as (dispatcher, _):
-        for _ in range(200):
-            with contextlib.suppress(redis.RedisError):
-                dispatcher.turn()
-            if drained(dispatcher, Carrying.queue()):
-                break
+    serve_until_drained(redis_direct, Carrying, 1, fault)
     assert fault.fired
     assert dict(Carrying.performs.payloads) == {(job_id, "a"): 1 for job_id in ids}
+    assert queue_metrics(queue)["processed"] == 3
+
+
+@pytest.mark.parametrize("kind", ["refused", "lost"])
+def test_an_ack_by_number_that_fails_too_is_sent_again_and_nothing_runs_twice(
+    redis_direct: Client, kind: str
+) -> None:
+    """The pop carrying an ack fails, then so does the ack sent by the batch's number
+    before the restore: it is sent again before the next pop, and the batch that ran
+    still never runs again."""
+
+    class Twice(Faulted):
+        pass
+
+    lowkiq.settings.workers = [Twice]
+    Twice.performs = Performs()
+    queue = Twice.queue()
+    ids = ids_by_shard(queue, 3)[0]
+    Twice.perform_async(
+        [{"id": job_id, "payload": "a", "perform_in": PAST + n} for n, job_id in enumerate(ids)]
+    )
+    then = Fault(1, kind, armed=True, sha=queue.scripts.ack.sha)
+    fault = ThenAnother(2, "refused", armed=True, sha=queue.scripts.pop.sha, then=then)
+    serve_until_drained(redis_direct, Twice, 1, fault)
+    assert fault.fired and then.fired
+    assert dict(Twice.performs.payloads) == {(job_id, "a"): 1 for job_id in ids}
     assert queue_metrics(queue)["processed"] == 3
