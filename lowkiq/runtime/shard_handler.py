@@ -276,15 +276,13 @@ class ShardHandler:
 
     def _recover(self) -> bool:
         """After an interrupted call: the finished batch whose ack's outcome is unknown
-        acked by its number (nothing changes when it was), then whatever the processing
-        area holds put back; ``False`` when the lease is lost."""
+        acked by its number (the area held nothing else then: done), else whatever the
+        processing area holds put back; ``False`` when the lease is lost."""
         if self._ack_unknown:
-            self._ack(
-                lambda: self.queue.ack(self.shard, self.token, self.batch, self.members), None
-            )
+            self.ack_now()  # a stale batch (acked already) leaves the shard UNSURE
             self._ack_unknown = False
-            if self.lost:
-                return False
+            if self.life.state is not UNSURE:
+                return not self.lost
         return self.restore(reason="redis_error")
 
     def take(self, popped: Popped) -> Taken:
@@ -401,8 +399,8 @@ class ShardHandler:
         """Ack this shard's finished batch in its own round trip."""
         self._ack(lambda: self.queue.ack(self.shard, self.token, self.batch, self.members))
 
-    def _ack(self, call: Callable[[], Any], then: State | None = IDLE) -> None:
-        if self._end(call, "its ack", then)[0] and self.members:
+    def _ack(self, call: Callable[[], Any]) -> None:
+        if self._end(call, "its ack")[0] and self.members:
             self.relay_members()
 
     def _end(
