@@ -140,9 +140,8 @@ class Dispatcher:
         #: How the dispatcher waits when a round popped nothing, and claims group places.
         self.idler = Idler(client, self._kick, clock, poll_interval, waker)
         self.claiming = GroupClaiming(client, self.idler.packs)
-        # When each shard was last popped, and whether that pop took jobs.
-        self._popped_at: dict[ShardKey, float] = {}
-        self._backlog: dict[ShardKey, bool] = {}
+        # When each shard was last popped, and whether that pop left a backlog.
+        self._last_pop: dict[ShardKey, tuple[float, bool]] = {}
 
     # -- from other threads -----------------------------------------------------------
 
@@ -369,12 +368,7 @@ class Dispatcher:
         woken = self.idler.take_woken()
         by_key = {h.key: h for h in idle + self.parked}
         candidates = [
-            Candidate(
-                h.key,
-                self._popped_at.get(h.key, 0.0),
-                bool(self._backlog.get(h.key)),
-                h.key in woken,
-            )
+            Candidate(h.key, *self._last_pop.get(h.key, (0.0, False)), h.key in woken)
             for h in ready
         ]
         considered, due = first_look(candidates, self.scheduler.reads_due, bool(woken))
@@ -464,8 +458,8 @@ class Dispatcher:
     def _dispatch(self, handler: ShardHandler, taken: Taken) -> int:
         """Hand a pop's batches to the executor (a suspect waits to run alone)."""
         key = handler.key
-        self._popped_at[key] = self.clock()
-        self._backlog[key] = (bool(taken.batches) and not taken.drained) or taken.again
+        backlog = (bool(taken.batches) and not taken.drained) or taken.again
+        self._last_pop[key] = (self.clock(), backlog)
         if not taken.batches:
             return 1 if taken.again else 0
         if taken.suspect and self._suspect is not None:  # it waits in its queue

@@ -239,10 +239,7 @@ class Executor:
         if work is None or jobs is None:
             return  # it ended meanwhile
         error = entry.hard_error()
-        work.outcomes = [
-            *work.outcomes,
-            Outcome(jobs, error, verdict=work.handler.judge(jobs, error)),
-        ]
+        work.outcomes.append(Outcome(jobs, error, verdict=work.handler.judge(jobs, error)))
         with self._lock:
             self._given_up.add(number)
         log.error(

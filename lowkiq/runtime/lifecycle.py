@@ -94,16 +94,9 @@ class Lifecycle:
         return f"<Lifecycle {self.name} {self.state.name}>"
 
 
-# The states by their plain names, for the code that changes them on every pop and
-# settle (a member read through its Enum class costs a lookup each time).
-IDLE = State.IDLE
-POPPING = State.POPPING
-RUNNING = State.RUNNING
-LEAVING = State.LEAVING
-SETTLING = State.SETTLING
-FINISHED = State.FINISHED
-UNSURE = State.UNSURE
-LOST = State.LOST
+# The states by their plain names (in State's order), for the code that changes them on
+# every pop and settle (a member read through its Enum class costs a lookup each time).
+IDLE, POPPING, RUNNING, LEAVING, SETTLING, FINISHED, UNSURE, LOST = State
 
 #: The states in which the shard's processing area holds the batch it popped, not yet
 #: ended (a FINISHED batch ended: it waits only for its ack).

@@ -185,11 +185,6 @@ class ShardHandler:
         self._stale_logged = False
 
     @property
-    def state(self) -> State:
-        """Where the shard is in its lifecycle (:mod:`lowkiq.runtime.lifecycle`)."""
-        return self.life.state
-
-    @property
     def lost(self) -> bool:
         """Redis refused the lease token: the handler is never used again."""
         return self.life.state is LOST

@@ -150,7 +150,7 @@ def test_an_ack_refused_for_one_shard_does_not_cost_the_others_theirs(
         ids = enqueue(queue, 1)
         dispatcher.turn()  # pops the four shards
         collect_until(dispatcher, lambda: all(h.unacked for h in dispatcher.handlers))
-        assert {h.state for h in dispatcher.handlers} == {State.FINISHED}
+        assert {h.life.state for h in dispatcher.handlers} == {State.FINISHED}
         # Shard 1's lease lapses and another process takes it (restoring its batch, for
         # it to run again) before the acks go out.
         redis_client.delete(queue.keys.lease(1))
@@ -159,7 +159,7 @@ def test_an_ack_refused_for_one_shard_does_not_cost_the_others_theirs(
         dispatcher.turn()
         assert handler_of(dispatcher, 1).lost
         assert Rounds.metrics()["processed"] == 3  # every other shard's batch acked
-        assert [h.state for h in dispatcher.handlers] == [
+        assert [h.life.state for h in dispatcher.handlers] == [
             State.IDLE,
             State.LOST,
             State.IDLE,
@@ -182,10 +182,10 @@ def test_a_hand_over_waits_for_the_running_batch_then_acks_and_releases(
         dispatcher.reports = ReleasesInto(released)
         turn_until(dispatcher, lambda: ids[0][0] in Rounds.running)
         leaving = handler_of(dispatcher, 0)
-        assert leaving.state is State.RUNNING
+        assert leaving.life.state is State.RUNNING
         dispatcher.tell(Revoke(("Rounds", 0)))
         dispatcher.turn()
-        assert leaving.state is State.LEAVING
+        assert leaving.life.state is State.LEAVING
         # Asked back mid-batch: the lease is kept until the batch ends.
         assert released == [] and redis_client.exists(queue.keys.lease(0))
         assert [h.shard for h in dispatcher.handlers] == [1, 2, 3]
