@@ -11,7 +11,9 @@ It serves every shard whose lease the process holds.  Each turn it
    other idle shards in one write (one per master on a Redis Cluster), and hands each
    popped batch to the executor;
 4. when nothing was popped, waits for a completion, a change, or a job of an idle
-   shard to become due (:mod:`lowkiq.runtime.idling`).
+   shard to become due (:mod:`lowkiq.runtime.idling`); with no batch in flight and at
+   most :data:`POPS_BEHIND` idle shards, their pops go out with the wait, and Redis runs
+   them when it ends: the job that woke an idle process is popped in the same round trip.
 
 A shard never has two batches in flight, and a shard whose lease was lost and taken
 again is not popped until its old batch ended, so ``perform`` never holds one id
@@ -28,11 +30,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import Any, cast
 
 import redis
 
-from lowkiq.clients.connection import Client
+from lowkiq.clients.connection import Client, KeyedCommand
 from lowkiq.clients.outages import MasterDown
 from lowkiq.clients.retry import Retries
 from lowkiq.errors import LowkiqError
@@ -62,6 +64,11 @@ log = logging.getLogger("lowkiq.dispatcher")
 #: between two batches), and with no thread (``lowkiq.testing.drain``: all shards).
 IN_FLIGHT_PER_THREAD = 2
 IN_FLIGHT_INLINE = 1_000_000
+#: Most idle shards whose pops are sent behind an idle process's wait.  Each such wait
+#: runs them all when it ends, before Redis answers any: past about 8 the pops cost the
+#: wake-up more than the round trip they save, and a process with more idle shards pops
+#: after its wake-up.
+POPS_BEHIND = 6
 
 
 def _call(request: Request) -> Any:
@@ -414,6 +421,13 @@ class Dispatcher:
             for handler in [*chosen, *acks]:
                 handler.interrupted()
             raise
+        return self._land(chosen, acks, replies)
+
+    def _land(
+        self, chosen: Sequence[ShardHandler], acks: Sequence[ShardHandler], replies: list[Any]
+    ) -> int:
+        """Read the replies of the pops of ``chosen`` and the acks of ``acks`` (in that
+        order) and hand the batches to the executor (see :meth:`_send`)."""
         failure: redis.RedisError | None = None
         for handler, reply in zip(acks, replies[len(chosen) :], strict=True):
             if isinstance(reply, MasterDown) and not reply.sent:
@@ -510,8 +524,47 @@ class Dispatcher:
         idle = [h for h in self._idle() if not h.lapsed()]
         if not idle or self._suspect is not None:
             self._kick.wait(self.poll_interval)
-        else:
-            idler.wait(idle, self._group_retry)
+            return
+        behind = self._pops_behind(idle)
+        sent: list[ShardHandler] = []
+
+        def pops() -> list[KeyedCommand]:
+            sent.extend(behind)
+            # (Packed: _pops_behind took only shards whose pops pipeline.)
+            return [cast(KeyedCommand, h.pop_command()) for h in behind]
+
+        try:
+            replies = idler.wait(idle, self._group_retry, pops if behind else None)
+        except redis.RedisError:
+            for handler in sent:  # what their pops did is unknown
+                handler.interrupted()
+            raise
+        if sent:
+            self._land_behind(sent, replies)
+
+    def _pops_behind(self, idle: Sequence[ShardHandler]) -> list[ShardHandler]:
+        """The shards whose pops go out in the same write as the wait's BLPOP, so that a
+        job enqueued into an idle process costs one round trip to start, not two
+        (:meth:`lowkiq.runtime.idling.Idler.wait`): when no batch is in flight and the
+        idle shards are at most :data:`POPS_BEHIND` (each pop runs whatever ends the
+        wait), the ready ones.  (A pop carries its rate limit and group caps; a batch it
+        takes claims its group places as a round's does.)"""
+        idler = self.idler
+        if self.in_flight or self.stop.is_set() or idler.polls or not idler.packs:
+            return []
+        if len(idle) > min(POPS_BEHIND, self.capacity):
+            return []
+        return [
+            h for h in idle if h.queue.pipelines_pops and not h.waits_for_renewal() and h.ready()
+        ]
+
+    def _land_behind(self, sent: Sequence[ShardHandler], replies: list[Any]) -> None:
+        """The replies of the pops sent behind the wait: their batches go to the executor,
+        and the shards they popped are no longer woken (popped after their wake-up)."""
+        self.idler.woken.difference_update(h.key for h in sent)
+        self.idler.forget()
+        if self._land(sent, [], replies):
+            self.shares.calm()  # there was room for every idle shard: no turns taken
 
     def _group_retry(self) -> float | None:
         """Seconds until a full or dry group may be served again (``None``: none waits)."""

@@ -3,7 +3,10 @@ idle shards' next jobs are due.
 
 On one Redis it blocks on the idle shards' wake lists (BLPOP), which every script that
 makes a job due pushes, until the first scheduled job is due; Redis may fire a BLPOP
-timeout up to :data:`TIMER_SLACK` late, so that last stretch is waited out here.  On a
+timeout up to :data:`TIMER_SLACK` late, so that last stretch is waited out here.  A
+BLPOP that waits for a wake-up (not for a due time) may carry pops in the same write:
+Redis runs a client's next commands as soon as its blocking one returns, so the job
+that woke it is popped without a round trip of its own.  On a
 Redis Cluster one BLPOP cannot span shards: it polls the due times every
 :data:`CLUSTER_POLL`.  When every idle shard waits for rate-limit tokens it sleeps with
 no Redis call.  Another thread ends any wait with :meth:`Idler.wake`.
@@ -19,7 +22,7 @@ from typing import Any
 
 import redis
 
-from lowkiq.clients.connection import Client, is_cluster
+from lowkiq.clients.connection import Client, KeyedCommand, is_cluster
 from lowkiq.clients.outages import MasterDown
 from lowkiq.ownership.assignment import ShardKey
 from lowkiq.runtime.shard_handler import ShardHandler
@@ -80,6 +83,7 @@ class Idler:
         # The last due_in() reading: (clock, shards, heads), for the wait after a round.
         self._reading: tuple[float, tuple[ShardKey, ...], list[float | None]] | None = None
         self._next_look = 0.0  # the next look at the unserved shards (look)
+        self._behind: list[Any] = []  # the replies of the pops sent behind a BLPOP
 
     def wake(self, client: Client | None = None) -> None:
         """End the wait (a BLPOP through ``client`` or the waker)."""
@@ -141,11 +145,20 @@ class Idler:
             if due is not None and due <= 0:
                 self.woken.add(handler.key)
 
-    def wait(self, idle: Sequence[ShardHandler], retry_in: Callable[[], float | None]) -> None:
+    def wait(
+        self,
+        idle: Sequence[ShardHandler],
+        retry_in: Callable[[], float | None],
+        pops: Callable[[], Sequence[KeyedCommand]] | None = None,
+    ) -> list[Any]:
         """Wait for a kick, a wake-up of ``idle``, their next due job, ``retry_in()``
-        seconds (a full or dry group may be served again), or at most max_block."""
+        seconds (a full or dry group may be served again), or at most max_block.
+
+        ``pops()``: packed pops to send behind the BLPOP when it waits for a wake-up (not
+        for a due time, which it ends before the job is due); called only then.  Their
+        replies are returned (empty: not sent)."""
         if self._nap(idle):
-            return
+            return []
         scheduled = [d for d in self._due_in_for_wait(idle) if d is not None]
         now = self.clock()
         due = now + min(scheduled) if scheduled else None
@@ -157,27 +170,54 @@ class Idler:
             due = None  # beyond this wait
         if self.polls:
             self._poll_until(idle, end if due is None else due)
-            return
+            return []
         if due is not None:
             end = due - TIMER_SLACK  # the rest is waited here (_wait_until)
-        if not self.block(idle, end) and due is not None:
+            pops = None
+        if not self.block(idle, end, pops) and due is not None:
             self._wait_until([h.queue.keys.wake_list(h.shard) for h in idle], due)
+        replies, self._behind = self._behind, []
+        return replies
 
-    def block(self, idle: Sequence[ShardHandler], end: float) -> bool:
-        """BLPOP the wake lists of ``idle`` until ``end`` (not when it is too near); whether
-        a wake-up or a kick ended it."""
+    def block(
+        self,
+        idle: Sequence[ShardHandler],
+        end: float,
+        pops: Callable[[], Sequence[KeyedCommand]] | None = None,
+    ) -> bool:
+        """BLPOP the wake lists of ``idle`` until ``end`` (not when it is too near), with
+        ``pops()`` in the same write when given (see :meth:`wait`); whether a wake-up or a
+        kick ended it."""
         now = self.clock()
         if end - now < MIN_BLOCK:
             return False
         keys = [h.queue.keys.wake_list(h.shard) for h in idle]
         self._blocking_key = keys[0]
         try:  # a kick before this is seen here; one after pushes the wake list
-            woken = not self.kick.is_set() and self.client.blpop(keys, timeout=end - now)
+            if self.kick.is_set():
+                woken = None
+            elif pops is None:
+                woken = self.client.blpop(keys, timeout=end - now)
+            else:
+                woken = self._blpop_with(keys, end - now, pops())
         finally:
             self._blocking_key = None
         if woken and woken[1] != KICK:
             self._woken(idle, keys, woken[0])
         return bool(woken)
+
+    def _blpop_with(self, keys: Sequence[str], timeout: float, pops: Sequence[KeyedCommand]) -> Any:
+        """BLPOP ``keys`` with ``pops`` behind it in one write: Redis runs them as soon as
+        the BLPOP returns (a client's next commands wait for its blocking one), so the
+        pop of the shard woken costs no round trip of its own.  The pops' replies are
+        kept for :meth:`wait`; the BLPOP's is returned."""
+        client: Any = self.client
+        blpop = client.pack("BLPOP", *keys, timeout)
+        replies = client.run_keyed([(keys[0], blpop, None), *pops])
+        if isinstance(replies[0], redis.RedisError):
+            raise replies[0]  # (the pops' shards are unsure: restored before their next pop)
+        self._behind = replies[1:]
+        return replies[0]
 
     def _nap(self, idle: Sequence[ShardHandler]) -> bool:
         """When every idle shard waits for rate-limit tokens, sleep (no Redis call) until

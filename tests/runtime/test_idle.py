@@ -118,13 +118,18 @@ def test_a_wake_up_pops_the_woken_shard_alone_when_the_others_left_nothing_due(
     redis_client: redis.Redis,
 ) -> None:
     # A pop that took fewer jobs than it asked for left none due behind: the next
-    # wake-up of another shard does not pop that shard again for nothing.
+    # wake-up of another shard does not pop that shard again for nothing.  (A batch runs
+    # meanwhile: a process with none in flight sends its idle shards' pops with its
+    # wait, test_an_idle_process_pops_the_job_that_wakes_it_in_the_same_round_trip.)
     with dispatcher_of(redis_client, Idle, poll_interval=30.0) as (dispatcher, queue):
         by_shard = ids_by_shard(queue, 2)
         # Shard 0's first pop asks for one job (no batch ran yet), its second for more.
         Idle.perform_async([{"id": job_id} for job_id in by_shard[0]])
         redis_client.delete(*[queue.keys.wake_list(s) for s in queue.shards])
         turn_until(dispatcher, lambda: Idle.metrics()["processed"] == 2)
+        Idle.gates[by_shard[3][0]] = threading.Event()
+        Idle.perform_async([{"id": by_shard[3][0]}])
+        turn_until(dispatcher, lambda: bool(dispatcher.in_flight))
         popped = []
         for handler in dispatcher.handlers:
             pop_command = handler.pop_command
@@ -142,3 +147,4 @@ def test_a_wake_up_pops_the_woken_shard_alone_when_the_others_left_nothing_due(
         assert not waiting.is_alive()  # woken by shard 1's wake list
         turn_until(dispatcher, lambda: Idle.metrics()["processed"] == 3)
         assert popped == [1]
+        Idle.gates[by_shard[3][0]].set()

@@ -1,0 +1,161 @@
+"""A process with no batch in flight sends its idle shards' pops in the same write as
+the BLPOP it waits on: the job that wakes it is popped without a round trip of its own,
+and every guarantee of a pop holds (its lease checked, a Redis error leaves nothing
+lost, a shard with a batch in flight is never popped)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+
+import lowkiq
+from lowkiq.ownership import leases
+from tests.built_server import built_server
+from tests.runtime.serving import dispatcher_of, handler_of, ids_by_shard, turn_until
+
+
+class Woken(lowkiq.Worker):
+    shards_count = 4
+    performed: list[str] = []
+    gates: dict[str, threading.Event] = {}
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        for job_id in payloads_by_id:
+            gate = cls.gates.get(job_id)
+            if gate is not None:
+                assert gate.wait(20)
+            cls.performed.append(job_id)
+
+
+@pytest.fixture(autouse=True)
+def woken_worker(redis_client: redis.Redis) -> Iterator[None]:
+    lowkiq.settings.workers = [Woken]
+    Woken.performed, Woken.gates = [], {}
+    yield
+    for gate in Woken.gates.values():
+        gate.set()
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.005)
+
+
+def one_turn_woken_by(dispatcher: Any, enqueue: Callable[[], object]) -> None:
+    """Run one turn of ``dispatcher`` that blocks idle, and wake it with ``enqueue()``."""
+    waiting = threading.Thread(target=dispatcher.turn)
+    waiting.start()
+    time.sleep(0.2)  # blocked on the idle shards' wake lists, for up to poll_interval
+    assert waiting.is_alive()
+    enqueue()
+    waiting.join(5)
+    assert not waiting.is_alive()
+
+
+def test_an_idle_process_pops_the_job_that_wakes_it_in_the_same_round_trip(
+    redis_client: redis.Redis,
+) -> None:
+    with dispatcher_of(redis_client, Woken, poll_interval=30.0) as (dispatcher, _):
+        one_turn_woken_by(dispatcher, lambda: Woken.perform_async([{"id": "woke"}]))
+        # The turn the enqueue woke popped it and handed it over: no other turn needed.
+        wait_for(lambda: Woken.performed == ["woke"])
+
+
+def test_a_pop_sent_with_the_wait_checks_the_lease(redis_client: redis.Redis) -> None:
+    with dispatcher_of(redis_client, Woken, poll_interval=30.0) as (dispatcher, queue):
+        job_id = ids_by_shard(queue, 1)[2][0]
+        lost: list[Any] = []
+        handler_of(dispatcher, 2).on_lost = lost.append
+
+        def take_over_and_enqueue() -> None:
+            redis_client.delete(queue.keys.lease(2))  # another process holds it now
+            other, _, _ = leases.acquire(Woken.queue(redis_client), 2, "another", 60.0)
+            assert other is not None
+            Woken.perform_async([{"id": job_id}])
+
+        one_turn_woken_by(dispatcher, take_over_and_enqueue)
+        assert [h.shard for h in lost] == [2]
+        assert not dispatcher.in_flight
+        assert redis_client.zcard(queue.keys.perform_in_zset(2)) == 1  # left to its owner
+        assert Woken.performed == []
+
+
+def test_a_connection_lost_during_the_wait_loses_no_popped_job(
+    redis_client: redis.Redis,
+) -> None:
+    with dispatcher_of(redis_client, Woken, poll_interval=30.0) as (dispatcher, _):
+        dispatcher_id = dispatcher.client.client_id()
+        failed: list[BaseException] = []
+
+        def turn() -> None:
+            try:
+                dispatcher.turn()
+            except redis.RedisError as exc:
+                failed.append(exc)
+
+        waiting = threading.Thread(target=turn)
+        waiting.start()
+        time.sleep(0.2)  # blocked, its idle shards' pops behind the BLPOP
+        # The job is due, then the connection drops: whether its pop ran is unknown.
+        Woken.perform_async([{"id": "kept"}])
+        redis_client.client_kill_filter(_id=dispatcher_id)
+        waiting.join(5)
+        assert not waiting.is_alive()
+        turn_until(dispatcher, lambda: Woken.performed == ["kept"])
+        time.sleep(0.2)
+        assert Woken.performed == ["kept"]  # performed once
+
+
+def test_a_shard_with_a_batch_in_flight_gets_no_pop_with_the_wait(
+    redis_client: redis.Redis,
+) -> None:
+    with dispatcher_of(redis_client, Woken, poll_interval=30.0) as (dispatcher, queue):
+        by_shard = ids_by_shard(queue, 2)
+        first, second = by_shard[1]
+        Woken.gates[first] = gate = threading.Event()
+        Woken.perform_async([{"id": first}])
+        turn_until(dispatcher, lambda: bool(dispatcher.in_flight))
+        # Its next job comes while its batch runs: the wake-up pops the idle shards only.
+        one_turn_woken_by(dispatcher, lambda: Woken.perform_async([{"id": second}]))
+        time.sleep(0.1)
+        assert Woken.performed == []
+        assert redis_client.zcard(queue.keys.perform_in_zset(1)) == 1
+        gate.set()
+        turn_until(dispatcher, lambda: Woken.performed == [first, second])
+
+
+class Paced(lowkiq.Worker):
+    shards_count = 2
+    rate_limit = lowkiq.RateLimit(2, burst=1)  # a token every 500 ms
+    started: list[float] = []
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        cls.started.append(time.monotonic())
+
+
+def test_a_rate_limited_worker_waking_an_idle_process_keeps_to_its_rate(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    Paced.started = []
+    with built_server(redis_url, Paced) as (_, _, dispatcher):
+        dispatcher.executor.start()
+        try:
+            # The process is idle: the job that wakes it is popped behind its wait, under
+            # the limit as any pop (the next one waits for the next token).
+            one_turn_woken_by(dispatcher, lambda: Paced.perform_async([{"id": "first"}]))
+            turn_until(dispatcher, lambda: len(Paced.started) == 1)
+            Paced.perform_async([{"id": "second"}])
+            turn_until(dispatcher, lambda: len(Paced.started) == 2)
+            assert Paced.started[1] - Paced.started[0] > 0.4
+        finally:
+            dispatcher.executor.stop()
+            dispatcher.executor.join(5)
