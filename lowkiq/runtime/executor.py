@@ -36,6 +36,7 @@ from lowkiq.perform.timeouts import (
     watchdog,
 )
 from lowkiq.runtime.cancelling import perform_uncancelled
+from lowkiq.runtime.lifecycle import LOST
 from lowkiq.runtime.shard_handler import Outcome, ShardHandler
 from lowkiq.runtime.waiting import Waiting
 from lowkiq.storage.processing import PoppedJob
@@ -105,7 +106,7 @@ class Work:
             with self._state:
                 if self.stuck:
                     return
-                if handler.lost or handler.stopping or handler.lapsed():
+                if handler.life.state is LOST or handler.stopping or handler.lapsed():
                     self.unrun = True
                     return
                 self._performing = batch

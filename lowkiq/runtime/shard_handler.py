@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import redis
@@ -34,6 +35,7 @@ from lowkiq.limits.group_caps import GroupCaps
 from lowkiq.limits.throttling import RateLimits, ShardThrottle
 from lowkiq.middleware import Batch, Next, ServerMiddleware, chain
 from lowkiq.outcomes import Fate, Verdict, log_failure
+from lowkiq.ownership.cancels import CANCELLED
 from lowkiq.ownership.leases import Term
 from lowkiq.perform.coroutines import resolved
 from lowkiq.perform.timeouts import perform_within_limit
@@ -70,6 +72,7 @@ MAX_BATCHES = 64
 #: How fast a slow batch is forgotten (per batch): the next pops shrink at once and
 #: grow back over a few dozen batches.
 BATCH_TIME_DECAY = 0.8
+_WORKFLOWS = attrgetter("workflows")  # (a job's workflows, read without a frame)
 
 
 def _perform(worker: type[Worker], batch: Batch) -> None:
@@ -297,7 +300,7 @@ class ShardHandler:
             self.members = False
         else:
             self.batch = popped.batch
-            self.members = any(job.workflows for job in popped.jobs)
+            self.members = any(map(_WORKFLOWS, popped.jobs))
         if popped.fenced:
             self.lease_lost("nothing popped")
             return Taken()
@@ -595,7 +598,7 @@ class ShardHandler:
         kept = self._batch_seconds
         self._batch_seconds = seconds if kept is None else max(seconds, kept * BATCH_TIME_DECAY)
         # Jobs cancelled meanwhile end as cancelled (lowkiq.runtime.cancelling): not counted.
-        cancelled = record.cancelled()
+        cancelled = record.cancelled() if CANCELLED.batches else frozenset()
         counted = [job for job in jobs if job.id not in cancelled] if cancelled else jobs
         if failure is not None:
             verdict = self.judge(jobs, failure)
@@ -609,7 +612,7 @@ class ShardHandler:
             fields = RunningBatch.popped(self.worker, self.shard, jobs).log_fields()
             log_failure(self.name, len(jobs), failure, verdict, fields)
             return Outcome(jobs, failure, verdict=verdict)
-        yields = record.yields or {}
-        yielded = sum(1 for i, positions in yields.items() if positions and i not in cancelled)
+        yields = record.yields  # (mostly none: no generator then)
+        yielded = sum(1 for i, p in yields.items() if p and i not in cancelled) if yields else 0
         recorder.performed(counted, started, yielded=yielded)
         return Outcome(jobs, None, record.yields)
