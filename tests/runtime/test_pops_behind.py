@@ -16,6 +16,7 @@ import redis
 import lowkiq
 from lowkiq.ownership import leases
 from tests.built_server import built_server
+from tests.runtime.faults import Fault, faulty
 from tests.runtime.serving import dispatcher_of, handler_of, ids_by_shard, turn_until
 
 
@@ -88,11 +89,16 @@ def test_a_pop_sent_with_the_wait_checks_the_lease(redis_client: redis.Redis) ->
         assert Woken.performed == []
 
 
-def test_a_connection_lost_during_the_wait_loses_no_popped_job(
-    redis_client: redis.Redis,
+@pytest.mark.parametrize("kind", ["refused", "lost", "timeout", "cut"])
+def test_a_wait_whose_pops_failed_loses_no_job_and_runs_none_twice(
+    redis_client: redis.Redis, kind: str
 ) -> None:
-    with dispatcher_of(redis_client, Woken, poll_interval=30.0) as (dispatcher, _):
-        dispatcher_id = dispatcher.client.client_id()
+    # The wait's write fails: before anything ran (refused), after the BLPOP returned and
+    # the pops ran with their replies lost (lost, timeout), or with half of them run (cut).
+    queue = Woken.queue(redis_client)
+    fault = Fault(1, kind, armed=True, sha=queue.scripts.pop.sha)
+    own = faulty(redis_client, fault)
+    with dispatcher_of(redis_client, Woken, own=own, poll_interval=30.0) as (dispatcher, _):
         failed: list[BaseException] = []
 
         def turn() -> None:
@@ -103,33 +109,34 @@ def test_a_connection_lost_during_the_wait_loses_no_popped_job(
 
         waiting = threading.Thread(target=turn)
         waiting.start()
-        time.sleep(0.2)  # blocked, its idle shards' pops behind the BLPOP
-        # The job is due, then the connection drops: whether its pop ran is unknown.
+        time.sleep(0.2)  # blocked, the idle shards' pops behind its BLPOP
         Woken.perform_async([{"id": "kept"}])
-        redis_client.client_kill_filter(_id=dispatcher_id)
         waiting.join(5)
         assert not waiting.is_alive()
+        assert fault.fired and len(failed) == 1
         turn_until(dispatcher, lambda: Woken.performed == ["kept"])
-        time.sleep(0.2)
-        assert Woken.performed == ["kept"]  # performed once
+        turn_until(dispatcher, lambda: Woken.metrics()["processed"] == 1)
+        assert Woken.performed == ["kept"]  # once
+        assert Woken.metrics()["length"] == 0
 
 
-def test_a_shard_with_a_batch_in_flight_gets_no_pop_with_the_wait(
+def test_a_shard_with_a_batch_in_flight_is_not_popped_while_it_runs(
     redis_client: redis.Redis,
 ) -> None:
     with dispatcher_of(redis_client, Woken, poll_interval=30.0) as (dispatcher, queue):
         by_shard = ids_by_shard(queue, 2)
         first, second = by_shard[1]
+        other = by_shard[2][0]
         Woken.gates[first] = gate = threading.Event()
         Woken.perform_async([{"id": first}])
         turn_until(dispatcher, lambda: bool(dispatcher.in_flight))
-        # Its next job comes while its batch runs: the wake-up pops the idle shards only.
-        one_turn_woken_by(dispatcher, lambda: Woken.perform_async([{"id": second}]))
-        time.sleep(0.1)
-        assert Woken.performed == []
-        assert redis_client.zcard(queue.keys.perform_in_zset(1)) == 1
+        # Its next job comes while its batch runs; another shard's job wakes the wait.
+        Woken.perform_async([{"id": second}])
+        one_turn_woken_by(dispatcher, lambda: Woken.perform_async([{"id": other}]))
+        turn_until(dispatcher, lambda: Woken.performed == [other])
+        assert redis_client.zcard(queue.keys.perform_in_zset(1)) == 1  # still queued
         gate.set()
-        turn_until(dispatcher, lambda: Woken.performed == [first, second])
+        turn_until(dispatcher, lambda: Woken.performed == [other, first, second])
 
 
 class Paced(lowkiq.Worker):
