@@ -30,11 +30,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, cast
+from typing import Any
 
 import redis
 
-from lowkiq.clients.connection import Client, KeyedCommand
+from lowkiq.clients.connection import Client
 from lowkiq.clients.outages import MasterDown
 from lowkiq.clients.retry import Retries
 from lowkiq.errors import LowkiqError
@@ -50,7 +50,7 @@ from lowkiq.runtime.cancelling import cancelled_ids
 from lowkiq.runtime.executor import Executor, Work
 from lowkiq.runtime.group_claiming import GroupClaiming
 from lowkiq.runtime.idling import CLUSTER_POLL, Idler
-from lowkiq.runtime.lifecycle import LEAVING, RUNNING, SETTLING
+from lowkiq.runtime.lifecycle import LEAVING, POPPING, RUNNING, SETTLING
 from lowkiq.runtime.planning import Candidate, Shares, first_look, plan_round
 from lowkiq.runtime.shard_handler import Request, ShardHandler, Taken
 from lowkiq.runtime.shard_ranges import shard_ranges
@@ -526,21 +526,18 @@ class Dispatcher:
             self._kick.wait(self.poll_interval)
             return
         behind = self._pops_behind(idle)
-        sent: list[ShardHandler] = []
-
-        def pops() -> list[KeyedCommand]:
-            sent.extend(behind)
-            # (Packed: _pops_behind took only shards whose pops pipeline.)
-            return [cast(KeyedCommand, h.pop_command()) for h in behind]
-
         try:
-            replies = idler.wait(idle, self._group_retry, pops if behind else None)
+            replies = idler.wait(idle, self._group_retry, behind)
         except redis.RedisError:
-            for handler in sent:  # what their pops did is unknown
-                handler.interrupted()
+            for handler in behind:  # its pop went out: what it did is unknown
+                if handler.life.state is POPPING:
+                    handler.interrupted()
             raise
-        if sent:
-            self._land_behind(sent, replies)
+        if replies:  # the shards popped after the wake-up are no longer woken
+            idler.woken.difference_update(h.key for h in behind)
+            idler.forget()
+            if self._land(behind, [], replies):
+                self.shares.calm()  # there was room for every idle shard: no turns taken
 
     def _pops_behind(self, idle: Sequence[ShardHandler]) -> list[ShardHandler]:
         """The shards whose pops go out in the same write as the wait's BLPOP, so that a
@@ -557,14 +554,6 @@ class Dispatcher:
         return [
             h for h in idle if h.queue.pipelines_pops and not h.waits_for_renewal() and h.ready()
         ]
-
-    def _land_behind(self, sent: Sequence[ShardHandler], replies: list[Any]) -> None:
-        """The replies of the pops sent behind the wait: their batches go to the executor,
-        and the shards they popped are no longer woken (popped after their wake-up)."""
-        self.idler.woken.difference_update(h.key for h in sent)
-        self.idler.forget()
-        if self._land(sent, [], replies):
-            self.shares.calm()  # there was room for every idle shard: no turns taken
 
     def _group_retry(self) -> float | None:
         """Seconds until a full or dry group may be served again (``None``: none waits)."""

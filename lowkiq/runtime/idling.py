@@ -22,7 +22,7 @@ from typing import Any
 
 import redis
 
-from lowkiq.clients.connection import Client, KeyedCommand, is_cluster
+from lowkiq.clients.connection import Client, is_cluster
 from lowkiq.clients.outages import MasterDown
 from lowkiq.ownership.assignment import ShardKey
 from lowkiq.runtime.shard_handler import ShardHandler
@@ -149,14 +149,14 @@ class Idler:
         self,
         idle: Sequence[ShardHandler],
         retry_in: Callable[[], float | None],
-        pops: Callable[[], Sequence[KeyedCommand]] | None = None,
+        behind: Sequence[ShardHandler] = (),
     ) -> list[Any]:
         """Wait for a kick, a wake-up of ``idle``, their next due job, ``retry_in()``
         seconds (a full or dry group may be served again), or at most max_block.
 
-        ``pops()``: packed pops to send behind the BLPOP when it waits for a wake-up (not
-        for a due time, which it ends before the job is due); called only then.  Their
-        replies are returned (empty: not sent)."""
+        ``behind``: shards whose pops (packed) go behind the BLPOP when it waits for a
+        wake-up (not for a due time, which it ends before the job is due); made only
+        then.  Their replies are returned (empty: not sent)."""
         if self._nap(idle):
             return []
         scheduled = [d for d in self._due_in_for_wait(idle) if d is not None]
@@ -173,8 +173,8 @@ class Idler:
             return []
         if due is not None:
             end = due - TIMER_SLACK  # the rest is waited here (_wait_until)
-            pops = None
-        if not self.block(idle, end, pops) and due is not None:
+            behind = ()
+        if not self.block(idle, end, behind) and due is not None:
             self._wait_until([h.queue.keys.wake_list(h.shard) for h in idle], due)
         replies, self._behind = self._behind, []
         return replies
@@ -183,11 +183,11 @@ class Idler:
         self,
         idle: Sequence[ShardHandler],
         end: float,
-        pops: Callable[[], Sequence[KeyedCommand]] | None = None,
+        behind: Sequence[ShardHandler] = (),
     ) -> bool:
         """BLPOP the wake lists of ``idle`` until ``end`` (not when it is too near), with
-        ``pops()`` in the same write when given (see :meth:`wait`); whether a wake-up or a
-        kick ended it."""
+        the pops of ``behind`` in the same write (see :meth:`wait`); whether a wake-up or
+        a kick ended it."""
         now = self.clock()
         if end - now < MIN_BLOCK:
             return False
@@ -196,23 +196,26 @@ class Idler:
         try:  # a kick before this is seen here; one after pushes the wake list
             if self.kick.is_set():
                 woken = None
-            elif pops is None:
+            elif not behind:
                 woken = self.client.blpop(keys, timeout=end - now)
             else:
-                woken = self._blpop_with(keys, end - now, pops())
+                woken = self._blpop_with(keys, end - now, behind)
         finally:
             self._blocking_key = None
         if woken and woken[1] != KICK:
             self._woken(idle, keys, woken[0])
         return bool(woken)
 
-    def _blpop_with(self, keys: Sequence[str], timeout: float, pops: Sequence[KeyedCommand]) -> Any:
-        """BLPOP ``keys`` with ``pops`` behind it in one write: Redis runs them as soon as
-        the BLPOP returns (a client's next commands wait for its blocking one), so the
+    def _blpop_with(
+        self, keys: Sequence[str], timeout: float, behind: Sequence[ShardHandler]
+    ) -> Any:
+        """BLPOP ``keys`` with the pops of ``behind`` in one write: Redis runs them as soon
+        as the BLPOP returns (a client's next commands wait for its blocking one), so the
         pop of the shard woken costs no round trip of its own.  The pops' replies are
         kept for :meth:`wait`; the BLPOP's is returned."""
         client: Any = self.client
         blpop = client.pack("BLPOP", *keys, timeout)
+        pops = [h.pop_command() for h in behind]  # (packed: their queues pipeline pops)
         replies = client.run_keyed([(keys[0], blpop, None), *pops])
         if isinstance(replies[0], redis.RedisError):
             raise replies[0]  # (the pops' shards are unsure: restored before their next pop)
