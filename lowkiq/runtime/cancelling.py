@@ -36,15 +36,24 @@ def perform_uncancelled(
 ) -> Outcome:
     """Perform ``jobs`` (``handler.perform``) but those already cancelled; returns the
     outcome of the jobs not cancelled, naming the cancelled ones for the dispatcher."""
-    if not CANCELLED.batches:  # no cancel heard yet, the common case
-        outcome = handler.perform(jobs, recorder)
-        if not CANCELLED.batches:
-            return outcome
-        before: frozenset[str] = frozenset()
-    else:
-        before = CANCELLED.ids(batch_key(handler))
-        kept = [job for job in jobs if job.id not in before] if before else jobs
-        outcome = handler.perform(kept, recorder) if kept else Outcome([], None)
+    if CANCELLED.batches:
+        return _perform_some(handler, jobs, recorder)
+    outcome = handler.perform(jobs, recorder)  # no cancel heard yet, the common case
+    return outcome if not CANCELLED.batches else _settled(handler, jobs, outcome)
+
+
+def _perform_some(
+    handler: ShardHandler, jobs: Sequence[PoppedJob], recorder: BatchRecorder
+) -> Outcome:
+    """:func:`perform_uncancelled` once some cancel was heard."""
+    before = CANCELLED.ids(batch_key(handler))
+    kept = [job for job in jobs if job.id not in before] if before else jobs
+    outcome = handler.perform(kept, recorder) if kept else Outcome([], None)
+    return _settled(handler, jobs, outcome)
+
+
+def _settled(handler: ShardHandler, jobs: Sequence[PoppedJob], outcome: Outcome) -> Outcome:
+    """``outcome`` of ``jobs`` with the jobs cancelled meanwhile taken out and named."""
     key = batch_key(handler)
     cancelled = CANCELLED.ids(key)
     gone = tuple(job.id for job in jobs if job.id in cancelled) if cancelled else ()

@@ -594,25 +594,48 @@ class ShardHandler:
         finally:
             self.busy = False
             running.reset(context)
-        seconds = max(time.time() - started, 0.0)
-        kept = self._batch_seconds
-        self._batch_seconds = seconds if kept is None else max(seconds, kept * BATCH_TIME_DECAY)
+        seconds, kept = time.time() - started, self._batch_seconds
+        if kept is not None and seconds < kept * BATCH_TIME_DECAY:
+            seconds = kept * BATCH_TIME_DECAY
+        self._batch_seconds = seconds if seconds > 0.0 else 0.0
         # Jobs cancelled meanwhile end as cancelled (lowkiq.runtime.cancelling): not counted.
         cancelled = record.cancelled() if CANCELLED.batches else frozenset()
-        counted = [job for job in jobs if job.id not in cancelled] if cancelled else jobs
         if failure is not None:
-            verdict = self.judge(jobs, failure)
+            return self._failed(jobs, failure, cancelled, started, recorder)
+        counted = _uncancelled(jobs, cancelled) if cancelled else jobs
+        yields = record.yields  # (mostly none: nothing to count then)
+        recorder.performed(counted, started, yielded=_yielded(yields, cancelled) if yields else 0)
+        return Outcome(jobs, None, yields)
 
-            def count(*fates: Fate) -> int:
-                return sum(1 for fate in fates for i in verdict.ids(fate) if i not in cancelled)
+    def _failed(
+        self,
+        jobs: Sequence[PoppedJob],
+        failure: Exception,
+        cancelled: frozenset[str],
+        started: float,
+        recorder: BatchRecorder,
+    ) -> Outcome:
+        """The outcome of ``jobs`` whose perform raised ``failure``, counted and logged."""
+        verdict = self.judge(jobs, failure)
 
-            # As the fail script counts them (a snoozed job is settled by a later run).
-            failed, discarded = count(Fate.RETRY, Fate.KILL), count(Fate.DISCARD)
-            recorder.performed(counted, started, failed, discarded, yielded=count(Fate.SNOOZE))
-            fields = RunningBatch.popped(self.worker, self.shard, jobs).log_fields()
-            log_failure(self.name, len(jobs), failure, verdict, fields)
-            return Outcome(jobs, failure, verdict=verdict)
-        yields = record.yields  # (mostly none: no generator then)
-        yielded = sum(1 for i, p in yields.items() if p and i not in cancelled) if yields else 0
-        recorder.performed(counted, started, yielded=yielded)
-        return Outcome(jobs, None, record.yields)
+        def count(*fates: Fate) -> int:
+            return sum(1 for fate in fates for i in verdict.ids(fate) if i not in cancelled)
+
+        # As the fail script counts them (a snoozed job is settled by a later run).
+        failed, discarded = count(Fate.RETRY, Fate.KILL), count(Fate.DISCARD)
+        counted = _uncancelled(jobs, cancelled) if cancelled else jobs
+        recorder.performed(counted, started, failed, discarded, yielded=count(Fate.SNOOZE))
+        fields = RunningBatch.popped(self.worker, self.shard, jobs).log_fields()
+        log_failure(self.name, len(jobs), failure, verdict, fields)
+        return Outcome(jobs, failure, verdict=verdict)
+
+
+# (Apart from ShardHandler.perform, whose frame then makes no closure cell per batch.)
+def _uncancelled(jobs: Sequence[PoppedJob], cancelled: frozenset[str]) -> list[PoppedJob]:
+    """``jobs`` but those ``cancelled``."""
+    return [job for job in jobs if job.id not in cancelled]
+
+
+def _yielded(yields: dict[str, list[int]], cancelled: frozenset[str]) -> int:
+    """How many ids of ``yields`` gave payloads back, but those ``cancelled``."""
+    return sum(1 for job_id, positions in yields.items() if positions and job_id not in cancelled)
