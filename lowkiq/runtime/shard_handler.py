@@ -79,7 +79,9 @@ def _perform(worker: type[Worker], batch: Batch) -> None:
     if worker.perform_timeout is not None:
         perform_within_limit(worker, batch)  # raises PerformTimeout past the limit
         return
-    resolved(worker.perform(batch))
+    result = worker.perform(batch)
+    if result is not None:  # (an ``async def perform``'s coroutine)
+        resolved(result)
 
 
 def perform_chain(middlewares: Sequence[ServerMiddleware]) -> Next[type[Worker], Batch]:
