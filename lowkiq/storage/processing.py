@@ -84,8 +84,9 @@ class PoppedJob:
     #: The job's group, when its shard holds jobs of groups (``""``: the default one;
     #: ``None``: not told, a shard whose jobs have none).
     group: str | None = None
-    #: The workflows its payloads are members of (:mod:`lowkiq.workflows`), in order.
-    workflows: list[str] = field(default_factory=list)
+    #: The workflows its payloads are members of (:mod:`lowkiq.workflows`), in order
+    #: (a tuple when none: no list made per job).
+    workflows: Sequence[str] = ()
     #: When equal payloads in and out of workflows came as one (``payloads``), the
     #: positions of the stored payloads behind each (``yield_rest`` gives all back).
     stored: list[list[int]] | None = None
@@ -342,7 +343,7 @@ class Processing(QueueBase):
     ) -> PoppedJob:
         load = self.codec.load_payload
         pairs = blob.unpack(data)
-        workflows: list[str] = []
+        workflows: Sequence[str] = ()
         stored = None
         if tags.MARK in data:
             kept, workflows = tags.untagged(pairs)
