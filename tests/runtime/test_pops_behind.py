@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,29 +18,12 @@ from lowkiq.ownership import leases
 from tests.built_server import built_server
 from tests.runtime.faults import Fault, faulty
 from tests.runtime.serving import dispatcher_of, handler_of, ids_by_shard, turn_until
+from tests.runtime.test_idle import Idle, idle_worker  # noqa: F401 (its fixture)
 
 
-class Woken(lowkiq.Worker):
-    shards_count = 4
-    performed: list[str] = []
-    gates: dict[str, threading.Event] = {}
-
-    @classmethod
-    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
-        for job_id in payloads_by_id:
-            gate = cls.gates.get(job_id)
-            if gate is not None:
-                assert gate.wait(20)
-            cls.performed.append(job_id)
-
-
-@pytest.fixture(autouse=True)
-def woken_worker(redis_client: redis.Redis) -> Iterator[None]:
-    lowkiq.settings.workers = [Woken]
-    Woken.performed, Woken.gates = [], {}
-    yield
-    for gate in Woken.gates.values():
-        gate.set()
+def performed() -> list[str]:
+    """The ids performed so far, in order."""
+    return [job_id for job_id, _ in Idle.performed]
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -64,29 +47,29 @@ def one_turn_woken_by(dispatcher: Any, enqueue: Callable[[], object]) -> None:
 def test_an_idle_process_pops_the_job_that_wakes_it_in_the_same_round_trip(
     redis_client: redis.Redis,
 ) -> None:
-    with dispatcher_of(redis_client, Woken, poll_interval=30.0) as (dispatcher, _):
-        one_turn_woken_by(dispatcher, lambda: Woken.perform_async([{"id": "woke"}]))
+    with dispatcher_of(redis_client, Idle, poll_interval=30.0) as (dispatcher, _):
+        one_turn_woken_by(dispatcher, lambda: Idle.perform_async([{"id": "woke"}]))
         # The turn the enqueue woke popped it and handed it over: no other turn needed.
-        wait_for(lambda: Woken.performed == ["woke"])
+        wait_for(lambda: performed() == ["woke"])
 
 
 def test_a_pop_sent_with_the_wait_checks_the_lease(redis_client: redis.Redis) -> None:
-    with dispatcher_of(redis_client, Woken, poll_interval=30.0) as (dispatcher, queue):
+    with dispatcher_of(redis_client, Idle, poll_interval=30.0) as (dispatcher, queue):
         job_id = ids_by_shard(queue, 1)[2][0]
         lost: list[Any] = []
         handler_of(dispatcher, 2).on_lost = lost.append
 
         def take_over_and_enqueue() -> None:
             redis_client.delete(queue.keys.lease(2))  # another process holds it now
-            other, _, _ = leases.acquire(Woken.queue(redis_client), 2, "another", 60.0)
+            other, _, _ = leases.acquire(Idle.queue(redis_client), 2, "another", 60.0)
             assert other is not None
-            Woken.perform_async([{"id": job_id}])
+            Idle.perform_async([{"id": job_id}])
 
         one_turn_woken_by(dispatcher, take_over_and_enqueue)
         assert [h.shard for h in lost] == [2]
         assert not dispatcher.in_flight
         assert redis_client.zcard(queue.keys.perform_in_zset(2)) == 1  # left to its owner
-        assert Woken.performed == []
+        assert performed() == []
 
 
 @pytest.mark.parametrize("kind", ["refused", "lost", "timeout", "cut"])
@@ -95,10 +78,10 @@ def test_a_wait_whose_pops_failed_loses_no_job_and_runs_none_twice(
 ) -> None:
     # The wait's write fails: before anything ran (refused), after the BLPOP returned and
     # the pops ran with their replies lost (lost, timeout), or with half of them run (cut).
-    queue = Woken.queue(redis_client)
+    queue = Idle.queue(redis_client)
     fault = Fault(1, kind, armed=True, sha=queue.scripts.pop.sha)
     own = faulty(redis_client, fault)
-    with dispatcher_of(redis_client, Woken, own=own, poll_interval=30.0) as (dispatcher, _):
+    with dispatcher_of(redis_client, Idle, own=own, poll_interval=30.0) as (dispatcher, _):
         failed: list[BaseException] = []
 
         def turn() -> None:
@@ -110,33 +93,33 @@ def test_a_wait_whose_pops_failed_loses_no_job_and_runs_none_twice(
         waiting = threading.Thread(target=turn)
         waiting.start()
         time.sleep(0.2)  # blocked, the idle shards' pops behind its BLPOP
-        Woken.perform_async([{"id": "kept"}])
+        Idle.perform_async([{"id": "kept"}])
         waiting.join(5)
         assert not waiting.is_alive()
         assert fault.fired and len(failed) == 1
-        turn_until(dispatcher, lambda: Woken.performed == ["kept"])
-        turn_until(dispatcher, lambda: Woken.metrics()["processed"] == 1)
-        assert Woken.performed == ["kept"]  # once
-        assert Woken.metrics()["length"] == 0
+        turn_until(dispatcher, lambda: performed() == ["kept"])
+        turn_until(dispatcher, lambda: Idle.metrics()["processed"] == 1)
+        assert performed() == ["kept"]  # once
+        assert Idle.metrics()["length"] == 0
 
 
 def test_a_shard_with_a_batch_in_flight_is_not_popped_while_it_runs(
     redis_client: redis.Redis,
 ) -> None:
-    with dispatcher_of(redis_client, Woken, poll_interval=30.0) as (dispatcher, queue):
+    with dispatcher_of(redis_client, Idle, poll_interval=30.0) as (dispatcher, queue):
         by_shard = ids_by_shard(queue, 2)
         first, second = by_shard[1]
         other = by_shard[2][0]
-        Woken.gates[first] = gate = threading.Event()
-        Woken.perform_async([{"id": first}])
+        Idle.gates[first] = gate = threading.Event()
+        Idle.perform_async([{"id": first}])
         turn_until(dispatcher, lambda: bool(dispatcher.in_flight))
         # Its next job comes while its batch runs; another shard's job wakes the wait.
-        Woken.perform_async([{"id": second}])
-        one_turn_woken_by(dispatcher, lambda: Woken.perform_async([{"id": other}]))
-        turn_until(dispatcher, lambda: Woken.performed == [other])
+        Idle.perform_async([{"id": second}])
+        one_turn_woken_by(dispatcher, lambda: Idle.perform_async([{"id": other}]))
+        turn_until(dispatcher, lambda: performed() == [other])
         assert redis_client.zcard(queue.keys.perform_in_zset(1)) == 1  # still queued
         gate.set()
-        turn_until(dispatcher, lambda: Woken.performed == [other, first, second])
+        turn_until(dispatcher, lambda: performed() == [other, first, second])
 
 
 class Paced(lowkiq.Worker):
