@@ -345,7 +345,7 @@ class Processing(QueueBase):
         pairs = blob.unpack(data)
         workflows: Sequence[str] = ()
         stored = None
-        if tags.MARK in data:
+        if data.find(tags.MARK) != -1:  # (`in` tries the mark as an int first: an error)
             kept, workflows = tags.untagged(pairs)
             if len(kept) < len(pairs):
                 stored = tags.origins(pairs)
