@@ -320,6 +320,26 @@ class ThenAnother(Fault):
         return super().strikes(shas) | self.then.strikes(shas)
 
 
+def three_jobs_in_one_shard(name: str) -> tuple[type[Faulted], Queue, list[str]]:
+    """A faulted worker of its own (named ``name``), the one served, with three jobs
+    queued in its shard 0, due in order (one batch each)."""
+    worker: type[Faulted] = type(name, (Faulted,), {})
+    lowkiq.settings.workers = [worker]
+    worker.performs = Performs()
+    queue = worker.queue()
+    ids = ids_by_shard(queue, 3)[0]
+    worker.perform_async(
+        [{"id": job_id, "payload": "a", "perform_in": PAST + n} for n, job_id in enumerate(ids)]
+    )
+    return worker, queue, ids
+
+
+def assert_each_ran_once(worker: type[Faulted], queue: Queue, ids: list[str]) -> None:
+    """Every job of ``ids`` was performed exactly once, and counted processed."""
+    assert dict(worker.performs.payloads) == {(job_id, "a"): 1 for job_id in ids}
+    assert queue_metrics(queue)["processed"] == len(ids)
+
+
 @pytest.mark.parametrize("kind", ["refused", "lost"])
 def test_a_pop_that_failed_carrying_an_ack_never_runs_the_acked_batch_again(
     redis_direct: Client, kind: str
@@ -329,22 +349,12 @@ def test_a_pop_that_failed_carrying_an_ack_never_runs_the_acked_batch_again(
     its number before it puts back what the area holds: a batch that ran never runs
     again, one popped and never run does."""
 
-    class Carrying(Faulted):
-        pass
-
-    lowkiq.settings.workers = [Carrying]
-    Carrying.performs = Performs()
-    queue = Carrying.queue()
-    ids = ids_by_shard(queue, 3)[0]
-    Carrying.perform_async(
-        [{"id": job_id, "payload": "a", "perform_in": PAST + n} for n, job_id in enumerate(ids)]
-    )
+    worker, queue, ids = three_jobs_in_one_shard("Carrying")
     # The second pop: it acks the first batch.
     fault = Fault(2, kind, armed=True, sha=queue.scripts.pop.sha)
-    serve_until_drained(redis_direct, Carrying, 1, fault)
+    serve_until_drained(redis_direct, worker, 1, fault)
     assert fault.fired
-    assert dict(Carrying.performs.payloads) == {(job_id, "a"): 1 for job_id in ids}
-    assert queue_metrics(queue)["processed"] == 3
+    assert_each_ran_once(worker, queue, ids)
 
 
 @pytest.mark.parametrize("kind", ["refused", "lost"])
@@ -355,19 +365,9 @@ def test_an_ack_by_number_that_fails_too_is_sent_again_and_nothing_runs_twice(
     before the restore: it is sent again before the next pop, and the batch that ran
     still never runs again."""
 
-    class Twice(Faulted):
-        pass
-
-    lowkiq.settings.workers = [Twice]
-    Twice.performs = Performs()
-    queue = Twice.queue()
-    ids = ids_by_shard(queue, 3)[0]
-    Twice.perform_async(
-        [{"id": job_id, "payload": "a", "perform_in": PAST + n} for n, job_id in enumerate(ids)]
-    )
+    worker, queue, ids = three_jobs_in_one_shard("Twice")
     then = Fault(1, kind, armed=True, sha=queue.scripts.ack.sha)
     fault = ThenAnother(2, "refused", armed=True, sha=queue.scripts.pop.sha, then=then)
-    serve_until_drained(redis_direct, Twice, 1, fault)
+    serve_until_drained(redis_direct, worker, 1, fault)
     assert fault.fired and then.fired
-    assert dict(Twice.performs.payloads) == {(job_id, "a"): 1 for job_id in ids}
-    assert queue_metrics(queue)["processed"] == 3
+    assert_each_ran_once(worker, queue, ids)
