@@ -365,8 +365,7 @@ class Dispatcher:
             return 0
         room = self.capacity - len(self.in_flight)
         idle = self._idle()
-        # A shard whose lease may have lapsed waits for its renewal.
-        ready = [h for h in idle if not h.waits_for_renewal() and h.ready()] if room > 0 else []
+        ready = [h for h in idle if h.ready()] if room > 0 else []
         if room <= 0:  # a worker with no batch in flight still gets a place, once woken
             if self.idler.polls:
                 self.idler.look(self._unserved())
@@ -551,9 +550,7 @@ class Dispatcher:
             return []
         if len(idle) > min(POPS_BEHIND, self.capacity):
             return []
-        return [
-            h for h in idle if h.queue.pipelines_pops and not h.waits_for_renewal() and h.ready()
-        ]
+        return [h for h in idle if h.queue.pipelines_pops and h.ready()]
 
     def _group_retry(self) -> float | None:
         """Seconds until a full or dry group may be served again (``None``: none waits)."""

@@ -205,10 +205,14 @@ class ShardHandler:
     # -- the dispatcher's side: every Redis call -------------------------------------
 
     def ready(self) -> bool:
-        """Whether a pop may be tried now: the lease held, the processing area known
-        (restored first when it was not; not while its master does not answer), no wait
-        (:attr:`not_before`, a rate limit)."""
+        """Whether a pop may be tried now: the lease held and confirmed in time (one that
+        may have lapsed waits for a renewal; logged once per lapse), the processing area
+        known (restored first when it was not; not while its master does not answer), no
+        wait (:attr:`not_before`, a rate limit)."""
         if self.lost:
+            return False
+        if self.lapsed():
+            self._log_lapse()
             return False
         if self.exhausted:
             self._report_exhausted()
@@ -561,14 +565,6 @@ class ShardHandler:
         performed then goes back)."""
         return self.term is not None and self.term.remaining() <= 0
 
-    def waits_for_renewal(self) -> bool:
-        """Whether the shard waits for a renewal to be confirmed before its next pop (its
-        lease may have lapsed; logged once per lapse)."""
-        if not self.lapsed():
-            return False
-        self._log_lapse()
-        return True
-
     def _log_lapse(self) -> None:
         """Warn that the lease may have lapsed, once until a renewal is confirmed."""
         confirmed = None if self.term is None else self.term.confirmed_at
@@ -602,9 +598,9 @@ class ShardHandler:
         self._batch_seconds = seconds if seconds > 0.0 else 0.0
         # Jobs cancelled meanwhile end as cancelled (lowkiq.runtime.cancelling): not counted.
         cancelled = record.cancelled() if CANCELLED.batches else frozenset()
-        if failure is not None:
-            return self._failed(jobs, failure, cancelled, started, recorder)
         counted = _uncancelled(jobs, cancelled) if cancelled else jobs
+        if failure is not None:
+            return self._failed(jobs, failure, cancelled, counted, started, recorder)
         yields = record.yields  # (mostly none: nothing to count then)
         recorder.performed(counted, started, yielded=_yielded(yields, cancelled) if yields else 0)
         return Outcome(jobs, None, yields)
@@ -614,10 +610,12 @@ class ShardHandler:
         jobs: Sequence[PoppedJob],
         failure: Exception,
         cancelled: frozenset[str],
+        counted: Sequence[PoppedJob],
         started: float,
         recorder: BatchRecorder,
     ) -> Outcome:
-        """The outcome of ``jobs`` whose perform raised ``failure``, counted and logged."""
+        """The outcome of ``jobs`` whose perform raised ``failure``, counted (``counted``:
+        those not ``cancelled``) and logged."""
         verdict = self.judge(jobs, failure)
 
         def count(*fates: Fate) -> int:
@@ -625,7 +623,6 @@ class ShardHandler:
 
         # As the fail script counts them (a snoozed job is settled by a later run).
         failed, discarded = count(Fate.RETRY, Fate.KILL), count(Fate.DISCARD)
-        counted = _uncancelled(jobs, cancelled) if cancelled else jobs
         recorder.performed(counted, started, failed, discarded, yielded=count(Fate.SNOOZE))
         fields = RunningBatch.popped(self.worker, self.shard, jobs).log_fields()
         log_failure(self.name, len(jobs), failure, verdict, fields)
