@@ -6,8 +6,8 @@ limit costs a batch.
    True: pass``), then jobs whose ``async def perform`` awaits forever, every thread
    busy at once; each perform notes the seconds from its own start to the
    ``PerformTimeout`` (or the cancellation) it sees.
-2. In this process, no Redis: one batch through ``ShardHandler.perform`` (no middleware,
-   an empty ``perform``) without ``perform_timeout`` and with it, on 1 and 4 threads.
+2. In this process, no Redis: one batch through ``lowkiq.runtime.performing.perform`` (no
+   middleware, an empty ``perform``) without ``perform_timeout`` and with it, on 1 and 4 threads.
 
 Usage: python bench/perform_timeout.py [--jobs 10] [--threads 2] [--batches 200000]
 """
@@ -27,6 +27,7 @@ from latency import WorkerProcess, percentiles
 
 import lowkiq
 from lowkiq.clients.embedded import start_server
+from lowkiq.runtime.performing import perform
 from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.storage.processing import PoppedJob
 from lowkiq.telemetry.recorder import NO_RECORDER
@@ -104,14 +105,14 @@ class LimitedEmpty(Empty):
 
 
 def per_batch(worker: type[lowkiq.Worker], batches: int, threads: int) -> float:
-    """Microseconds of wall time per batch through ``ShardHandler.perform``, ``threads``
-    threads performing at once (a shard each)."""
+    """Microseconds of wall time per batch through ``lowkiq.runtime.performing.perform``,
+    ``threads`` threads performing at once (a shard each)."""
 
     def run(shard: int) -> None:
         handler = ShardHandler(worker, shard, None, "1 bench")  # type: ignore[arg-type]
         jobs = [PoppedJob("id", -1, [1])]
         for _ in range(batches // threads):
-            handler.perform(jobs, NO_RECORDER)
+            perform(handler, jobs, NO_RECORDER)
 
     workers = [threading.Thread(target=run, args=(n,)) for n in range(threads)]
     started = time.perf_counter()
@@ -150,7 +151,7 @@ def main() -> None:
             cost = per_batch(worker, args.batches, threads)
             limit = worker.perform_timeout
             print(
-                f"ShardHandler.perform, {threads} thread(s), perform_timeout {limit}: "
+                f"performing.perform, {threads} thread(s), perform_timeout {limit}: "
                 f"{cost:.2f} us per batch"
             )
 

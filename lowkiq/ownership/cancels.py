@@ -6,7 +6,7 @@ The coordinator's beat, which reads that version anyway, calls
 :meth:`CancelReader.follow` when it moved: the new entries of this process's queues are
 read and kept in :data:`CANCELLED`, where a running batch looks itself up
 (``current_batch().should_stop()``) and where the executor looks, once a perform
-ended, for the jobs to settle as cancelled (:mod:`lowkiq.runtime.cancelling`).
+ended, for the jobs to settle as cancelled (:mod:`lowkiq.runtime.performing`).
 A batch is named by its queue, shard and pop number, so an id's later batches (its
 payloads enqueued after the cancel) are never taken for it.  While no cancel is made,
 this costs one read of the (absent) stream per full config reading (every 30 s).

@@ -46,11 +46,11 @@ from lowkiq.ownership.events import Change, Grant, Mailbox, Released, Revoke
 from lowkiq.ownership.leases import Lease
 from lowkiq.runtime import suspects
 from lowkiq.runtime.backoff import redis_backoff
-from lowkiq.runtime.cancelling import cancelled_ids
 from lowkiq.runtime.executor import Executor, Work
 from lowkiq.runtime.group_claiming import GroupClaiming
 from lowkiq.runtime.idling import CLUSTER_POLL, Idler
 from lowkiq.runtime.lifecycle import LEAVING, POPPING, RUNNING, SETTLING
+from lowkiq.runtime.performing import cancelled_ids
 from lowkiq.runtime.planning import Candidate, Shares, first_look, plan_round
 from lowkiq.runtime.shard_handler import Request, ShardHandler, Taken
 from lowkiq.runtime.shard_ranges import shard_ranges

@@ -2,7 +2,7 @@
 
 The dispatcher (:mod:`lowkiq.runtime.dispatcher`) hands the pool the batches of one
 pop of one shard as a :class:`Work`; any free thread takes the next one, performs its
-batches one after the other (:meth:`lowkiq.runtime.shard_handler.ShardHandler.perform`), and
+batches one after the other (:func:`lowkiq.runtime.performing.perform`), and
 hands it back with what each did.  A thread that finds the shard's lease lost or
 lapsed before a batch leaves that batch and the rest unperformed (:attr:`Work.unrun`):
 the dispatcher puts them back into the queue.  A work no thread has taken yet the
@@ -35,9 +35,9 @@ from lowkiq.perform.timeouts import (
     stuck_threshold,
     watchdog,
 )
-from lowkiq.runtime.cancelling import perform_uncancelled
 from lowkiq.runtime.lifecycle import LOST
-from lowkiq.runtime.shard_handler import Outcome, ShardHandler
+from lowkiq.runtime.performing import Outcome, perform
+from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.runtime.waiting import Waiting
 from lowkiq.storage.processing import PoppedJob
 from lowkiq.telemetry.recorder import NO_RECORDER, BatchRecorder, Recorder
@@ -99,8 +99,21 @@ class Work:
         return self._claim.acquire(blocking=False)
 
     def run(self, recorder: BatchRecorder) -> None:
-        """Perform the batches in order, until one may not be performed (or the work was
-        given up)."""
+        """Perform the batches in order (:func:`lowkiq.runtime.performing.perform`), until
+        one may not be performed (or the work was given up past a hard limit)."""
+        handler = self.handler
+        if handler.worker.perform_hard_timeout is not None:
+            self._run_guarded(recorder)
+            return
+        for batch in self.batches:  # (no hard limit: no give_up, nothing to guard)
+            if handler.life.state is LOST or handler.stopping or handler.lapsed():
+                self.unrun = True
+                return
+            self.outcomes.append(perform(handler, batch, recorder))
+
+    def _run_guarded(self, recorder: BatchRecorder) -> None:
+        """:meth:`run` under a hard limit: the batch being performed and the outcomes are
+        guarded from :meth:`give_up`."""
         handler = self.handler
         for batch in self.batches:
             with self._state:
@@ -110,8 +123,7 @@ class Work:
                     self.unrun = True
                     return
                 self._performing = batch
-            # Cancelled jobs end as cancelled, unperformed if not begun (runtime.cancelling).
-            outcome = perform_uncancelled(handler, batch, recorder)
+            outcome = perform(handler, batch, recorder)
             with self._state:
                 if self.stuck:
                     return  # handed back without it

@@ -4,8 +4,8 @@ Every pop, ack, fail and restore carries the shard's lease token and names its b
 when Redis refuses the token the handler is LOST (``on_lost``: the process stops
 serving the shard, whose new owner restores the batch).  The dispatcher
 (:mod:`lowkiq.runtime.dispatcher`) makes every Redis call of a shard; an executor
-thread (:mod:`lowkiq.runtime.executor`) runs :meth:`ShardHandler.perform`, the user's
-code and no Redis.
+thread (:mod:`lowkiq.runtime.executor`) performs its batches
+(:mod:`lowkiq.runtime.performing`), the user's code and no Redis.
 
 A succeeded batch's ack waits (:attr:`ShardHandler.unacked`): it rides on the shard's
 next pop, or the dispatcher's next write.  One pop may take several batches (as many
@@ -33,13 +33,10 @@ from lowkiq.clients.outages import MasterDown
 from lowkiq.errors import LeaseLost, StaleBatch
 from lowkiq.limits.group_caps import GroupCaps
 from lowkiq.limits.throttling import RateLimits, ShardThrottle
-from lowkiq.middleware import Batch, Next, ServerMiddleware, chain
-from lowkiq.outcomes import Fate, Verdict, log_failure
-from lowkiq.ownership.cancels import CANCELLED
+from lowkiq.middleware import ServerMiddleware
+from lowkiq.outcomes import Verdict
 from lowkiq.ownership.leases import Term
 from lowkiq.perform.coroutines import resolved
-from lowkiq.perform.timeouts import perform_within_limit
-from lowkiq.running import Running, RunningBatch, running
 from lowkiq.runtime.job_ends import job_ends, judge_batch
 from lowkiq.runtime.lifecycle import (
     FINISHED,
@@ -51,9 +48,9 @@ from lowkiq.runtime.lifecycle import (
     Lifecycle,
     State,
 )
+from lowkiq.runtime.performing import Outcome, perform_chain
 from lowkiq.storage.queue import ACK_FENCED, ACK_STALE, Popped, PoppedJob, Queue
 from lowkiq.storage.rate_bucket import Throttle
-from lowkiq.telemetry.recorder import BatchRecorder
 from lowkiq.worker import Worker
 from lowkiq.workflows.relayer import RELAYER
 
@@ -69,39 +66,7 @@ HELD_RETRY = 0.5
 #: serves them, and a crash performs that much again.
 POP_SECONDS = 0.05
 MAX_BATCHES = 64
-#: How fast a slow batch is forgotten (per batch): the next pops shrink at once and
-#: grow back over a few dozen batches.
-BATCH_TIME_DECAY = 0.8
 _WORKFLOWS = attrgetter("workflows")  # (a job's workflows, read without a frame)
-
-
-def _perform(worker: type[Worker], batch: Batch) -> None:
-    if worker.perform_timeout is not None:
-        perform_within_limit(worker, batch)  # raises PerformTimeout past the limit
-        return
-    result = worker.perform(batch)
-    if result is not None:  # (an ``async def perform``'s coroutine)
-        resolved(result)
-
-
-def perform_chain(middlewares: Sequence[ServerMiddleware]) -> Next[type[Worker], Batch]:
-    """``call(worker, batch)``: ``worker.perform(batch)`` inside the server middlewares
-    (the first outermost); an ``async def perform`` on the thread's event loop."""
-    return chain(middlewares, _perform)
-
-
-@dataclass(slots=True)
-class Outcome:
-    """One performed batch: its jobs, what ``perform`` raised (``None``: succeeded),
-    the payload positions each id gave back (``yield_rest``, a success only), how each
-    job of a failure ends (``None``: judged when settled), and the ids of the batch that
-    ``Worker.actions().cancel`` took out of it (:mod:`lowkiq.runtime.cancelling`)."""
-
-    jobs: Sequence[PoppedJob]
-    error: Exception | None = None
-    yields: dict[str, list[int]] | None = None
-    verdict: Verdict | None = None
-    cancelled: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -138,7 +103,8 @@ class ShardHandler:
         self.queue = queue
         self.token = token
         self.middlewares = middlewares
-        self._perform = perform_chain(middlewares)
+        #: ``call(worker, batch)``: perform inside the middlewares (runtime.performing).
+        self.call_perform = perform_chain(middlewares)
         self.name = f"{worker.__name__}:{shard}"
         #: ``(queue name, shard)``: what leases and the assignment are keyed by.
         self.key: tuple[str, int] = (queue.name, shard)
@@ -151,7 +117,6 @@ class ShardHandler:
         #: The batch the processing area holds, as its pop said (0: none known): every
         #: call that ends it names it, and changes nothing when the area holds another.
         self.batch = 0
-        self.busy = False  # perform runs now (the dashboard's processes page)
         #: The process stops or the shard is handed over: ``should_stop()`` is true.
         self.stopping = False
         #: No pop before this time (time.monotonic; 0: any time): a reshard holds the
@@ -171,7 +136,8 @@ class ShardHandler:
         #: Jobs the acquisition moved to the morgue (``max_restores``): reported before
         #: the next pop.
         self.exhausted: list[dict[str, Any]] = []
-        self._batch_seconds: float | None = None  # recent batches' time, decaying
+        #: Recent batches' time, decaying (``None``: none ran yet).
+        self.batch_seconds: float | None = None
         # What the last pop carried: the ack of a finished batch, its rate-limit arguments,
         # and the jobs it asked for, when its answer says whether it left due jobs behind
         # (0: not known, under a rate limit or group caps).
@@ -261,7 +227,7 @@ class ShardHandler:
 
     def batches(self) -> int:
         """How many batches a pop may take (see :data:`POP_SECONDS`); one until a batch ran."""
-        seconds = self._batch_seconds
+        seconds = self.batch_seconds
         if seconds is None:
             return 1
         return max(1, min(MAX_BATCHES, int(POP_SECONDS / max(seconds, 1e-6))))
@@ -558,8 +524,6 @@ class ShardHandler:
         )
         return buried
 
-    # -- the executor's side: the user's code, no Redis call -------------------------
-
     def lapsed(self) -> bool:
         """Whether the lease may have lapsed by this process's clock (a batch not yet
         performed then goes back)."""
@@ -576,65 +540,3 @@ class ShardHandler:
             "is performed until one is, and those taken go back to the queue unperformed",
             self.name, self.token.split(" ", 1)[0],
         )  # fmt: skip
-
-    def perform(self, jobs: Sequence[PoppedJob], recorder: BatchRecorder) -> Outcome:
-        """Perform ``jobs`` inside the middlewares, counted by ``recorder``; a
-        ``BaseException`` that is not an ``Exception`` escapes (the process ends)."""
-        self.busy = True
-        record = Running(self, jobs, time.monotonic())
-        context = running.set(record)
-        started = time.time()
-        failure: Exception | None = None
-        try:
-            self._perform(self.worker, {job.id: job.payloads for job in jobs})
-        except Exception as exc:
-            failure = exc
-        finally:
-            self.busy = False
-            running.reset(context)
-        seconds, kept = time.time() - started, self._batch_seconds
-        if kept is not None and seconds < kept * BATCH_TIME_DECAY:
-            seconds = kept * BATCH_TIME_DECAY
-        self._batch_seconds = seconds if seconds > 0.0 else 0.0
-        # Jobs cancelled meanwhile end as cancelled (lowkiq.runtime.cancelling): not counted.
-        cancelled = record.cancelled() if CANCELLED.batches else frozenset()
-        counted = _uncancelled(jobs, cancelled) if cancelled else jobs
-        if failure is not None:
-            return self._failed(jobs, failure, cancelled, counted, started, recorder)
-        yields = record.yields  # (mostly none: nothing to count then)
-        recorder.performed(counted, started, yielded=_yielded(yields, cancelled) if yields else 0)
-        return Outcome(jobs, None, yields)
-
-    def _failed(
-        self,
-        jobs: Sequence[PoppedJob],
-        failure: Exception,
-        cancelled: frozenset[str],
-        counted: Sequence[PoppedJob],
-        started: float,
-        recorder: BatchRecorder,
-    ) -> Outcome:
-        """The outcome of ``jobs`` whose perform raised ``failure``, counted (``counted``:
-        those not ``cancelled``) and logged."""
-        verdict = self.judge(jobs, failure)
-
-        def count(*fates: Fate) -> int:
-            return sum(1 for fate in fates for i in verdict.ids(fate) if i not in cancelled)
-
-        # As the fail script counts them (a snoozed job is settled by a later run).
-        failed, discarded = count(Fate.RETRY, Fate.KILL), count(Fate.DISCARD)
-        recorder.performed(counted, started, failed, discarded, yielded=count(Fate.SNOOZE))
-        fields = RunningBatch.popped(self.worker, self.shard, jobs).log_fields()
-        log_failure(self.name, len(jobs), failure, verdict, fields)
-        return Outcome(jobs, failure, verdict=verdict)
-
-
-# (Apart from ShardHandler.perform, whose frame then makes no closure cell per batch.)
-def _uncancelled(jobs: Sequence[PoppedJob], cancelled: frozenset[str]) -> list[PoppedJob]:
-    """``jobs`` but those ``cancelled``."""
-    return [job for job in jobs if job.id not in cancelled]
-
-
-def _yielded(yields: dict[str, list[int]], cancelled: frozenset[str]) -> int:
-    """How many ids of ``yields`` gave payloads back, but those ``cancelled``."""
-    return sum(1 for job_id, positions in yields.items() if positions and job_id not in cancelled)

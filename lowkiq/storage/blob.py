@@ -11,6 +11,7 @@ import struct
 from collections.abc import Iterable
 
 _HEADER = struct.Struct(">dI")
+_HEADER_SIZE = _HEADER.size
 _LENGTH = struct.Struct(">I")
 
 #: The score bytes of a payload enqueued without a score: a NaN (never a valid
@@ -64,11 +65,16 @@ def pack_one(payload: bytes, score: float | None) -> bytes:
 
 def unpack(blob: bytes) -> list[tuple[bytes, float]]:
     """Unpack a blob into ``(payload, score)`` pairs, ascending by score."""
+    size = len(blob)
+    if size >= _HEADER_SIZE:  # mostly one payload: its header says it ends the blob
+        score, length = _HEADER.unpack_from(blob)
+        if length == size - _HEADER_SIZE:
+            return [(blob[_HEADER_SIZE:], score)]
     pairs = []
-    offset, size = 0, len(blob)
+    offset = 0
     while offset < size:
         score, length = _HEADER.unpack_from(blob, offset)
-        offset += _HEADER.size
+        offset += _HEADER_SIZE
         pairs.append((blob[offset : offset + length], score))
         offset += length
     return pairs

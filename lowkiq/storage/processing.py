@@ -318,11 +318,13 @@ class Processing(QueueBase):
             return Popped(acked, [], occupied=status == 0, fenced=status == -1, held=status == -2)
         # A job's id is a string: a list there is the groups of the jobs taken.
         counted = len(reply) > 4 and isinstance(reply[4], list)
+        first = 5 if counted else 4
+        # Workflow members are rare: one search of all the jobs' bytes for their mark.
+        marked = b"".join(reply[first + 3 :: 4]).find(tags.MARK) != -1
+        read = self._popped_job if marked else self._plain_job
         jobs = [
-            self._popped_job(
-                reply[i].decode(), int(reply[i + 1]), float(reply[i + 2]), reply[i + 3]
-            )
-            for i in range(5 if counted else 4, len(reply), 4)
+            read(reply[i].decode(), int(reply[i + 1]), float(reply[i + 2]), reply[i + 3])
+            for i in range(first, len(reply), 4)
         ]
         suspect = status == 2
         groups = _job_groups(jobs, reply[4] if counted else [])
@@ -341,32 +343,48 @@ class Processing(QueueBase):
     def _popped_job(
         self, job_id: str, retry_count: int, perform_in: float, data: bytes
     ) -> PoppedJob:
-        load = self.codec.load_payload
-        pairs = blob.unpack(data)
-        workflows: Sequence[str] = ()
-        stored = None
         if data.find(tags.MARK) != -1:  # (`in` tries the mark as an int first: an error)
-            kept, workflows = tags.untagged(pairs)
-            if len(kept) < len(pairs):
-                stored = tags.origins(pairs)
-            pairs = kept
+            return self._member_job(job_id, retry_count, perform_in, blob.unpack(data))
+        return self._plain_job(job_id, retry_count, perform_in, data)
+
+    def _plain_job(
+        self, job_id: str, retry_count: int, perform_in: float, data: bytes
+    ) -> PoppedJob:
+        """A popped job none of whose payloads is a workflow member."""
+        pairs = blob.unpack(data)
+        load = self.codec.load_payload
         try:
-            payloads = [load(payload) for payload, _ in pairs]
+            return PoppedJob(job_id, retry_count, [load(p) for p, _ in pairs], perform_in)
         except Exception:
-            for n, (payload, _) in enumerate(pairs, 1):
-                try:
-                    load(payload)
-                except Exception as exc:
-                    reason = decode_failure(f"payload {n} of {len(pairs)}", exc)
-                    break
+            reason = self._undecodable(pairs)
+            return PoppedJob(job_id, retry_count, [], perform_in, undecodable=reason)
+
+    def _member_job(
+        self, job_id: str, retry_count: int, perform_in: float, pairs: list[tuple[bytes, float]]
+    ) -> PoppedJob:
+        """A popped job with payloads tagged as workflow members (:mod:`lowkiq.workflows`)."""
+        kept, workflows = tags.untagged(pairs)
+        stored = tags.origins(pairs) if len(kept) < len(pairs) else None
+        load = self.codec.load_payload
+        try:
+            payloads = [load(payload) for payload, _ in kept]
+        except Exception:
+            reason = self._undecodable(kept)
             return PoppedJob(
                 job_id, retry_count, [], perform_in, undecodable=reason, workflows=workflows
             )
-        if workflows:
-            return PoppedJob(
-                job_id, retry_count, payloads, perform_in, workflows=workflows, stored=stored
-            )
-        return PoppedJob(job_id, retry_count, payloads, perform_in)
+        return PoppedJob(
+            job_id, retry_count, payloads, perform_in, workflows=workflows, stored=stored
+        )
+
+    def _undecodable(self, pairs: list[tuple[bytes, float]]) -> str:
+        """Why a payload of ``pairs`` cannot be decoded (the first that cannot)."""
+        for n, (payload, _) in enumerate(pairs, 1):
+            try:
+                self.codec.load_payload(payload)
+            except Exception as exc:
+                return decode_failure(f"payload {n} of {len(pairs)}", exc)
+        return decode_failure(f"{len(pairs)} payloads", ValueError("not decodable"))
 
     def ack(self, shard: int, token: str, batch: int, members: bool = False) -> int:
         """Batch ``batch`` of ``shard`` succeeded: clear its processing area; returns its

@@ -19,7 +19,6 @@ count is lost and the hot path takes no lock.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
@@ -27,7 +26,6 @@ from prometheus_client.core import HistogramMetricFamily
 
 from lowkiq.clients.connection import Client
 from lowkiq.storage.keys import QueueKeys
-from lowkiq.storage.processing import PoppedJob
 from lowkiq.storage.scripts import ScriptCall, Scripts, run_pipelined
 from lowkiq.telemetry.counts import BUCKETS, SLOTS
 
@@ -56,27 +54,26 @@ class GroupWaits:
         self.handed: deque[dict[str, Histogram]] = deque()
         self._asked = False
 
-    def add(self, jobs: Sequence[PoppedJob], started: float) -> None:
-        """Count the waits of a batch started at ``started`` (the processing thread)."""
+    def counts(self) -> dict[str, Histogram]:
+        """The current counts by group, which the processing thread adds a batch's waits
+        to (a group without counts yet: :meth:`histogram`), handed over first when the
+        flush thread asked for them."""
         if self._asked:
             self._asked = False
             self.handed.append(self.current)
             self.current = {}
+        return self.current
+
+    def histogram(self, group: str) -> Histogram:
+        """The current counts of ``group``, made at its first job; past the interval's
+        limit of groups, those of :data:`OTHER`."""
         current = self.current
-        for job in jobs:
-            group = job.group or ""  # None: a shard whose jobs have no group
-            counts = current.get(group)
-            if counts is None:
-                if len(current) >= self.limit:
-                    group = OTHER
-                counts = current.get(group)
-                if counts is None:
-                    counts = current[group] = [0.0] * (SLOTS + 1)
-            wait = started - job.perform_in
-            if wait < 0.0:  # (not max(): a call per job)
-                wait = 0.0
-            counts[bisect_left(BUCKETS, wait)] += 1
-            counts[SLOTS] += wait
+        if len(current) >= self.limit:
+            group = OTHER
+        counts = current.get(group)
+        if counts is None:
+            counts = current[group] = [0.0] * (SLOTS + 1)
+        return counts
 
     def take(self, everything: bool = False) -> list[dict[str, Histogram]]:
         """The counts handed over since the last call (the flush thread), and ask for the

@@ -39,6 +39,7 @@ from lowkiq.telemetry.counts import (
     PAYLOADS,
     PERFORMS,
     SIZE,
+    SLOTS,
     WAIT_BUCKETS,
     WAIT_US,
     YIELDED_JOBS,
@@ -142,14 +143,27 @@ class WorkerTally(BatchRecorder):
         row[PERFORMS] += 1
         row[DURATION_US] += elapsed
         row[DURATION_BUCKETS + bisect_left(BUCKETS, elapsed)] += 1
-        # Jobs are popped when due, before ``started``: waits are >= 0 on one clock.
+        # Jobs are popped when due, before ``started`` (a wait below 0 is another host's
+        # clock: counted as 0).
+        groups = self.groups
+        by_group = groups.counts() if groups is not None else {}
+        waited = 0.0
+        payloads = 0
         for job in jobs:
             wait = started - job.perform_in
-            row[WAIT_US] += wait
-            row[WAIT_BUCKETS + bisect_left(BUCKETS, wait)] += 1
-            row[PAYLOADS] += len(job.payloads)
-        if self.groups is not None:
-            self.groups.add(jobs, started)
+            if wait < 0.0:  # (not max(): a call per job)
+                wait = 0.0
+            slot = WAIT_BUCKETS + bisect_left(BUCKETS, wait)
+            row[slot] += 1
+            waited += wait
+            payloads += len(job.payloads)
+            if groups is not None:  # the same wait in its group's histogram
+                group = job.group or ""  # None: a shard whose jobs have no group
+                counts = by_group.get(group) or groups.histogram(group)
+                counts[slot - WAIT_BUCKETS] += 1
+                counts[SLOTS] += wait
+        row[WAIT_US] += waited
+        row[PAYLOADS] += payloads
         count = len(jobs)
         row[JOBS] += count
         second_row = self._second

@@ -24,7 +24,7 @@ from lowkiq.perform.timeouts import (
     perform_within_limit,
     stuck_threshold,
 )
-from lowkiq.runtime.shard_handler import perform_chain
+from lowkiq.runtime.performing import perform_chain
 
 #: Slack for a shared, noisy machine.
 SLACK = 0.5
@@ -206,7 +206,7 @@ def test_no_watchdog_runs_in_a_process_whose_workers_set_no_perform_timeout() ->
     code = """
 import threading, lowkiq
 from lowkiq.perform import timeouts
-from lowkiq.runtime.shard_handler import perform_chain
+from lowkiq.runtime.performing import perform_chain
 
 class Plain(lowkiq.Worker):
     @classmethod

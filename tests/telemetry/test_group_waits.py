@@ -11,7 +11,7 @@ from lowkiq.telemetry import group_waits
 from lowkiq.telemetry.counts import SLOTS, bucket
 from lowkiq.telemetry.group_waits import OTHER, GroupWaits
 from lowkiq.telemetry.prometheus import render
-from lowkiq.telemetry.recorder import Recorder
+from lowkiq.telemetry.recorder import Recorder, WorkerTally
 from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client)
 from tests.leasing import pop
 
@@ -26,9 +26,16 @@ def counted(waits: GroupWaits, everything: bool = True) -> dict[str, list[float]
     return group_waits.merge(waits.take(everything))
 
 
+def tally(limit: int) -> tuple[WorkerTally, GroupWaits]:
+    """A processing thread's tally of one worker, and its waits by group."""
+    made = WorkerTally(clock=lambda: T0 + 1.0, top_groups=limit)
+    assert made.groups is not None
+    return made, made.groups
+
+
 def test_a_tally_counts_waits_by_group_and_jobs_without_one_as_the_empty_group() -> None:
-    waits = GroupWaits(limit=2)
-    waits.add([job("A", 0.002), job("A", 3.0, 1), job(None, 0.5)], started=T0)
+    batches, waits = tally(limit=2)
+    batches.performed([job("A", 0.002), job("A", 3.0, 1), job(None, 0.5)], started=T0)
     found = counted(waits)
     assert sorted(found) == ["", "A"]
     assert found["A"][bucket(0.002)] == 1 and found["A"][bucket(3.0)] == 1
@@ -37,17 +44,17 @@ def test_a_tally_counts_waits_by_group_and_jobs_without_one_as_the_empty_group()
 
 
 def test_a_tally_keeps_a_bounded_number_of_groups_apart() -> None:
-    waits = GroupWaits(limit=1)  # 4 groups apart in an interval
-    waits.add([job(f"g{n}", 1.0) for n in range(10)], started=T0)
+    batches, waits = tally(limit=1)  # 4 groups apart in an interval
+    batches.performed([job(f"g{n}", 1.0) for n in range(10)], started=T0)
     found = counted(waits)
     assert len(found) == 5 and found[OTHER][bucket(1.0)] == 6
 
 
 def test_the_flush_thread_takes_the_counts_at_the_threads_next_batch() -> None:
-    waits = GroupWaits(limit=5)
-    waits.add([job("A", 1.0)], started=T0)
+    batches, waits = tally(limit=5)
+    batches.performed([job("A", 1.0)], started=T0)
     assert waits.take() == []  # asked for: handed over at the next batch
-    waits.add([job("B", 1.0)], started=T0)
+    batches.performed([job("B", 1.0)], started=T0)
     assert list(group_waits.merge(waits.take())) == ["A"]
     assert list(counted(waits)) == ["B"]
 
