@@ -147,8 +147,9 @@ class WorkerTally(BatchRecorder):
         # clock: counted as 0).
         groups = self.groups
         by_group = groups.counts() if groups is not None else {}
-        waited = 0.0
+        waited = plain_waited = 0.0
         payloads = 0
+        plain: list[float] | None = None  # the group "" histogram, once a job is of it
         for job in jobs:
             wait = started - job.perform_in
             if wait < 0.0:  # (not max(): a call per job)
@@ -158,12 +159,20 @@ class WorkerTally(BatchRecorder):
             waited += wait
             payloads += len(job.payloads)
             if groups is not None:  # the same wait in its group's histogram
-                group = job.group or ""  # None: a shard whose jobs have no group
-                counts = by_group.get(group) or groups.histogram(group)
+                group = job.group
+                if group is not None:
+                    counts = by_group.get(group) or groups.histogram(group)
+                    counts[SLOTS] += wait
+                else:  # a shard whose jobs have no group: the group ""
+                    if plain is None:
+                        plain = by_group.get("") or groups.histogram("")
+                    counts = plain
+                    plain_waited += wait
                 counts[slot - WAIT_BUCKETS] += 1
-                counts[SLOTS] += wait
         row[WAIT_US] += waited
         row[PAYLOADS] += payloads
+        if plain is not None:
+            plain[SLOTS] += plain_waited
         count = len(jobs)
         row[JOBS] += count
         second_row = self._second
