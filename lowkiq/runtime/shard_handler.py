@@ -1,4 +1,4 @@
-"""One shard's batches: pop, perform inside the middlewares, ack or fail (SPEC §4).
+"""One shard's batches: pop, then ack or fail what was performed (SPEC §4).
 
 Every pop, ack, fail and restore carries the shard's lease token and names its batch;
 when Redis refuses the token the handler is LOST (``on_lost``: the process stops
@@ -84,7 +84,8 @@ class Taken:
 
 
 class ShardHandler:
-    """Pops, performs and settles the batches of one shard of one worker."""
+    """Pops and settles the batches of one shard of one worker (its executor thread performs
+    them: :mod:`lowkiq.runtime.performing`)."""
 
     def __init__(
         self,
