@@ -23,7 +23,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any
 
 import redis
@@ -66,7 +65,6 @@ HELD_RETRY = 0.5
 #: serves them, and a crash performs that much again.
 POP_SECONDS = 0.05
 MAX_BATCHES = 64
-_WORKFLOWS = attrgetter("workflows")  # (a job's workflows, read without a frame)
 
 
 @dataclass(slots=True)
@@ -273,7 +271,7 @@ class ShardHandler:
             self.members = False
         else:
             self.batch = popped.batch
-            self.members = any(map(_WORKFLOWS, popped.jobs))
+            self.members = popped.members
         if popped.fenced:
             self.lease_lost("nothing popped")
             return Taken()

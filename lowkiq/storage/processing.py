@@ -142,6 +142,7 @@ class Popped:
     ``groups``: with ``capped`` groups given, the jobs taken of each group (the default
     one ``""``), whose places and tokens the batch claims
     (:mod:`lowkiq.storage.group_claims`).
+    ``members``: some job popped holds workflow members (:mod:`lowkiq.workflows`).
     """
 
     acked: int
@@ -155,6 +156,7 @@ class Popped:
     needs_tokens: bool = False
     suspect: bool = False
     groups: Mapping[str, int] = field(default_factory=dict)
+    members: bool = False
 
 
 def _tail_args(
@@ -327,6 +329,7 @@ class Processing(QueueBase):
             for i in range(first, len(reply), 4)
         ]
         suspect = status == 2
+        members = marked and any(job.workflows for job in jobs)
         groups = _job_groups(jobs, reply[4] if counted else [])
         if wait:
             return Popped(
@@ -337,8 +340,9 @@ class Processing(QueueBase):
                 needs_tokens=wait < 0,
                 suspect=suspect,
                 groups=groups,
+                members=members,
             )
-        return Popped(acked, jobs, batch, suspect=suspect, groups=groups)
+        return Popped(acked, jobs, batch, suspect=suspect, groups=groups, members=members)
 
     def _popped_job(
         self, job_id: str, retry_count: int, perform_in: float, data: bytes

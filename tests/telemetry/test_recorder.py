@@ -58,6 +58,21 @@ def test_a_tally_counts_batches_jobs_payloads_time_and_wait_by_minute():
     assert len(tally.minutes) == 0
 
 
+def test_a_job_due_after_its_start_by_this_hosts_clock_waited_zero_seconds():
+    # Due times are Redis's clock, the start this host's: a host behind Redis sees a job
+    # start before it was due.  Its wait counts as 0, in the queue's and its group's.
+    clock = Clock(T0 + 10.2)
+    tally = WorkerTally(clock, top_groups=5)
+    tally.performed([job("early", 1, T0 + 12), job("late", 1, T0 + 7)], started=T0 + 10)
+    counts = lowkiq.Counts(tuple(tally.minutes.unwritten()[MINUTE]))
+    assert counts.wait_seconds == pytest.approx(3.0)
+    assert counts.wait_buckets[0] == 1 and counts.wait_buckets[bucket(3.0)] == 1
+    assert tally.groups is not None
+    (by_group,) = tally.groups.take(everything=True)
+    assert by_group[""][0] == 1 and by_group[""][bucket(3.0)] == 1
+    assert by_group[""][-1] == pytest.approx(3.0)
+
+
 def test_a_flush_adds_every_worker_and_minute_to_redis(redis_client: redis.Redis):
     clock = Clock(T0 + 1)
     recorder = Recorder(redis_client, ["Orders", "Mail"], clock=clock)
