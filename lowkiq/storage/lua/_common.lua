@@ -907,6 +907,68 @@ local function delete_dead(id)
   return blob ~= nil
 end
 
+-- Pop (pop.lua).  The first two entries of a shard's turns and the first of its waits,
+-- once pop_extra read them (a shard with groups): the choice of its jobs starts from them.
+local pop_first_turn = nil
+local pop_first_wait = nil
+
+-- How many of the keys `a`, `b`, `c` and `d` (optional) of the shard exist, less its
+-- group keys, asked in one EXISTS with them: K.group_turns_zset once and
+-- K.group_waits_zset 5 times (EXISTS counts a key each time it is named), so that once
+-- the turns are read the count says whether the waits exist too, besides how many of
+-- the (at most 4) other keys do; and K.group_base, read when the count is not 0.  A
+-- shard whose count is 0 asks no more.  Otherwise the first two entries of the turns
+-- are read, and the first of the waits when they exist (pop_first_turn, pop_first_wait).
+local function pop_extra(a, b, c, d)
+  local turns, waits = K.group_turns_zset, K.group_waits_zset
+  local count
+  if d then
+    count = redis.call('exists', a, b, c, d, turns, waits, waits, waits, waits, waits, K.group_base)
+  else
+    count = redis.call('exists', a, b, c, turns, waits, waits, waits, waits, waits, K.group_base)
+  end
+  base_known = count > 0 and redis.call('get', K.group_base) or ''
+  if base_known ~= '' then count = count - 1 end
+  if count == 0 then
+    grouped_known = false
+    return 0
+  end
+  pop_first_turn = redis.call('zrange', turns, 0, 1, 'withscores')
+  if pop_first_turn[1] then count = count - 1 end
+  local has_waits = count >= 5
+  if has_waits then count = count - 5 end
+  pop_first_wait = has_waits and redis.call('zrange', waits, 0, 0, 'withscores') or {}
+  grouped_known = pop_first_turn[1] ~= nil or has_waits
+  return count
+end
+
+-- A hot id of the batch being acked (in the shard's processing area `processing`) that
+-- yielded (see pop.lua) queues again behind the ids due `at`, so those enqueued while
+-- its batch ran come first too.
+local function requeue_yielded(processing, at)
+  local ids = redis.call('hkeys', processing)
+  if #ids == 0 then return end
+  local since = redis.call('zmscore', K.due_since_zset, unpack(ids))
+  local behind = {'XX', 'GT'}
+  for n, id in ipairs(ids) do
+    if since[n] then
+      behind[#behind + 1] = at
+      behind[#behind + 1] = id
+    end
+  end
+  if #behind == 2 then return end
+  redis.call('zadd', K.perform_in_zset, unpack(behind))
+  if grouped() then
+    pop_first_turn, pop_first_wait = nil, nil  -- read again by the pop
+    local G = groups()
+    for i = 4, #behind, 2 do
+      local g = G.group_of(behind[i])
+      redis.call('zadd', K.group_ids_zset(g), 'XX', 'GT', at, behind[i])
+      G.place(g, at, at)
+    end
+  end
+end
+
 -- A job in a processing area: struct('>di4i4') perform_in, retry_count,
 -- error length (-1: none), then the error, then the blob.  A job of a group
 -- other than the default one is prefixed with byte 255 (never the first byte of

@@ -71,59 +71,6 @@ local processing = K.processing_hash
 -- itself, which then skips its own EXISTS; the ack may only delete the restores, so
 -- a count taken before it can only make the pop look for restores that are gone.
 local extra = nil
--- The first entries of the turns and the waits of a shard with groups, once read.
-local first_turn, first_wait = nil, nil
--- A hot id of the batch being acked that yielded (see below) queues again behind the
--- ids due now, so those enqueued while its batch ran come first too.
-local function requeue_yielded(at)
-  local ids = redis.call('hkeys', processing)
-  if #ids == 0 then return end
-  local since = redis.call('zmscore', K.due_since_zset, unpack(ids))
-  local behind = {'XX', 'GT'}
-  for n, id in ipairs(ids) do
-    if since[n] then
-      behind[#behind + 1] = at
-      behind[#behind + 1] = id
-    end
-  end
-  if #behind == 2 then return end
-  redis.call('zadd', K.perform_in_zset, unpack(behind))
-  if grouped() then
-    first_turn, first_wait = nil, nil  -- read again below
-    local G = groups()
-    for i = 4, #behind, 2 do
-      local g = G.group_of(behind[i])
-      redis.call('zadd', K.group_ids_zset(g), 'XX', 'GT', at, behind[i])
-      G.place(g, at, at)
-    end
-  end
-end
--- The group keys, for the EXISTS below: K.group_turns_zset once and K.group_waits_zset
--- 5 times (EXISTS counts a key each time it is named), so that once the turns are read
--- the count says whether the waits exist too, besides how many of the (at most 4) other
--- keys do; and K.group_base, read when the count is not 0.
-local waits_key = K.group_waits_zset
-local GROUP_KEYS = {K.group_turns_zset, waits_key, waits_key, waits_key, waits_key, waits_key,
-  K.group_base}
--- How many of the keys an EXISTS of some keys and GROUP_KEYS counted were not the
--- group keys: a shard whose count is 0 asks no more.  Otherwise the first two entries
--- of the turns are read, and the first of the waits when they exist: the choice of the
--- shard's jobs below starts from them.
-local function without_groups(count)
-  base_known = count > 0 and redis.call('get', K.group_base) or ''
-  if base_known ~= '' then count = count - 1 end
-  if count == 0 then
-    grouped_known = false
-    return 0
-  end
-  first_turn = redis.call('zrange', K.group_turns_zset, 0, 1, 'withscores')
-  if first_turn[1] then count = count - 1 end
-  local waits = count >= 5
-  if waits then count = count - 5 end
-  first_wait = waits and redis.call('zrange', K.group_waits_zset, 0, 0, 'withscores') or {}
-  grouped_known = first_turn[1] ~= nil or waits
-  return count
-end
 -- With Worker.track, the ids of the shard's own batch acked above, whose `done` event
 -- is recorded by track_done(popped) in one entry with the ids the pop takes, if any.
 local done_ids, track_done = nil, nil
@@ -151,11 +98,10 @@ if ack_prefix then
   elseif ack_held then
     local restores = nil
     if same then
-      extra = without_groups(redis.call('exists', K.hold, K.errors_hash, K.restores_hash,
-        K.due_since_zset, unpack(GROUP_KEYS)))
+      extra = pop_extra(K.hold, K.errors_hash, K.restores_hash, K.due_since_zset)
       if extra > 0 and redis.call('exists', K.due_since_zset) == 1 then
         extra = extra - 1
-        requeue_yielded(now)
+        requeue_yielded(processing, now)
       end
       if extra == 0 then restores = false end
     end
@@ -172,11 +118,9 @@ if ack_prefix then
 end
 if not held and not lease_held(K, token) then return {acked, -1, 0, 0} end
 if not same then
-  extra = without_groups(redis.call('exists', K.hold, K.errors_hash, K.restores_hash, processing,
-    unpack(GROUP_KEYS)))
+  extra = pop_extra(K.hold, K.errors_hash, K.restores_hash, processing)
 elseif extra == nil then
-  extra = without_groups(redis.call('exists', K.hold, K.errors_hash, K.restores_hash,
-    unpack(GROUP_KEYS)))
+  extra = pop_extra(K.hold, K.errors_hash, K.restores_hash)
 end
 if extra > 0 then
   if redis.call('exists', K.hold) == 1 then
@@ -196,7 +140,7 @@ local base = false
 if grouped_known then
   local weights = {}
   for i = capping and 13 or 12, #ARGV, 2 do weights[ARGV[i]] = tonumber(ARGV[i + 1]) end
-  picker, unpick, finish, any_grouped_due = group_picker(now, limit, weights, first_turn, first_wait)
+  picker, unpick, finish, any_grouped_due = group_picker(now, limit, weights, pop_first_turn, pop_first_wait)
 else
   -- A shard of one group gives nothing while that group is at its cap or out of tokens.
   base = base_group()
@@ -209,17 +153,22 @@ else
   due = base_out and {} or redis.call('zrangebyscore', K.perform_in_zset, '-inf', now,
     'withscores', 'limit', '0', limit_arg)
 end
-local function any_due()
-  if due then return #due > 0 end
-  return any_grouped_due()
-end
 -- Rate limit: pop at most the tokens of the shard's budget (none are reserved for
 -- a shard with nothing due).
 local rate = tonumber(ARGV[6] or '')
+-- Whether a job is due, asked by a pop with a rate limit or errors or restores (else nil).
+local some_due = nil
+if rate or extra > 0 then some_due = (due and #due > 0) or (not due and any_grouped_due()) end
+-- Nothing due in a shard without groups: most idle pops end here.
+if due and #due == 0 and not rate then
+  if done_ids then track_done() end
+  if capping or base ~= '' then return {acked, 1, 0, 0, {}} end
+  return {acked, 1, 0, 0}
+end
 local R = rate and rate_limits()
 local rate_args, tokens, from, now_ms
 local allowance = limit
-if rate and not any_due() then
+if rate and not some_due then
   R.budget_idle(KEYS[3], tonumber(ARGV[7]), tonumber(ARGV[9]))
 elseif rate then
   local pace = tonumber(ARGV[10] or '') or 0
@@ -249,7 +198,7 @@ local budget = BATCH_PAYLOADS
 -- Most pops find no error and no restored job (`extra` counts the errors and
 -- restores hashes that exist): then no job's error or restores is read or deleted.
 local any_error, any_restored = false, false
-if extra > 0 and any_due() then
+if extra > 0 and some_due then
   any_error = redis.call('exists', K.errors_hash) == 1
   any_restored = not any_error or extra == 2
 end
