@@ -40,9 +40,17 @@ def processing_group(value: bytes) -> tuple[str | None, int]:
 
 def processing_blob(value: bytes) -> bytes:
     """The blob (payloads) of a processing-area value."""
-    _, offset = processing_group(value)
-    _, _, error_length = PROCESSING_HEADER.unpack_from(value, offset)
-    return value[offset + PROCESSING_HEADER.size + max(error_length, 0) :]
+    return popped_fields(value)[2]
+
+
+def popped_fields(value: bytes) -> tuple[int, float, bytes]:
+    """The retry_count, perform_in and blob of a processing-area value (as a pop returns
+    each job it takes)."""
+    offset = 0
+    if value[0] == GROUP_MARK:
+        offset = 5 + int.from_bytes(value[1:5], "big")
+    perform_in, retry_count, error_length = PROCESSING_HEADER.unpack_from(value, offset)
+    return retry_count, perform_in, value[offset + PROCESSING_HEADER.size + max(error_length, 0) :]
 
 
 def _job_groups(jobs: list[PoppedJob], told: list[Any]) -> dict[str, int]:
@@ -322,11 +330,11 @@ class Processing(QueueBase):
         counted = len(reply) > 4 and isinstance(reply[4], list)
         first = 5 if counted else 4
         # Workflow members are rare: one search of all the jobs' bytes for their mark.
-        marked = b"".join(reply[first + 3 :: 4]).find(tags.MARK) != -1
+        marked = b"".join(reply[first + 1 :: 2]).find(tags.MARK) != -1
         read = self._popped_job if marked else self._plain_job
         jobs = [
-            read(reply[i].decode(), int(reply[i + 1]), float(reply[i + 2]), reply[i + 3])
-            for i in range(first, len(reply), 4)
+            read(reply[i].decode(), *popped_fields(reply[i + 1]))
+            for i in range(first, len(reply), 2)
         ]
         suspect = status == 2
         members = marked and any(job.workflows for job in jobs)

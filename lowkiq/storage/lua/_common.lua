@@ -1311,3 +1311,92 @@ local function nudge_process(M, id)
     redis.call('pexpire', nudge, NUDGE_TTL)
   end
 end
+
+-- Push (push.lua).  At most so many ids a ZMSCORE (unpack puts each on Lua's stack).
+local PUSH_CHUNK = 1000
+-- What a push knows of the ids of a chunk when the shard holds none queued: none is.
+local NONE_KNOWN = {}
+
+-- The next double after the score `x` (> 0): one unit in its last place, a fraction
+-- of a microsecond for a unix time (2^-22 s until 2038).
+local function next_score(x)
+  local _, exponent = math.frexp(x)
+  return x + math.ldexp(1, exponent - 53)
+end
+
+-- A member with every SCORE_NOW of its blob (lowkiq.storage.blob: the NaN whose
+-- bytes begin 0x7f 0xf8, never a score of its own, first in the blob, in the order
+-- given) replaced by now (`now_bytes` packed, `now_score` its number), the next ones
+-- by the next doubles after now: payloads given without a score keep their order, and
+-- come before those of a later call (whose now is a microsecond later at least, and
+-- its script started after this one ran).  Equal payloads then keep the smaller
+-- score.  Members without one come back as they are.
+local function stamped(member, id, now_bytes, now_score)
+  local at = #id + 2
+  local b1, b2 = string.byte(member, at, at + 1)
+  if b1 ~= 127 or b2 ~= 248 then return member end
+  if at + HEADER_SIZE - 1 + struct.unpack('>I4', member, at + 8) == #member then
+    return id .. '\0' .. now_bytes .. string.sub(member, at + 8)  -- one payload
+  end
+  local pairs_ = blob_pairs(string.sub(member, at))
+  local score = now_score
+  for _, pair in ipairs(pairs_) do
+    if pair[1] ~= pair[1] then
+      pair[1] = score
+      score = next_score(score)
+    end
+  end
+  return id .. '\0' .. blob_merge(blob_pack(pairs_), '')
+end
+
+-- A queued job's perform_in moved to `perform_in` (a string; `at` its number) by an
+-- enqueue that does not keep the queued one's: `queued` is its perform_in now; `max`:
+-- only a later one moves it.
+local function push_reschedule(id, perform_in, at, queued, max, now)
+  if at == queued or (max and at < queued) then return end
+  wake_if_sooner(perform_in, now)
+  reschedule_queued(id, perform_in, now)
+  -- A hot id that yielded to the due ids (pop.lua) now counts from its new perform_in.
+  redis.call('zrem', K.due_since_zset, id)
+end
+
+-- The perform_in of each of the ids args[first..last] that is queued (false when not).
+local function queued_at(args, first, last)
+  return redis.call('zmscore', K.perform_in_zset, unpack(args, first, last))
+end
+
+-- An id may not change its group while queued: a job naming a group other than its
+-- queued id's refuses the whole push (`args`: push.lua's ARGV), before anything is
+-- written.  Returns the error reply (nil: none), and queued_at of each chunk (by its
+-- first argument) read (nil: none), which the push reuses (ids are unique within a call,
+-- so writing one chunk changes nothing another read).
+local function push_check_groups(args)
+  local known_of_chunk = nil
+  local i = 3
+  while i <= #args do
+    local group, count = args[i + 1], tonumber(args[i + 3])
+    local last = i + 3 + count
+    if group ~= '' then
+      -- Many ids (worth a call): nothing queued, nothing to check.
+      if count >= BULK_PAIRS and redis.call('zcard', K.perform_in_zset) == 0 then
+        return nil, known_of_chunk
+      end
+      for first = i + 4, last, PUSH_CHUNK do
+        local known = queued_at(args, first, math.min(first + PUSH_CHUNK - 1, last))
+        known_of_chunk = known_of_chunk or {}
+        known_of_chunk[first] = known
+        for n, at in ipairs(known) do
+          if at then
+            local id = args[first + n - 1]
+            local queued = groups().group_of(id)
+            if queued ~= group then
+              return redis.error_reply('GROUP ' .. #id .. ' ' .. id .. queued), nil
+            end
+          end
+        end
+      end
+    end
+    i = last + count + 1
+  end
+  return nil, known_of_chunk
+end

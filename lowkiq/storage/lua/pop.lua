@@ -39,10 +39,9 @@
 --   first), the number of the batch popped (0: none), then (after a NUL of ARGV[12],
 --   or from a shard holding jobs of a group) a list: empty when no job was taken, else
 --   the group of each job taken (the default group ''), in pop order, joined by NULs,
---   or the shard's base group alone when every job is of it; then id, retry_count,
---   perform_in, blob of each popped job,
---   earliest
---   perform_in first; in a shard holding jobs of groups, due jobs are taken in turn
+--   or the shard's base group alone when every job is of it; then the id and the
+--   processing-area value (see processing_pack: perform_in, retry_count, error, blob)
+--   of each popped job, earliest perform_in first; in a shard holding jobs of groups, due jobs are taken in turn
 --   across groups (see _common.lua), earliest perform_in first inside a group.
 --   Hot ids give at most BATCH_PAYLOADS payloads to a batch, smallest scores
 --   first; the rest stay queued and due, behind the ids already due: the id's
@@ -279,14 +278,13 @@ while not alone and taken < allowance do
         fresh_gone[#fresh_gone + 1] = member
       end
     end
+    local value = processing_pack(perform_in, retry_count, error, blob, group)
     entries[#entries + 1] = id
-    entries[#entries + 1] = processing_pack(perform_in, retry_count, error, blob, group)
+    entries[#entries + 1] = value
     if TRACK then popped_ids[#popped_ids + 1] = id end
     if job_groups then job_groups[taken] = group end
     out[#out + 1] = id
-    out[#out + 1] = retry_count
-    out[#out + 1] = perform_in
-    out[#out + 1] = blob
+    out[#out + 1] = value
   else
     unscheduled[#unscheduled + 1] = id
     if group ~= base then

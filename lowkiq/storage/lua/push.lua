@@ -27,7 +27,13 @@
 --   an error `GROUP <length of the id> <id><its queued group>` (and nothing written)
 --   when a job names a group other than the one of its queued id (a job naming none
 --   joins the queued id's group)
-if retired() then return -1 end
+-- Most shards are neither held by a reshard nor hold groups: one EXISTS says so (an
+-- error, under ASKING on a slot being imported, asks again key by key).
+if redis.pcall('exists', K.hold, K.group_turns_zset, K.group_waits_zset, K.group_base) == 0 then
+  grouped_known, base_known = false, ''
+elseif retired() then
+  return -1
+end
 local now = clock(ARGV[1])
 local now_score = tonumber(now)
 local now_bytes = struct.pack('>d', now_score)
@@ -44,97 +50,13 @@ if #merge > 6 then
   merge = string.sub(merge, 1, ttl_at - 1)
 end
 
--- The next double after the score `x` (> 0): one unit in its last place, a fraction
--- of a microsecond for a unix time (2^-22 s until 2038).
-local function next_score(x)
-  local _, exponent = math.frexp(x)
-  return x + math.ldexp(1, exponent - 53)
-end
-
--- A member with every SCORE_NOW of its blob (lowkiq.storage.blob: the NaN whose
--- bytes begin 0x7f 0xf8, never a score of its own, first in the blob, in the order
--- given) replaced by now, the next ones by the next doubles after now: payloads
--- given without a score keep their order, and come before those of a later call
--- (whose now is a microsecond later at least, and its script started after this
--- one ran).  Equal payloads then keep the smaller score.  Members without one come
--- back as they are.
-local function stamped(member, id)
-  local at = #id + 2
-  local b1, b2 = string.byte(member, at, at + 1)
-  if b1 ~= 127 or b2 ~= 248 then return member end
-  if at + HEADER_SIZE - 1 + struct.unpack('>I4', member, at + 8) == #member then
-    return id .. '\0' .. now_bytes .. string.sub(member, at + 8)  -- one payload
-  end
-  local pairs_ = blob_pairs(string.sub(member, at))
-  local score = now_score
-  for _, pair in ipairs(pairs_) do
-    if pair[1] ~= pair[1] then
-      pair[1] = score
-      score = next_score(score)
-    end
-  end
-  return id .. '\0' .. blob_merge(blob_pack(pairs_), '')
-end
-
--- A queued job's perform_in moved to `perform_in` (a string; `at` its number) by an
--- enqueue, as ARGV[2] says (not 'keep'): `queued` is its perform_in now.
-local function reschedule(id, perform_in, at, queued)
-  if at == queued or (merge == 'max' and at < queued) then return end
-  wake_if_sooner(perform_in, now)
-  reschedule_queued(id, perform_in, now)
-  -- A hot id that yielded to the due ids (pop.lua) now counts from its new perform_in.
-  redis.call('zrem', K.due_since_zset, id)
-end
-
--- The ids and bodies of the sections, read straight from the arguments.
-local argv = ARGV
 -- Between the id and the body of a job of form 'n': its member's NUL, then now.
 local unscored_infix = '\0' .. now_bytes
-
--- At most so many ids a ZMSCORE (unpack puts each on Lua's stack).
-local CHUNK = 1000
-
--- The perform_in of each of the ids argv[first..last] that is queued (false when not).
-local function queued_at(first, last)
-  return redis.call('zmscore', K.perform_in_zset, unpack(argv, first, last))
-end
-
--- queued_at of each chunk (by its first argument) that check_groups read: the push
--- reuses them (ids are unique within a call, so writing one chunk changes nothing
--- another read).
-local known_of_chunk = {}
-
--- An id may not change its group while queued: a job naming a group other than its
--- queued id's refuses the whole push, before anything is written.
-local function check_groups()
-  local i = 3
-  while i <= #argv do
-    local group, count = argv[i + 1], tonumber(argv[i + 3])
-    local last = i + 3 + count
-    if group ~= '' then
-      -- Many ids (worth a call): nothing queued, nothing to check.
-      if count >= BULK_PAIRS and redis.call('zcard', K.perform_in_zset) == 0 then return end
-      for first = i + 4, last, CHUNK do
-        local known = queued_at(first, math.min(first + CHUNK - 1, last))
-        known_of_chunk[first] = known
-        for n, at in ipairs(known) do
-          if at then
-            local id = argv[first + n - 1]
-            local queued = groups().group_of(id)
-            if queued ~= group then
-              return redis.error_reply('GROUP ' .. #id .. ' ' .. id .. queued)
-            end
-          end
-        end
-      end
-    end
-    i = last + count + 1
-  end
-end
-
-local refused = check_groups()
+-- queued_at of each chunk the group check read (by its first argument), or nil.
+local refused, known_of_chunk = push_check_groups(ARGV)
 if refused then return refused end
 
+local argv = ARGV
 local total = 0
 local i = 3
 while i <= #argv do
@@ -154,23 +76,25 @@ while i <= #argv do
   -- none, no id of the section is queued (no ZMSCORE); at least as many as the fresh
   -- lex zset holds (add_many asks no ZCARD).  nil: not asked.
   local queued_count = count >= BULK_PAIRS and redis.call('zcard', K.perform_in_zset) or nil
-  for first = i + 4, last, CHUNK do
-    local chunk_last = math.min(first + CHUNK - 1, last)
-    local known = known_of_chunk[first]
-      or queued_count ~= 0 and queued_at(first, chunk_last) or {}
-    local merged = {}
+  for first = i + 4, last, PUSH_CHUNK do
+    local chunk_last = math.min(first + PUSH_CHUNK - 1, last)
+    local known = known_of_chunk and known_of_chunk[first]
+      or queued_count ~= 0 and queued_at(argv, first, chunk_last) or NONE_KNOWN
+    local merged = TRACK and {}
     for j = first, chunk_last do
       local id, body = argv[j], argv[j + count]
       local member = body
       if unscored then
         member = id .. unscored_infix .. body
       elseif to_stamp then
-        member = stamped(body, id)
+        member = stamped(body, id, now_bytes, now_score)
       end
       local at = known[j - first + 1]
       if at then
         queue_merge(id, blob_of(member, id), perform_in, -1, nil, true, now)
-        if rescheduled_at then reschedule(id, perform_in, rescheduled_at, tonumber(at)) end
+        if rescheduled_at then
+          push_reschedule(id, perform_in, rescheduled_at, tonumber(at), merge == 'max', now)
+        end
         if TRACK then merged[#merged + 1] = id end
       else
         new = new + 2
