@@ -24,6 +24,9 @@ from lowkiq.storage.rate_bucket import Throttle
 
 # A processing-area value: perform_in, retry_count, error length (-1: none).
 PROCESSING_HEADER = struct.Struct(">dii")
+#: A processing-area value of one payload and no error (the header, then the blob's):
+#: perform_in, retry_count, -1, the payload's score and length.
+_PLAIN_ONE = struct.Struct(">diidI")
 #: The byte a processing-area value of a job of a group (not the default one) starts
 #: with, then ``>I`` the group's length and the group, then the value as above.
 GROUP_MARK = 0xFF
@@ -331,11 +334,13 @@ class Processing(QueueBase):
         first = 5 if counted else 4
         # Workflow members are rare: one search of all the jobs' bytes for their mark.
         marked = b"".join(reply[first + 1 :: 2]).find(tags.MARK) != -1
-        read = self._popped_job if marked else self._plain_job
-        jobs = [
-            read(reply[i].decode(), *popped_fields(reply[i + 1]))
-            for i in range(first, len(reply), 2)
-        ]
+        if marked:
+            jobs = [
+                self._popped_job(reply[i].decode(), *popped_fields(reply[i + 1]))
+                for i in range(first, len(reply), 2)
+            ]
+        else:
+            jobs = self._plain_jobs(reply, first)
         suspect = status == 2
         members = marked and any(job.workflows for job in jobs)
         groups = _job_groups(jobs, reply[4] if counted else [])
@@ -358,6 +363,28 @@ class Processing(QueueBase):
         if data.find(tags.MARK) != -1:  # (`in` tries the mark as an int first: an error)
             return self._member_job(job_id, retry_count, perform_in, blob.unpack(data))
         return self._plain_job(job_id, retry_count, perform_in, data)
+
+    def _plain_jobs(self, reply: list[Any], first: int) -> list[PoppedJob]:
+        """The jobs of a pop's reply (from ``reply[first]``: id, processing-area value of
+        each) none of whose payloads is a workflow member.  Most are one payload of the
+        default group, with no error: read with one unpack."""
+        load = self.codec.load_payload
+        unpack = _PLAIN_ONE.unpack_from
+        size = _PLAIN_ONE.size
+        jobs = []
+        for i in range(first, len(reply), 2):
+            job_id, value = reply[i].decode(), reply[i + 1]
+            if value[0] != GROUP_MARK:
+                perform_in, retry_count, error_length, _, length = unpack(value)
+                if error_length < 0 and length == len(value) - size:
+                    try:
+                        payloads = [load(value[size:])]
+                        jobs.append(PoppedJob(job_id, retry_count, payloads, perform_in))
+                        continue
+                    except Exception:  # noqa: S112 - read again below, as undecodable
+                        pass
+            jobs.append(self._plain_job(job_id, *popped_fields(value)))
+        return jobs
 
     def _plain_job(
         self, job_id: str, retry_count: int, perform_in: float, data: bytes
