@@ -58,6 +58,7 @@ Usage: python bench/vs_sidekiq.py [--jobs 20000] [--rounds 3] [--threads 5]
        python bench/vs_sidekiq.py --rounds 0            # latency only
        python bench/vs_sidekiq.py --latency-samples 0   # drains only
        python bench/vs_sidekiq.py --callgrind [--jobs 3000] [--threads 5] [--idle-seconds 10]
+              [--redis-server PATH]
 """
 
 from __future__ import annotations
@@ -444,6 +445,10 @@ def main() -> None:
         "--callgrind", action="store_true", help="count Redis instructions (valgrind) instead"
     )
     parser.add_argument(
+        "--redis-server",
+        help="--callgrind: the redis-server binary (default: the embedded one, Redis 6.2)",
+    )
+    parser.add_argument(
         "--idle-seconds", type=float, default=10.0, help="--callgrind: idle window, seconds"
     )
     args = parser.parse_args()
@@ -454,7 +459,7 @@ def main() -> None:
     if args.callgrind:
         from vs_sidekiq_callgrind import run_callgrind
 
-        run_callgrind(args.jobs, args.threads, args.idle_seconds)
+        run_callgrind(args.jobs, args.threads, args.idle_seconds, args.redis_server)
         return
     directory = Path(tempfile.mkdtemp(prefix="lowkiq-vs-sidekiq-"))
     port = free_port()

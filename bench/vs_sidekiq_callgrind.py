@@ -1,8 +1,9 @@
 """Redis instructions per job, lowkiq against Sidekiq, counted by valgrind (callgrind).
 
 Run as ``python bench/vs_sidekiq.py --callgrind [--jobs 3000] [--threads 5]
-[--idle-seconds 10]``. One private Redis (lowkiq's embedded binary,
-``redis_server_binary()``) runs under ``valgrind --tool=callgrind`` on 127.0.0.1;
+[--idle-seconds 10] [--redis-server PATH]``. One private Redis (lowkiq's embedded binary,
+``redis_server_binary()``, or the one ``--redis-server`` names: Debian's Redis 7 runs
+lowkiq's scripts as Redis Functions) runs under ``valgrind --tool=callgrind`` on 127.0.0.1;
 ``callgrind_control`` zeroes its counts before each phase and dumps them after (as
 bench/redis_instructions.py does, and at ``hz 1`` as there, so that the server's timer
 adds little), so a figure counts only what Redis ran in that phase's window, whatever
@@ -131,8 +132,8 @@ end
 class CountedServer(CountedRedis):
     """Redis under callgrind on a TCP port of 127.0.0.1, for worker processes to reach."""
 
-    def __init__(self, directory: Path, port: int) -> None:
-        super().__init__(directory, port=port)
+    def __init__(self, directory: Path, port: int, binary: str | None = None) -> None:
+        super().__init__(directory, binary, port=port)
         self.port = port
 
     @property
@@ -333,14 +334,15 @@ def report(counted: list[Counted], sidekiq: Counted | None, job_alone: int, jobs
         )
 
 
-def run_callgrind(jobs: int, threads: int, idle_seconds: float) -> None:
-    """Count every system's phases and print the report."""
+def run_callgrind(jobs: int, threads: int, idle_seconds: float, binary: str | None = None) -> None:
+    """Count every system's phases and print the report (on the ``redis-server`` at
+    ``binary``; default: ``redis_server_binary()``)."""
     missing = [tool for tool in ("valgrind", "callgrind_control") if shutil.which(tool) is None]
     if missing:
         raise SystemExit(f"{' and '.join(missing)} not on PATH (apt-get install valgrind)")
     directory = Path(tempfile.mkdtemp(prefix="lowkiq-vs-sidekiq-callgrind-"))
     (directory / "redis").mkdir()
-    server = CountedServer(directory / "redis", free_port())
+    server = CountedServer(directory / "redis", free_port(), binary)
     try:
         print(machine())
         version = server.client.info("server")["redis_version"]

@@ -48,6 +48,18 @@
 --   perform_in becomes now (and now again when its batch is acked by the shard's
 --   next pop), and due_since_zset keeps when it first became due (the lag counts
 --   from it) until the id leaves the queue.
+-- Most pops of an idle process find their shard empty: with no ack asked and no rate
+-- limit, the lease is checked, then one EXISTS finds no queued job, no batch in the
+-- processing area, no reshard hold and no base group, and the pop ends (no TIME).
+local lease_checked = false
+if (KEYS[2] or '') == '' and tonumber(ARGV[6] or '') == nil then
+  if not lease_held(K, ARGV[1]) then return {-2, -1, 0, 0} end
+  if redis.call('exists', K.perform_in_zset, K.processing_hash, K.hold, K.group_base) == 0 then
+    if ARGV[12] == '\0' then return {-2, 1, 0, 0, {}} end
+    return {-2, 1, 0, 0}
+  end
+  lease_checked = true
+end
 local token, now, batch_size = ARGV[1], clock(ARGV[2]), tonumber(ARGV[3])
 local batches = tonumber(ARGV[11] or '') or 1
 local limit = batch_size * batches
@@ -61,7 +73,7 @@ local capping = ARGV[12] == '\0'
 local ack_prefix = KEYS[2]
 if ack_prefix == '' then ack_prefix = nil end
 local acked = -2
-local held = nil
+local held = lease_checked or nil
 local same = ack_prefix == P
 local processing = K.processing_hash
 -- How many of the shard's hold, errors, restores and group turns and waits exist (and,
