@@ -105,14 +105,25 @@ class Idler:
 
     def due_in(self, handlers: Sequence[ShardHandler]) -> list[float | None]:
         """Seconds until each shard's earliest job is due, on Redis's clock (negative: due;
-        ``None``: empty or held for now), no sooner than its rate limit lets it pop."""
-        heads: list[float | None]
-        if self.packs:
+        ``None``: empty or held for now), no sooner than its rate limit lets it pop.  A
+        shard whose pop of the last wait found it holding no job is not asked: a job
+        written into it wakes its wait, and the next wait's pops look again."""
+        now = time.monotonic()
+        asked = [h for h in handlers if not self._known_empty(h, now)]
+        read: list[float | None]
+        if not asked:
+            read = []
+        elif self.packs:
             client: Any = self.client
-            commands = [h.queue.due_in_command(h.shard) for h in handlers]
-            heads = [_seconds(reply) for reply in client.run_keyed(commands)]
+            commands = [h.queue.due_in_command(h.shard) for h in asked]
+            read = [_seconds(reply) for reply in client.run_keyed(commands)]
         else:
-            heads = [h.queue.due_in([h.shard])[0] for h in handlers]
+            read = [h.queue.due_in([h.shard])[0] for h in asked]
+        if len(asked) == len(handlers):
+            heads = read
+        else:
+            by_handler = dict(zip(map(id, asked), read, strict=True))
+            heads = [by_handler.get(id(h)) for h in handlers]
         now = time.monotonic()
         for index, handler in enumerate(handlers):
             if handler.not_before > now:
@@ -122,6 +133,12 @@ class Idler:
                 heads[index] = max(head, throttle.until - now)
         self._reading = (self.clock(), tuple(h.key for h in handlers), list(heads))
         return heads
+
+    def _known_empty(self, handler: ShardHandler, now: float) -> bool:
+        """Whether ``handler``'s pop found it holding no job within the last wait (and no
+        wake-up came since); never on a Redis Cluster, whose due times are polled."""
+        since = handler.empty_since
+        return since is not None and not self.polls and now - since <= self.max_block + TIMER_SLACK
 
     def _due_in_for_wait(self, handlers: Sequence[ShardHandler]) -> list[float | None]:
         """:meth:`due_in` for the wait: the round's reading of the same shards, aged, when
@@ -242,6 +259,7 @@ class Idler:
         for handler, wake_key in zip(idle, keys, strict=True):
             if wake_key == name:
                 handler.not_before = 0.0
+                handler.empty_since = None
                 self.woken.add(handler.key)
 
     def _wait_until(self, keys: Sequence[str], due: float) -> None:

@@ -122,6 +122,9 @@ class ShardHandler:
         #: shard, its groups are full, or another suspect runs first.  A wake-up of the
         #: shard, or a group place freed, ends the wait.
         self.not_before = 0.0
+        #: When its last pop found it holding no job at all (time.monotonic; ``None``:
+        #: not so): its due time is not asked until a wake-up or another pop.
+        self.empty_since: float | None = None
         #: The worker's group caps in this process (``None``: none applied).
         self.group_caps = group_caps
         #: The worker's rate limit, as this shard applies it (``None``: never limited).
@@ -259,6 +262,7 @@ class ShardHandler:
         shard stays POPPING until they are handed over, IDLE when none."""
         acking, throttle = self._pop_acks, self._pop_throttle
         self._pop_acks = False  # (its ack's outcome is known now)
+        self.empty_since = time.monotonic() if popped.empty else None
         if acking and popped.acked == ACK_FENCED:
             self.lease_lost("its finished batch was not acked")
             return Taken()

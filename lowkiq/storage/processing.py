@@ -154,6 +154,8 @@ class Popped:
     one ``""``), whose places and tokens the batch claims
     (:mod:`lowkiq.storage.group_claims`).
     ``members``: some job popped holds workflow members (:mod:`lowkiq.workflows`).
+    ``empty``: nothing was popped, and the shard holds no job at all (a pop without an
+    ack or a rate limit says so).
     """
 
     acked: int
@@ -168,6 +170,7 @@ class Popped:
     suspect: bool = False
     groups: Mapping[str, int] = field(default_factory=dict)
     members: bool = False
+    empty: bool = False
 
 
 def _tail_args(
@@ -329,6 +332,8 @@ class Processing(QueueBase):
                     acked, [], limited=True, wait=max(wait, 0) / 1000, needs_tokens=wait < 0
                 )
             return Popped(acked, [], occupied=status == 0, fenced=status == -1, held=status == -2)
+        if batch == -1:
+            return Popped(acked, [], empty=True)
         # A job's id is a string: a list there is the groups of the jobs taken.
         counted = len(reply) > 4 and isinstance(reply[4], list)
         first = 5 if counted else 4

@@ -18,7 +18,7 @@ from lowkiq.ownership import leases
 from tests.built_server import built_server
 from tests.runtime.faults import Fault, faulty
 from tests.runtime.serving import dispatcher_of, handler_of, ids_by_shard, turn_until
-from tests.runtime.test_idle import Idle, idle_worker  # noqa: F401 (its fixture)
+from tests.runtime.test_idle import Idle, idle_worker, script_calls  # noqa: F401 (its fixture)
 
 
 def performed() -> list[str]:
@@ -51,6 +51,23 @@ def test_an_idle_process_pops_the_job_that_wakes_it_in_the_same_round_trip(
         one_turn_woken_by(dispatcher, lambda: Idle.perform_async([{"id": "woke"}]))
         # The turn the enqueue woke popped it and handed it over: no other turn needed.
         wait_for(lambda: performed() == ["woke"])
+
+
+def test_an_idle_process_asks_no_due_time_of_shards_its_last_pops_found_empty(
+    redis_client: redis.Redis,
+) -> None:
+    with dispatcher_of(redis_client, Idle, poll_interval=0.2) as (dispatcher, queue):
+        dispatcher.turn()  # nothing queued: the pops sent with the wait find every shard empty
+        assert all(h.empty_since is not None for h in dispatcher.handlers)
+        before = script_calls(redis_client)
+        assert dispatcher.idler.due_in(dispatcher.handlers) == [None] * Idle.shards_count
+        assert script_calls(redis_client) == before  # no due time asked
+        # A job written into such a shard wakes its wait: it runs when due all the same.
+        due = time.time() + 0.3
+        Idle.perform_async([{"id": "later", "perform_in": due}])
+        turn_until(dispatcher, lambda: bool(Idle.performed))
+        assert performed() == ["later"]
+        assert time.time() >= due - 0.01
 
 
 def test_a_pop_sent_with_the_wait_checks_the_lease(redis_client: redis.Redis) -> None:

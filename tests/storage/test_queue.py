@@ -8,6 +8,7 @@ from storage_support import NOW, retry_in
 
 from lowkiq.storage.queue import PoppedJob
 from tests.leasing import ack, fail, pop, restore
+from tests.leasing import token as lease_token
 
 
 def test_pop_takes_due_jobs_earliest_perform_in_first_up_to_the_limit(worker, queue):
@@ -34,6 +35,18 @@ def test_pop_returns_an_empty_list_when_nothing_is_due(worker, queue):
     worker.perform_async([{"id": 1, "perform_in": NOW + 60}])
     assert pop(queue, 0, 10, now=NOW) == []
     assert worker.metrics()["busy"] == 0
+
+
+def test_a_pop_says_whether_the_shard_holds_no_job_at_all(worker, queue):
+    token = lease_token(queue, 0)
+    assert queue.pop(0, token, 10, now=NOW).empty  # nothing queued, nothing in processing
+    worker.perform_async([{"id": 1, "perform_in": NOW + 60}])
+    later = queue.pop(0, token, 10, now=NOW)
+    assert later.jobs == [] and not later.empty  # a job, not due yet
+    assert [job.id for job in queue.pop(0, token, 10, now=NOW + 61).jobs] == ["1"]
+    # The processing area holds that batch: the shard is not empty, nor popped.
+    occupied = queue.pop(0, token, 10, now=NOW + 61)
+    assert occupied.occupied and not occupied.empty
 
 
 def test_popped_job_holds_id_retry_count_and_payloads_ascending_by_score(worker, queue):

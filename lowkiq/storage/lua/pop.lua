@@ -36,7 +36,8 @@
 --   the shard: it is new and waits for its old shards, or retired; -3 the rate
 --   limit gives no token now, nothing was popped), ms to wait before the next
 --   pop of the shard (0 without a rate limit; -1: reserve tokens with rate_take
---   first), the number of the batch popped (0: none), then (after a NUL of ARGV[12],
+--   first), the number of the batch popped (0: none; -1: none, and the shard holds no
+--   job at all), then (after a NUL of ARGV[12],
 --   or from a shard holding jobs of a group) a list: empty when no job was taken, else
 --   the group of each job taken (the default group ''), in pop order, joined by NULs,
 --   or the shard's base group alone when every job is of it; then the id and the
@@ -50,13 +51,14 @@
 --   from it) until the id leaves the queue.
 -- Most pops of an idle process find their shard empty: with no ack asked and no rate
 -- limit, the lease is checked, then one EXISTS finds no queued job, no batch in the
--- processing area, no reshard hold and no base group, and the pop ends (no TIME).
+-- processing area, no reshard hold and no base group, and the pop ends (no TIME): its
+-- batch is -1, "the shard holds no job" (the caller asks no due time until a wake-up).
 local lease_checked = false
 if (KEYS[2] or '') == '' and tonumber(ARGV[6] or '') == nil then
   if not lease_held(K, ARGV[1]) then return {-2, -1, 0, 0} end
   if redis.call('exists', K.perform_in_zset, K.processing_hash, K.hold, K.group_base) == 0 then
-    if ARGV[12] == '\0' then return {-2, 1, 0, 0, {}} end
-    return {-2, 1, 0, 0}
+    if ARGV[12] == '\0' then return {-2, 1, 0, -1, {}} end
+    return {-2, 1, 0, -1}
   end
   lease_checked = true
 end
