@@ -109,21 +109,17 @@ class Idler:
         shard whose pop of the last wait found it holding no job is not asked: a job
         written into it wakes its wait, and the next wait's pops look again."""
         now = time.monotonic()
-        asked = [h for h in handlers if not self._known_empty(h, now)]
-        read: list[float | None]
-        if not asked:
-            read = []
-        elif self.packs:
+        empty = [self._known_empty(h, now) for h in handlers]
+        asked = [h for h, known in zip(handlers, empty, strict=True) if not known]
+        read: list[float | None] = []
+        if asked and self.packs:
             client: Any = self.client
             commands = [h.queue.due_in_command(h.shard) for h in asked]
             read = [_seconds(reply) for reply in client.run_keyed(commands)]
-        else:
+        elif asked:
             read = [h.queue.due_in([h.shard])[0] for h in asked]
-        if len(asked) == len(handlers):
-            heads = read
-        else:
-            by_handler = dict(zip(map(id, asked), read, strict=True))
-            heads = [by_handler.get(id(h)) for h in handlers]
+        answers = iter(read)
+        heads = [None if known else next(answers) for known in empty]
         now = time.monotonic()
         for index, handler in enumerate(handlers):
             if handler.not_before > now:

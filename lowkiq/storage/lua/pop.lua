@@ -37,13 +37,13 @@
 --   limit gives no token now, nothing was popped), ms to wait before the next
 --   pop of the shard (0 without a rate limit; -1: reserve tokens with rate_take
 --   first), the number of the batch popped (0: none; -1: none, and the shard holds no
---   job at all), then (after a NUL of ARGV[12],
---   or from a shard holding jobs of a group) a list: empty when no job was taken, else
---   the group of each job taken (the default group ''), in pop order, joined by NULs,
---   or the shard's base group alone when every job is of it; then the id and the
---   processing-area value (see processing_pack: perform_in, retry_count, error, blob)
---   of each popped job, earliest perform_in first; in a shard holding jobs of groups, due jobs are taken in turn
---   across groups (see _common.lua), earliest perform_in first inside a group.
+--   job at all), then (after a NUL of ARGV[12], or from a shard holding jobs of a
+--   group) a list: empty when no job was taken, else the group of each job taken (the
+--   default group ''), in pop order, joined by NULs, or the shard's base group alone
+--   when every job is of it; then the id and the processing-area value (see
+--   processing_pack: perform_in, retry_count, error, blob) of each popped job,
+--   earliest perform_in first; in a shard holding jobs of groups, due jobs are taken in
+--   turn across groups (see _common.lua), earliest perform_in first inside a group.
 --   Hot ids give at most BATCH_PAYLOADS payloads to a batch, smallest scores
 --   first; the rest stay queued and due, behind the ids already due: the id's
 --   perform_in becomes now (and now again when its batch is acked by the shard's
