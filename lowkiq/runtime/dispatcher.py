@@ -378,8 +378,9 @@ class Dispatcher:
             for h in ready
         ]
         considered, due = first_look(candidates, self.scheduler.reads_due, bool(woken))
-        if due is None:
-            due = self.idler.due_in([by_key[c.key] for c in considered])
+        if due is None:  # (with no batch in flight, the wait on the idle shards comes next)
+            shards = [by_key[c.key] for c in considered]
+            due = self.idler.due_in(shards, trust_empty=not self.in_flight)
         finished = [h.key for h in idle + self.parked if h.unacked]
         plan = plan_round(considered, due, room, self.scheduler.order, finished, self.shares)
         # A woken shard that was ready but got no turn is still due: the next round's.

@@ -103,13 +103,17 @@ class Idler:
         """What is due changed (a pop, another set of shards): read it again."""
         self._reading = None
 
-    def due_in(self, handlers: Sequence[ShardHandler]) -> list[float | None]:
+    def due_in(
+        self, handlers: Sequence[ShardHandler], trust_empty: bool = False
+    ) -> list[float | None]:
         """Seconds until each shard's earliest job is due, on Redis's clock (negative: due;
-        ``None``: empty or held for now), no sooner than its rate limit lets it pop.  A
-        shard whose pop of the last wait found it holding no job is not asked: a job
-        written into it wakes its wait, and the next wait's pops look again."""
+        ``None``: empty or held for now), no sooner than its rate limit lets it pop.
+
+        ``trust_empty``: a wait on these shards' wake lists comes next, before anything
+        else is popped (an idle process): a shard whose pop of the last wait found it
+        holding no job is not asked, since a job written into it wakes that wait."""
         now = time.monotonic()
-        empty = [self._known_empty(h, now) for h in handlers]
+        empty = [trust_empty and self._known_empty(h, now) for h in handlers]
         asked = [h for h, known in zip(handlers, empty, strict=True) if not known]
         read: list[float | None] = []
         if asked and self.packs:
@@ -144,7 +148,7 @@ class Idler:
             age = self.clock() - reading[0]
             if 0 <= age <= TIMER_SLACK:
                 return [None if head is None else head - age for head in reading[2]]
-        heads = self.due_in(handlers)
+        heads = self.due_in(handlers, trust_empty=True)
         self._reading = None
         return heads
 

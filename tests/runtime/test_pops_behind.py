@@ -60,7 +60,9 @@ def test_an_idle_process_asks_no_due_time_of_shards_its_last_pops_found_empty(
         dispatcher.turn()  # nothing queued: the pops sent with the wait find every shard empty
         assert all(h.empty_since is not None for h in dispatcher.handlers)
         before = script_calls(redis_client)
-        assert dispatcher.idler.due_in(dispatcher.handlers) == [None] * Idle.shards_count
+        # The reading of a wait, or of an idle round (a wait on the wake lists comes next).
+        idle_reading = dispatcher.idler.due_in(dispatcher.handlers, trust_empty=True)
+        assert idle_reading == [None] * Idle.shards_count
         assert script_calls(redis_client) == before  # no due time asked
         # A job written into such a shard wakes its wait: it runs when due all the same.
         due = time.time() + 0.3
@@ -68,6 +70,23 @@ def test_an_idle_process_asks_no_due_time_of_shards_its_last_pops_found_empty(
         turn_until(dispatcher, lambda: bool(Idle.performed))
         assert performed() == ["later"]
         assert time.time() >= due - 0.01
+
+
+def test_a_busy_process_pops_a_job_written_into_a_shard_its_pops_found_empty(
+    redis_client: redis.Redis,
+) -> None:
+    with dispatcher_of(redis_client, Idle, poll_interval=30.0) as (dispatcher, queue):
+        ids = ids_by_shard(queue, 1)
+        Idle.gates[ids[0][0]] = threading.Event()  # its perform runs until the test ends
+        # The wait's pops take shard 0's job and find the other shards empty.
+        one_turn_woken_by(dispatcher, lambda: Idle.perform_async([{"id": ids[0][0]}]))
+        wait_for(lambda: dispatcher.in_flight and handler_of(dispatcher, 1).empty_since)
+        # While shard 0's batch runs, no wait reads the wake lists: the round asks the
+        # due times, that of shard 1 too, and pops the job written into it.
+        Idle.perform_async([{"id": ids[1][0]}])
+        redis_client.delete(queue.keys.wake_list(1))
+        assert dispatcher.round() == 1
+        wait_for(lambda: performed() == [ids[1][0]])
 
 
 def test_a_pop_sent_with_the_wait_checks_the_lease(redis_client: redis.Redis) -> None:
