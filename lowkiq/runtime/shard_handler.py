@@ -123,7 +123,7 @@ class ShardHandler:
         #: shard, or a group place freed, ends the wait.
         self.not_before = 0.0
         #: When its last pop found it holding no job at all (time.monotonic; ``None``:
-        #: not so): its due time is not asked until a wake-up or another pop.
+        #: not so): an idle process asks not its due time until a wake-up or another pop.
         self.empty_since: float | None = None
         #: The worker's group caps in this process (``None``: none applied).
         self.group_caps = group_caps
