@@ -188,7 +188,9 @@ def test_the_watchdog_keeps_only_the_running_performs_deadlines() -> None:
         entry = watched("q", 60.0)
         dog.watch(entry)
         dog.unwatch(entry)
-    assert dog.performs() == [] and len(dog._heap) <= 64
+    # Ended performs' deadlines are dropped once they pass 64 + twice the performs
+    # running (one here), whether or not the watchdog's thread got to them first.
+    assert dog.performs() == [] and len(dog._heap) <= 64 + 2 * 1
 
 
 def test_a_deadline_earlier_than_those_waiting_wakes_the_watchdog() -> None:
