@@ -56,7 +56,7 @@ from lowkiq.storage.functions import (
     is_lost,
     load,
 )
-from lowkiq.storage.keys import lua_prelude
+from lowkiq.storage.keys import SUFFIXES, lua_prelude
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,14 @@ FIRST_WRITE_6 = "redis.call('unlink', KEYS[1] .. 'allow-oom')\n"
 #: Whether scripts run as Redis Functions where the servers are Redis 7 or later.
 FUNCTIONS = True
 
+
+#: A script's early lines (``-- early {`` to ``-- } early``): by ``EVALSHA`` they run
+#: first, before the key table and the helpers are made (a script makes them on every
+#: call), so they use only ``KEYS``, ``ARGV``, ``redis.call`` and the shard's keys as
+#: ``K.<name>`` (spelled out there), and write nothing.  A pop of an idle shard ends in them.
+_EARLY = re.compile(r"^-- early \{\n(.*?)^-- \} early\n", re.MULTILINE | re.DOTALL)
+#: A key of the script's own shard in its early lines.
+_EARLY_KEY = re.compile(r"(?<![\w.])K\.(\w+)")
 
 _DEFINITION = re.compile(r"^local (?:function )?(\w+)")
 #: A name as a script refers to it: not a field (``K.name``) nor part of a longer name.
@@ -173,10 +181,21 @@ def source(name: str, track_length: int = 0, script_flags: bool = False) -> str:
     )
     if "TRACK" in referred:
         constants += f"local TRACK = {track_length or 'false'}\n"
-    text = f"{lua_prelude(helpers + own)}{constants}\n{helpers}\n-- {name}.lua\n{own}"
+    early, rest = _early(own)
+    text = f"{lua_prelude(helpers + own)}{constants}\n{helpers}\n-- {name}.lua\n{rest}"
     if name not in ALLOW_OOM:
-        return text
-    return FLAGS_SHEBANG + text if script_flags else FIRST_WRITE_6 + text
+        return early + text
+    return FLAGS_SHEBANG + early + text if script_flags else early + FIRST_WRITE_6 + text
+
+
+def _early(own: str) -> tuple[str, str]:
+    """A script's early lines (see :data:`_EARLY`), its keys spelled out, and the rest of
+    its text; ``""`` and the whole text when it has none."""
+    match = _EARLY.search(own)
+    if match is None:
+        return "", own
+    early = _EARLY_KEY.sub(lambda key: f'(KEYS[1] .. "{SUFFIXES[key.group(1)]}")', match[1])
+    return early, own[: match.start()] + own[match.end() :]
 
 
 def library(track_length: int = 0) -> Library:

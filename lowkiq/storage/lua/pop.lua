@@ -49,19 +49,22 @@
 --   perform_in becomes now (and now again when its batch is acked by the shard's
 --   next pop), and due_since_zset keeps when it first became due (the lag counts
 --   from it) until the id leaves the queue.
+-- early {
 -- Most pops of an idle process find their shard empty: with no ack asked and no rate
 -- limit, the lease is checked, then one EXISTS finds no queued job, no batch in the
 -- processing area, no reshard hold and no base group, and the pop ends (no TIME): its
 -- batch is -1, "the shard holds no job" (the caller asks no due time until a wake-up).
+-- (By EVALSHA these lines run before the key table and the helpers are made.)
 local lease_checked = false
 if (KEYS[2] or '') == '' and tonumber(ARGV[6] or '') == nil then
-  if not lease_held(K, ARGV[1]) then return {-2, -1, 0, 0} end
+  if redis.call('get', K.lease) ~= ARGV[1] then return {-2, -1, 0, 0} end
   if redis.call('exists', K.perform_in_zset, K.processing_hash, K.hold, K.group_base) == 0 then
     if ARGV[12] == '\0' then return {-2, 1, 0, -1, {}} end
     return {-2, 1, 0, -1}
   end
   lease_checked = true
 end
+-- } early
 local token, now, batch_size = ARGV[1], clock(ARGV[2]), tonumber(ARGV[3])
 local batches = tonumber(ARGV[11] or '') or 1
 local limit = batch_size * batches
