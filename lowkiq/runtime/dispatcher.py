@@ -532,6 +532,8 @@ class Dispatcher:
             for handler in behind:  # its pop went out: what it did is unknown
                 if handler.life.state is POPPING:
                     handler.interrupted()
+            for handler in idle:  # its BLPOP may have taken a wake-up: ask the due times
+                handler.empty_since = None
             raise
         if replies:  # the shards popped after the wake-up are no longer woken
             idler.woken.difference_update(h.key for h in behind)

@@ -72,6 +72,26 @@ def test_an_idle_process_asks_no_due_time_of_shards_its_last_pops_found_empty(
         assert time.time() >= due - 0.01
 
 
+def test_after_a_failed_wait_an_idle_process_asks_every_due_time_again(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with dispatcher_of(redis_client, Idle, poll_interval=0.2) as (dispatcher, _):
+        dispatcher.turn()  # its pops find every shard empty
+        assert all(h.empty_since is not None for h in dispatcher.handlers)
+
+        def lost(*args: Any) -> Any:
+            raise redis.ConnectionError("the wait's reply was lost")
+
+        # The BLPOP may have taken the wake-up of a job written meanwhile.
+        monkeypatch.setattr(dispatcher.idler, "block", lost)
+        with pytest.raises(redis.ConnectionError):
+            dispatcher.wait()
+        monkeypatch.undo()
+        before = script_calls(redis_client)
+        dispatcher.idler.due_in(dispatcher.handlers, trust_empty=True)
+        assert script_calls(redis_client) - before == Idle.shards_count
+
+
 def test_a_busy_process_pops_a_job_written_into_a_shard_its_pops_found_empty(
     redis_client: redis.Redis,
 ) -> None:
