@@ -270,7 +270,11 @@ class StorageWorker(lowkiq.Worker):
 
 
 PAYLOADS = st.sampled_from(["a", "b", "c", "d", "e"])
-JOB_IDS = st.sampled_from(["1", "2", "3", "x"])
+#: Ids some of which begin others ("1" before "10" before "100" in id order).
+JOB_IDS = st.sampled_from(["1", "2", "3", "x", "10", "100", "1x"])
+#: Delays of a pushed job: often the same in one call, so a pop takes runs of ids due at
+#: one perform_in (read from the fresh zset several at a time).
+DELAYS = st.one_of(st.sampled_from([-5, 0]), st.integers(-5, 30))
 
 
 class StorageMachine(RuleBasedStateMachine):
@@ -296,9 +300,9 @@ class StorageMachine(RuleBasedStateMachine):
 
     @rule(
         batch=st.lists(
-            st.tuples(JOB_IDS, PAYLOADS, st.integers(0, 5), st.integers(-5, 30)),
+            st.tuples(JOB_IDS, PAYLOADS, st.integers(0, 5), DELAYS),
             min_size=1,
-            max_size=4,
+            max_size=6,
         )
     )
     def push(self, batch: list[tuple[str, str, int, int]]) -> None:
@@ -313,7 +317,7 @@ class StorageMachine(RuleBasedStateMachine):
         for job_id, job in first.items():
             self.model.merge(job_id, job, keep_schedule=True)
 
-    @rule(limit=st.integers(1, 3), advance=st.sampled_from([0, 15, 100]))
+    @rule(limit=st.integers(1, 6), advance=st.sampled_from([0, 15, 100]))
     def pop(self, limit: int, advance: int) -> None:
         now = self.tick(advance)
         popped = pop(self.queue, 0, limit, now=now)

@@ -264,6 +264,46 @@ local function find_queued(id)
   return nil, false
 end
 
+-- Most members a pop reads of the fresh zset at once (find_in_run).
+local RUN_READ_MAX = 64
+
+-- find_queued for a pop taking the ids of a run: `left` ids (`id` first) due at one
+-- perform_in, enqueued by one call.  They come in id order, the fresh zset's order too
+-- (an id holds no NUL), so their members follow one another there, with at most other
+-- queued ids between them: one ZRANGEBYLEX reads the members from `id` on, and the next
+-- ids of the run are looked for in what it read before they are read one by one.  A read
+-- takes `run.window` members (4 at first, at most the ids left), twice as many as the
+-- last one when that one gave more than its first id, else 2.  `run` is the pop's state:
+-- {window = 4}; run.read = nil when a new run starts.
+local function find_in_run(run, id, left)
+  local key = id .. '\0'
+  local read = run.read
+  if read then
+    local n = #key
+    for at = run.at, #read do
+      local member = read[at]
+      if string.sub(member, 1, n) == key then
+        run.at, run.hits = at + 1, run.hits + 1
+        return member, false
+      end
+    end
+    run.read = nil
+    run.window = run.hits > 1 and math.min(run.window * 2, RUN_READ_MAX) or 2
+  end
+  if left < 2 then return find_queued(id) end
+  read = redis.call('zrangebylex', K.fresh_lex_zset, '[' .. key, '+', 'limit', '0',
+    math.min(left, run.window))
+  run.read, run.at, run.hits = read, 1, 0
+  local member = read[1]
+  if member and string.sub(member, 1, #key) == key then
+    run.at, run.hits = 2, 1
+    return member, false
+  end
+  member = find_member(K.retry_lex_zset, id)
+  if member then return member, true end
+  return nil, false
+end
+
 -- Workflows (lowkiq.workflows): a payload enqueued inside a workflow is stored tagged:
 -- the 5 bytes \255 \254 l k w, >I2 the tag's length, the tag (`workflow id \0 instance`),
 -- then the payload.  When such a payload ends (`state` 'd' done, 'x' dead, 'c' discarded)
@@ -544,7 +584,8 @@ end
 -- most the first `limit` (at least two) groups of the turns and `limit` + 1 ids of
 -- each group it serves, and writes what it took once, in finish().  A group of weight 0 is at its cap
 -- (Worker.group_concurrency): it keeps its turn and gives no job.  Returns next_due() -> id, perform_in,
--- group or nil; unpick(group): the job next_due just returned was not taken;
+-- group (or nil) and how many of the group's heads read, from this one on, are due at
+-- that perform_in; unpick(group): the job next_due just returned was not taken;
 -- finish(); any_due() -> whether a group is in the turns.
 local function group_picker(now, limit, weights, first_turn, first_wait)
   local turns, waits = K.group_turns_zset, K.group_waits_zset
@@ -725,13 +766,21 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
         finish()  -- every group read is out: read the turns again
       else
         state.heads = state.heads or redis.call('zrange', K.group_ids_zset(best), 0, left, 'withscores')
-        local id, perform_in = state.heads[2 * state.pos - 1], state.heads[2 * state.pos]
+        local heads, pos = state.heads, state.pos
+        local id, perform_in = heads[2 * pos - 1], heads[2 * pos]
         if id and tonumber(perform_in) <= at then
           empties = 0
-          state.pos = state.pos + 1
+          -- The heads from this one on due at its perform_in (a run, see find_in_run).
+          local run_end = state.run_end
+          if not run_end or run_end < pos then
+            run_end = pos
+            while heads[2 * run_end + 2] == perform_in do run_end = run_end + 1 end
+            state.run_end = run_end
+          end
+          state.pos = pos + 1
           state.turn = state.turn + 1 / (weights[best] or 1)
           left = left - 1
-          return id, perform_in, best
+          return id, perform_in, best, run_end - pos + 1
         end
         -- Its next job is not due: the next group of the turns takes its place.
         state.out = true

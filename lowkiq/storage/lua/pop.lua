@@ -232,6 +232,10 @@ local yielding, yielded_gone, grouped_gone = nil, nil, nil
 local taken, alone = 0, false
 local popped_ids = TRACK and {}  -- with Worker.track
 local next_due = -1  -- in `due`
+-- Runs of due ids (see find_in_run): the state of the pop's reads, and how many ids of
+-- the current run are left (this one first); in a shard with groups, those of each group
+-- (picker() says how many of the group's ids it read are due at this one's perform_in).
+local run, run_left, runs = due and #due > 2 and {window = 4} or nil, 0, not due and {}
 while not alone and taken < allowance do
   -- Each batch of the pop has a payload budget of its own; one that runs out ends the pop.
   if taken > 0 and taken % batch_size == 0 then budget = BATCH_PAYLOADS end
@@ -240,11 +244,30 @@ while not alone and taken < allowance do
   if due then
     next_due = next_due + 2
     id, perform_in, group = due[next_due], due[next_due + 1], base
+    if run and run_left == 0 and id then
+      run_left, run.read = 1, nil
+      while due[next_due + 2 * run_left + 1] == perform_in do run_left = run_left + 1 end
+    end
   else
-    id, perform_in, group = picker()
+    id, perform_in, group, run_left = picker()
+    run = id and runs[group]
+    if id and not run and run_left > 1 then
+      run = {window = 4}
+      runs[group] = run
+    end
+    if run then
+      if run.left ~= run_left then run.read = nil end  -- a new run of the group
+      run.left = run_left - 1
+    end
   end
   if not id then break end
-  local member, is_retry = find_queued(id)
+  local member, is_retry
+  if run then
+    member, is_retry = find_in_run(run, id, run_left)
+    run_left = run_left - 1
+  else
+    member, is_retry = find_queued(id)
+  end
   -- A job whose process died running it (see restore_processing) runs in a batch
   -- of its own, so a job that kills its process takes no other job down with it.
   if member and any_restored and redis.call('hexists', K.restores_hash, id) == 1 then
