@@ -1028,8 +1028,21 @@ local PROCESSING_HEADER_SIZE = 16
 -- The prefix of each group's packed jobs, made once a script call (when one is packed).
 local group_prefixes = nil
 
+-- The header of the last job packed with no retry and no error, and its perform_in (the
+-- ids of a run share it).
+local plain_head = nil
+local plain_head_at = nil
+
 local function processing_pack(perform_in, retry_count, error, blob, group)
-  local head = struct.pack(PROCESSING_HEADER, tonumber(perform_in), retry_count, error and #error or -1)
+  local head
+  if retry_count == -1 and not error then
+    if perform_in ~= plain_head_at then
+      plain_head, plain_head_at = struct.pack(PROCESSING_HEADER, tonumber(perform_in), -1, -1), perform_in
+    end
+    head = plain_head
+  else
+    head = struct.pack(PROCESSING_HEADER, tonumber(perform_in), retry_count, error and #error or -1)
+  end
   if group and group ~= '' then
     group_prefixes = group_prefixes or {}
     local prefix = group_prefixes[group]
