@@ -220,10 +220,10 @@ if extra > 0 and some_due then
 end
 -- The jobs' writes, made once for the whole pop after the loop (the loop reads none
 -- of the keys they write): ids leaving perform_in_zset, lex members leaving the
--- fresh zset, the processing area's fields and values; and, made when a job needs
--- them, lex members leaving the retry zset with their ids (retry_count_zset), and
--- ids leaving errors_hash.
-local unscheduled, fresh_gone, entries = {}, {}, {}
+-- fresh zset, the processing area's fields and values (the reply's pairs, from
+-- out[pairs_from] on); and, made when a job needs them, lex members leaving the retry
+-- zset with their ids (retry_count_zset), and ids leaving errors_hash.
+local unscheduled, fresh_gone, pairs_from = {}, {}, #out + 1
 local retry_gone, counts_gone, errors_gone = nil, nil, nil
 -- Hot ids: those that yield (perform_in now, queued behind the due ids), with the
 -- perform_in they had and their group, and those that leave (no longer yielding).
@@ -282,7 +282,7 @@ while not alone and taken < allowance do
     local retry_count = -1
     if is_retry then retry_count = tonumber(redis.call('zscore', K.retry_count_zset, id)) end
     local error = any_error and redis.call('hget', K.errors_hash, id) or nil
-    local blob = blob_of(member, id)
+    local blob = string.sub(member, #id + 2)  -- (blob_of, inlined)
     local leaves = true
     if blob == '' then
       -- A hot id: it stays queued while payloads are left, behind the ids already due.
@@ -318,13 +318,11 @@ while not alone and taken < allowance do
         fresh_gone[#fresh_gone + 1] = member
       end
     end
-    local value = processing_pack(perform_in, retry_count, error, blob, group)
-    entries[#entries + 1] = id
-    entries[#entries + 1] = value
     if TRACK then popped_ids[#popped_ids + 1] = id end
     if job_groups then job_groups[taken] = group end
-    out[#out + 1] = id
-    out[#out + 1] = value
+    local at = pairs_from + 2 * taken
+    out[at - 2] = id
+    out[at - 1] = processing_pack(perform_in, retry_count, error, blob, group)
   else
     unscheduled[#unscheduled + 1] = id
     if group ~= base then
@@ -371,8 +369,10 @@ end
 -- A shard whose queued ids are of one group again keeps no group key (checked when
 -- one group of those the pop read stays in the turns).
 if staying == 1 then groups().collapse() end
-call_many('hset', processing, entries)
-if #entries > 0 then out[4] = redis.call('incr', K.batch_counter) end
+if taken > 0 then
+  call_many('hset', processing, out, pairs_from)
+  out[4] = redis.call('incr', K.batch_counter)
+end
 -- A hot id that stays queued: how many of its payloads this batch left behind, for
 -- current_batch().superseded (K.hot_left_hash, built here only when needed).
 if yielding then
