@@ -155,20 +155,22 @@ local BULK_PAIRS = 16
 -- a member longer than a packed key holds converts it at once; it is taken out
 -- again in the same call, so no one ever sees it.  (A small key made so stays a
 -- skiplist, some bytes a member larger, until it empties.)  `size`, when given, is
--- at least the key's size (the caller knows it: no ZCARD).
-local function add_many(command, key, args, size)
+-- at least the key's size (the caller knows it: no ZCARD).  `from`: only args[from..]
+-- (default: all).
+local function add_many(command, key, args, size, from)
+  from = from or 1
   local zset = command == 'zadd'
-  local convert = #args >= 2 * BULK_PAIRS
+  local convert = #args - from + 1 >= 2 * BULK_PAIRS
     and (size or redis.call(zset and 'zcard' or 'hlen', key))
       <= (zset and PACKED_ZSET_MOST or PACKED_HASH_MOST)
-  if not convert then return call_many(command, key, args) end
+  if not convert then return call_many(command, key, args, from) end
   if zset then
     redis.call('zadd', key, '0', BULK_MARK)
-    call_many('zadd', key, args)
+    call_many('zadd', key, args, from)
     redis.call('zrem', key, BULK_MARK)
   else
     redis.call('hset', key, BULK_MARK, '')
-    call_many('hset', key, args)
+    call_many('hset', key, args, from)
     redis.call('hdel', key, BULK_MARK)
   end
 end

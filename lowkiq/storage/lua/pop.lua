@@ -370,7 +370,8 @@ end
 -- one group of those the pop read stays in the turns).
 if staying == 1 then groups().collapse() end
 if taken > 0 then
-  call_many('hset', processing, out, pairs_from)
+  -- (The area is empty: a pop of many jobs makes it a hash table before writing them.)
+  add_many('hset', processing, out, 0, pairs_from)
   out[4] = redis.call('incr', K.batch_counter)
 end
 -- A hot id that stays queued: how many of its payloads this batch left behind, for
