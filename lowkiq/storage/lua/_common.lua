@@ -266,35 +266,35 @@ local function find_queued(id)
   return nil, false
 end
 
--- The due ids of a shard without groups, for a pop: flat id, perform_in, earliest first
--- (then by id), at most `limit` (`limit_arg`: the same, as the caller got it).  A
--- `ZRANGEBYSCORE` with `WITHSCORES` formats each score with printf (1.5 k instructions on
--- Redis 7.0, 3 k on 6.2); when the first two due ids share a perform_in (a run: an
--- enqueue call's ids share Redis's time), the ids due at that perform_in are read without
--- their scores, then the later ones with theirs.  (A score read back is the same double.)
-local function due_ids(now, limit, limit_arg)
-  local key = K.perform_in_zset
-  if limit < 3 then
-    return redis.call('zrangebyscore', key, '-inf', now, 'withscores', 'limit', '0', limit_arg)
+-- The first `count` members of the sorted set `key` scored at most `max`, as a flat list
+-- member, score, by score then member (`count_arg`: `count` as the caller got it), for a
+-- pop's due ids and its groups' heads.  A `ZRANGEBYSCORE` with `WITHSCORES` formats each
+-- score with printf (1.5 k instructions on Redis 7.0, 3 k on 6.2); when the first two
+-- share a score (a run: an enqueue call's ids share Redis's time), the members at that
+-- score are read without it, then the later ones with theirs.  (A score read back is the
+-- same double.)
+local function ranked(key, max, count, count_arg)
+  if count < 3 then
+    return redis.call('zrangebyscore', key, '-inf', max, 'withscores', 'limit', '0', count_arg)
   end
-  local due = redis.call('zrangebyscore', key, '-inf', now, 'withscores', 'limit', '0', '2')
-  if #due < 4 then return due end
-  local at, rest = due[2], nil
-  if due[4] ~= at then
-    rest = redis.call('zrangebyscore', key, '-inf', now, 'withscores', 'limit', '2', limit - 2)
+  local found = redis.call('zrangebyscore', key, '-inf', max, 'withscores', 'limit', '0', '2')
+  if #found < 4 then return found end
+  local at, rest = found[2], nil
+  if found[4] ~= at then
+    rest = redis.call('zrangebyscore', key, '-inf', max, 'withscores', 'limit', '2', count - 2)
   else
-    local run = redis.call('zrangebyscore', key, at, at, 'limit', '2', limit - 2)
+    local run = redis.call('zrangebyscore', key, at, at, 'limit', '2', count - 2)
     for i = 1, #run do
-      due[3 + 2 * i] = run[i]
-      due[4 + 2 * i] = at
+      found[3 + 2 * i] = run[i]
+      found[4 + 2 * i] = at
     end
-    local left = limit - 2 - #run
-    if left <= 0 then return due end
-    rest = redis.call('zrangebyscore', key, '(' .. at, now, 'withscores', 'limit', '0', left)
+    local left = count - 2 - #run
+    if left <= 0 then return found end
+    rest = redis.call('zrangebyscore', key, '(' .. at, max, 'withscores', 'limit', '0', left)
   end
-  local n = #due
-  for i = 1, #rest do due[n + i] = rest[i] end
-  return due
+  local n = #found
+  for i = 1, #rest do found[n + i] = rest[i] end
+  return found
 end
 
 -- Most members a pop reads of the fresh zset at once (find_in_run).
@@ -798,7 +798,7 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
       elseif not best then
         finish()  -- every group read is out: read the turns again
       else
-        state.heads = state.heads or redis.call('zrange', K.group_ids_zset(best), 0, left, 'withscores')
+        state.heads = state.heads or ranked(K.group_ids_zset(best), '+inf', left + 1, left + 1)
         local heads, pos = state.heads, state.pos
         local id, perform_in = heads[2 * pos - 1], heads[2 * pos]
         if id and tonumber(perform_in) <= at then

@@ -166,7 +166,7 @@ else
       if ARGV[i] == base and ARGV[i + 1] == '0' then base_out = true end
     end
   end
-  due = base_out and {} or due_ids(now, limit, limit_arg)
+  due = base_out and {} or ranked(K.perform_in_zset, now, limit, limit_arg)
 end
 -- Rate limit: pop at most the tokens of the shard's budget (none are reserved for
 -- a shard with nothing due).
