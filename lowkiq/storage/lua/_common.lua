@@ -257,13 +257,18 @@ local function blob_of(member, id)
   return string.sub(member, #id + 2)
 end
 
+-- A queued retry: its lex member and true, or nil.
+local function find_retry(id)
+  local member = find_member(K.retry_lex_zset, id)
+  if member then return member, true end
+  return nil, false
+end
+
 -- A queued job: its lex member and whether it is a retry, or nil.
 local function find_queued(id)
   local member = find_member(K.fresh_lex_zset, id)
   if member then return member, false end
-  member = find_member(K.retry_lex_zset, id)
-  if member then return member, true end
-  return nil, false
+  return find_retry(id)
 end
 
 -- The first `count` members of the sorted set `key` scored at most `max`, as a flat list
@@ -297,7 +302,9 @@ local function ranked(key, max, count, count_arg)
   return found
 end
 
--- Most members a pop reads of the fresh zset at once (find_in_run).
+-- The members of the fresh zset a pop's first read of a run takes, and the most any
+-- read takes (find_in_run).
+local RUN_READ_FIRST = 4
 local RUN_READ_MAX = 64
 
 -- find_queued for a pop taking the ids of a run: `left` ids (`id` first) due at one
@@ -305,9 +312,9 @@ local RUN_READ_MAX = 64
 -- (an id holds no NUL), so their members follow one another there, with at most other
 -- queued ids between them: one ZRANGEBYLEX reads the members from `id` on, and the next
 -- ids of the run are looked for in what it read before they are read one by one.  A read
--- takes `run.window` members (4 at first, at most the ids left), twice as many as the
--- last one when that one gave more than its first id, else 2.  `run` is the pop's state:
--- {window = 4}; run.read = nil when a new run starts.
+-- takes `run.window` members (RUN_READ_FIRST at first, at most the ids left), twice as
+-- many as the last one when that one gave more than its first id, else 2.  `run` is the
+-- pop's state, {window = RUN_READ_FIRST} at first; run.read = nil when a new run starts.
 local function find_in_run(run, id, left)
   local key = id .. '\0'
   local read = run.read
@@ -332,9 +339,7 @@ local function find_in_run(run, id, left)
     run.at, run.hits = 2, 1
     return member, false
   end
-  member = find_member(K.retry_lex_zset, id)
-  if member then return member, true end
-  return nil, false
+  return find_retry(id)
 end
 
 -- Workflows (lowkiq.workflows): a payload enqueued inside a workflow is stored tagged:

@@ -234,7 +234,7 @@ local next_due = -1  -- in `due`
 -- Runs of due ids (see find_in_run): the state of the pop's reads, and how many ids of
 -- the current run are left (this one first); in a shard with groups, those of each group
 -- (picker() says how many of the group's ids it read are due at this one's perform_in).
-local run, run_left, runs = due and #due > 2 and {window = 4} or nil, 0, not due and {}
+local run, run_left, runs = due and #due > 2 and {window = RUN_READ_FIRST} or nil, 0, not due and {}
 while not alone and taken < allowance do
   -- Each batch of the pop has a payload budget of its own; one that runs out ends the pop.
   if taken > 0 and taken % batch_size == 0 then budget = BATCH_PAYLOADS end
@@ -251,7 +251,7 @@ while not alone and taken < allowance do
     id, perform_in, group, run_left = picker()
     run = id and runs[group]
     if id and not run and run_left > 1 then
-      run = {window = 4}
+      run = {window = RUN_READ_FIRST}
       runs[group] = run
     end
     if run then
@@ -281,7 +281,7 @@ while not alone and taken < allowance do
     local retry_count = -1
     if is_retry then retry_count = tonumber(redis.call('zscore', K.retry_count_zset, id)) end
     local error = any_error and redis.call('hget', K.errors_hash, id) or nil
-    local blob = string.sub(member, #id + 2)  -- (blob_of, inlined)
+    local blob = blob_of(member, id)
     local leaves = true
     if blob == '' then
       -- A hot id: it stays queued while payloads are left, behind the ids already due.
