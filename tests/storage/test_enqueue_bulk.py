@@ -139,3 +139,28 @@ def test_one_call_mixing_scores_given_and_not_keeps_each_jobs_payloads(
     [first, second] = fetched["twice"]
     assert [first[0], second[0]] == ["first", "second"]
     assert before <= first[1] < second[1] <= after
+
+
+@pytest.mark.parametrize("queued_at", [NOW, NOW - 10, NOW + 10])
+def test_a_bulk_enqueue_merges_onto_ids_queued_at_its_own_perform_in_or_another(
+    redis_client: redis.Redis, queue: Queue, worker: type[lowkiq.Worker], queued_at: float
+) -> None:
+    """40 jobs due at NOW, five of whose ids are queued (at NOW itself, earlier or later):
+    the five merge (one job each, both payloads, their own perform_in kept), the others
+    are queued anew; however the push tells them apart, nothing is queued twice."""
+    queued = [f"job-{n}" for n in range(0, 40, 8)]
+    worker.perform_async(
+        [{"id": job_id, "payload": "first", "perform_in": queued_at} for job_id in queued]
+    )
+    enqueue(worker, [f"job-{n}" for n in range(40)])
+    fetched = {job["id"]: job for job in worker.queries().fetch([f"job-{n}" for n in range(40)])}
+    for job_id, job in fetched.items():
+        payloads = sorted(payload for payload, _ in job["payloads"])
+        if job_id in queued:
+            assert payloads == sorted(["first", job_id])
+            assert job["perform_in"] == queued_at
+        else:
+            assert payloads == [job_id]
+            assert job["perform_in"] == NOW
+    assert redis_client.zcard(queue.keys.perform_in_zset(0)) == 40
+    assert redis_client.zcard(queue.keys.fresh_lex_zset(0)) == 40

@@ -70,16 +70,29 @@ while i <= #argv do
   local rescheduled_at = merge ~= 'keep' and tonumber(perform_in)
   local last = i + 3 + count
   -- The new jobs of the section, written by one ZADD a key (a few for many):
-  -- `lex_args` 0, member pairs; `schedule_args` perform_in, id pairs.
+  -- `lex_args` 0, member pairs; `schedule_args` perform_in, id pairs, of the ids
+  -- schedule_new did not schedule (it schedules every chunk of a section or none).
   local lex_args, schedule_args, new = {}, {}, 0
   -- For a bulk section, how many ids the shard holds queued, fresh or retries: with
   -- none, no id of the section is queued (no ZMSCORE); at least as many as the fresh
   -- lex zset holds (add_many asks no ZCARD).  nil: not asked.
   local queued_count = count >= BULK_PAIRS and redis.call('zcard', K.perform_in_zset) or nil
+  -- A section into no group index schedules its new ids before it merges the others.
+  local plain = not grouped() and group == base_group()
   for first = i + 4, last, PUSH_CHUNK do
     local chunk_last = math.min(first + PUSH_CHUNK - 1, last)
-    local known = known_of_chunk and known_of_chunk[first]
-      or queued_count ~= 0 and queued_at(argv, first, chunk_last) or NONE_KNOWN
+    local known = known_of_chunk and known_of_chunk[first]  -- read by the group check
+    local scheduled = false
+    if not known then
+      if queued_count == 0 then
+        known = NONE_KNOWN
+      elseif plain then
+        wake_if_sooner(perform_in, now)
+        known, scheduled = schedule_new(argv, first, chunk_last, perform_in, queued_count), true
+      else
+        known = queued_at(argv, first, chunk_last)
+      end
+    end
     local merged = TRACK and {}
     for j = first, chunk_last do
       local id, body = argv[j], argv[j + count]
@@ -100,8 +113,10 @@ while i <= #argv do
         new = new + 2
         lex_args[new - 1] = '0'  -- a string: Redis would format a number with snprintf
         lex_args[new] = member
-        schedule_args[new - 1] = perform_in
-        schedule_args[new] = id
+        if not scheduled then
+          schedule_args[new - 1] = perform_in
+          schedule_args[new] = id
+        end
       end
     end
     if TRACK and once_name then
@@ -112,10 +127,10 @@ while i <= #argv do
         perform_in, 'group', group, 'merged', table.concat(merged, '\0'))
     end
   end
-  if new > 0 then
+  if new > 0 then add_many('zadd', K.fresh_lex_zset, lex_args, queued_count) end
+  if #schedule_args > 0 then
     wake_if_sooner(perform_in, now)
-    if grouped() or group ~= base_group() then groups().add(schedule_args, group, perform_in, now) end
-    add_many('zadd', K.fresh_lex_zset, lex_args, queued_count)
+    if not plain then groups().add(schedule_args, group, perform_in, now) end
     add_many('zadd', K.perform_in_zset, schedule_args, queued_count)
   end
   total = total + count
