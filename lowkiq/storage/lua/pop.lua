@@ -332,7 +332,13 @@ while not alone and taken < allowance do
 end
 local kept_idle, staying = false, nil
 if finish then kept_idle, staying = finish() end
-call_many('zrem', K.perform_in_zset, unscheduled)
+if due and not yielding then
+  -- The ids leaving the schedule are its first ones: `due` read them from its first
+  -- rank on, in order, and every id the loop took from it leaves (no hot id stays).
+  if #unscheduled > 0 then redis.call('zremrangebyrank', K.perform_in_zset, 0, #unscheduled - 1) end
+else
+  call_many('zrem', K.perform_in_zset, unscheduled)
+end
 -- A group kept in the turns with nothing due waits for a smaller turn: in a shard this
 -- pop left with no queued job, every group is such a one, and the shard keeps no turns.
 if kept_idle and redis.call('exists', K.perform_in_zset) == 0 then
