@@ -335,7 +335,7 @@ if finish then kept_idle, staying = finish() end
 if due and not yielding and #unscheduled > 2 then
   -- The ids leaving the schedule are its first ones: `due` read them from its first
   -- rank on, in order, and every id the loop took from it leaves (no hot id stays).
-  -- (One or two cost no less so than by a ZREM of them.)
+  -- (One or two leave by a ZREM of them, which costs no more.)
   redis.call('zremrangebyrank', K.perform_in_zset, 0, #unscheduled - 1)
 else
   call_many('zrem', K.perform_in_zset, unscheduled)
