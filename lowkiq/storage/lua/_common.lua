@@ -279,15 +279,15 @@ local function find_queued(id)
 end
 
 -- The first `count` members of the sorted set `key` scored at most `max`, as a flat list
--- member, score, by score then member (`count_arg`: `count` as the caller got it), for a
--- pop's due ids and its groups' heads.  A `ZRANGEBYSCORE` with `WITHSCORES` formats each
+-- member, score, by score then member (`count_arg`, if given: `count` as the caller got
+-- it), for a pop's due ids and its groups' heads.  A `ZRANGEBYSCORE` `WITHSCORES` formats each
 -- score with printf (1.5 k instructions on Redis 7.0, 3 k on 6.2); when the first two
 -- share a score (a run: an enqueue call's ids share Redis's time), the members at that
 -- score are read without it, then the later ones with theirs.  (A score read back is the
 -- same double.)
 local function ranked(key, max, count, count_arg)
   if count < 3 then
-    return redis.call('zrangebyscore', key, '-inf', max, 'withscores', 'limit', '0', count_arg)
+    return redis.call('zrangebyscore', key, '-inf', max, 'withscores', 'limit', '0', count_arg or count)
   end
   local found = redis.call('zrangebyscore', key, '-inf', max, 'withscores', 'limit', '0', '2')
   if #found < 4 then return found end
@@ -810,7 +810,7 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
       elseif not best then
         finish()  -- every group read is out: read the turns again
       else
-        state.heads = state.heads or ranked(K.group_ids_zset(best), '+inf', left + 1, left + 1)
+        state.heads = state.heads or ranked(K.group_ids_zset(best), '+inf', left + 1)
         local heads, pos = state.heads, state.pos
         local id, perform_in = heads[2 * pos - 1], heads[2 * pos]
         if id and tonumber(perform_in) <= at then
