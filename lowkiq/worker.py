@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import random
 import types
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
@@ -46,6 +48,37 @@ from lowkiq.storage.unreachable import unreachable_raises
 from lowkiq.workflows.actions import HeldActions
 from lowkiq.workflows.context import Workflow, check_after, hold_jobs, members_of
 from lowkiq.workflows.context import current as current_workflow
+
+#: What :meth:`Worker.validate` checks, but ``group_weights`` (compared as a copy).
+_checked_attributes = operator.attrgetter(
+    "shards_count",
+    "batch_size",
+    "max_retry_count",
+    "max_restores",
+    "max_perform_seconds",
+    "queue_name",
+    "rate_limit",
+    "perform_timeout",
+    "perform_hard_timeout",
+    "merge_perform_in",
+    "group_concurrency",
+    "track",
+    "track_length",
+    "weight",
+)
+#: The settings a worker's queue is made of (:attr:`Settings.codec`, :attr:`Settings.replication`).
+_producer_settings = operator.attrgetter(
+    "dump_payload",
+    "load_payload",
+    "dump_error",
+    "load_error",
+    "wait_replicas",
+    "wait_timeout",
+)
+# Per worker class: what its perform_async queue was made of, and the queue.
+_producer_queues: weakref.WeakKeyDictionary[type, tuple[tuple[Any, ...], Queue]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class Worker:
@@ -245,7 +278,7 @@ class Worker:
         after: list[str] | None = None,
         enclosing: Workflow | None = None,
     ) -> None:
-        queue = cls.queue()
+        queue = cls._producer_queue()
         new_jobs: list[NewJob] = []
         try:
             # An evicting Redis refuses jobs (its policy read at most every few seconds).
@@ -342,6 +375,26 @@ class Worker:
         )
         if cls.group_weights:
             queue.set_group_weights(cls.group_weights)
+        return queue
+
+    @classmethod
+    def _producer_queue(cls) -> Queue:
+        """:meth:`queue` for :meth:`perform_async`, made again (and the class validated
+        again) only when the shared client, the serializers, the replicas waited for or
+        an attribute :meth:`validate` checks changed: an enqueue into an idle process runs
+        as little Python as it can before its bytes leave."""
+        client = settings.client()
+        made = (
+            client,
+            _producer_settings(settings),
+            _checked_attributes(cls),
+            dict(cls.group_weights),  # a copy: a dict changed in place is a change
+        )
+        known = _producer_queues.get(cls)
+        if known is not None and known[0] == made:
+            return known[1]
+        queue = cls.queue(client)
+        _producer_queues[cls] = (made, queue)
         return queue
 
     @classmethod

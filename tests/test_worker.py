@@ -474,6 +474,43 @@ def test_a_bad_shards_count_is_rejected_when_first_used(redis_client):
     assert redis_client.dbsize() == 0
 
 
+@pytest.mark.parametrize(
+    ("attribute", "value"), [("batch_size", 0), ("track_length", 0), ("group_weights", {"a": -1})]
+)
+def test_an_attribute_broken_after_an_enqueue_fails_the_next_one(redis_client, attribute, value):
+    class LaterBroken(lowkiq.Worker):
+        group_weights = {"a": 1.0}
+
+    LaterBroken.perform_async([{"id": 1}])
+    good = getattr(LaterBroken, attribute)
+    if attribute == "group_weights":
+        LaterBroken.group_weights["a"] = -1  # changed in place
+    else:
+        setattr(LaterBroken, attribute, value)
+    with pytest.raises(ConfigurationError, match=attribute):
+        LaterBroken.perform_async([{"id": 2}])
+    if attribute == "group_weights":
+        LaterBroken.group_weights["a"] = 1.0
+    else:
+        setattr(LaterBroken, attribute, good)
+    assert [job["id"] for job in LaterBroken.queries().range_by_id("-", "+")] == ["1"]
+
+
+def test_an_enqueue_follows_a_changed_queue_name_and_serializer(redis_client):
+    class Renamed(lowkiq.Worker):
+        pass
+
+    Renamed.perform_async([{"id": 1, "payload": "a"}])
+    Renamed.queue_name = "Renamed2"
+    Renamed.perform_async([{"id": 2, "payload": "b"}])
+    lowkiq.settings.dump_payload = lambda payload: '"' + payload.upper() + '"'
+    Renamed.perform_async([{"id": 3, "payload": "c"}])
+    assert [job["id"] for job in Renamed.queries().range_by_id("-", "+")] == ["2", "3"]
+    assert Renamed.queries().fetch(["3"])[0]["payloads"][0][0] == "C"
+    Renamed.queue_name = "Renamed"
+    assert [job["id"] for job in Renamed.queries().range_by_id("-", "+")] == ["1"]
+
+
 @pytest.mark.parametrize("name", ["", "a{b}", 5])
 def test_a_bad_queue_name_is_rejected(redis_client, name):
     with pytest.raises(ConfigurationError, match="queue_name"):

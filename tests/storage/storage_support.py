@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import RuleBasedStateMachine
 
+import lowkiq.worker as worker_module
 from lowkiq.storage import blob, scripts
 
 #: A fixed clock for tests that pass ``now`` explicitly (2023-11-14T22:13:20Z).
@@ -29,6 +30,7 @@ def hot_layout(**constants: int) -> Iterator[None]:
         scripts.source.cache_clear()
         with scripts._LOCK:
             scripts._BY_CLIENT.clear()
+        worker_module._producer_queues.clear()  # their queues hold the scripts
 
     for name, value in constants.items():
         setattr(blob, name, value)
