@@ -14,11 +14,14 @@ It serves every shard whose lease the process holds.  Each turn it
    shard to become due (:mod:`lowkiq.runtime.idling`); with no batch in flight and at
    most :data:`POPS_BEHIND` idle shards, their pops go out with the wait, and Redis runs
    them when it ends: the job that woke an idle process is popped in the same round trip.
+   That wait is lent to an idle executor thread (:meth:`Executor.lend`), which performs
+   the job it woke for; the dispatcher goes on once the wait's replies are landed.
 
 A shard never has two batches in flight, and a shard whose lease was lost and taken
 again is not popped until its old batch ended, so ``perform`` never holds one id
-twice in a process.  Every Redis call of the batches is the dispatcher's; the
-executor's threads only perform.  A shard's states are in :mod:`lowkiq.runtime.lifecycle`.
+twice in a process.  Every Redis call of the batches is the dispatcher's code's; the
+executor's threads only perform, but for a lent wait, run while the dispatcher's thread
+waits for it.  A shard's states are in :mod:`lowkiq.runtime.lifecycle`.
 """
 
 from __future__ import annotations
@@ -488,10 +491,9 @@ class Dispatcher:
         self.in_flight[key] = work
         if taken.suspect:
             self._suspect = work
-        else:
-            self.executor.submit(work)
-            if len(self.in_flight) == 1:  # the one batch of an idle process: start it now
-                time.sleep(0)  # (lets the thread it wakes have the GIL)
+        elif not self.executor.submit(work) and len(self.in_flight) == 1:
+            # The one batch of an idle process, for a thread woken: let it have the GIL.
+            time.sleep(0)
         return 1
 
     def _run_suspect_alone(self) -> None:
@@ -526,6 +528,14 @@ class Dispatcher:
             self._kick.wait(self.poll_interval)
             return
         behind = self._pops_behind(idle)
+        if behind:  # an idle process: the thread its wake-up wakes performs the job
+            self.executor.lend(lambda: self._wait_idle(idle, behind))
+        else:
+            self._wait_idle(idle, behind)
+
+    def _wait_idle(self, idle: Sequence[ShardHandler], behind: Sequence[ShardHandler]) -> None:
+        """:meth:`wait` for ``idle``, the pops of ``behind`` sent behind the BLPOP."""
+        idler = self.idler
         try:
             replies = idler.wait(idle, self._group_retry, behind)
         except redis.RedisError:

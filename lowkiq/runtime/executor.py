@@ -1,4 +1,5 @@
-"""The executor: a pool of threads that perform batches and make no Redis call.
+"""The executor: a pool of threads that perform batches, and make no Redis call but
+the dispatcher's wait lent to one of them (below).
 
 The dispatcher (:mod:`lowkiq.runtime.dispatcher`) hands the pool the batches of one
 pop of one shard as a :class:`Work`; any free thread takes the next one, performs its
@@ -8,6 +9,11 @@ lapsed before a batch leaves that batch and the rest unperformed (:attr:`Work.un
 the dispatcher puts them back into the queue.  A work no thread has taken yet the
 dispatcher may take back (:meth:`Work.claim`) when its shard is given up or the process
 stops.  So a long ``perform`` holds one thread and its own shard, never the others.
+
+An idle process's wait for its next job is lent to an idle thread (:meth:`Executor.lend`):
+the thread whose ``BLPOP`` returned performs the job that woke it, as a Sidekiq
+processor does, instead of waking the dispatcher and then another thread for it.  The
+dispatcher's thread waits meanwhile: its state is only ever touched by one thread.
 
 A perform past its worker's ``perform_hard_timeout`` is given up (:meth:`Executor.give_up`):
 its work goes back to the dispatcher at once (:attr:`Work.stuck`), its thread is left to
@@ -46,6 +52,9 @@ log = logging.getLogger("lowkiq.executor")
 
 #: Seconds between two heartbeat stamps of an idle thread.
 IDLE_STAMP = 1.0
+#: Seconds the dispatcher waits for an idle thread to take its wait (:meth:`Executor.lend`)
+#: before it waits itself (every thread is in a call of the user's code).
+LOAN_PICKUP = 0.05
 
 
 @dataclass(eq=False)
@@ -152,6 +161,40 @@ class Work:
             return jobs
 
 
+class Loan:
+    """The dispatcher's wait, run on an executor thread (:meth:`Executor.lend`)."""
+
+    def __init__(self, wait: Callable[[], None]) -> None:
+        self.wait = wait
+        #: The thread running it (``threading.get_ident``), once taken.
+        self.thread: int | None = None
+        #: The first work the wait submitted: the taking thread performs it.
+        self.kept: Work | None = None
+        #: What the wait raised, raised again on the dispatcher's thread.
+        self.error: BaseException | None = None
+        self.taken = threading.Event()
+        self.returned = threading.Event()
+        # Taken by the thread that runs the wait, or by the dispatcher taking it back.
+        self._claim = threading.Lock()
+
+    def claim(self) -> bool:
+        """Take the loan: ``True`` for the first caller only."""
+        return self._claim.acquire(blocking=False)
+
+    def __call__(self) -> Work | None:
+        """On the thread that took it: run the wait, let the dispatcher go on, and return
+        the work kept for this thread (``None``: none)."""
+        self.thread = threading.get_ident()
+        self.taken.set()
+        try:
+            self.wait()
+        except BaseException as exc:  # noqa: BLE001 - raised on the dispatcher's thread
+            self.error = exc
+        finally:
+            self.returned.set()
+        return self.kept
+
+
 class Executor:
     """``threads`` threads performing :class:`Work`; ``done(work)`` is called on the
     performing thread when a work ends (the dispatcher takes it from there).  With no
@@ -185,6 +228,8 @@ class Executor:
         self._works: dict[int, Work] = {}
         self._given_up: set[int] = set()
         self._pid = os.getpid()
+        # The wait lent to a thread now (at most one: the dispatcher waits for it).
+        self._loan: Loan | None = None
 
     def start(self) -> None:
         """Start the threads."""
@@ -197,14 +242,42 @@ class Executor:
             self.threads.append(thread)
             thread.start()
 
-    def submit(self, work: Work) -> None:
-        """Queue ``work`` for the next free thread (with none: perform it now)."""
+    def submit(self, work: Work) -> bool:
+        """Queue ``work`` for the next free thread (with none: perform it now); ``True``
+        when the thread running a lent wait keeps it, to perform it next."""
         if not self.size:
             self._perform_here(work)
-            return
+            return False
+        loan = self._loan
+        if loan is not None and loan.kept is None and loan.thread == threading.get_ident():
+            loan.kept = work
+            return True
         self._work.put_work(work)
+        return False
 
-    def call(self, call: Callable[[], None]) -> None:
+    def lend(self, wait: Callable[[], None]) -> None:
+        """Run the dispatcher's ``wait`` on an idle thread, which performs the first work
+        the wait submits (:meth:`submit`) once it returned: the job that woke an idle
+        process starts on the thread its wake-up woke.  The caller blocks until ``wait``
+        returned, and gets what it raised.  With no thread, or none free within
+        :data:`LOAN_PICKUP` seconds (each in a call of the user's code), ``wait`` runs on
+        the caller's thread."""
+        if not self.size or self.performing:
+            wait()
+            return
+        loan = self._loan = Loan(wait)
+        try:
+            self._work.put_call(loan)
+            if not loan.taken.wait(LOAN_PICKUP) and loan.claim():
+                wait()  # no thread took it
+                return
+            loan.returned.wait()
+        finally:
+            self._loan = None
+        if loan.error is not None:
+            raise loan.error
+
+    def call(self, call: Callable[[], object]) -> None:
         """Queue a call of the user's code other than ``perform`` (``retries_exhausted``)
         for the next free thread, so that it never holds up the dispatcher; what it
         raises is logged."""
@@ -285,7 +358,14 @@ class Executor:
                 continue
             if work is None:
                 return
-            if not isinstance(work, Work):
+            if isinstance(work, Loan):
+                if not work.claim():
+                    continue  # the dispatcher waited itself
+                kept = work()
+                if kept is None:
+                    continue
+                work = kept
+            elif not isinstance(work, Work):
                 _call_user(work)
                 continue
             if not work.claim():
@@ -327,7 +407,7 @@ class Executor:
         exit_if_forked(self._pid, failed=False)
 
 
-def _call_user(call: Callable[[], None]) -> None:
+def _call_user(call: Callable[[], object]) -> None:
     """Run a call of the user's code; what it raises is logged."""
     try:
         call()

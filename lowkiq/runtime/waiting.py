@@ -47,7 +47,7 @@ class Waiting(Generic[W]):
         # that goes first (a C-level queue and lock: a batch's hand-over costs little).
         self._tokens: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._calls: deque[Callable[[], None]] = deque()
+        self._calls: deque[Callable[[], object]] = deque()
         self._works: dict[str, deque[tuple[int, W]]] = {}
         self._stops = 0
         self._order = itertools.count()
@@ -63,7 +63,7 @@ class Waiting(Generic[W]):
             works.append((next(self._order), work))
         self._tokens.put(None)
 
-    def put_call(self, call: Callable[[], None]) -> None:
+    def put_call(self, call: Callable[[], object]) -> None:
         """``call`` waits for a thread, ahead of the works."""
         with self._lock:
             self._calls.append(call)
@@ -75,7 +75,7 @@ class Waiting(Generic[W]):
             self._stops += 1
         self._tokens.put(None)
 
-    def take(self, timeout: float) -> W | Callable[[], None] | None:
+    def take(self, timeout: float) -> W | Callable[[], object] | None:
         """The next thing to do; :class:`queue.Empty` after ``timeout`` seconds of nothing."""
         self._tokens.get(timeout=timeout)  # raises queue.Empty
         with self._lock:

@@ -35,7 +35,7 @@ def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
 
 def one_turn_woken_by(dispatcher: Any, enqueue: Callable[[], object]) -> None:
     """Run one turn of ``dispatcher`` that blocks idle, and wake it with ``enqueue()``."""
-    waiting = threading.Thread(target=dispatcher.turn)
+    waiting = threading.Thread(target=dispatcher.turn, name="waiting")
     waiting.start()
     time.sleep(0.2)  # blocked on the idle shards' wake lists, for up to poll_interval
     assert waiting.is_alive()
@@ -51,6 +51,52 @@ def test_an_idle_process_pops_the_job_that_wakes_it_in_the_same_round_trip(
         one_turn_woken_by(dispatcher, lambda: Idle.perform_async([{"id": "woke"}]))
         # The turn the enqueue woke popped it and handed it over: no other turn needed.
         wait_for(lambda: performed() == ["woke"])
+
+
+def test_the_thread_whose_wait_an_enqueue_ends_performs_that_job(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with dispatcher_of(redis_client, Idle, threads=3, poll_interval=30.0) as (dispatcher, _):
+        waited_on: list[str] = []
+        wait = dispatcher.idler.wait
+
+        def noted(*args: Any) -> Any:
+            waited_on.append(threading.current_thread().name)
+            return wait(*args)
+
+        monkeypatch.setattr(dispatcher.idler, "wait", noted)
+        performed_on: list[str] = []
+        Idle.gates["woke"] = gate = threading.Event()
+        one_turn_woken_by(dispatcher, lambda: Idle.perform_async([{"id": "woke"}]))
+        wait_for(lambda: bool(dispatcher.executor.performing))
+        performed_on = [t["thread"] for t in dispatcher.running_batches()]
+        gate.set()
+        wait_for(lambda: performed() == ["woke"])
+        # The wait ran on an executor thread (not the dispatcher's, this test's), and the
+        # same thread performs the job that ended it.
+        assert waited_on[0].startswith("lowkiq-")
+        assert performed_on == [waited_on[0]]
+
+
+def test_a_wait_no_free_thread_takes_runs_on_the_dispatchers_thread(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with dispatcher_of(redis_client, Idle, threads=2, poll_interval=30.0) as (dispatcher, _):
+        busy = threading.Event()
+        for _ in range(2):  # each thread in a call of the user's code
+            dispatcher.executor.call(lambda: busy.wait(20))
+        waited_on: list[str] = []
+        wait = dispatcher.idler.wait
+
+        def noted(*args: Any) -> Any:
+            waited_on.append(threading.current_thread().name)
+            return wait(*args)
+
+        monkeypatch.setattr(dispatcher.idler, "wait", noted)
+        one_turn_woken_by(dispatcher, lambda: Idle.perform_async([{"id": "woke"}]))
+        assert waited_on == ["waiting"]  # the turn's thread: the loan was taken back
+        busy.set()
+        wait_for(lambda: performed() == ["woke"])  # once the thread is free
 
 
 def test_an_idle_process_asks_no_due_time_of_shards_its_last_pops_found_empty(
