@@ -19,9 +19,10 @@ It serves every shard whose lease the process holds.  Each turn it
 
 A shard never has two batches in flight, and a shard whose lease was lost and taken
 again is not popped until its old batch ended, so ``perform`` never holds one id
-twice in a process.  Every Redis call of the batches is the dispatcher's code's; the
-executor's threads only perform, but for a lent wait, run while the dispatcher's thread
-waits for it.  A shard's states are in :mod:`lowkiq.runtime.lifecycle`.
+twice in a process.  Every Redis call of the batches is made by the dispatcher's code
+(on an executor thread only for a lent wait, while the dispatcher's thread waits for
+it); the executor's threads otherwise only perform.  A shard's states are in
+:mod:`lowkiq.runtime.lifecycle`.
 """
 
 from __future__ import annotations
