@@ -53,19 +53,24 @@ def test_an_idle_process_pops_the_job_that_wakes_it_in_the_same_round_trip(
         wait_for(lambda: performed() == ["woke"])
 
 
+def threads_waiting(dispatcher: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the threads that make the dispatcher's idle waits, as they come."""
+    names: list[str] = []
+    wait = dispatcher.idler.wait
+
+    def noted(*args: Any) -> Any:
+        names.append(threading.current_thread().name)
+        return wait(*args)
+
+    monkeypatch.setattr(dispatcher.idler, "wait", noted)
+    return names
+
+
 def test_the_thread_whose_wait_an_enqueue_ends_performs_that_job(
     redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with dispatcher_of(redis_client, Idle, threads=3, poll_interval=30.0) as (dispatcher, _):
-        waited_on: list[str] = []
-        wait = dispatcher.idler.wait
-
-        def noted(*args: Any) -> Any:
-            waited_on.append(threading.current_thread().name)
-            return wait(*args)
-
-        monkeypatch.setattr(dispatcher.idler, "wait", noted)
-        performed_on: list[str] = []
+        waited_on = threads_waiting(dispatcher, monkeypatch)
         Idle.gates["woke"] = gate = threading.Event()
         one_turn_woken_by(dispatcher, lambda: Idle.perform_async([{"id": "woke"}]))
         wait_for(lambda: bool(dispatcher.executor.performing))
@@ -85,14 +90,7 @@ def test_a_wait_no_free_thread_takes_runs_on_the_dispatchers_thread(
         busy = threading.Event()
         for _ in range(2):  # each thread in a call of the user's code
             dispatcher.executor.call(lambda: busy.wait(20))
-        waited_on: list[str] = []
-        wait = dispatcher.idler.wait
-
-        def noted(*args: Any) -> Any:
-            waited_on.append(threading.current_thread().name)
-            return wait(*args)
-
-        monkeypatch.setattr(dispatcher.idler, "wait", noted)
+        waited_on = threads_waiting(dispatcher, monkeypatch)
         one_turn_woken_by(dispatcher, lambda: Idle.perform_async([{"id": "woke"}]))
         assert waited_on == ["waiting"]  # the turn's thread: the loan was taken back
         busy.set()
