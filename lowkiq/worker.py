@@ -6,6 +6,7 @@ import functools
 import inspect
 import operator
 import random
+import threading
 import types
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -75,10 +76,19 @@ _producer_settings = operator.attrgetter(
     "wait_replicas",
     "wait_timeout",
 )
-# Per worker class: what its perform_async queue was made of, and the queue.
-_producer_queues: weakref.WeakKeyDictionary[type, tuple[tuple[Any, ...], Queue]] = (
-    weakref.WeakKeyDictionary()
-)
+
+
+class _ProducerQueues(threading.local):
+    """Per thread (each may have a client of its own: an executor thread's, inside
+    ``perform``), per worker class: what its perform_async queue was made of, and it."""
+
+    def __init__(self) -> None:
+        self.by_class: weakref.WeakKeyDictionary[type, tuple[tuple[Any, ...], Queue]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+
+_producer_queues = _ProducerQueues()
 
 
 class Worker:
@@ -379,10 +389,10 @@ class Worker:
 
     @classmethod
     def _producer_queue(cls) -> Queue:
-        """:meth:`queue` for :meth:`perform_async`, made again (and the class validated
-        again) only when the shared client, the serializers, the replicas waited for or
-        an attribute :meth:`validate` checks changed: an enqueue into an idle process runs
-        as little Python as it can before its bytes leave."""
+        """:meth:`queue` for :meth:`perform_async`, kept per thread and made again (and
+        the class validated again) only when the thread's client, the serializers, the
+        replicas waited for or an attribute :meth:`validate` checks changed: an enqueue
+        into an idle process runs as little Python as it can before its bytes leave."""
         client = settings.client()
         made = (
             client,
@@ -390,11 +400,12 @@ class Worker:
             _checked_attributes(cls),
             dict(cls.group_weights),  # a copy: a dict changed in place is a change
         )
-        known = _producer_queues.get(cls)
+        by_class = _producer_queues.by_class
+        known = by_class.get(cls)
         if known is not None and known[0] == made:
             return known[1]
         queue = cls.queue(client)
-        _producer_queues[cls] = (made, queue)
+        by_class[cls] = (made, queue)
         return queue
 
     @classmethod

@@ -301,3 +301,47 @@ def test_lowkiqs_own_calls_wait_a_bounded_time_on_a_redis_that_hangs(
         assert server.dispatcher.client.socket_timeout == dispatcher
         assert socket_timeout_of(server.coordinator.membership.client) == coordinator
         assert socket_timeout_of(server.recorder.client) == coordinator
+
+
+class Relay(lowkiq.Worker):
+    """Each job of step < 2 enqueues the next step under an id of its own, from perform."""
+
+    shards_count = 4
+    performed: list[tuple[str, int, str]] = []
+    lock = threading.Lock()
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        for job_id, payloads in payloads_by_id.items():
+            step = payloads[-1]
+            with cls.lock:
+                cls.performed.append((job_id, step, threading.current_thread().name))
+            if step < 2:
+                root = job_id.split("/")[0]
+                cls.perform_async([{"id": f"{root}/{step + 1}", "payload": step + 1}])
+
+
+def test_jobs_enqueued_from_perform_under_load_are_each_performed_once(
+    redis_client: redis.Redis,
+) -> None:
+    # Every executor thread enqueues through a client of its own while the test's thread
+    # enqueues through the shared one: each enqueue lands in the queue it names.
+    Relay.performed = []
+    lowkiq.settings.workers = [Relay]
+    lowkiq.settings.poll_interval = 0.05
+    lowkiq.settings.threads_per_node = 3
+    srv = Server(lowkiq.settings)
+    srv.start()
+    try:
+        for n in range(150):
+            Relay.perform_async([{"id": f"r{n}", "payload": 0}])
+        eventually(lambda: len(Relay.performed) >= 450, timeout=60)
+        time.sleep(0.2)  # nothing more comes
+    finally:
+        srv.request_stop()
+        srv.stop()
+    ids = [job_id for job_id, _, _ in Relay.performed]
+    assert sorted(ids) == sorted(f"r{n}" + s for n in range(150) for s in ("", "/1", "/2"))
+    assert {step for _, step, _ in Relay.performed} == {0, 1, 2}
+    assert len({thread for _, _, thread in Relay.performed}) > 1  # under load: several threads
+    assert Relay.metrics()["length"] == 0

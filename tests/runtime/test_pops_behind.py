@@ -174,7 +174,7 @@ def test_a_pop_sent_with_the_wait_checks_the_lease(redis_client: redis.Redis) ->
 
 @pytest.mark.parametrize("kind", ["refused", "lost", "timeout", "cut"])
 def test_a_wait_whose_pops_failed_loses_no_job_and_runs_none_twice(
-    redis_client: redis.Redis, kind: str
+    redis_client: redis.Redis, kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The wait's write fails: before anything ran (refused), after the BLPOP returned and
     # the pops ran with their replies lost (lost, timeout), or with half of them run (cut).
@@ -182,6 +182,7 @@ def test_a_wait_whose_pops_failed_loses_no_job_and_runs_none_twice(
     fault = Fault(1, kind, armed=True, sha=queue.scripts.pop.sha)
     own = faulty(redis_client, fault)
     with dispatcher_of(redis_client, Idle, own=own, poll_interval=30.0) as (dispatcher, _):
+        waited_on = threads_waiting(dispatcher, monkeypatch)
         failed: list[BaseException] = []
 
         def turn() -> None:
@@ -197,6 +198,8 @@ def test_a_wait_whose_pops_failed_loses_no_job_and_runs_none_twice(
         waiting.join(5)
         assert not waiting.is_alive()
         assert fault.fired and len(failed) == 1
+        # The wait failed on the executor thread it was lent to; its turn raised.
+        assert waited_on[0].startswith("lowkiq-")
         turn_until(dispatcher, lambda: performed() == ["kept"])
         turn_until(dispatcher, lambda: Idle.metrics()["processed"] == 1)
         assert performed() == ["kept"]  # once

@@ -30,7 +30,8 @@ def hot_layout(**constants: int) -> Iterator[None]:
         scripts.source.cache_clear()
         with scripts._LOCK:
             scripts._BY_CLIENT.clear()
-        worker_module._producer_queues.clear()  # their queues hold the scripts
+        # Every thread's perform_async queues hold the scripts: forgotten.
+        worker_module._producer_queues = worker_module._ProducerQueues()
 
     for name, value in constants.items():
         setattr(blob, name, value)
