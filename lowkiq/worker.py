@@ -271,7 +271,8 @@ class Worker:
             worker._push(final_jobs, after_ids, enclosing)
 
         check_job_list(jobs)  # before the middlewares, which expect a list
-        chained = chain(settings.client_middlewares, enqueue)
+        middlewares = settings.client_middlewares
+        chained = chain(middlewares, enqueue) if middlewares else enqueue
         if on_commit:
             from lowkiq.contrib.django.transactions import enqueue_on_commit
 

@@ -58,7 +58,7 @@ from lowkiq.runtime.performing import cancelled_ids
 from lowkiq.runtime.planning import Candidate, Shares, first_look, plan_round
 from lowkiq.runtime.shard_handler import Request, ShardHandler, Taken
 from lowkiq.runtime.shard_ranges import shard_ranges
-from lowkiq.storage.queue import Popped
+from lowkiq.storage.queue import Popped, holds_jobs
 from lowkiq.strategies.schedulers import Scheduler
 from lowkiq.telemetry.recorder import Recorder
 
@@ -153,6 +153,9 @@ class Dispatcher:
         self.claiming = GroupClaiming(client, self.idler.packs)
         # When each shard was last popped, and whether that pop left a backlog.
         self._last_pop: dict[ShardKey, tuple[float, bool]] = {}
+        # The pops behind a wait that took no batch (or failed): landed after the wait
+        # returned, by the dispatcher, once the thread of a lent wait has its batch.
+        self._unlanded: tuple[list[ShardHandler], list[Any]] | None = None
 
     # -- from other threads -----------------------------------------------------------
 
@@ -529,13 +532,18 @@ class Dispatcher:
             self._kick.wait(self.poll_interval)
             return
         behind = self._pops_behind(idle)
-        if behind:  # an idle process: the thread its wake-up wakes performs the job
-            self.executor.lend(lambda: self._wait_idle(idle, behind))
-        else:
-            self._wait_idle(idle, behind)
+        try:
+            if behind:  # an idle process: the thread its wake-up wakes performs the job
+                self.executor.lend(lambda: self._wait_idle(idle, behind))
+            else:
+                self._wait_idle(idle, behind)
+        finally:
+            self._land_unlanded()
 
     def _wait_idle(self, idle: Sequence[ShardHandler], behind: Sequence[ShardHandler]) -> None:
-        """:meth:`wait` for ``idle``, the pops of ``behind`` sent behind the BLPOP."""
+        """:meth:`wait` for ``idle``, the pops of ``behind`` sent behind the BLPOP.  Only
+        the pops that took a batch are landed here, so that the thread of a lent wait
+        starts its job first; the others are left to :meth:`_land_unlanded`."""
         idler = self.idler
         try:
             replies = idler.wait(idle, self._group_retry, behind)
@@ -547,10 +555,23 @@ class Dispatcher:
                 handler.empty_since = None
             raise
         if replies:  # the shards popped after the wake-up are no longer woken
-            idler.woken.difference_update(h.key for h in behind)
+            idler.woken.difference_update({h.key for h in behind})
             idler.forget()
-            if self._land(behind, [], replies):
+            took: tuple[list[ShardHandler], list[Any]] = ([], [])
+            others: tuple[list[ShardHandler], list[Any]] = ([], [])
+            for handler, reply in zip(behind, replies, strict=True):
+                part = took if holds_jobs(reply) else others
+                part[0].append(handler)
+                part[1].append(reply)
+            self._unlanded = others if others[0] else None
+            if took[0] and self._land(took[0], [], took[1]):
                 self.shares.calm()  # there was room for every idle shard: no turns taken
+
+    def _land_unlanded(self) -> None:
+        """Land the pops :meth:`_wait_idle` left (what they raise is raised here)."""
+        unlanded, self._unlanded = self._unlanded, None
+        if unlanded is not None and self._land(unlanded[0], [], unlanded[1]):
+            self.shares.calm()
 
     def _pops_behind(self, idle: Sequence[ShardHandler]) -> list[ShardHandler]:
         """The shards whose pops go out in the same write as the wait's BLPOP, so that a

@@ -173,7 +173,10 @@ class Loan:
         #: What the wait raised, raised again on the dispatcher's thread.
         self.error: BaseException | None = None
         self.taken = threading.Event()
-        self.returned = threading.Event()
+        # Held until the wait returned (a lock: released with no Python frame, on the way
+        # to the job that woke the wait).
+        self._running = threading.Lock()
+        self._running.acquire()
         # Taken by the thread that runs the wait, or by the dispatcher taking it back.
         self._claim = threading.Lock()
 
@@ -191,8 +194,13 @@ class Loan:
         except BaseException as exc:  # noqa: BLE001 - raised on the dispatcher's thread
             self.error = exc
         finally:
-            self.returned.set()
+            self._running.release()
         return self.kept
+
+    def wait_returned(self) -> None:
+        """Block until the wait returned on the thread that took it."""
+        with self._running:
+            pass
 
 
 class Executor:
@@ -271,7 +279,7 @@ class Executor:
             if not loan.taken.wait(LOAN_PICKUP) and loan.claim():
                 wait()  # no thread took it
                 return
-            loan.returned.wait()
+            loan.wait_returned()
         finally:
             self._loan = None
         if loan.error is not None:

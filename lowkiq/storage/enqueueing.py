@@ -16,7 +16,7 @@ import threading
 import weakref
 import zlib
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -29,6 +29,7 @@ from lowkiq.storage.push_plan import (
     ROUND_JOBS,
     NewJob,
     cut_rounds,
+    one_push_args,
     placed,
     placed_unique,
     push_args,
@@ -243,6 +244,14 @@ class Enqueueing(QueueBase):
         """
         jobs = jobs if isinstance(jobs, list) else list(jobs)
         layout = self.layout
+        if len(jobs) == 1:  # the usual perform_async: one shard, one round
+            try:
+                self._push_round(
+                    one_push_args(jobs[0], layout, "" if now is None else now, merge_perform_in)
+                )
+            except _PushFailed as failed:
+                self._raise_failure(jobs, failed, [], [])
+            return
         by_place = placed_unique(jobs, layout.count)
         if by_place is None:  # an id more than once: its payloads merge into one member
             by_place = placed(jobs, layout.count)
@@ -257,11 +266,18 @@ class Enqueueing(QueueBase):
                 self._push_round(by_shard)
             except _PushFailed as failed:
                 before, after = round_ids(rounds[:number]), round_ids(rounds[number + 1 :])
-                refused = _refused_group(failed.cause)
-                if refused and not (before or failed.enqueued):
-                    raise _group_conflict(jobs, *refused) from None
-                error = _failure(self.name, failed, before, after)
-                raise error from (None if error is failed.cause else failed.cause)
+                self._raise_failure(jobs, failed, before, after)
+
+    def _raise_failure(
+        self, jobs: list[NewJob], failed: _PushFailed, before: list[str], after: list[str]
+    ) -> NoReturn:
+        """Raise what ``perform_async`` raises for the round that failed (``before``: the
+        ids of the rounds enqueued before it, ``after``: of those not sent)."""
+        refused = _refused_group(failed.cause)
+        if refused and not (before or failed.enqueued):
+            raise _group_conflict(jobs, *refused) from None
+        error = _failure(self.name, failed, before, after)
+        raise error from (None if error is failed.cause else failed.cause)
 
     def _check_groups(self, jobs: list[NewJob], layout: Layout) -> None:
         """Raise :class:`InvalidJob` when a job names a group other than the one its id

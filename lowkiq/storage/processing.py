@@ -173,6 +173,18 @@ class Popped:
     empty: bool = False
 
 
+#: The fields of a pop's reply before its jobs (:meth:`Processing.read_popped`).
+POP_REPLY_HEAD = 4
+
+
+def holds_jobs(reply: Any) -> bool:
+    """Whether the reply of a pop (read, :class:`Popped`, or not yet) holds jobs: one
+    that took none, was refused or failed has no field past its head."""
+    if isinstance(reply, Popped):
+        return bool(reply.jobs)
+    return isinstance(reply, list) and len(reply) > POP_REPLY_HEAD
+
+
 def _tail_args(
     throttle: Throttle | None,
     batches: int,
@@ -335,8 +347,8 @@ class Processing(QueueBase):
         if batch == -1:
             return Popped(acked, [], empty=True)
         # A job's id is a string: a list there is the groups of the jobs taken.
-        counted = len(reply) > 4 and isinstance(reply[4], list)
-        first = 5 if counted else 4
+        counted = len(reply) > POP_REPLY_HEAD and isinstance(reply[POP_REPLY_HEAD], list)
+        first = POP_REPLY_HEAD + 1 if counted else POP_REPLY_HEAD
         # Workflow members are rare: one search of all the jobs' bytes for their mark.
         marked = b"".join(reply[first + 1 :: 2]).find(tags.MARK) != -1
         if marked:
@@ -348,7 +360,7 @@ class Processing(QueueBase):
             jobs = self._plain_jobs(reply, first)
         suspect = status == 2
         members = marked and any(job.workflows for job in jobs)
-        groups = _job_groups(jobs, reply[4] if counted else [])
+        groups = _job_groups(jobs, reply[POP_REPLY_HEAD] if counted else [])
         if wait:
             return Popped(
                 acked,

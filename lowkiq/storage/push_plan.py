@@ -97,7 +97,7 @@ def placed_unique(jobs: list[NewJob], shards_count: int) -> ByPlace | None:
     by_shard: list[dict[Section, list[Pushed]] | None] = [None] * shards_count
     # by_shard's in use, first come first
     used: list[tuple[int, dict[Section, list[Pushed]]]] = []
-    crc32, pack_one, pack_length = zlib.crc32, blob.pack_one, _LENGTH.pack
+    crc32 = zlib.crc32
     for job_id, payload, score, perform_in, group in jobs:
         id_bytes = job_id.encode()
         shard = crc32(id_bytes) % shards_count
@@ -105,12 +105,8 @@ def placed_unique(jobs: list[NewJob], shards_count: int) -> ByPlace | None:
         if by_section is None:
             by_section = by_shard[shard] = {}
             used.append((shard, by_section))
-        if score is None:
-            section = (perform_in, group or "", UNSCORED)
-            body = pack_length(len(payload)) + payload
-        else:
-            section = (perform_in, group or "", SCORED)
-            body = id_bytes + b"\0" + pack_one(payload, score)
+        form, body = _body(id_bytes, payload, score)
+        section = (perform_in, group or "", form)
         pushed = by_section.get(section)
         if pushed is None:
             pushed = by_section[section] = []
@@ -120,6 +116,25 @@ def placed_unique(jobs: list[NewJob], shards_count: int) -> ByPlace | None:
         for shard, by_section in used
         for section, pushed in by_section.items()
     }
+
+
+def _body(id_bytes: bytes, payload: bytes, score: float | None) -> tuple[str, bytes]:
+    """The form and body of a job of distinct id (see the module)."""
+    if score is None:
+        return UNSCORED, _LENGTH.pack(len(payload)) + payload
+    return SCORED, id_bytes + b"\0" + blob.pack_one(payload, score)
+
+
+def one_push_args(
+    job: NewJob, layout: Layout, now: float | str, merge_perform_in: str = "keep"
+) -> dict[int, list[Any]]:
+    """:func:`push_args` of a call of one job, which is one round of one section: the
+    usual ``perform_async``, planned with no grouping."""
+    job_id, payload, score, perform_in, group = job
+    id_bytes = job_id.encode()
+    form, body = _body(id_bytes, payload, score)
+    args = [now, merge_perform_in, "" if perform_in is None else perform_in, group or "", form]
+    return {layout.base + zlib.crc32(id_bytes) % layout.count: [*args, 1, id_bytes, body]}
 
 
 def placed(jobs: list[NewJob], shards_count: int) -> ByPlace:

@@ -15,6 +15,7 @@ from lowkiq.storage.processing import (
     Popped,
     PoppedJob,
     Processing,
+    holds_jobs,
 )
 from lowkiq.storage.queue_base import QueueBase, Replication
 
@@ -31,6 +32,7 @@ __all__ = [
     "Queue",
     "QueueBase",
     "Replication",
+    "holds_jobs",
     "shard_of",
 ]
 
