@@ -83,7 +83,7 @@ def victim_of(cluster: EmbeddedCluster, client: redis.RedisCluster, queue: Queue
     return min(set(shards_by_master(cluster, client, queue)) - spared)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_a_hung_master_holds_up_only_its_own_shards_until_its_replica_takes_over(
     tmp_path: Path,
 ) -> None:
@@ -127,7 +127,8 @@ def test_a_hung_master_holds_up_only_its_own_shards_until_its_replica_takes_over
             eventually(lambda: set(others) <= performed(path), NODE_TIMEOUT_MS / 1000 - 1)
             served = time.monotonic() - stopped
 
-            eventually(lambda: promoted(cluster.replicas[index]), 30, interval=0.05)
+            # (Redis Cluster's own election: on a loaded host it took longer than 30 s.)
+            eventually(lambda: promoted(cluster.replicas[index]), 60, interval=0.05)
             mine = ids_in(own, 20, "own")
             enqueued(lambda: Noted.perform_async([{"id": job_id} for job_id in mine]), 20)
             eventually(lambda: set(mine) <= performed(path), 30, interval=0.05)
