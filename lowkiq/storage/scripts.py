@@ -102,8 +102,10 @@ FUNCTIONS = True
 
 #: A script's early lines (``-- early {`` to ``-- } early``): by ``EVALSHA`` they run
 #: first, before the key table and the helpers are made (a script makes them on every
-#: call), so they use only ``KEYS``, ``ARGV``, ``redis.call`` and the shard's keys as
-#: ``K.<name>`` (spelled out there), and write nothing.  A pop of an idle shard ends in them.
+#: call), so they use only ``KEYS``, ``ARGV``, ``TRACK``, ``redis.call`` and the shard's
+#: keys as ``K.<name>`` (spelled out there); in an :data:`ALLOW_OOM` script they write
+#: nothing (they run before its first write).  A pop of an idle shard ends in them, and so
+#: does the push of one new job.
 _EARLY = re.compile(r"^-- early \{\n(.*?)^-- \} early\n", re.MULTILINE | re.DOTALL)
 #: A key of the script's own shard in its early lines.
 _EARLY_KEY = re.compile(r"(?<![\w.])K\.(\w+)")
@@ -182,6 +184,8 @@ def source(name: str, track_length: int = 0, script_flags: bool = False) -> str:
     if "TRACK" in referred:
         constants += f"local TRACK = {track_length or 'false'}\n"
     early, rest = _early(own)
+    if "TRACK" in early:  # (the constants come after the early lines)
+        early = f"local TRACK = {track_length or 'false'}\n" + early
     text = f"{lua_prelude(helpers + own)}{constants}\n{helpers}\n-- {name}.lua\n{rest}"
     if name not in ALLOW_OOM:
         return early + text

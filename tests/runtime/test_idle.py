@@ -60,6 +60,20 @@ def test_an_idle_round_reads_the_due_times_once_and_wakes_when_a_job_is_due(
         assert [job_id for job_id, _ in Idle.performed] == ["soon"]
 
 
+def test_a_job_enqueued_into_an_idle_process_wakes_it_at_once(redis_client: redis.Redis) -> None:
+    with dispatcher_of(redis_client, Idle, poll_interval=30.0) as (dispatcher, _):
+        waiting = threading.Thread(
+            target=turn_until, args=(dispatcher, lambda: bool(Idle.performed), 20.0)
+        )
+        waiting.start()
+        time.sleep(0.3)  # blocked on its shards' wake lists, for up to 30 s
+        assert waiting.is_alive()
+        Idle.perform_async([{"id": "now"}])
+        waiting.join(2)  # (not woken, the wait would end after max_block: about 5 s here)
+        assert not waiting.is_alive()  # woken by the enqueue, not left waiting
+        assert [job_id for job_id, _ in Idle.performed] == ["now"]
+
+
 def test_an_idle_dispatcher_asked_to_give_a_shard_up_stops_waiting_at_once(
     redis_client: redis.Redis,
 ) -> None:

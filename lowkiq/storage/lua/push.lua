@@ -29,7 +29,31 @@
 --   joins the queued id's group)
 -- Most shards are neither held by a reshard nor hold groups: one EXISTS says so (an
 -- error, under ASKING on a slot being imported, asks again key by key).
-if redis.pcall('exists', K.hold, K.group_turns_zset, K.group_waits_zset, K.group_base) == 0 then
+-- early {
+-- Most pushes are perform_async's one job given no score, perform_in or group, into such
+-- a shard: its id scheduled now (ZADD NX), and when it was not queued, its member and
+-- the wake-up, as below, and nothing else to decide.  (By EVALSHA these lines run before
+-- the key table and the helpers are made.)  An id queued already (nothing written) goes
+-- on below, as does every other push.
+local plain_shard = nil
+if #ARGV == 8 and not TRACK and ARGV[2] == 'keep' and ARGV[3] == '' and ARGV[4] == ''
+    and ARGV[5] == 'n' then
+  plain_shard = redis.pcall('exists', K.hold, K.group_turns_zset, K.group_waits_zset, K.group_base) == 0
+  if plain_shard then
+    local at, id = ARGV[1], ARGV[7]
+    if at == '' then
+      local time = redis.call('time')
+      at = time[1] .. '.' .. string.rep('0', 6 - #time[2]) .. time[2]
+    end
+    if redis.call('zadd', K.perform_in_zset, 'nx', at, id) == 1 then
+      redis.call('zadd', K.fresh_lex_zset, '0', id .. '\0' .. struct.pack('>d', tonumber(at)) .. ARGV[8])
+      if redis.call('llen', K.wake_list) == 0 then redis.call('rpush', K.wake_list, '1') end
+      return 1
+    end
+  end
+end
+-- } early
+if plain_shard or redis.pcall('exists', K.hold, K.group_turns_zset, K.group_waits_zset, K.group_base) == 0 then
   grouped_known, base_known = false, ''
 elseif retired() then
   return -1
