@@ -5,8 +5,9 @@ benchmarks and development.
 ``replicas`` replicas of each) on free TCP ports of 127.0.0.1, splits the
 16,384 slots evenly over the masters with ``CLUSTER ADDSLOTS``, joins the
 nodes with ``CLUSTER MEET``, attaches the replicas with ``CLUSTER
-REPLICATE``, and returns once every node reports ``cluster_state:ok`` and
-knows every other node.  No external tool (``redis-cli --cluster``) is used.
+REPLICATE``, and returns once every node reports ``cluster_state:ok``, knows
+every other node and the same config epoch of each master, and every replica has synced.
+No external tool (``redis-cli --cluster``) is used.
 """
 
 from __future__ import annotations
@@ -90,23 +91,29 @@ def _start_node(directory: Path, binary: str, node_timeout_ms: int) -> EmbeddedS
 
 
 def _settled(cluster: EmbeddedCluster) -> bool:
-    """Whether every node sees every other and the cluster ``ok``, and every replica has
+    """Whether every node sees every other and the cluster ``ok``, every replica has
     finished its first sync with its master (a replica still syncing cannot be
-    promoted: a master failing then would stay failed)."""
+    promoted: a master failing then would stay failed), and every node knows the same,
+    distinct config epoch of each master (the masters all start at 0 and tell theirs
+    apart by gossip: a replica that still knows its master's old epoch asks the others'
+    votes for it, and a master that knows the newer one refuses)."""
     nodes = cluster.nodes
+    seen: list[dict[str, str]] = []
     for node in nodes:
         client = node.client()
         try:
             info = client.cluster("info")
-            known = len(client.cluster("nodes"))
+            known = client.cluster("nodes")
             linked = node not in cluster.replicas or (
                 client.info("replication").get("master_link_status") == "up"
             )
         finally:
             client.close()
-        if info.get("cluster_state") != "ok" or known != len(nodes) or not linked:
+        if info.get("cluster_state") != "ok" or len(known) != len(nodes) or not linked:
             return False
-    return True
+        seen.append({n["node_id"]: n["epoch"] for n in known.values() if "master" in n["flags"]})
+    epochs = seen[0]
+    return len(set(epochs.values())) == len(epochs) and all(view == epochs for view in seen)
 
 
 def start_cluster(
