@@ -102,10 +102,11 @@ FUNCTIONS = True
 
 #: A script's early lines (``-- early {`` to ``-- } early``): by ``EVALSHA`` they run
 #: first, before the key table and the helpers are made (a script makes them on every
-#: call), so they use only ``KEYS``, ``ARGV``, ``TRACK``, ``redis.call`` and the shard's
-#: keys as ``K.<name>`` (spelled out there); in an :data:`ALLOW_OOM` script they write
-#: nothing (they run before its first write).  A pop of an idle shard ends in them, and so
-#: does the push of one new job.
+#: call), so they use no helper or constant of lowkiq's but ``TRACK`` (put before them):
+#: only Lua's and Redis's own (``KEYS``, ``ARGV``, ``redis``, ``struct``...) and the
+#: shard's keys as ``K.<name>`` (spelled out there); in an :data:`ALLOW_OOM` script they
+#: write nothing (they run before its first write).  A pop of an idle shard ends in them,
+#: and so does the push of one new job.
 _EARLY = re.compile(r"^-- early \{\n(.*?)^-- \} early\n", re.MULTILINE | re.DOTALL)
 #: A key of the script's own shard in its early lines.
 _EARLY_KEY = re.compile(r"(?<![\w.])K\.(\w+)")
