@@ -206,6 +206,51 @@ def test_a_wait_whose_pops_failed_loses_no_job_and_runs_none_twice(
         assert Idle.metrics()["length"] == 0
 
 
+def test_an_empty_pop_landed_after_the_woken_job_may_fail_and_loses_nothing(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The pops that took nothing are landed by the dispatcher after the woken job started:
+    # a Redis error there is raised in its turn, the job runs once, the shard goes on.
+    from lowkiq.storage.processing import Processing
+
+    read = Processing.read_popped
+    failures: list[int] = []
+
+    def read_failing_once(self: Processing, reply: list[Any]) -> Any:
+        if not failures and len(reply) == 4 and reply[3] == -1:  # an empty shard's pop
+            failures.append(1)
+            raise redis.ConnectionError("injected: reading an empty pop")
+        return read(self, reply)
+
+    with dispatcher_of(redis_client, Idle, poll_interval=30.0) as (dispatcher, queue):
+        waited_on = threads_waiting(dispatcher, monkeypatch)
+        monkeypatch.setattr(Processing, "read_popped", read_failing_once)
+        failed: list[BaseException] = []
+
+        def turn() -> None:
+            try:
+                dispatcher.turn()
+            except redis.RedisError as exc:
+                failed.append(exc)
+
+        waiting = threading.Thread(target=turn)
+        waiting.start()
+        time.sleep(0.2)  # blocked, the idle shards' pops behind its BLPOP
+        Idle.perform_async([{"id": "woke"}])
+        waiting.join(5)
+        assert not waiting.is_alive()
+        assert failures and [str(exc) for exc in failed] == ["injected: reading an empty pop"]
+        assert waited_on[0].startswith("lowkiq-")  # the job's own thread made the wait
+        turn_until(dispatcher, lambda: performed() == ["woke"])
+        # Every shard is served again, the one whose landing failed too.
+        later = [ids[0] for ids in ids_by_shard(queue, 1).values()]
+        Idle.perform_async([{"id": job_id} for job_id in later])
+        turn_until(dispatcher, lambda: sorted(performed()) == sorted(["woke", *later]))
+        turn_until(dispatcher, lambda: Idle.metrics()["processed"] == 1 + len(later))
+        assert performed().count("woke") == 1
+        assert Idle.metrics()["length"] == 0
+
+
 def test_a_shard_with_a_batch_in_flight_is_not_popped_while_it_runs(
     redis_client: redis.Redis,
 ) -> None:

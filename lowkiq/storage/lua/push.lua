@@ -34,8 +34,9 @@
 -- a shard: its id scheduled now (ZADD NX), and when it was not queued, its member and
 -- the wake-up, as below, and nothing else to decide.  (By EVALSHA these lines run before
 -- the key table and the helpers are made.)  An id queued already (nothing written) goes
--- on below, as does every other push.
-local plain_shard = nil
+-- on below with the same now (its ZADD NX there adds nothing again), as does every other
+-- push.
+local plain_shard, early_now = nil, nil
 if #ARGV == 8 and not TRACK and ARGV[2] == 'keep' and ARGV[3] == '' and ARGV[4] == ''
     and ARGV[5] == 'n' then
   plain_shard = redis.pcall('exists', K.hold, K.group_turns_zset, K.group_waits_zset, K.group_base) == 0
@@ -45,6 +46,7 @@ if #ARGV == 8 and not TRACK and ARGV[2] == 'keep' and ARGV[3] == '' and ARGV[4] 
       local time = redis.call('time')
       at = time[1] .. '.' .. string.rep('0', 6 - #time[2]) .. time[2]
     end
+    early_now = at
     if redis.call('zadd', K.perform_in_zset, 'nx', at, id) == 1 then
       redis.call('zadd', K.fresh_lex_zset, '0', id .. '\0' .. struct.pack('>d', tonumber(at)) .. ARGV[8])
       if redis.call('llen', K.wake_list) == 0 then redis.call('rpush', K.wake_list, '1') end
@@ -58,7 +60,7 @@ if plain_shard or redis.pcall('exists', K.hold, K.group_turns_zset, K.group_wait
 elseif retired() then
   return -1
 end
-local now = clock(ARGV[1])
+local now = early_now or clock(ARGV[1])  -- (the early lines' now: one TIME a call)
 local now_score = tonumber(now)
 local now_bytes = struct.pack('>d', now_score)
 local merge = ARGV[2]
