@@ -1074,7 +1074,7 @@ local PROCESSING_HEADER_SIZE = 16
 local group_prefixes = nil
 
 -- The header of the last job packed with no retry and no error, and its perform_in (the
--- ids of a run share it).
+-- ids of a run share it); pop.lua packs its plain jobs with them too.
 local plain_head = nil
 local plain_head_at = nil
 

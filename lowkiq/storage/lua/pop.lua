@@ -223,6 +223,7 @@ end
 -- out[pairs_from] on); and, made when a job needs them, lex members leaving the retry
 -- zset with their ids (retry_count_zset), and ids leaving errors_hash.
 local unscheduled, fresh_gone, pairs_from = {}, {}, #out + 1
+local unscheduled_count, fresh_count = 0, 0  -- their lengths (no `#` a job)
 local retry_gone, counts_gone, errors_gone = nil, nil, nil
 -- Hot ids: those that yield (perform_in now, queued behind the due ids), with the
 -- perform_in they had and their group, and those that leave (no longer yielding).
@@ -235,9 +236,16 @@ local next_due = -1  -- in `due`
 -- the current run are left (this one first); in a shard with groups, those of each group
 -- (picker() says how many of the group's ids it read are due at this one's perform_in).
 local run, run_left, runs = due and #due > 2 and {window = RUN_READ_FIRST} or nil, 0, not due and {}
+-- Most jobs are plain: fresh (not a retry), not hot, of group '', in a pop that reads
+-- no errors and keeps no per-job record (Worker.track, the groups of a shard with
+-- groups).  The loop takes them in a few lines of its own, calling no helper (each call
+-- a job costs Redis's Lua more than these lines do).
+local plain_pop = not any_error and not TRACK and not job_groups
+-- Each batch of the pop has a payload budget of its own (hot ids spend it), from
+-- `taken` == batch_end on; one that runs out ends the pop.
+local batch_end = batch_size
 while not alone and taken < allowance do
-  -- Each batch of the pop has a payload budget of its own; one that runs out ends the pop.
-  if taken > 0 and taken % batch_size == 0 then budget = BATCH_PAYLOADS end
+  if taken == batch_end then budget, batch_end = BATCH_PAYLOADS, taken + batch_size end
   if budget <= 0 then break end
   local id, perform_in, group
   if due then
@@ -278,52 +286,67 @@ while not alone and taken < allowance do
   end
   if member then
     taken = taken + 1
-    local retry_count = -1
-    if is_retry then retry_count = tonumber(redis.call('zscore', K.retry_count_zset, id)) end
-    local error = any_error and redis.call('hget', K.errors_hash, id) or nil
-    local blob = blob_of(member, id)
-    local leaves = true
-    if blob == '' then
-      -- A hot id: it stays queued while payloads are left, behind the ids already due.
-      local payloads_zset = K.payloads_zset(id)
-      local count
-      blob, count = zset_take(payloads_zset, budget)
-      budget = budget - count
-      leaves = redis.call('exists', payloads_zset) == 0
-      if leaves then
-        yielded_gone = yielded_gone or {}
-        yielded_gone[#yielded_gone + 1] = id
-        redis.call('hdel', P .. 'hot_left', id)  -- K.hot_left_hash, named only here
-      else
-        yielding = yielding or {}
-        yielding[#yielding + 1] = {id, perform_in, group}
-      end
-    end
-    if leaves then
-      unscheduled[#unscheduled + 1] = id
-      if group ~= base then
-        grouped_gone = grouped_gone or {}
-        grouped_gone[#grouped_gone + 1] = id
-      end
-      if error then
-        errors_gone = errors_gone or {}
-        errors_gone[#errors_gone + 1] = id
-      end
-      if is_retry then
-        retry_gone, counts_gone = retry_gone or {}, counts_gone or {}
-        retry_gone[#retry_gone + 1] = member
-        counts_gone[#counts_gone + 1] = id
-      else
-        fresh_gone[#fresh_gone + 1] = member
-      end
-    end
-    if TRACK then popped_ids[#popped_ids + 1] = id end
-    if job_groups then job_groups[taken] = group end
+    local blob = string.sub(member, #id + 2)  -- blob_of, without a call
     local at = pairs_from + 2 * taken
     out[at - 2] = id
-    out[at - 1] = processing_pack(perform_in, retry_count, error, blob, group)
+    if plain_pop and not is_retry and blob ~= '' and group == '' then
+      unscheduled_count = unscheduled_count + 1
+      unscheduled[unscheduled_count] = id
+      fresh_count = fresh_count + 1
+      fresh_gone[fresh_count] = member
+      -- processing_pack of a plain job, without a call
+      if perform_in ~= plain_head_at then
+        plain_head, plain_head_at = struct.pack(PROCESSING_HEADER, tonumber(perform_in), -1, -1), perform_in
+      end
+      out[at - 1] = plain_head .. blob
+    else
+      local retry_count = -1
+      if is_retry then retry_count = tonumber(redis.call('zscore', K.retry_count_zset, id)) end
+      local error = any_error and redis.call('hget', K.errors_hash, id) or nil
+      local leaves = true
+      if blob == '' then
+        -- A hot id: it stays queued while payloads are left, behind the ids already due.
+        local payloads_zset = K.payloads_zset(id)
+        local count
+        blob, count = zset_take(payloads_zset, budget)
+        budget = budget - count
+        leaves = redis.call('exists', payloads_zset) == 0
+        if leaves then
+          yielded_gone = yielded_gone or {}
+          yielded_gone[#yielded_gone + 1] = id
+          redis.call('hdel', P .. 'hot_left', id)  -- K.hot_left_hash, named only here
+        else
+          yielding = yielding or {}
+          yielding[#yielding + 1] = {id, perform_in, group}
+        end
+      end
+      if leaves then
+        unscheduled_count = unscheduled_count + 1
+        unscheduled[unscheduled_count] = id
+        if group ~= base then
+          grouped_gone = grouped_gone or {}
+          grouped_gone[#grouped_gone + 1] = id
+        end
+        if error then
+          errors_gone = errors_gone or {}
+          errors_gone[#errors_gone + 1] = id
+        end
+        if is_retry then
+          retry_gone, counts_gone = retry_gone or {}, counts_gone or {}
+          retry_gone[#retry_gone + 1] = member
+          counts_gone[#counts_gone + 1] = id
+        else
+          fresh_count = fresh_count + 1
+          fresh_gone[fresh_count] = member
+        end
+      end
+      if TRACK then popped_ids[#popped_ids + 1] = id end
+      if job_groups then job_groups[taken] = group end
+      out[at - 1] = processing_pack(perform_in, retry_count, error, blob, group)
+    end
   else
-    unscheduled[#unscheduled + 1] = id
+    unscheduled_count = unscheduled_count + 1
+    unscheduled[unscheduled_count] = id
     if group ~= base then
       grouped_gone = grouped_gone or {}
       grouped_gone[#grouped_gone + 1] = id
@@ -332,11 +355,11 @@ while not alone and taken < allowance do
 end
 local kept_idle, staying = false, nil
 if finish then kept_idle, staying = finish() end
-if due and not yielding and #unscheduled > 2 then
+if due and not yielding and unscheduled_count > 2 then
   -- The ids leaving the schedule are its first ones: `due` read them from its first
   -- rank on, in order, and every id the loop took from it leaves (no hot id stays).
   -- (One or two leave by a ZREM of them, which costs no more.)
-  redis.call('zremrangebyrank', K.perform_in_zset, 0, #unscheduled - 1)
+  redis.call('zremrangebyrank', K.perform_in_zset, 0, unscheduled_count - 1)
 else
   call_many('zrem', K.perform_in_zset, unscheduled)
 end
