@@ -13,6 +13,11 @@
 -- one in K.group_of_hash.
 -- A blob is repeated struct('>dI4') score, length, then payload bytes,
 -- ascending by score; an empty blob marks a hot id (see payloads_add).
+--
+-- Cost: a loop run for every job or payload indexes its list (`for i = 1, #t`)
+-- rather than calling ipairs, whose every step is a call of a C function; and the
+-- pop takes its plain jobs without calling a helper (each call of a Lua function
+-- costs Redis a few hundred instructions).
 
 -- Now on Redis's clock, unix seconds as a string with six decimals (TIME's
 -- seconds and microseconds, joined: cheaper than formatting a number, and
@@ -66,7 +71,8 @@ end
 
 local function blob_pack(pairs_)
   local parts = {}
-  for i, pair in ipairs(pairs_) do
+  for i = 1, #pairs_ do
+    local pair = pairs_[i]
     parts[i] = struct.pack(HEADER, pair[1], #pair[2]) .. pair[2]
   end
   return table.concat(parts)
@@ -77,7 +83,9 @@ end
 local function blob_merge(a, b)
   local best = {}
   for _, blob in ipairs({a, b}) do
-    for _, pair in ipairs(blob_pairs(blob)) do
+    local pairs_ = blob_pairs(blob)
+    for i = 1, #pairs_ do
+      local pair = pairs_[i]
       local known = best[pair[2]]
       if known == nil or pair[1] < known then best[pair[2]] = pair[1] end
     end
@@ -108,7 +116,8 @@ local ZADD_CHUNK = 1000
 -- ZADD LT a list of {score, payload} into `key`: equal payloads keep the smallest score.
 local function zadd_pairs(key, pairs_)
   local args = {'LT'}
-  for _, pair in ipairs(pairs_) do
+  for i = 1, #pairs_ do
+    local pair = pairs_[i]
     args[#args + 1] = pair[1]
     args[#args + 1] = pair[2]
     if #args > 2 * ZADD_CHUNK then
@@ -792,7 +801,8 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
       if not pool then load() end
       if #order == 0 then return nil end
       local best, state = nil, nil
-      for _, g in ipairs(order) do
+      for i = 1, #order do
+        local g = order[i]
         local candidate = pool[g]
         if not candidate.out and (not best or candidate.turn < state.turn
             or (candidate.turn == state.turn and g < best)) then
@@ -1144,9 +1154,10 @@ end
 -- holds no NUL), forgotten with its restores.
 local function forget_counts(keys, ids)
   local fields = {}
-  for _, id in ipairs(ids) do
-    fields[#fields + 1] = id
-    fields[#fields + 1] = '\0' .. id
+  for i = 1, #ids do
+    local id = ids[i]
+    fields[2 * i - 1] = id
+    fields[2 * i] = '\0' .. id
   end
   call_many('hdel', keys.restores_hash, fields)
 end
@@ -1529,8 +1540,8 @@ local function push_check_groups(args)
         local known = queued_at(args, first, math.min(first + PUSH_CHUNK - 1, last))
         known_of_chunk = known_of_chunk or {}
         known_of_chunk[first] = known
-        for n, at in ipairs(known) do
-          if at then
+        for n = 1, #known do
+          if known[n] then
             local id = args[first + n - 1]
             local queued = groups().group_of(id)
             if queued ~= group then
