@@ -284,14 +284,14 @@ while not alone and taken < allowance do
     end
     alone = true
   end
+  -- Whether the id leaves the schedule: every one but a hot id that stays queued.
+  local leaves = true
   if member then
     taken = taken + 1
     local blob = string.sub(member, #id + 2)  -- blob_of, without a call
     local at = pairs_from + 2 * taken
     out[at - 2] = id
     if plain_pop and not is_retry and blob ~= '' and group == '' then
-      unscheduled_count = unscheduled_count + 1
-      unscheduled[unscheduled_count] = id
       fresh_count = fresh_count + 1
       fresh_gone[fresh_count] = member
       -- processing_pack of a plain job, without a call
@@ -303,7 +303,6 @@ while not alone and taken < allowance do
       local retry_count = -1
       if is_retry then retry_count = tonumber(redis.call('zscore', K.retry_count_zset, id)) end
       local error = any_error and redis.call('hget', K.errors_hash, id) or nil
-      local leaves = true
       if blob == '' then
         -- A hot id: it stays queued while payloads are left, behind the ids already due.
         local payloads_zset = K.payloads_zset(id)
@@ -321,12 +320,6 @@ while not alone and taken < allowance do
         end
       end
       if leaves then
-        unscheduled_count = unscheduled_count + 1
-        unscheduled[unscheduled_count] = id
-        if group ~= base then
-          grouped_gone = grouped_gone or {}
-          grouped_gone[#grouped_gone + 1] = id
-        end
         if error then
           errors_gone = errors_gone or {}
           errors_gone[#errors_gone + 1] = id
@@ -344,7 +337,8 @@ while not alone and taken < allowance do
       if job_groups then job_groups[taken] = group end
       out[at - 1] = processing_pack(perform_in, retry_count, error, blob, group)
     end
-  else
+  end
+  if leaves then
     unscheduled_count = unscheduled_count + 1
     unscheduled[unscheduled_count] = id
     if group ~= base then
