@@ -26,16 +26,13 @@ from __future__ import annotations
 
 import argparse
 import struct
-import subprocess
 import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
 import redis
 from _machine import machine
 
-from lowkiq.clients.embedded import redis_server_binary
+from lowkiq.clients.embedded import start_server
 from lowkiq.clients.thread import ThreadClient
 from lowkiq.ownership import leases
 from lowkiq.storage import scripts
@@ -176,23 +173,10 @@ def main() -> None:
     parser.add_argument("--warm", type=int, default=2, help="pops before the counted one")
     parser.add_argument("--top", type=int, default=40, help="lines printed")
     args = parser.parse_args()
-    directory = Path(tempfile.mkdtemp(prefix="lowkiq-lua-lines-"))
-    socket = directory / "redis.sock"
-    server = subprocess.Popen(
-        [redis_server_binary(), "--port", "0", "--unixsocket", str(socket), "--save", ""],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    server = start_server(tempfile.mkdtemp(prefix="lowkiq-lua-lines-"))
     try:
-        client = redis.Redis(unix_socket_path=str(socket), protocol=2)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        # RESP2, as scripts see replies (redis-py may speak RESP3).
+        client = redis.Redis.from_url(server.url, protocol=2)
         queue = Queue(client, "Lines", 1)
         queue.push(
             (str(i), b'{"id": %d}' % i, None, None, f"g{i % args.groups}" if args.groups else None)
@@ -222,8 +206,7 @@ def main() -> None:
         for line, count in sorted(counts.items(), key=lambda item: -item[1])[: args.top]:
             print(f"{count:6d} {calls.get(line, 0):6d} {line:6d}: {lines[line - 1].strip()[:100]}")
     finally:
-        server.terminate()
-        server.wait()
+        server.stop()
 
 
 if __name__ == "__main__":

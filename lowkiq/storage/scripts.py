@@ -182,11 +182,11 @@ def source(name: str, track_length: int = 0, script_flags: bool = False) -> str:
         for constant in blob.LUA_CONSTANTS
         if constant in referred
     )
-    if "TRACK" in referred:
-        constants += f"local TRACK = {track_length or 'false'}\n"
+    track = f"local TRACK = {track_length or 'false'}\n" if "TRACK" in referred else ""
     early, rest = _early(own)
-    if "TRACK" in early:  # (the constants come after the early lines)
-        early = f"local TRACK = {track_length or 'false'}\n" + early
+    if "TRACK" in early:  # made before the early lines that name it (constants come after)
+        early, track = track + early, ""
+    constants += track
     text = f"{lua_prelude(helpers + own)}{constants}\n{helpers}\n-- {name}.lua\n{rest}"
     if name not in ALLOW_OOM:
         return early + text

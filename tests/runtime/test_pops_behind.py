@@ -33,15 +33,29 @@ def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
         time.sleep(0.005)
 
 
-def one_turn_woken_by(dispatcher: Any, enqueue: Callable[[], object]) -> None:
-    """Run one turn of ``dispatcher`` that blocks idle, and wake it with ``enqueue()``."""
-    waiting = threading.Thread(target=dispatcher.turn, name="waiting")
+def one_turn_woken_by(
+    dispatcher: Any, enqueue: Callable[[], object], may_fail: bool = False
+) -> list[BaseException]:
+    """Run one turn of ``dispatcher`` that blocks idle, and wake it with ``enqueue()``.
+    With ``may_fail``, returns the Redis errors the turn raised (a failed write may end it
+    before the enqueue); without, the turn must raise none."""
+    failed: list[BaseException] = []
+
+    def turn() -> None:
+        try:
+            dispatcher.turn()
+        except redis.RedisError as exc:
+            failed.append(exc)
+
+    waiting = threading.Thread(target=turn, name="waiting")
     waiting.start()
     time.sleep(0.2)  # blocked on the idle shards' wake lists, for up to poll_interval
-    assert waiting.is_alive()
+    assert waiting.is_alive() or (may_fail and failed)
     enqueue()
     waiting.join(5)
     assert not waiting.is_alive()
+    assert may_fail or not failed, failed
+    return failed
 
 
 def test_an_idle_process_pops_the_job_that_wakes_it_in_the_same_round_trip(
@@ -183,20 +197,9 @@ def test_a_wait_whose_pops_failed_loses_no_job_and_runs_none_twice(
     own = faulty(redis_client, fault)
     with dispatcher_of(redis_client, Idle, own=own, poll_interval=30.0) as (dispatcher, _):
         waited_on = threads_waiting(dispatcher, monkeypatch)
-        failed: list[BaseException] = []
-
-        def turn() -> None:
-            try:
-                dispatcher.turn()
-            except redis.RedisError as exc:
-                failed.append(exc)
-
-        waiting = threading.Thread(target=turn)
-        waiting.start()
-        time.sleep(0.2)  # blocked, the idle shards' pops behind its BLPOP
-        Idle.perform_async([{"id": "kept"}])
-        waiting.join(5)
-        assert not waiting.is_alive()
+        failed = one_turn_woken_by(
+            dispatcher, lambda: Idle.perform_async([{"id": "kept"}]), may_fail=True
+        )
         assert fault.fired and len(failed) == 1
         # The wait failed on the executor thread it was lent to; its turn raised.
         assert waited_on[0].startswith("lowkiq-")
@@ -225,20 +228,9 @@ def test_an_empty_pop_landed_after_the_woken_job_may_fail_and_loses_nothing(
     with dispatcher_of(redis_client, Idle, poll_interval=30.0) as (dispatcher, queue):
         waited_on = threads_waiting(dispatcher, monkeypatch)
         monkeypatch.setattr(Processing, "read_popped", read_failing_once)
-        failed: list[BaseException] = []
-
-        def turn() -> None:
-            try:
-                dispatcher.turn()
-            except redis.RedisError as exc:
-                failed.append(exc)
-
-        waiting = threading.Thread(target=turn)
-        waiting.start()
-        time.sleep(0.2)  # blocked, the idle shards' pops behind its BLPOP
-        Idle.perform_async([{"id": "woke"}])
-        waiting.join(5)
-        assert not waiting.is_alive()
+        failed = one_turn_woken_by(
+            dispatcher, lambda: Idle.perform_async([{"id": "woke"}]), may_fail=True
+        )
         assert failures and [str(exc) for exc in failed] == ["injected: reading an empty pop"]
         assert waited_on[0].startswith("lowkiq-")  # the job's own thread made the wait
         turn_until(dispatcher, lambda: performed() == ["woke"])
