@@ -221,6 +221,11 @@ class Executor:
         self.size = threads
         self.done = done
         self.heartbeats = heartbeats or Heartbeats()
+        # Every thread is listed by the health checks from the start: its heartbeat is
+        # made here, not when the dispatcher's thread starts it (the coordinator may have
+        # leased shards by then, and /ready reported them beside fewer threads).
+        for number in range(threads):
+            self.heartbeats.thread(number)
         self.recorder = recorder
         self.fatal = fatal
         # What each thread runs inside (settings.own_connection: perform's client).
@@ -243,7 +248,6 @@ class Executor:
         """Start the threads."""
         self._pid = os.getpid()
         for number in range(self.size):
-            self.heartbeats.thread(number)  # listed by the health checks from the start
             thread = threading.Thread(
                 target=self._run, args=(number,), name=f"lowkiq-{number}", daemon=True
             )
