@@ -130,21 +130,60 @@ class WorkerTally(BatchRecorder):
         """Count one batch in the current minute (perform time, jobs as settled, payloads,
         queue waits) and second (jobs processed and failed)."""
         now = self._clock()
-        if not self._minute_start <= now < self._minute_end:
-            minute = int(now // 60)
-            self._minute = self.minutes.row(minute)
-            self._minute_start, self._minute_end = minute * 60.0, minute * 60.0 + 60.0
         if not self._second_start <= now < self._second_end:
-            second = int(now)
-            self._second = self.seconds.row(second)
-            self._second_start, self._second_end = float(second), second + 1.0
+            self._enter(now)
         row = self._minute
         elapsed = now - started
         row[PERFORMS] += 1
         row[DURATION_US] += elapsed
         row[DURATION_BUCKETS + bisect_left(BUCKETS, elapsed)] += 1
-        # Jobs are popped when due, before ``started`` (a wait below 0 is another host's
-        # clock: counted as 0).
+        count = len(jobs)
+        row[JOBS] += count
+        self._second[PROCESSED_IN_SECOND] += count - failed - discarded - yielded
+        if count == 1:  # most batches (no loop, no sums)
+            job = jobs[0]
+            # Jobs are popped when due, before ``started`` (a wait below 0 is another
+            # host's clock: counted as 0; not max(): a call).
+            wait = started - job.perform_in
+            if wait < 0.0:
+                wait = 0.0
+            slot = bisect_left(BUCKETS, wait)
+            row[WAIT_BUCKETS + slot] += 1
+            row[WAIT_US] += wait
+            row[PAYLOADS] += len(job.payloads)
+            groups = self.groups
+            if groups is not None:  # the same wait in its group's histogram
+                group = job.group
+                if group is None:  # a shard whose jobs have no group: the group ""
+                    group = ""
+                counts = groups.counts().get(group) or groups.histogram(group)
+                counts[slot] += 1
+                counts[SLOTS] += wait
+        else:
+            self._waited(row, jobs, started)
+        if failed:
+            row[FAILURES] += 1
+            row[FAILED_JOBS] += failed
+            self._second[FAILED_IN_SECOND] += failed
+        if discarded:
+            row[DISCARDED_JOBS] += discarded
+        if yielded:
+            row[YIELDED_JOBS] += yielded
+
+    def _enter(self, now: float) -> None:
+        """The clock left the current second: count in ``now``'s second, and in its minute
+        when that is another too (a second lies inside the minute found with it, so
+        :meth:`performed` checks the second alone)."""
+        if not self._minute_start <= now < self._minute_end:
+            minute = int(now // 60)
+            self._minute = self.minutes.row(minute)
+            self._minute_start, self._minute_end = minute * 60.0, minute * 60.0 + 60.0
+        second = int(now)
+        self._second = self.seconds.row(second)
+        self._second_start, self._second_end = float(second), second + 1.0
+
+    def _waited(self, row: list[float], jobs: Sequence[PoppedJob], started: float) -> None:
+        """Count the queue waits and payloads of ``jobs``, in ``row`` and by group."""
         groups = self.groups
         by_group = groups.counts() if groups is not None else {}
         waited = plain_waited = 0.0
@@ -173,18 +212,6 @@ class WorkerTally(BatchRecorder):
         row[PAYLOADS] += payloads
         if plain is not None:
             plain[SLOTS] += plain_waited
-        count = len(jobs)
-        row[JOBS] += count
-        second_row = self._second
-        second_row[PROCESSED_IN_SECOND] += count - failed - discarded - yielded
-        if failed:
-            row[FAILURES] += 1
-            row[FAILED_JOBS] += failed
-            second_row[FAILED_IN_SECOND] += failed
-        if discarded:
-            row[DISCARDED_JOBS] += discarded
-        if yielded:
-            row[YIELDED_JOBS] += yielded
 
 
 class Recorder:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import lowkiq
 from lowkiq.storage.queue import PoppedJob
 from lowkiq.telemetry import group_waits
-from lowkiq.telemetry.counts import SLOTS, bucket
+from lowkiq.telemetry.counts import PAYLOADS, SIZE, SLOTS, WAIT_BUCKETS, WAIT_US, bucket
 from lowkiq.telemetry.group_waits import OTHER, GroupWaits
 from lowkiq.telemetry.prometheus import render
 from lowkiq.telemetry.recorder import Recorder, WorkerTally
@@ -136,3 +136,21 @@ def test_prometheus_serves_the_histogram_of_each_top_group_and_other(redis_clien
     assert 'lowkiq_group_wait_seconds_sum{group="other",worker="Tenants"} 7.0' in lines
     assert 'lowkiq_group_wait_seconds_bucket{group="big",le="0.25",worker="Tenants"} 5.0' in lines
     assert not any('group="small"' in line for line in lines)
+
+
+def test_jobs_counted_one_batch_each_count_as_in_one_batch() -> None:
+    """A batch of one job is counted by lines of its own: the waits, payloads and waits by
+    group come out as when the same jobs are counted in one batch (a wait below 0, from
+    another host's clock, as 0)."""
+    jobs = [job("A", 0.002), job(None, 0.5, 1), job("", 3.0, 2), job("A", -1.0, 3)]
+    alone, alone_waits = tally(limit=5)
+    for one in jobs:
+        alone.performed([one], started=T0)
+    together, together_waits = tally(limit=5)
+    together.performed(jobs, started=T0)
+    assert counted(alone_waits) == counted(together_waits)
+    (minute,) = alone.minutes.unwritten().values()
+    (same,) = together.minutes.unwritten().values()
+    waits = slice(WAIT_BUCKETS, SIZE)
+    assert minute[waits] == same[waits] and minute[waits] != [0] * SLOTS
+    assert minute[WAIT_US] == same[WAIT_US] and minute[PAYLOADS] == same[PAYLOADS] == 4
