@@ -30,10 +30,13 @@ ruby-sidekiq). The job is vs_sidekiq.py's: one ``INCR`` inside the job. Per syst
    every connection is open), then stays idle.
 2. idle: ``--idle-seconds`` of the warm worker waiting (heartbeats, polls, blocking-pop
    timeouts), printed per second: the background a drain's window also holds.
-3. enqueue: the worker is frozen (SIGSTOP to its process group), the enqueuer enqueues
-   ``--jobs`` jobs in calls of 1,000 jobs. (Redis hands a frozen worker's blocked pop
-   the first jobs pushed: with Sidekiq, up to ``threads`` BRPOPs served, a few
-   thousand instructions, fall in this window rather than the drain's.)
+3. enqueue: the worker is frozen (SIGSTOP to its process group) and its blocking waits
+   are ended as if timed out (``CLIENT UNBLOCK``, with what it pipelined behind them:
+   lowkiq's idle pops), so that Redis hands it none of the jobs pushed; then the
+   enqueuer enqueues ``--jobs`` jobs in calls of 1,000 jobs. The window counts the
+   enqueue alone (before 2026-12-01 a frozen worker's wait took the first jobs pushed in
+   it: Sidekiq's BRPOPs, a few thousand instructions, and lowkiq's ``BLPOP`` with the
+   pops behind it, which took up to 64 jobs of each shard).
 4. drain: SIGCONT; the window ends 0.5 s after the job that brings the counter to
    ``--jobs`` (so that its acknowledgement lands), with SIGSTOP.
 
@@ -199,6 +202,24 @@ def _signal(process: subprocess.Popen[bytes], number: int) -> None:
     os.killpg(process.pid, number)
 
 
+def unblock_all(client: redis.Redis) -> int:
+    """End every blocking command waiting on the server (a frozen worker's ``BLPOP`` or
+    ``BRPOP``) as if its timeout had come, and wait until the commands pipelined behind
+    them ran too; returns how many were waiting.  So a frozen worker takes nothing of an
+    enqueue that follows: its wait would serve the first jobs pushed (and lowkiq's, the
+    pops sent behind its ``BLPOP``), drain work that the enqueue's window would count."""
+    blocked = [c["id"] for c in client.client_list() if "b" in c["flags"]]
+    for client_id in blocked:
+        client.client_unblock(int(client_id))
+    deadline = time.monotonic() + STEP_TIMEOUT
+    while any("b" in c["flags"] for c in client.client_list()):
+        if time.monotonic() > deadline:
+            raise RuntimeError("a blocked client stayed blocked after CLIENT UNBLOCK")
+        time.sleep(0.05)
+    time.sleep(SETTLE)  # (the replies of what ran behind them, written to the frozen worker)
+    return len(blocked)
+
+
 def count_system(
     server: CountedServer,
     system: System,
@@ -231,6 +252,7 @@ def count_system(
         client.set(COUNTER, 0)
         client.delete(MARKS)
         _signal(worker, signal.SIGSTOP)
+        unblock_all(client)
 
         def enqueue() -> None:
             assert feeder.stdin is not None

@@ -58,7 +58,7 @@ def test_pipelined_calls_reload_scripts_a_restarted_redis_lost(redis_client):
 #: What a lowkiq script may use as a global: Redis's API and Lua's standard library.
 REDIS_GLOBALS = {"redis", "KEYS", "ARGV", "struct", "cjson", "cmsgpack", "bit", "string"}
 LUA_GLOBALS = {"table", "math", "tonumber", "tostring", "ipairs", "pairs", "unpack", "type"}
-LUA_GLOBALS |= {"error", "pcall", "select", "next", "assert"}
+LUA_GLOBALS |= {"error", "pcall", "select", "next", "assert", "setmetatable"}
 
 
 def test_every_script_compiled_by_redis_uses_only_defined_helpers(redis_client):

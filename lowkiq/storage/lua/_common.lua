@@ -31,6 +31,17 @@ local function clock(given)
   return time[1] .. '.' .. string.rep('0', 6 - #micros) .. micros
 end
 
+-- Redis hands a command a Lua number as snprintf("%.17g") writes it, some two thousand
+-- instructions: the counts and bounds the pop and its ack pass go as INTEGER_TEXT[n],
+-- the integer's decimal text, made by '%d' and kept for those below 4096 (with Redis
+-- Functions, from call to call; by EVALSHA, whose tables last one call, it saves nothing).
+local function integer_text(texts, n)
+  local text = string.format('%d', n)
+  if n >= 0 and n < 4096 then texts[n] = text end
+  return text
+end
+local INTEGER_TEXT = setmetatable({}, {__index = integer_text})
+
 -- Worker.track: one event (its name, then field, value pairs) of the job `id`, or of
 -- each job of a batch or an enqueue (`ids`: their ids joined by NUL, which no id holds:
 -- one entry for them all), in the events stream of the shard whose keys are `keys`,
@@ -195,7 +206,8 @@ end
 local function zadd_zset(into, from)
   local start = 0
   while true do
-    local rows = redis.call('zrange', from, start, start + ZADD_CHUNK - 1, 'withscores')
+    local rows = redis.call('zrange', from, INTEGER_TEXT[start], INTEGER_TEXT[start + ZADD_CHUNK - 1],
+      'withscores')
     if #rows == 0 then return end
     local pairs_ = {}
     for i = 1, #rows, 2 do pairs_[#pairs_ + 1] = {rows[i + 1], rows[i]} end
@@ -207,10 +219,10 @@ end
 -- Take out up to `limit` smallest-score payloads of the sorted set `key`, as a
 -- blob; also returns how many.
 local function zset_take(key, limit)
-  local rows = redis.call('zrange', key, 0, limit - 1, 'withscores')
+  local rows = redis.call('zrange', key, '0', INTEGER_TEXT[limit - 1], 'withscores')
   local pairs_ = {}
   for i = 1, #rows, 2 do pairs_[#pairs_ + 1] = {tonumber(rows[i + 1]), rows[i]} end
-  redis.call('zremrangebyrank', key, 0, limit - 1)
+  redis.call('zremrangebyrank', key, '0', INTEGER_TEXT[limit - 1])
   return blob_pack(pairs_), #pairs_
 end
 
@@ -296,22 +308,25 @@ end
 -- same double.)
 local function ranked(key, max, count, count_arg)
   if count < 3 then
-    return redis.call('zrangebyscore', key, '-inf', max, 'withscores', 'limit', '0', count_arg or count)
+    return redis.call('zrangebyscore', key, '-inf', max, 'withscores', 'limit', '0',
+      count_arg or INTEGER_TEXT[count])
   end
   local found = redis.call('zrangebyscore', key, '-inf', max, 'withscores', 'limit', '0', '2')
   if #found < 4 then return found end
   local at, rest = found[2], nil
   if found[4] ~= at then
-    rest = redis.call('zrangebyscore', key, '-inf', max, 'withscores', 'limit', '2', count - 2)
+    rest = redis.call('zrangebyscore', key, '-inf', max, 'withscores', 'limit', '2',
+      INTEGER_TEXT[count - 2])
   else
-    local run = redis.call('zrangebyscore', key, at, at, 'limit', '2', count - 2)
+    local run = redis.call('zrangebyscore', key, at, at, 'limit', '2', INTEGER_TEXT[count - 2])
     for i = 1, #run do
       found[3 + 2 * i] = run[i]
       found[4 + 2 * i] = at
     end
     local left = count - 2 - #run
     if left <= 0 then return found end
-    rest = redis.call('zrangebyscore', key, '(' .. at, max, 'withscores', 'limit', '0', left)
+    rest = redis.call('zrangebyscore', key, '(' .. at, max, 'withscores', 'limit', '0',
+      INTEGER_TEXT[left])
   end
   local n = #found
   for i = 1, #rest do found[n + i] = rest[i] end
@@ -348,7 +363,7 @@ local function find_in_run(run, id, left)
   end
   if left < 2 then return find_queued(id) end
   read = redis.call('zrangebylex', K.fresh_lex_zset, '[' .. key, '+', 'limit', '0',
-    math.min(left, run.window))
+    INTEGER_TEXT[math.min(left, run.window)])
   run.read, run.at, run.hits = read, 1, 0
   local member = read[1]
   if member and string.sub(member, 1, #key) == key then
@@ -521,7 +536,7 @@ local function groups()
   -- The turn a group starts at: just after the smallest turn of the groups in the
   -- turns (behind the groups at it, whose names might sort after its own).
   local function first_turn()
-    local smallest = tonumber(redis.call('zrange', turns, 0, 0, 'withscores')[2] or 0)
+    local smallest = tonumber(redis.call('zrange', turns, '0', '0', 'withscores')[2] or 0)
     return smallest + math.abs(smallest) * 1e-12 + 1e-12
   end
 
@@ -544,7 +559,7 @@ local function groups()
     local g = base_group()
     local key = K.group_ids_zset(g)
     if redis.call('copy', K.perform_in_zset, key, 'replace') == 1 then
-      place(g, redis.call('zrange', key, 0, 0, 'withscores')[2], now)
+      place(g, redis.call('zrange', key, '0', '0', 'withscores')[2], now)
     end
   end
 
@@ -611,7 +626,7 @@ local function groups()
   -- group alone, and the waits none), at most COLLAPSE_MAX of them, drops its group
   -- keys: that group becomes its base.  Returns whether it did.
   local function collapse()
-    local rows = redis.call('zrange', turns, 0, 1)
+    local rows = redis.call('zrange', turns, '0', '1')
     if #rows ~= 1 or redis.call('exists', waits) == 1 then return false end
     if redis.call('zcard', K.perform_in_zset) > COLLAPSE_MAX then return false end
     local g = rows[1]
@@ -645,13 +660,13 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
   local turns, waits = K.group_turns_zset, K.group_waits_zset
   local at = tonumber(now)
   -- Groups whose first job became due join the turns.
-  first_wait = first_wait or redis.call('zrange', waits, 0, 0, 'withscores')
+  first_wait = first_wait or redis.call('zrange', waits, '0', '0', 'withscores')
   if first_wait[2] and tonumber(first_wait[2]) <= at then
     first_turn = nil
     local G = groups()
-    for _, g in ipairs(redis.call('zrangebyscore', waits, '-inf', now, 'limit', 0, 100)) do
+    for _, g in ipairs(redis.call('zrangebyscore', waits, '-inf', now, 'limit', '0', '100')) do
       redis.call('zrem', waits, g)
-      local head = redis.call('zrange', K.group_ids_zset(g), 0, 0, 'withscores')[2]
+      local head = redis.call('zrange', K.group_ids_zset(g), '0', '0', 'withscores')[2]
       if head then G.place(g, head, now) end
     end
   end
@@ -679,7 +694,7 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
   local function load()
     local rows = first_turn  -- the first two, when given
     if not rows or left > 2 then
-      rows = redis.call('zrange', turns, 0, math.max(left, 2) - 1, 'withscores')
+      rows = redis.call('zrange', turns, '0', INTEGER_TEXT[math.max(left, 2) - 1], 'withscores')
     end
     first_turn = nil
     pool, order, capped = {}, {}, 0
@@ -735,8 +750,9 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
       if not state.out then
         keep = state.turn > staying
         if not keep then
+          local rank = INTEGER_TEXT[#order]
           beyond = beyond
-            or tonumber(redis.call('zrange', turns, #order, #order, 'withscores')[2] or math.huge)
+            or tonumber(redis.call('zrange', turns, rank, rank, 'withscores')[2] or math.huge)
           keep = state.turn > beyond
         end
       end
@@ -767,11 +783,13 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
   local function pass_empty()
     empties = empties + 1
     if empties < RUN_START then
-      add_rows(redis.call('zrange', turns, #order, #order, 'withscores'))
+      local rank = INTEGER_TEXT[#order]
+      add_rows(redis.call('zrange', turns, rank, rank, 'withscores'))
       return
     end
     while true do
-      local rows = redis.call('zrange', turns, #order, #order + RUN_CHUNK - 1, 'withscores')
+      local rows = redis.call('zrange', turns, INTEGER_TEXT[#order],
+        INTEGER_TEXT[#order + RUN_CHUNK - 1], 'withscores')
       local keys = {}
       for i = 1, #rows, 2 do keys[#keys + 1] = K.group_ids_zset(rows[i]) end
       if #keys == 0 then return end
@@ -811,7 +829,8 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
       end
       if not best and capped > 0 then
         -- Groups at their cap stay in the turns: read the turns past the pool, or stop.
-        local rows = redis.call('zrange', turns, #order, #order + left - 1, 'withscores')
+        local rows = redis.call('zrange', turns, INTEGER_TEXT[#order],
+          INTEGER_TEXT[#order + left - 1], 'withscores')
         if #rows == 0 then
           finish()
           return nil
@@ -842,7 +861,8 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
         if #state.heads == 0 then
           pass_empty()
         else
-          add_rows(redis.call('zrange', turns, #order, #order, 'withscores'))
+          local rank = INTEGER_TEXT[#order]
+          add_rows(redis.call('zrange', turns, rank, rank, 'withscores'))
         end
       end
     end
@@ -1037,11 +1057,11 @@ local function pop_extra(a, b, c, d)
     grouped_known = false
     return 0
   end
-  pop_first_turn = redis.call('zrange', turns, 0, 1, 'withscores')
+  pop_first_turn = redis.call('zrange', turns, '0', '1', 'withscores')
   if pop_first_turn[1] then count = count - 1 end
   local has_waits = count >= 5
   if has_waits then count = count - 5 end
-  pop_first_wait = has_waits and redis.call('zrange', waits, 0, 0, 'withscores') or {}
+  pop_first_wait = has_waits and redis.call('zrange', waits, '0', '0', 'withscores') or {}
   grouped_known = pop_first_turn[1] ~= nil or has_waits
   return count
 end
@@ -1185,7 +1205,7 @@ local function ack_processing(keys, restores, token)
       forget_counts(keys, ids or redis.call('hkeys', processing))
     end
     redis.call('del', processing)
-    redis.call('incrby', keys.processed_counter, count)
+    redis.call('incrby', keys.processed_counter, INTEGER_TEXT[count])
   end
   return count, done
 end

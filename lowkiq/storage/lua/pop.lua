@@ -363,7 +363,7 @@ if due and not yielding and unscheduled_count > 2 then
   -- The ids leaving the schedule are its first ones: `due` read them from its first
   -- rank on, in order, and every id the loop took from it leaves (no hot id stays).
   -- (One or two leave by a ZREM of them, which costs no more.)
-  redis.call('zremrangebyrank', K.perform_in_zset, 0, unscheduled_count - 1)
+  redis.call('zremrangebyrank', K.perform_in_zset, '0', INTEGER_TEXT[unscheduled_count - 1])
 else
   call_many('zrem', K.perform_in_zset, unscheduled)
 end
@@ -428,7 +428,7 @@ if taken_groups and taken > 0 then
   taken_groups[1] = job_groups and table.concat(job_groups, '\0') or base
 end
 if rate_args then
-  local backlog = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now, 'limit', 0, 1)[1] ~= nil
+  local backlog = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now, 'limit', '0', '1')[1] ~= nil
   out[3] = R.budget_close(tokens - taken, from, now_ms, backlog, unpack(rate_args))
 end
 return out
