@@ -343,7 +343,7 @@ local RUN_READ_MAX = 64
 -- (an id holds no NUL), so their members follow one another there, with at most other
 -- queued ids between them: one ZRANGEBYLEX reads the members from `id` on, and the next
 -- ids of the run are looked for in what it read before they are read one by one.  A read
--- takes `run.window` members (RUN_READ_FIRST at first, at most the ids left), twice as
+-- takes `run.window` members (RUN_READ_FIRST at first, at most the ids left), four times as
 -- many as the last one when that one gave more than its first id, else 2.  `run` is the
 -- pop's state, {window = RUN_READ_FIRST} at first; run.read = nil when a new run starts.
 local function find_in_run(run, id, left)
@@ -359,7 +359,7 @@ local function find_in_run(run, id, left)
       end
     end
     run.read = nil
-    run.window = run.hits > 1 and math.min(run.window * 2, RUN_READ_MAX) or 2
+    run.window = run.hits > 1 and math.min(run.window * 4, RUN_READ_MAX) or 2
   end
   if left < 2 then return find_queued(id) end
   read = redis.call('zrangebylex', K.fresh_lex_zset, '[' .. key, '+', 'limit', '0',
