@@ -37,6 +37,8 @@ def dump_json(payload: Any) -> bytes:
 
 
 _DECODER = json.JSONDecoder()
+#: The decoder's scanner (what ``raw_decode`` calls, without its frame).
+_SCAN = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def load_json(data: bytes) -> Any:
@@ -44,12 +46,12 @@ def load_json(data: bytes) -> Any:
     text = data.decode()
     try:
         # dump_json writes no whitespace around the value: skip json's two regex scans.
-        value, end = _DECODER.raw_decode(text)
+        value, end = _SCAN(text, 0)
         if end == len(text):
             return value
-    except ValueError:
+    except (ValueError, StopIteration):  # (StopIteration: no value at all)
         pass
-    return _DECODER.decode(text)
+    return _DECODER.decode(text)  # raises json's own error for bad input
 
 
 #: The most characters of a stored error's ``Class: message`` line(s); a longer message

@@ -126,8 +126,13 @@ def _perform_all(
     context = running.set(record)
     started = time.time()
     failure: Exception | None = None
+    if len(jobs) == 1:  # most batches (no comprehension's frame)
+        job = jobs[0]
+        batch = {job.id: job.payloads}
+    else:
+        batch = {job.id: job.payloads for job in jobs}
     try:
-        handler.call_perform(handler.worker, {job.id: job.payloads for job in jobs})
+        handler.call_perform(handler.worker, batch)
     except Exception as exc:
         failure = exc
     finally:

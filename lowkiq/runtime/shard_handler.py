@@ -306,9 +306,12 @@ class ShardHandler:
                 self.life.to(IDLE)
                 return Taken(again=True)
         size = self.worker.batch_size
-        batches = (
-            [jobs] if len(jobs) <= size else [jobs[i : i + size] for i in range(0, len(jobs), size)]
-        )
+        if len(jobs) <= size:
+            batches = [jobs]
+        elif size == 1:  # (no slices)
+            batches = [[job] for job in jobs]
+        else:
+            batches = [jobs[i : i + size] for i in range(0, len(jobs), size)]
         # (A suspect is popped alone, whatever else is due.)
         drained = len(popped.jobs) < self._pop_limit and not popped.suspect
         return Taken(batches, popped.suspect, groups=popped.groups, drained=drained)
