@@ -32,9 +32,10 @@ local function clock(given)
 end
 
 -- Redis hands a command a Lua number as snprintf("%.17g") writes it, some two thousand
--- instructions: the counts and bounds the pop and its ack pass go as INTEGER_TEXT[n],
--- the integer's decimal text, made by '%d' and kept for those below 4096 (with Redis
--- Functions, from call to call; by EVALSHA, whose tables last one call, it saves nothing).
+-- instructions: the counts, ranks and limits the pop, its ack and the group picker pass
+-- go as INTEGER_TEXT[n], the integer's decimal text, made by '%d' and kept for those
+-- below 4096 (with Redis Functions, from call to call; by EVALSHA, whose tables last one
+-- call, it saves nothing).
 local function integer_text(texts, n)
   local text = string.format('%d', n)
   if n >= 0 and n < 4096 then texts[n] = text end
@@ -206,8 +207,8 @@ end
 local function zadd_zset(into, from)
   local start = 0
   while true do
-    local rows = redis.call('zrange', from, INTEGER_TEXT[start], INTEGER_TEXT[start + ZADD_CHUNK - 1],
-      'withscores')
+    local rows = redis.call('zrange', from, INTEGER_TEXT[start],
+      INTEGER_TEXT[start + ZADD_CHUNK - 1], 'withscores')
     if #rows == 0 then return end
     local pairs_ = {}
     for i = 1, #rows, 2 do pairs_[#pairs_ + 1] = {rows[i + 1], rows[i]} end

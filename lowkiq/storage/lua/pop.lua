@@ -428,7 +428,8 @@ if taken_groups and taken > 0 then
   taken_groups[1] = job_groups and table.concat(job_groups, '\0') or base
 end
 if rate_args then
-  local backlog = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now, 'limit', '0', '1')[1] ~= nil
+  local backlog = redis.call('zrangebyscore', K.perform_in_zset, '-inf', now, 'limit', '0',
+    '1')[1] ~= nil
   out[3] = R.budget_close(tokens - taken, from, now_ms, backlog, unpack(rate_args))
 end
 return out
