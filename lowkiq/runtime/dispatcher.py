@@ -262,6 +262,10 @@ class Dispatcher:
         released: list[ShardHandler] = []
         for change in changes:
             if isinstance(change, Grant):
+                # The jobs its acquisition buried are reported now, whatever the lease
+                # does next: they are in the morgue already, and a lease that lapses or
+                # is lost before the shard's first round must not lose their report.
+                change.handler.report_exhausted()
                 every.append(change.handler)
                 continue
             if isinstance(change, Revoke):

@@ -135,8 +135,8 @@ class ShardHandler:
         )
         #: The lease's local deadline, kept by the renewer (``None``: not tracked).
         self.term: Term | None = None
-        #: Jobs the acquisition moved to the morgue (``max_restores``): reported before
-        #: the next pop.
+        #: Jobs the acquisition moved to the morgue (``max_restores``): reported when the
+        #: dispatcher takes the shard in (:meth:`report_exhausted`).
         self.exhausted: list[dict[str, Any]] = []
         #: Recent batches' time, decaying (``None``: none ran yet).
         self.batch_seconds: float | None = None
@@ -182,8 +182,6 @@ class ShardHandler:
         if self.lapsed():
             self._log_lapse()
             return False
-        if self.exhausted:
-            self._report_exhausted()
         try:  # after an interrupted call the processing area's state is unknown
             if self.life.state is UNSURE and not self._recover():
                 return False
@@ -502,8 +500,11 @@ class ShardHandler:
         (:mod:`lowkiq.runtime.job_ends`)."""
         return judge_batch(self.name, self.format_error, batch, exc)
 
-    def _report_exhausted(self) -> None:
-        """Tell the worker about the jobs the acquisition moved to the morgue."""
+    def report_exhausted(self) -> None:
+        """Tell the worker about the jobs the acquisition moved to the morgue (none: no
+        call), on the dispatcher's thread when it takes the shard in: no Redis call."""
+        if not self.exhausted:
+            return
         jobs, self.exhausted = self.exhausted, []
         # The acquisition's restore noted the workflow members it buried (if any).
         self.relay_members()

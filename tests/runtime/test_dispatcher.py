@@ -19,9 +19,11 @@ from lowkiq.ownership import leases
 from lowkiq.ownership.events import Grant, Lost, Revoke
 from lowkiq.ownership.membership import Membership
 from lowkiq.runtime.lifecycle import State
+from lowkiq.runtime.shard_handler import ShardHandler
 from lowkiq.storage.group_claims import GroupClaims, claimant
 from lowkiq.storage.keys import OwnershipKeys
 from tests.both_redis import server_or_cluster_client  # noqa: F401  (redis_client)
+from tests.leasing import pop
 from tests.runtime.serving import (
     ReleasesInto,
     collect_until,
@@ -417,3 +419,42 @@ def test_a_batch_its_group_had_no_place_for_goes_back_saying_so_in_its_history(
         assert job_id not in performed_ids()
         other.call("release", claimant(0, "7 other-host"), {"A": 0})
         turn_until(dispatcher, lambda: job_id in performed_ids())
+
+
+class DiesOnce(lowkiq.Worker):
+    shards_count = 1
+    max_restores = 1  # the first death sends the job to the morgue
+    exhausted: list[str] = []
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        pass
+
+    @classmethod
+    def retries_exhausted(cls, jobs: list[dict[str, Any]]) -> None:
+        cls.exhausted.extend(job["id"] for job in jobs)
+
+
+def test_jobs_an_acquisition_buried_are_reported_when_its_lease_is_lost_before_a_round(
+    redis_client: Client,
+) -> None:
+    lowkiq.settings.workers = [DiesOnce]
+    DiesOnce.exhausted = []
+    queue = DiesOnce.queue(redis_client)
+    DiesOnce.perform_async([{"id": "killer"}])
+    assert [job.id for job in pop(queue, 0, 10) or []] == ["killer"]
+    # Its process died running it: the next owner's acquisition buries it...
+    redis_client.delete(queue.keys.lease(0))
+    lease, restored, _ = leases.acquire(queue, 0, "next", 60.0)
+    assert lease is not None and restored == 0
+    assert [job["id"] for job in lease.buried] == ["killer"]
+    with dispatcher_of(redis_client, Rounds, threads=1) as (dispatcher, _):
+        handler = ShardHandler(DiesOnce, 0, queue, lease.token)
+        handler.exhausted = list(lease.buried)
+        # ... and loses the lease before the dispatcher's first round of the shard.
+        dispatcher.tell(Grant(handler))
+        dispatcher.tell(Lost(handler.key))
+        turn_until(dispatcher, lambda: DiesOnce.exhausted == ["killer"])
+        turn_for(dispatcher, 0.2)
+    assert DiesOnce.exhausted == ["killer"]  # once
+    assert [job["id"] for job in DiesOnce.queries().morgue_range_by_id("-", "+")] == ["killer"]
