@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import operator
 import random
 import threading
@@ -30,6 +31,7 @@ from lowkiq.limits.rate_limit import (
 )
 from lowkiq.middleware import chain
 from lowkiq.ownership import leases
+from lowkiq.perform.coroutines import call_retries_exhausted
 from lowkiq.perform.timeouts import check_perform_hard_timeout, check_perform_timeout
 from lowkiq.settings import Settings, settings
 from lowkiq.storage import pausing
@@ -49,6 +51,8 @@ from lowkiq.storage.unreachable import unreachable_raises
 from lowkiq.workflows.actions import HeldActions
 from lowkiq.workflows.context import Workflow, check_after, hold_jobs, members_of
 from lowkiq.workflows.context import current as current_workflow
+
+log = logging.getLogger("lowkiq.worker")
 
 #: What :meth:`Worker.validate` checks, but ``group_weights`` (compared as a copy).
 _checked_attributes = operator.attrgetter(
@@ -443,7 +447,8 @@ class Worker:
         """Bulk operations on the queue and its morgue, and on its jobs held ``after=``
         workflows (``held``, ``release_held``, ``delete_held``)."""
         with unreachable_raises(f"{cls.__name__}.actions()"):
-            return HeldActions(cls._current_queue(), restore_orphaned=_restore_orphaned)
+            restore = functools.partial(_restore_orphaned, cls)
+            return HeldActions(cls._current_queue(), restore_orphaned=restore)
 
     @classmethod
     def history(cls, job_id: Any) -> list[JobEvent]:
@@ -523,7 +528,14 @@ def _takes(function: types.FunctionType, count: int) -> bool:
     return True
 
 
-def _restore_orphaned(queue: Queue) -> int:
+def _restore_orphaned(worker: type[Worker], queue: Queue) -> int:
     """Put back the batches left in processing in shards no process holds (see
-    :func:`lowkiq.ownership.leases.restore_orphaned`); returns how many jobs went back."""
-    return leases.restore_orphaned(queue)[0]
+    :func:`lowkiq.ownership.leases.restore_orphaned`); returns how many jobs went back.
+    The jobs it moved to the morgue instead (restored ``max_restores`` times) are reported
+    to ``worker.retries_exhausted`` here: no process serves their shards to do it."""
+    restored, buried = leases.restore_orphaned(queue)
+    for job in buried:
+        log.error("%s: job %r: %s", worker.__name__, job["id"], job["error"])
+    if buried:
+        call_retries_exhausted(worker, buried, worker.__name__)
+    return restored

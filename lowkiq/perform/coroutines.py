@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import threading
 from typing import Any
+
+log = logging.getLogger("lowkiq.coroutines")
 
 _local = threading.local()
 
@@ -31,6 +34,15 @@ def resolved(result: Any) -> Any:
     if result is None or not inspect.isawaitable(result):
         return result
     return thread_loop().run_until_complete(_awaited(result))
+
+
+def call_retries_exhausted(worker: Any, jobs: list[dict[str, Any]], name: str) -> None:
+    """``worker.retries_exhausted(jobs)``, an ``async def`` one run on the thread's loop;
+    what it raises is logged (under ``name``), not raised: the jobs are in the morgue."""
+    try:
+        resolved(worker.retries_exhausted(jobs))
+    except Exception:
+        log.exception("%s: retries_exhausted raised", name)
 
 
 async def _awaited(awaitable: Any) -> Any:

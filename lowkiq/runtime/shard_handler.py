@@ -35,7 +35,7 @@ from lowkiq.limits.throttling import RateLimits, ShardThrottle
 from lowkiq.middleware import ServerMiddleware
 from lowkiq.outcomes import Verdict
 from lowkiq.ownership.leases import Term
-from lowkiq.perform.coroutines import resolved
+from lowkiq.perform.coroutines import call_retries_exhausted
 from lowkiq.runtime.job_ends import job_ends, judge_batch
 from lowkiq.runtime.lifecycle import (
     FINISHED,
@@ -478,7 +478,7 @@ class ShardHandler:
             then=None,
         )
         if morgue:
-            self.call_user(lambda: self._retries_exhausted(morgue))
+            self.call_user(lambda: call_retries_exhausted(self.worker, morgue, self.name))
         return settled
 
     def _cancel(self, ids: list[str]) -> bool:
@@ -510,13 +510,7 @@ class ShardHandler:
         self.relay_members()
         for job in jobs:
             log.error("%s: job %r: %s", self.name, job["id"], job["error"])
-        self.call_user(lambda: self._retries_exhausted(jobs))
-
-    def _retries_exhausted(self, jobs: list[dict[str, Any]]) -> None:
-        try:
-            resolved(self.worker.retries_exhausted(jobs))
-        except Exception:
-            log.exception("%s: retries_exhausted raised", self.name)
+        self.call_user(lambda: call_retries_exhausted(self.worker, jobs, self.name))
 
     def _bury(self, jobs: Sequence[PoppedJob]) -> bool:
         """Send undecodable jobs to the morgue (bytes kept); the rest of the batch goes on.

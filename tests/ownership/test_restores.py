@@ -151,3 +151,29 @@ def test_a_batch_left_by_a_release_is_restored_without_counting(queue: Queue) ->
     taken, restored, _ = leases.acquire(queue, 0, "p2", 10)
     assert taken is not None and restored == 3 and taken.buried == ()
     assert [job.id for job in queue.pop(0, taken.token, 3).jobs] == ["0", "1", "2"]
+
+
+class Reported(Fragile):
+    max_restores = 1  # the first death sends a job to the morgue
+    exhausted: list[list[str]] = []
+
+    @classmethod
+    def retries_exhausted(cls, jobs: list[dict[str, object]]) -> None:
+        cls.exhausted.append([str(job["id"]) for job in jobs])
+
+
+def test_jobs_the_operators_put_back_buries_are_reported_to_retries_exhausted(
+    redis_client: redis.Redis,
+) -> None:
+    # No process serves the shard to report them: the operator's call does.
+    lowkiq.settings.workers = [Reported]
+    Reported.exhausted = []
+    Reported.perform_async([{"id": i, "perform_in": NOW - 10 + i} for i in range(3)])
+    lease, _, _ = leases.acquire(Reported.queue(), 0, "p1", 10)
+    assert lease is not None
+    assert len(Reported.queue().pop(0, lease.token, 2).jobs) == 2
+    redis_client.delete(Reported.queue().keys.lease(0))  # its process died
+    assert Reported.actions().restore_orphaned_batches() == 0
+    assert Reported.exhausted == [["0", "1"]]
+    assert [job["id"] for job in Reported.queries().morgue_range_by_id("-", "+")] == ["0", "1"]
+    assert Reported.metrics()["length"] == 1
