@@ -240,7 +240,7 @@ class Coordinator(Generic[Shard]):
             held = HeldLease(lease, Term(self.lease_ttl, sent))
             handler = self.make_handler(key[0], key[1], lease.token, self.holdings.lost)
             handler.term = held.term
-            handler.exhausted = list(lease.buried)  # reported when the dispatcher takes it in
+            handler.exhausted = list(lease.buried)  # reported as it is granted
             self.holdings.add(key, held, handler)
             woken = True
         if woken:

@@ -36,8 +36,8 @@ class ServedShard(Protocol):
 
     #: When the lease runs out by this process's clock (given when the lease is granted).
     term: Term | None
-    #: Jobs the acquisition moved to the morgue, reported (``retries_exhausted``) when the
-    #: dispatcher takes the shard in.
+    #: Jobs the acquisition moved to the morgue, reported (``retries_exhausted``) as the
+    #: shard is granted to the dispatcher.
     exhausted: list[dict[str, Any]]
 
 

@@ -164,6 +164,10 @@ class Dispatcher:
         executor)."""
         if isinstance(change, Grant):
             change.handler.call_user = self.executor.call
+            # The jobs its acquisition buried are reported now, on the granting thread,
+            # whatever the lease does next: they are in the morgue already, and a lease
+            # that lapses or is lost before the shard's first round must not lose them.
+            change.handler.report_exhausted()
             self.shares.weights[change.handler.queue.name] = change.handler.worker.weight
         self._inbox.post(change)
         self.wake()
@@ -262,10 +266,6 @@ class Dispatcher:
         released: list[ShardHandler] = []
         for change in changes:
             if isinstance(change, Grant):
-                # The jobs its acquisition buried are reported now, whatever the lease
-                # does next: they are in the morgue already, and a lease that lapses or
-                # is lost before the shard's first round must not lose their report.
-                change.handler.report_exhausted()
                 every.append(change.handler)
                 continue
             if isinstance(change, Revoke):

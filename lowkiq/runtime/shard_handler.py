@@ -135,8 +135,8 @@ class ShardHandler:
         )
         #: The lease's local deadline, kept by the renewer (``None``: not tracked).
         self.term: Term | None = None
-        #: Jobs the acquisition moved to the morgue (``max_restores``): reported when the
-        #: dispatcher takes the shard in (:meth:`report_exhausted`).
+        #: Jobs the acquisition moved to the morgue (``max_restores``): reported as the
+        #: shard is granted to the dispatcher (:meth:`report_exhausted`).
         self.exhausted: list[dict[str, Any]] = []
         #: Recent batches' time, decaying (``None``: none ran yet).
         self.batch_seconds: float | None = None
@@ -502,7 +502,9 @@ class ShardHandler:
 
     def report_exhausted(self) -> None:
         """Tell the worker about the jobs the acquisition moved to the morgue (none: no
-        call), on the dispatcher's thread when it takes the shard in: no Redis call."""
+        call), as the shard is granted to the dispatcher, on the granting thread
+        (:meth:`lowkiq.runtime.dispatcher.Dispatcher.tell`): no Redis call; the hook
+        runs by :attr:`call_user`."""
         if not self.exhausted:
             return
         jobs, self.exhausted = self.exhausted, []
