@@ -458,3 +458,39 @@ def test_jobs_an_acquisition_buried_are_reported_when_its_lease_is_lost_before_a
         turn_for(dispatcher, 0.2)
     assert DiesOnce.exhausted == ["killer"]  # once
     assert [job["id"] for job in DiesOnce.queries().morgue_range_by_id("-", "+")] == ["killer"]
+
+
+class Ordered(lowkiq.Worker):
+    shards_count = 1
+    max_restores = 1
+    events: list[str] = []
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        cls.events.extend(f"performed {job_id}" for job_id in payloads_by_id)
+
+    @classmethod
+    def retries_exhausted(cls, jobs: list[dict[str, Any]]) -> None:
+        cls.events.extend(f"exhausted {job['id']}" for job in jobs)
+
+
+def test_jobs_an_acquisition_buried_are_reported_before_the_shards_first_batch(
+    redis_client: Client,
+) -> None:
+    lowkiq.settings.workers = [Ordered]
+    Ordered.events = []
+    queue = Ordered.queue(redis_client)
+    Ordered.perform_async([{"id": "killer"}])
+    assert [job.id for job in pop(queue, 0, 10) or []] == ["killer"]
+    Ordered.perform_async([{"id": "next"}])  # queued behind the batch its process died in
+    redis_client.delete(queue.keys.lease(0))
+    lease, _, _ = leases.acquire(queue, 0, "next-owner", 60.0)
+    assert lease is not None and [job["id"] for job in lease.buried] == ["killer"]
+    with dispatcher_of(redis_client, Rounds, threads=1) as (dispatcher, _):
+        own = Ordered.queue(dispatcher.client)  # the dispatcher's connection pops
+        own.refresh_layout(queue.layout)
+        handler = ShardHandler(Ordered, 0, own, lease.token)
+        handler.exhausted = list(lease.buried)
+        dispatcher.tell(Grant(handler))
+        turn_until(dispatcher, lambda: "performed next" in Ordered.events)
+    assert Ordered.events == ["exhausted killer", "performed next"]
