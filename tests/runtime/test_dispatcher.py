@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -425,44 +425,7 @@ class DiesOnce(lowkiq.Worker):
     shards_count = 1
     max_restores = 1  # the first death sends the job to the morgue
     exhausted: list[str] = []
-
-    @classmethod
-    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
-        pass
-
-    @classmethod
-    def retries_exhausted(cls, jobs: list[dict[str, Any]]) -> None:
-        cls.exhausted.extend(job["id"] for job in jobs)
-
-
-def test_jobs_an_acquisition_buried_are_reported_when_its_lease_is_lost_before_a_round(
-    redis_client: Client,
-) -> None:
-    lowkiq.settings.workers = [DiesOnce]
-    DiesOnce.exhausted = []
-    queue = DiesOnce.queue(redis_client)
-    DiesOnce.perform_async([{"id": "killer"}])
-    assert [job.id for job in pop(queue, 0, 10) or []] == ["killer"]
-    # Its process died running it: the next owner's acquisition buries it...
-    redis_client.delete(queue.keys.lease(0))
-    lease, restored, _ = leases.acquire(queue, 0, "next", 60.0)
-    assert lease is not None and restored == 0
-    assert [job["id"] for job in lease.buried] == ["killer"]
-    with dispatcher_of(redis_client, Rounds, threads=1) as (dispatcher, _):
-        handler = ShardHandler(DiesOnce, 0, queue, lease.token)
-        handler.exhausted = list(lease.buried)
-        # ... and loses the lease before the dispatcher's first round of the shard.
-        dispatcher.tell(Grant(handler))
-        dispatcher.tell(Lost(handler.key))
-        turn_until(dispatcher, lambda: DiesOnce.exhausted == ["killer"])
-        turn_for(dispatcher, 0.2)
-    assert DiesOnce.exhausted == ["killer"]  # once
-    assert [job["id"] for job in DiesOnce.queries().morgue_range_by_id("-", "+")] == ["killer"]
-
-
-class Ordered(lowkiq.Worker):
-    shards_count = 1
-    max_restores = 1
+    #: "performed <id>" and "exhausted <id>", in order.
     events: list[str] = []
 
     @classmethod
@@ -471,26 +434,52 @@ class Ordered(lowkiq.Worker):
 
     @classmethod
     def retries_exhausted(cls, jobs: list[dict[str, Any]]) -> None:
+        cls.exhausted.extend(job["id"] for job in jobs)
         cls.events.extend(f"exhausted {job['id']}" for job in jobs)
+
+
+def buried_by_next_owner(redis_client: Client, behind: Sequence[str] = ()) -> leases.Lease:
+    """DiesOnce's job ``killer`` popped, ``behind`` queued after it, then its process dead:
+    the lease of the next owner, whose acquisition moved ``killer`` to the morgue."""
+    lowkiq.settings.workers = [DiesOnce]
+    DiesOnce.exhausted, DiesOnce.events = [], []
+    queue = DiesOnce.queue(redis_client)
+    DiesOnce.perform_async([{"id": "killer"}])
+    assert [job.id for job in pop(queue, 0, 10) or []] == ["killer"]
+    if behind:
+        DiesOnce.perform_async([{"id": job_id} for job_id in behind])
+    redis_client.delete(queue.keys.lease(0))
+    lease, restored, _ = leases.acquire(queue, 0, "next", 60.0)
+    assert lease is not None and restored == 0
+    assert [job["id"] for job in lease.buried] == ["killer"]
+    return lease
+
+
+def test_jobs_an_acquisition_buried_are_reported_when_its_lease_is_lost_before_a_round(
+    redis_client: Client,
+) -> None:
+    lease = buried_by_next_owner(redis_client)
+    with dispatcher_of(redis_client, Rounds, threads=1) as (dispatcher, _):
+        handler = ShardHandler(DiesOnce, 0, DiesOnce.queue(redis_client), lease.token)
+        handler.exhausted = list(lease.buried)
+        # The next owner loses the lease before the dispatcher's first round of the shard.
+        dispatcher.tell(Grant(handler))
+        dispatcher.tell(Lost(handler.key))
+        turn_until(dispatcher, lambda: DiesOnce.exhausted == ["killer"])
+        turn_for(dispatcher, 0.2)
+    assert DiesOnce.exhausted == ["killer"]  # once
+    assert [job["id"] for job in DiesOnce.queries().morgue_range_by_id("-", "+")] == ["killer"]
 
 
 def test_jobs_an_acquisition_buried_are_reported_before_the_shards_first_batch(
     redis_client: Client,
 ) -> None:
-    lowkiq.settings.workers = [Ordered]
-    Ordered.events = []
-    queue = Ordered.queue(redis_client)
-    Ordered.perform_async([{"id": "killer"}])
-    assert [job.id for job in pop(queue, 0, 10) or []] == ["killer"]
-    Ordered.perform_async([{"id": "next"}])  # queued behind the batch its process died in
-    redis_client.delete(queue.keys.lease(0))
-    lease, _, _ = leases.acquire(queue, 0, "next-owner", 60.0)
-    assert lease is not None and [job["id"] for job in lease.buried] == ["killer"]
+    lease = buried_by_next_owner(redis_client, behind=["next"])
     with dispatcher_of(redis_client, Rounds, threads=1) as (dispatcher, _):
-        own = Ordered.queue(dispatcher.client)  # the dispatcher's connection pops
-        own.refresh_layout(queue.layout)
-        handler = ShardHandler(Ordered, 0, own, lease.token)
+        own = DiesOnce.queue(dispatcher.client)  # the dispatcher's connection pops
+        own.refresh_layout(DiesOnce.queue(redis_client).layout)
+        handler = ShardHandler(DiesOnce, 0, own, lease.token)
         handler.exhausted = list(lease.buried)
         dispatcher.tell(Grant(handler))
-        turn_until(dispatcher, lambda: "performed next" in Ordered.events)
-    assert Ordered.events == ["exhausted killer", "performed next"]
+        turn_until(dispatcher, lambda: "performed next" in DiesOnce.events)
+    assert DiesOnce.events == ["exhausted killer", "performed next"]
