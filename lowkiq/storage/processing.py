@@ -191,17 +191,20 @@ def _tail_args(
     weights: tuple[Any, ...],
     capped: frozenset[str] | None = None,
 ) -> tuple[Any, ...]:
-    """A pop's arguments after its ack token: the rate limit's (which say how many
-    batches it takes), or, for more than one batch without a limit, empty ones and the
-    number of batches; then the groups' ``weights`` (pairs group, weight).  With
-    ``capped`` (``Worker.group_concurrency``: the groups at their cap, maybe none), a
-    NUL first, and those groups weigh 0: the pop skips them and names the groups it took."""
+    """A pop's arguments after its ack batch: the number of batches and the rate limit's
+    (a throttle says how many batches it takes), or without a limit the number of
+    batches alone (none for one), then, before the groups' ``weights`` (pairs group,
+    weight), empty ones.  With ``capped`` (``Worker.group_concurrency``: the groups at
+    their cap, maybe none), a NUL first, and those groups weigh 0: the pop skips them and
+    names the groups it took."""
     if capped is not None:
         weights = ("\0", *weights, *(arg for group in capped for arg in (group, 0)))
     if throttle is not None:
         return throttle.args() + weights
-    if batches > 1 or weights:
-        return ("", "", "", "", "", batches, *weights)
+    if weights:
+        return (batches, "", "", "", "", "", *weights)
+    if batches > 1:
+        return (batches,)
     return ()
 
 

@@ -66,14 +66,14 @@ class Throttle:
     batches: int = 1
 
     def args(self) -> tuple[Any, ...]:
-        """The pop script's ARGV[5] to ARGV[10]."""
+        """The pop script's ARGV[6] to ARGV[11]: batches, then the rate limit's."""
         return (
+            self.batches,
             repr(self.per_ms),
             self.capacity,
             self.want,
             self.grant,
             self.pace_ms,
-            self.batches,
         )
 
 

@@ -11,13 +11,14 @@
 -- ARGV[5]  the batch of the KEYS[2] shard to ack: the number its pop returned; then
 --          'w' when it holds workflow members, which are done (see wf_copy_area; only
 --          when KEYS[2] is the shard itself)
--- ARGV[6]  optional: the worker's rate limit, tokens per ms (one token per job)
--- ARGV[7]  its bucket's capacity (burst), ARGV[8] tokens to reserve at a time,
--- ARGV[9]  tokens reserved by rate_take for this pop (Redis Cluster), or 0
--- ARGV[10] the grid (ms) reservations that wait for the refill are paid on, or 0
--- ARGV[11] optional, with a rate limit: batches to pop at most (default 1): up to
---          ARGV[3] jobs each, each batch's hot ids giving it at most
---          BATCH_PAYLOADS payloads (the caller performs them one batch at a time)
+-- ARGV[6]  optional: batches to pop at most (default 1): up to ARGV[3] jobs each,
+--          each batch's hot ids giving it at most BATCH_PAYLOADS payloads (the
+--          caller performs them one batch at a time); first, so that a pop of many
+--          batches without a rate limit or weights sends no argument more
+-- ARGV[7]  optional: the worker's rate limit, tokens per ms (one token per job)
+-- ARGV[8]  its bucket's capacity (burst), ARGV[9] tokens to reserve at a time,
+-- ARGV[10] tokens reserved by rate_take for this pop (Redis Cluster), or 0
+-- ARGV[11] the grid (ms) reservations that wait for the refill are paid on, or 0
 -- ARGV[12..] optional (ARGV[6..11] then given, '' when unused): pairs group, weight
 --          (Worker.group_weights; a group not named weighs 1); first a NUL
 --          (Worker.group_concurrency, a per-group rate limit): a group of weight 0
@@ -56,7 +57,7 @@
 -- batch is -1, "the shard holds no job" (the caller asks no due time until a wake-up).
 -- (By EVALSHA these lines run before the key table and the helpers are made.)
 local lease_checked = false
-if (KEYS[2] or '') == '' and tonumber(ARGV[6] or '') == nil then
+if (KEYS[2] or '') == '' and tonumber(ARGV[7] or '') == nil then
   if redis.call('get', K.lease) ~= ARGV[1] then return {-2, -1, 0, 0} end
   if redis.call('exists', K.perform_in_zset, K.processing_hash, K.hold, K.group_base) == 0 then
     if ARGV[12] == '\0' then return {-2, 1, 0, -1, {}} end
@@ -66,7 +67,7 @@ if (KEYS[2] or '') == '' and tonumber(ARGV[6] or '') == nil then
 end
 -- } early
 local token, now, batch_size = ARGV[1], clock(ARGV[2]), tonumber(ARGV[3])
-local batches = tonumber(ARGV[11] or '') or 1
+local batches = tonumber(ARGV[6] or '') or 1
 local limit = batch_size * batches
 -- ARGV[3] as it came, when it is the limit: Redis formats a number argument with
 -- snprintf, and takes a string as it is.
@@ -170,7 +171,7 @@ else
 end
 -- Rate limit: pop at most the tokens of the shard's budget (none are reserved for
 -- a shard with nothing due).
-local rate = tonumber(ARGV[6] or '')
+local rate = tonumber(ARGV[7] or '')
 -- Whether a job is due, asked by a pop with a rate limit or errors or restores (else nil).
 local some_due = nil
 if rate or extra > 0 then some_due = (due and #due > 0) or (not due and any_grouped_due()) end
@@ -184,11 +185,11 @@ local R = rate and rate_limits()
 local rate_args, tokens, from, now_ms
 local allowance = limit
 if rate and not some_due then
-  R.budget_idle(KEYS[3], tonumber(ARGV[7]), tonumber(ARGV[9]))
+  R.budget_idle(KEYS[3], tonumber(ARGV[8]), tonumber(ARGV[10]))
 elseif rate then
-  local pace = tonumber(ARGV[10] or '') or 0
-  rate_args = {tonumber(ARGV[8]), rate, tonumber(ARGV[7]), pace, KEYS[3]}
-  tokens, from, now_ms = R.budget_open(rate_args[1], rate, rate_args[3], tonumber(ARGV[9]),
+  local pace = tonumber(ARGV[11] or '') or 0
+  rate_args = {tonumber(ARGV[9]), rate, tonumber(ARGV[8]), pace, KEYS[3]}
+  tokens, from, now_ms = R.budget_open(rate_args[1], rate, rate_args[3], tonumber(ARGV[10]),
     KEYS[3], pace)
   if tokens <= 0 or from > now_ms then
     if done_ids then track_done() end
