@@ -652,8 +652,8 @@ end
 -- The choice of due jobs of a grouped shard, for pop.lua: the group with the
 -- smallest turn gives its earliest due job, and its turn moves on by 1 / its
 -- weight (`weights`: group -> weight; 1 when not named).  `first_turn` and
--- `first_wait` are the first two entries of the turns and the first of the waits
--- when already read (or nil).  The pop takes at most `limit` jobs, so it reads at
+-- `first_wait` are the first max(limit, 2) entries of the turns (all, when fewer) and
+-- the first of the waits when already read (or nil).  The pop takes at most `limit` jobs, so it reads at
 -- most the first `limit` (at least two) groups of the turns and `limit` + 1 ids of
 -- each group it serves, and writes what it took once, in finish().  A group of weight 0 is at its cap
 -- (Worker.group_concurrency): it keeps its turn and gives no job.  Returns next_due() -> id, perform_in,
@@ -696,8 +696,8 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
   local lone = false
 
   local function load()
-    local rows = first_turn  -- the first two, when given
-    if not rows or left > 2 then
+    local rows = first_turn  -- the first max(limit, 2), when given (`left` is the limit)
+    if not rows then
       rows = redis.call('zrange', turns, '0', INTEGER_TEXT[math.max(left, 2) - 1], 'withscores')
     end
     first_turn = nil
@@ -1035,8 +1035,9 @@ local function delete_dead(id)
   return blob ~= nil
 end
 
--- Pop (pop.lua).  The first two entries of a shard's turns and the first of its waits,
--- once pop_extra read them (a shard with groups): the choice of its jobs starts from them.
+-- Pop (pop.lua).  The first entries of a shard's turns (as many as the pop may serve
+-- groups, at least two) and the first of its waits, once pop_extra read them (a shard
+-- with groups): the choice of its jobs starts from them.
 local pop_first_turn = nil
 local pop_first_wait = nil
 
@@ -1045,9 +1046,10 @@ local pop_first_wait = nil
 -- K.group_waits_zset 5 times (EXISTS counts a key each time it is named), so that once
 -- the turns are read the count says whether the waits exist too, besides how many of
 -- the (at most 4) other keys do; and K.group_base, read when the count is not 0.  A
--- shard whose count is 0 asks no more.  Otherwise the first two entries of the turns
--- are read, and the first of the waits when they exist (pop_first_turn, pop_first_wait).
-local function pop_extra(a, b, c, d)
+-- shard whose count is 0 asks no more.  Otherwise the first `span` (at least 2: the
+-- pop's limit) entries of the turns are read, which group_picker then reads no more, and
+-- the first of the waits when they exist (pop_first_turn, pop_first_wait).
+local function pop_extra(span, a, b, c, d)
   local turns, waits = K.group_turns_zset, K.group_waits_zset
   local count
   if d then
@@ -1061,7 +1063,7 @@ local function pop_extra(a, b, c, d)
     grouped_known = false
     return 0
   end
-  pop_first_turn = redis.call('zrange', turns, '0', '1', 'withscores')
+  pop_first_turn = redis.call('zrange', turns, '0', INTEGER_TEXT[span - 1], 'withscores')
   if pop_first_turn[1] then count = count - 1 end
   local has_waits = count >= 5
   if has_waits then count = count - 5 end

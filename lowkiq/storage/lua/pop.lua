@@ -69,6 +69,8 @@ end
 local token, now, batch_size = ARGV[1], clock(ARGV[2]), tonumber(ARGV[3])
 local batches = tonumber(ARGV[6] or '') or 1
 local limit = batch_size * batches
+-- The groups' turns read at once (see pop_extra): as many as the pop may serve.
+local turns_span = math.max(limit, 2)
 -- ARGV[3] as it came, when it is the limit: Redis formats a number argument with
 -- snprintf, and takes a string as it is.
 local limit_arg = limit
@@ -115,7 +117,7 @@ if ack_prefix then
   elseif ack_held then
     local restores = nil
     if same then
-      extra = pop_extra(K.hold, K.errors_hash, K.restores_hash, K.due_since_zset)
+      extra = pop_extra(turns_span, K.hold, K.errors_hash, K.restores_hash, K.due_since_zset)
       if extra > 0 and redis.call('exists', K.due_since_zset) == 1 then
         extra = extra - 1
         requeue_yielded(processing, now)
@@ -135,9 +137,9 @@ if ack_prefix then
 end
 if not held and not lease_held(K, token) then return {acked, -1, 0, 0} end
 if not same then
-  extra = pop_extra(K.hold, K.errors_hash, K.restores_hash, processing)
+  extra = pop_extra(turns_span, K.hold, K.errors_hash, K.restores_hash, processing)
 elseif extra == nil then
-  extra = pop_extra(K.hold, K.errors_hash, K.restores_hash)
+  extra = pop_extra(turns_span, K.hold, K.errors_hash, K.restores_hash)
 end
 if extra > 0 then
   if redis.call('exists', K.hold) == 1 then
