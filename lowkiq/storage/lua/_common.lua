@@ -727,7 +727,11 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
       local state = pool[g]
       local heads = state.heads
       if heads then
-        if state.pos > 1 then
+        -- The ids taken are the index's first (heads are read from its first rank on,
+        -- and nothing else writes it before this): more than two leave by rank.
+        if state.pos > 3 then
+          redis.call('zremrangebyrank', K.group_ids_zset(g), '0', INTEGER_TEXT[state.pos - 2])
+        elseif state.pos > 1 then
           local gone = {}
           for i = 1, state.pos - 1 do gone[i] = heads[2 * i - 1] end
           redis.call('zrem', K.group_ids_zset(g), unpack(gone))
