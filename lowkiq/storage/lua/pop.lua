@@ -7,7 +7,8 @@
 -- ARGV[1]  lease token of the shard
 -- ARGV[2]  now: '' for Redis's clock (a test may fix it)
 -- ARGV[3]  limit (batch size)
--- ARGV[4]  lease token of the KEYS[2] shard
+-- ARGV[4]  lease token of the KEYS[2] shard (ARGV[4] and ARGV[5] are left out by a pop
+--          that acks nothing and gives nothing after them: an idle shard's)
 -- ARGV[5]  the batch of the KEYS[2] shard to ack: the number its pop returned; then
 --          'w' when it holds workflow members, which are done (see wf_copy_area; only
 --          when KEYS[2] is the shard itself)
