@@ -77,6 +77,30 @@ def test_a_few_jobs_stay_in_a_packed_key(
     assert encoding(redis_client, queue.keys.perform_in_zset(0)) in {"listpack", "ziplist"}
 
 
+def test_jobs_enqueued_one_at_a_time_onto_a_pending_wake_up_unpack_the_sorted_sets(
+    redis_client: redis.Redis, queue: Queue, worker: type[lowkiq.Worker]
+) -> None:
+    """30 jobs enqueued one call each into a shard no process waits on (its wake-up stays
+    pending): from the eighth on, its lex and schedule sorted sets are skiplists (a
+    listpack would cost each push a scan parsing every score); every job is queued as
+    given, and no key holds the mark.  Seven stay packed."""
+    for n in range(7):
+        enqueue(worker, [f"job-{n}"])
+    assert encoding(redis_client, queue.keys.perform_in_zset(0)) in {"listpack", "ziplist"}
+    for n in range(7, 30):
+        enqueue(worker, [f"job-{n}"])
+    assert encoding(redis_client, queue.keys.perform_in_zset(0)) == "skiplist"
+    assert encoding(redis_client, queue.keys.fresh_lex_zset(0)) == "skiplist"
+    ids = [f"job-{n}" for n in range(30)]
+    fetched = worker.queries().fetch(ids)
+    assert {job["id"]: [p for p, _ in job["payloads"]] for job in fetched} == {
+        job_id: [job_id] for job_id in ids
+    }
+    assert redis_client.zcard(queue.keys.perform_in_zset(0)) == 30
+    for key, members in shard_contents(redis_client, queue).items():
+        assert not [m for m in members if m.startswith(MARK_BYTE)], key
+
+
 @pytest.mark.parametrize("sizes", [[15, 16, 300], [1, 120, 10, 600], [700]])
 def test_bulk_enqueues_keep_every_job_and_nothing_else(
     redis_client: redis.Redis, queue: Queue, worker: type[lowkiq.Worker], sizes: list[int]

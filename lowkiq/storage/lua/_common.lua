@@ -933,14 +933,38 @@ local function delete_queued(id, member, is_retry)
   payloads_drop(blob_of(member, id), K.payloads_zset(id))
 end
 
+-- A shard's schedule and lex sorted sets stay packed (listpacks) up to PACKED_ZSET_MOST
+-- members, and each member added to a packed one scans it, parsing every score of the
+-- schedule: some 1.5 k of Redis's instructions a queued job (a push of one job onto 100
+-- costs Redis 7.0 234 k, onto a skiplist 60 k).  When jobs pile up (a wake-up is
+-- pending already: no process waits on the shard) and the schedule holds PILING_JOBS or
+-- more, both become skiplists (a member longer than a packed set holds, taken out again
+-- at once), which they stay until they empty.  (push.lua's early lines do the same.)
+local PILING_JOBS = 8
+local function unpack_piling()
+  local encoding = redis.pcall('object', 'encoding', K.perform_in_zset)
+  if type(encoding) == 'string' and encoding ~= 'skiplist'
+      and redis.call('zcard', K.perform_in_zset) >= PILING_JOBS then
+    for _, key in ipairs({K.perform_in_zset, K.fresh_lex_zset}) do
+      redis.call('zadd', key, '0', BULK_MARK)
+      redis.call('zrem', key, BULK_MARK)
+    end
+  end
+end
+
 local woken = false
 -- Tell the thread serving the shard that due work arrived, or that its next
--- job is now earlier than it thought (at most one element).
+-- job is now earlier than it thought (at most one element); when it was told
+-- already, the shard's jobs may pile up (unpack_piling).
 local function wake()
   if woken then return end
   woken = true
   local list = K.wake_list
-  if redis.call('llen', list) == 0 then redis.call('rpush', list, '1') end
+  if redis.call('llen', list) == 0 then
+    redis.call('rpush', list, '1')
+  else
+    unpack_piling()
+  end
 end
 
 -- Wake the shard's thread when jobs about to be scheduled at `perform_in` are

@@ -49,7 +49,21 @@ if #ARGV == 8 and not TRACK and ARGV[2] == 'keep' and ARGV[3] == '' and ARGV[4] 
     early_now = at
     if redis.call('zadd', K.perform_in_zset, 'nx', at, id) == 1 then
       redis.call('zadd', K.fresh_lex_zset, '0', id .. '\0' .. struct.pack('>d', tonumber(at)) .. ARGV[8])
-      if redis.call('llen', K.wake_list) == 0 then redis.call('rpush', K.wake_list, '1') end
+      if redis.call('llen', K.wake_list) == 0 then
+        redis.call('rpush', K.wake_list, '1')
+      else
+        -- A wake-up is pending: unpack_piling (_common.lua), spelled out (by EVALSHA
+        -- these lines run before the helpers are made), its mark 80 bytes 255.
+        local encoding = redis.pcall('object', 'encoding', K.perform_in_zset)
+        if type(encoding) == 'string' and encoding ~= 'skiplist'
+            and redis.call('zcard', K.perform_in_zset) >= 8 then
+          local mark = string.rep('\255', 80)
+          for _, key in ipairs({K.perform_in_zset, K.fresh_lex_zset}) do
+            redis.call('zadd', key, '0', mark)
+            redis.call('zrem', key, mark)
+          end
+        end
+      end
       return 1
     end
   end
