@@ -3,9 +3,10 @@ Functions library, Redis 7 and later), counted by callgrind on one Redis server.
 
 Per mode, on a flushed server: a pop on an empty shard (its lease held: the fixed part
 of every call), a pop then an ack of one job (batch 1, from a queue of ``--jobs``
-jobs), and an enqueue of one job; each ``--calls`` times after a warm-up (the script or
-library loaded outside the window), printed per call.  The modes run on the same
-server and the same tree: only how the calls reach Redis differs.
+jobs), an enqueue of one job, each ``--calls`` times; and 20 enqueues of one job onto a
+shard of 60 enqueued so, which no process waits on (its wake-up pending); after a
+warm-up (the script or library loaded outside the window), printed per call.  The modes
+run on the same server and the same tree: only how the calls reach Redis differs.
 
 Needs ``valgrind`` on PATH and a Redis 7 ``redis-server`` (``--redis-server``, default
 Debian's ``/usr/bin/redis-server``).
@@ -26,6 +27,9 @@ from lowkiq.clients.thread import ThreadClient
 from lowkiq.ownership import leases
 from lowkiq.storage import scripts
 from lowkiq.storage.queue import Queue
+
+#: Jobs of the shard the last case pushes onto, and its pushes counted.
+PILED, PILED_PUSHES = 60, 20
 
 #: Each mode: whether scripts run as functions.
 MODES = {"EVALSHA": False, "FCALL": True}
@@ -72,6 +76,17 @@ def measure(server: CountedRedis, mode: str, calls: int, jobs: int) -> dict[str,
         for _ in range(calls):
             queue.push([(next(fresh), b"", 0.0, 0.0, None)])
 
+    # A shard of PILED jobs enqueued one a call, which no process waits on (its wake-up
+    # pending): the pushes onto it (below 128 jobs a sorted set may stay packed).
+    piled = Queue(client, "Piled", 1)
+    for n in range(PILED):
+        piled.push([(f"old{n}", b"", None, None, None)])
+    onto_piled = iter(f"new{n}" for n in range(10**9))
+
+    def piled_pushes() -> None:
+        for _ in range(PILED_PUSHES):
+            piled.push([(next(onto_piled), b"", None, None, None)])
+
     empty_pops()  # warm-up: every script (the library) loaded
     pop_acks()
     pushes()
@@ -79,6 +94,7 @@ def measure(server: CountedRedis, mode: str, calls: int, jobs: int) -> dict[str,
         "pop, empty shard": server.count(empty_pops) / calls,
         "pop + ack, batch 1": server.count(pop_acks) / calls,
         "enqueue of 1 job": server.count(pushes) / calls,
+        f"enqueue onto {PILED} piled": server.count(piled_pushes) / PILED_PUSHES,
     }
 
 
