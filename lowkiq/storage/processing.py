@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from lowkiq.clients.connection import KeyedCommand
 from lowkiq.errors import LeaseLost, StaleBatch
@@ -175,6 +175,8 @@ class Popped:
 
 #: The fields of a pop's reply before its jobs (:meth:`Processing.read_popped`).
 POP_REPLY_HEAD = 4
+#: A pop's whole reply when it acked nothing and its shard holds no job (an idle shard's).
+EMPTY_SHARD = -1
 
 
 def holds_jobs(reply: Any) -> bool:
@@ -354,10 +356,13 @@ class Processing(QueueBase):
         popped.acked = acked
         return popped
 
-    def read_popped(self, reply: list[Any]) -> Popped:
+    def read_popped(self, reply: list[Any] | int) -> Popped:
         """A pop's reply, read (its ack's result, status, the rate limit's wait, the batch's
         number, after a pop given ``capped`` groups the jobs taken of each group, a list,
-        then the jobs)."""
+        then the jobs; or :data:`EMPTY_SHARD` alone)."""
+        if reply == EMPTY_SHARD:
+            return Popped(NO_ACK, [], empty=True)
+        reply = cast(list[Any], reply)
         acked, status, wait, batch = reply[0], reply[1], reply[2], reply[3]
         if status not in (1, 2):
             if status == -3:

@@ -214,13 +214,13 @@ def test_an_empty_pop_landed_after_the_woken_job_may_fail_and_loses_nothing(
 ) -> None:
     # The pops that took nothing are landed by the dispatcher after the woken job started:
     # a Redis error there is raised in its turn, the job runs once, the shard goes on.
-    from lowkiq.storage.processing import Processing
+    from lowkiq.storage.processing import EMPTY_SHARD, Processing
 
     read = Processing.read_popped
     failures: list[int] = []
 
-    def read_failing_once(self: Processing, reply: list[Any]) -> Any:
-        if not failures and len(reply) == 4 and reply[3] == -1:  # an empty shard's pop
+    def read_failing_once(self: Processing, reply: list[Any] | int) -> Any:
+        if not failures and reply == EMPTY_SHARD:  # an empty shard's pop
             failures.append(1)
             raise redis.ConnectionError("injected: reading an empty pop")
         return read(self, reply)

@@ -29,7 +29,9 @@
 --   zsets, retry_count_zset, errors_hash, payloads_zset(id) of hot ids,
 --   processing_hash (of both shards), processed_counter (of the acked shard),
 --   with a rate limit rate_budget_hash and the bucket (see _common.lua)
--- Returns: a flat list: the ack's result (jobs acked; -1 when its lease is not
+-- Returns: -1 alone when no ack was asked and the shard holds no job (an idle shard's
+--   pop: a number costs Redis some 5 k instructions less to send than a list); else a
+--   flat list: the ack's result (jobs acked; -1 when its lease is not
 --   held, so nothing was acked; -2 when no ack was asked; -3 when the area holds
 --   another batch than the one named, so nothing was acked), the pop's status
 --   (1 popped; 2 popped one job alone, whose process died running it before (a
@@ -54,15 +56,14 @@
 -- early {
 -- Most pops of an idle process find their shard empty: with no ack asked and no rate
 -- limit, the lease is checked, then one EXISTS finds no queued job, no batch in the
--- processing area, no reshard hold and no base group, and the pop ends (no TIME): its
--- batch is -1, "the shard holds no job" (the caller asks no due time until a wake-up).
+-- processing area, no reshard hold and no base group, and the pop ends (no TIME),
+-- replying -1: "the shard holds no job" (the caller asks no due time until a wake-up).
 -- (By EVALSHA these lines run before the key table and the helpers are made.)
 local lease_checked = false
 if (KEYS[2] or '') == '' and tonumber(ARGV[7] or '') == nil then
   if redis.call('get', K.lease) ~= ARGV[1] then return {-2, -1, 0, 0} end
   if redis.call('exists', K.perform_in_zset, K.processing_hash, K.hold, K.group_base) == 0 then
-    if ARGV[12] == '\0' then return {-2, 1, 0, -1, {}} end
-    return {-2, 1, 0, -1}
+    return -1
   end
   lease_checked = true
 end
@@ -310,7 +311,7 @@ while not alone and taken < allowance do
       fresh_gone[fresh_count] = member
       -- processing_pack of a plain job, without a call
       if perform_in ~= plain_head_at then
-        plain_head, plain_head_at = struct.pack(PROCESSING_HEADER, tonumber(perform_in), -1, -1), perform_in
+        plain_head, plain_head_at = struct.pack(PROCESSING_HEADER, perform_in + 0, -1, -1), perform_in
       end
       out[at - 1] = plain_head .. blob
     else

@@ -48,7 +48,7 @@ if #ARGV == 8 and not TRACK and ARGV[2] == 'keep' and ARGV[3] == '' and ARGV[4] 
     end
     early_now = at
     if redis.call('zadd', K.perform_in_zset, 'nx', at, id) == 1 then
-      redis.call('zadd', K.fresh_lex_zset, '0', id .. '\0' .. struct.pack('>d', tonumber(at)) .. ARGV[8])
+      redis.call('zadd', K.fresh_lex_zset, '0', id .. '\0' .. struct.pack('>d', at + 0) .. ARGV[8])
       if redis.call('llen', K.wake_list) == 0 then
         redis.call('rpush', K.wake_list, '1')
       else
@@ -75,7 +75,7 @@ elseif retired() then
   return -1
 end
 local now = early_now or clock(ARGV[1])  -- (the early lines' now: one TIME a call)
-local now_score = tonumber(now)
+local now_score = now + 0
 local now_bytes = struct.pack('>d', now_score)
 local merge = ARGV[2]
 local once_name = false  -- a push made once: its name, in its enqueued events ('once')
