@@ -24,8 +24,9 @@ of the enqueue (INFO cpu, from the enqueuer's start to its exit); then the
 lowkiq/Sidekiq ratios of each round and the targets (median over the rounds): lowkiq
 at its defaults drains >= 1.5x Sidekiq's jobs/s with <= its Redis and worker CPU per
 job, enqueues with <= 2x its Redis CPU per job; at batch_size 10, >= 2.5x its jobs/s.
-Redis is a private server started here (the embedded binary the tests use) on
-127.0.0.1: DB 0 for lowkiq, DB 1 for Sidekiq, flushed before each run.
+Redis is a private server started here (the embedded binary the tests use, Redis 6.2,
+or the one ``--redis-server`` names: a Redis 7 runs lowkiq's scripts as Redis
+Functions) on 127.0.0.1: DB 0 for lowkiq, DB 1 for Sidekiq, flushed before each run.
 
 Each round also times the job alone, with no queue at all: one Python process whose
 ``--threads`` threads, each on a connection of its own, do the N ``INCR`` (and the two
@@ -54,7 +55,7 @@ drain timing nor latency in this mode.
 Not run in CI.
 
 Usage: python bench/vs_sidekiq.py [--jobs 20000] [--rounds 3] [--threads 5]
-           [--latency-samples 200] [--latency-rounds 2]
+           [--latency-samples 200] [--latency-rounds 2] [--redis-server PATH]
        python bench/vs_sidekiq.py --rounds 0            # latency only
        python bench/vs_sidekiq.py --latency-samples 0   # drains only
        python bench/vs_sidekiq.py --callgrind [--jobs 3000] [--threads 5] [--idle-seconds 10]
@@ -446,7 +447,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--redis-server",
-        help="--callgrind: the redis-server binary (default: the embedded one, Redis 6.2)",
+        help="the redis-server binary (default: the embedded one, Redis 6.2)",
     )
     parser.add_argument(
         "--idle-seconds", type=float, default=10.0, help="--callgrind: idle window, seconds"
@@ -463,7 +464,7 @@ def main() -> None:
         return
     directory = Path(tempfile.mkdtemp(prefix="lowkiq-vs-sidekiq-"))
     port = free_port()
-    server = start_server(directory / "redis", port=port)
+    server = start_server(directory / "redis", port=port, binary=args.redis_server)
     assert server.process is not None
     url = f"redis://127.0.0.1:{port}"
     try:
