@@ -224,7 +224,7 @@ end
 local function zset_take(key, limit)
   local rows = redis.call('zrange', key, '0', INTEGER_TEXT[limit - 1], 'withscores')
   local pairs_ = {}
-  for i = 1, #rows, 2 do pairs_[#pairs_ + 1] = {tonumber(rows[i + 1]), rows[i]} end
+  for i = 1, #rows, 2 do pairs_[#pairs_ + 1] = {rows[i + 1] + 0, rows[i]} end
   redis.call('zremrangebyrank', key, '0', INTEGER_TEXT[limit - 1])
   return blob_pack(pairs_), #pairs_
 end
@@ -667,7 +667,7 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
   local at = now + 0
   -- Groups whose first job became due join the turns.
   first_wait = first_wait or redis.call('zrange', waits, '0', '0', 'withscores')
-  if first_wait[2] and tonumber(first_wait[2]) <= at then
+  if first_wait[2] and first_wait[2] + 0 <= at then
     first_turn = nil
     local G = groups()
     for _, g in ipairs(redis.call('zrangebyscore', waits, '-inf', now, 'limit', '0', '100')) do
@@ -686,7 +686,7 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
     for i = 1, #rows, 2 do
       local g = rows[i]
       local at_cap = weights[g] == 0
-      pool[g] = {turn = tonumber(rows[i + 1]), pos = 1, out = at_cap}
+      pool[g] = {turn = rows[i + 1] + 0, pos = 1, out = at_cap}
       order[#order + 1] = g
       if at_cap then capped = capped + 1 end
     end
@@ -740,7 +740,7 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
         end
         local next_at = heads[2 * state.pos]
         state.next_at = next_at
-        if next_at and tonumber(next_at) <= at then
+        if next_at and next_at + 0 <= at then
           moved[#moved + 1] = state.turn
           moved[#moved + 1] = g
           staying = math.min(staying, state.turn)
@@ -814,7 +814,7 @@ local function group_picker(now, limit, weights, first_turn, first_wait)
       end
       for i = 1, empty do
         local g = rows[2 * i - 1]
-        pool[g] = {turn = tonumber(rows[2 * i]), pos = 1, out = true, heads = {}}
+        pool[g] = {turn = rows[2 * i] + 0, pos = 1, out = true, heads = {}}
         order[#order + 1] = g
       end
       if empty < #keys then
