@@ -341,7 +341,8 @@ class Dispatcher:
         finally:
             if leaving:
                 del self.leaving[handler.key]
-                self._give_up([handler])
+                if not work.stuck:  # a stuck shard's lease is kept until the process exits
+                    self._give_up([handler])
 
     def _give_up(self, handlers: list[ShardHandler]) -> None:
         """Ack the finished batches of ``handlers`` and release their leases (a Redis error

@@ -4,6 +4,7 @@ and Redis error leaves each shard served or given up; on one server and on a clu
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -483,3 +484,54 @@ def test_jobs_an_acquisition_buried_are_reported_before_the_shards_first_batch(
         dispatcher.tell(Grant(handler))
         turn_until(dispatcher, lambda: "performed next" in DiesOnce.events)
     assert DiesOnce.events == ["exhausted killer", "performed next"]
+
+
+class Unstoppable(lowkiq.Worker):
+    """One shard; a perform swallows every ``PerformTimeout`` until its gate opens."""
+
+    shards_count = 1
+    perform_timeout = 0.2
+    perform_hard_timeout = 0.6
+    gate = threading.Event()
+
+    @classmethod
+    def perform(cls, payloads_by_id: dict[str, list[Any]]) -> None:
+        while not cls.gate.is_set():
+            with contextlib.suppress(Exception):
+                cls.gate.wait(0.01)
+
+
+def test_a_shard_asked_back_while_its_perform_runs_past_the_hard_limit_keeps_its_lease(
+    redis_client: Client,
+) -> None:
+    lowkiq.settings.workers = [Unstoppable]
+    Unstoppable.gate = threading.Event()
+    fatal: list[BaseException] = []
+    try:
+        with dispatcher_of(redis_client, Unstoppable, fatal=fatal.append) as (dispatcher, queue):
+            released: list[Any] = []
+            dispatcher.reports = ReleasesInto(released)
+            Unstoppable.perform_async([{"id": "stuck"}])
+            turn_until(dispatcher, lambda: bool(dispatcher.in_flight))
+            # Asked back mid-perform (the process stops, or a hand-over): it leaves once
+            # settled; then its perform runs past the hard limit and is given up.
+            dispatcher.tell(Revoke(("Unstoppable", 0)))
+            dispatcher.apply()
+            assert handler_of_leaving(dispatcher).life.state is State.LEAVING
+            collect_until(dispatcher, lambda: bool(fatal) and not dispatcher.leaving, 5)
+            # Its thread still runs the perform: the lease is kept until the process
+            # exits, for no other process to take the shard meanwhile.
+            assert released == []
+            assert redis_client.exists(queue.keys.lease(0))
+            assert [h.shard for h in dispatcher.abandoned] == [0]
+            [job] = Unstoppable.queries().fetch(["stuck"])  # it failed, for its retry
+            assert job["retry_count"] == 0, job
+            assert "ran past Unstoppable.perform_hard_timeout" in job["error"], job
+    finally:
+        Unstoppable.gate.set()
+
+
+def handler_of_leaving(dispatcher: Any) -> ShardHandler:
+    """The one handler the dispatcher waits on to leave."""
+    [handler] = dispatcher.leaving.values()
+    return handler
